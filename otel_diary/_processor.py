@@ -1,0 +1,286 @@
+"""The in-process source: a ``SpanProcessor`` that turns task spans into diaries.
+
+``on_end`` does O(1) work: it appends the span to a bounded queue (or counts a drop).
+A daemon worker turns queued spans into plain data, assembles traces and runs the
+pipeline. Nothing raises out of ``on_start``, ``on_end``, ``force_flush`` or ``shutdown``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from opentelemetry import context, trace
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.trace import StatusCode
+
+from ._assemble import TraceAssembler
+from ._conventions import ORCHESTRATOR, Conventions
+from ._pipeline import Pipeline, Stats
+from ._record import SpanRecord
+from ._reflect import Reflector
+from ._settings import Settings
+from ._sinks import FolderSink, Sink
+
+logger = logging.getLogger("otel_diary")
+
+_EXPIRE_EVERY_S = 1.0
+_installed: weakref.WeakKeyDictionary[Any, DiarySpanProcessor] = weakref.WeakKeyDictionary()
+_install_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _suppressed() -> Iterator[None]:
+    """Suppress OpenTelemetry instrumentation in this thread: our own I/O makes no spans.
+
+    Contextvars do not cross into a new thread, so the worker sets this itself.
+    """
+    token = context.attach(context.set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
+    try:
+        yield
+    finally:
+        context.detach(token)
+
+
+def to_record(span: ReadableSpan) -> SpanRecord:
+    """A plain-data copy of an ended SDK span."""
+    ctx = span.context
+    parent = span.parent
+    status = span.status
+    resource = span.resource
+    return SpanRecord(
+        trace_id=ctx.trace_id if ctx is not None else 0,
+        span_id=ctx.span_id if ctx is not None else 0,
+        name=span.name,
+        start_ns=span.start_time or 0,
+        end_ns=span.end_time or span.start_time or 0,
+        parent_span_id=parent.span_id if parent is not None else None,
+        parent_is_remote=bool(parent is not None and parent.is_remote),
+        is_error=status.status_code is StatusCode.ERROR,
+        status_message=status.description or "",
+        attributes=dict(span.attributes or {}),
+        resource=dict(resource.attributes) if resource is not None else {},
+    )
+
+
+class DiarySpanProcessor(SpanProcessor):
+    """Writes a diary for every root task span that ends successfully.
+
+    Usage::
+
+        provider = TracerProvider()
+        provider.add_span_processor(DiarySpanProcessor())  # honours KB_DIARIES_ENABLED
+
+    Keyword arguments override the environment (see :class:`otel_diary.Settings`).
+    With diaries disabled the processor does nothing: no thread, no file.
+    """
+
+    def __init__(
+        self,
+        *,
+        settings: Settings | None = None,
+        sinks: Sequence[Sink] | None = None,
+        reflector: Reflector | None = None,
+        conventions: Conventions | None = None,
+        **overrides: Any,
+    ) -> None:
+        if settings is None:
+            settings = Settings(**overrides)
+        elif overrides:
+            settings = settings.model_copy(update=overrides)
+            Settings.model_validate(settings.model_dump())
+        self.settings = settings
+        self.stats = Stats()
+        self.enabled = settings.enabled
+        self._queue: deque[ReadableSpan] = deque()
+        self._capacity = settings.queue_size if self.enabled else 0
+        self._drops = itertools.count(1)
+        self._drops_logged = 0
+        self._shutdown = False
+        self._stopping = False
+        self._wake = threading.Event()
+        self._flush_requests: deque[threading.Event] = deque()
+        self._thread: threading.Thread | None = None
+        self.conventions = conventions or ORCHESTRATOR
+        if not self.enabled:
+            self.pipeline: Pipeline | None = None
+            return
+        self.pipeline = Pipeline(
+            self.conventions,
+            list(sinks) if sinks is not None else [FolderSink(settings.root)],
+            reflector=reflector,
+            stats=self.stats,
+        )
+        self._assembler = TraceAssembler(
+            self.conventions,
+            max_traces=settings.max_traces,
+            trace_ttl_s=settings.trace_ttl_s,
+            pending_timeout_s=settings.pending_timeout_s,
+        )
+        self._thread = threading.Thread(target=self._run, name="otel-diary", daemon=True)
+        self._thread.start()
+
+    # -- hot path ---------------------------------------------------------------------
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        pass
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            if len(self._queue) < self._capacity:
+                self._queue.append(span)
+            elif self.enabled:
+                self._drop()
+        except Exception:  # never reach the app's `with` block
+            logger.debug("otel-diary on_end failed", exc_info=True)
+
+    def _drop(self) -> None:
+        dropped = next(self._drops)
+        self.stats.dropped_spans = dropped
+        if dropped == 1:
+            logger.warning("otel-diary queue is full (%d spans): dropping spans; see "
+                           "OTEL_DIARY_QUEUE_SIZE", self._capacity)
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Process every span ended so far and deliver its diaries; False on timeout."""
+        try:
+            thread = self._thread
+            if thread is None or not thread.is_alive():
+                return True
+            done = threading.Event()
+            self._flush_requests.append(done)
+            self._wake.set()
+            return done.wait(max(timeout_millis, 0) / 1000)
+        except Exception:
+            logger.debug("otel-diary force_flush failed", exc_info=True)
+            return False
+
+    def shutdown(self) -> None:
+        """Deliver what is queued (within ``shutdown_timeout_ms``) and stop; idempotent."""
+        try:
+            if self._shutdown:
+                return
+            self._shutdown = True
+            self._capacity = 0
+            thread = self._thread
+            if thread is not None:
+                self._stopping = True
+                self._wake.set()
+                thread.join(self.settings.shutdown_timeout_ms / 1000)
+                if thread.is_alive():
+                    logger.warning("otel-diary shutdown timed out with %d spans queued",
+                                   len(self._queue))
+            if self.pipeline is not None:
+                self.pipeline.close()
+        except Exception:
+            logger.debug("otel-diary shutdown failed", exc_info=True)
+
+    # -- worker -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        delay = self.settings.schedule_delay_ms / 1000
+        next_expiry = time.monotonic() + _EXPIRE_EVERY_S
+        with _suppressed():
+            while True:
+                self._wake.wait(delay)
+                self._wake.clear()
+                try:
+                    self._drain_queue()
+                    if time.monotonic() >= next_expiry:
+                        next_expiry = time.monotonic() + _EXPIRE_EVERY_S
+                        self._deliver(self._assembler.expire())
+                    if self._stopping:
+                        self._drain_queue()
+                        self._deliver(self._assembler.drain())
+                except Exception:
+                    self.stats.pipeline_errors += 1
+                    logger.exception("otel-diary worker failed; continuing")
+                while self._flush_requests:
+                    self._flush_requests.popleft().set()
+                if self._stopping:
+                    return
+
+    def _deliver(self, ready: list[Any]) -> None:
+        for item in ready:
+            assert self.pipeline is not None
+            self.pipeline.handle(item)
+        self.stats.traces_evicted = self._assembler.evicted
+        self.stats.traces_expired = self._assembler.expired
+        if self.stats.dropped_spans > self._drops_logged:
+            if self._drops_logged:
+                logger.warning("otel-diary dropped %d spans so far (queue full)",
+                               self.stats.dropped_spans)
+            self._drops_logged = self.stats.dropped_spans
+
+    def _drain_queue(self) -> None:
+        queue = self._queue
+        popleft = queue.popleft
+        conv = self.conventions
+        marker = conv.task_marker
+        child_keys = conv.child_keys
+        assembler = self._assembler
+        traces = assembler._traces
+        error = StatusCode.ERROR
+        while queue:
+            span = popleft()
+            try:
+                attributes = _attributes_of(span)
+                if marker in attributes and conv.is_task(attributes):
+                    self._deliver(assembler.task_ended(to_record(span)))
+                    continue
+                ctx = span.context
+                is_error = span.status.status_code is error
+                if is_error or not child_keys.isdisjoint(attributes):
+                    assembler.contribute(ctx.trace_id, attributes, is_error)
+                if ctx.trace_id in traces:
+                    parent = span.parent
+                    self._deliver(assembler.span_ended(
+                        ctx.trace_id, ctx.span_id, parent is None or parent.is_remote))
+            except Exception:
+                self.stats.pipeline_errors += 1
+                logger.debug("otel-diary could not read a span", exc_info=True)
+        if self.stats.dropped_spans > self._drops_logged:
+            self._deliver([])
+
+
+def _attributes_of(span: ReadableSpan) -> Any:
+    """The span's attributes as a plain mapping, without copying when the SDK allows."""
+    raw = getattr(span, "_attributes", None)
+    inner = getattr(raw, "_dict", None)
+    if type(inner) is dict:
+        return inner
+    if type(raw) is dict:
+        return raw
+    return dict(span.attributes or {})
+
+
+def install(tracer_provider: TracerProvider | None = None, **overrides: Any) -> \
+        DiarySpanProcessor | None:
+    """Attach a :class:`DiarySpanProcessor` to ``tracer_provider`` (default: the global one).
+
+    Attaching twice to one provider returns the first processor. Returns ``None`` when the
+    provider cannot take span processors (the global one before any SDK is configured).
+    """
+    provider: Any = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+    if not hasattr(provider, "add_span_processor"):
+        logger.warning("otel-diary: %s cannot take span processors; set up the SDK's "
+                       "TracerProvider first", type(provider).__name__)
+        return None
+    with _install_lock:
+        existing = _installed.get(provider)
+        if existing is not None:
+            return existing
+        processor = DiarySpanProcessor(**overrides)
+        provider.add_span_processor(processor)
+        _installed[provider] = processor
+        return processor
