@@ -1,20 +1,20 @@
-"""The ``otel-diary`` command line."""
+"""The ``otel-diary`` command line: one sub-command per entry of ``COMMANDS``.
+
+Each command lives in a module with ``add_arguments(parser)`` and ``run(args) -> int``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from ._settings import Settings
-
-
-def _root(value: str | None) -> Path:
-    if value:
-        return Path(value)
-    return Settings().root
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("otel_diary._demo", "run three example tasks and write their diaries"),
+}
+"""Sub-command -> (module, one-line help)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -24,20 +24,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    demo = commands.add_parser("demo", help="run three example tasks and write their diaries")
-    demo.add_argument("--dir", help="knowledge-base root (default: OTEL_DIARY_DIR or "
-                                    "~/.local/share/otel-diary)")
-
+    modules = {}
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        modules[name] = module
+        module.add_arguments(commands.add_parser(name, help=help_text, description=help_text))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.command == "demo":
-        from ._demo import main as demo_main
-
-        return demo_main(_root(args.dir))
-    parser.error(f"unknown command {args.command}")
-    return 2
+    try:
+        return int(modules[args.command].run(args))
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ fails. Spans carry simulated timestamps so the diaries show realistic latencies.
 
 from __future__ import annotations
 
+import argparse
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode, Tracer
 
 from ._processor import DiarySpanProcessor
+from ._settings import Settings
 from ._sinks import FolderSink
 
 TS_STDERR = """\
@@ -131,3 +133,12 @@ def main(root: Path) -> int:
         print(f"\n--- {recovered.name} ---")
         print(recovered.read_text(encoding="utf-8"))
     return 0 if stats.diaries == 2 else 1
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dir", help="knowledge-base root (default: OTEL_DIARY_DIR or "
+                                      "~/.local/share/otel-diary)")
+
+
+def run(args: argparse.Namespace) -> int:
+    return main(Path(args.dir) if args.dir else Settings().root)

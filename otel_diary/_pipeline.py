@@ -16,11 +16,19 @@ from ._classify import TaskRun, classify
 from ._conventions import Conventions
 from ._reflect import MAX_LEARNED, Reflector, StubReflector, cut
 from ._render import Diary, render
-from ._sinks import Sink
+from ._settings import Settings
+from ._sinks import FolderSink, Sink
 
 logger = logging.getLogger("otel_diary")
 
+MAX_RELATED = 5
+
 Redactor = Callable[[str], str]
+"""Returns its text with secrets replaced by ``[REDACTED:<kind>]``."""
+RelatedFinder = Callable[[TaskRun], Sequence[str]]
+"""Returns ids of earlier diaries related to a run (beyond those the span names)."""
+DiaryListener = Callable[[Diary, TaskRun, Sequence[str]], None]
+"""Called after a diary was delivered, with the locations the sinks returned."""
 
 
 @dataclass
@@ -70,6 +78,8 @@ class Pipeline:
         reflector: Reflector | None = None,
         redactor: Redactor | None = None,
         trace_url_template: str | None = None,
+        related_finder: RelatedFinder | None = None,
+        listeners: Sequence[DiaryListener] = (),
         stats: Stats | None = None,
     ) -> None:
         self.conventions = conventions
@@ -77,6 +87,8 @@ class Pipeline:
         self.reflector = reflector or StubReflector()
         self.redactor = redactor
         self.trace_url_template = trace_url_template
+        self.related_finder = related_finder
+        self.listeners = list(listeners)
         self.stats = stats or Stats()
         self._stub = StubReflector()
         self._log_once = _LogOnce()
@@ -106,19 +118,30 @@ class Pipeline:
         if self.trace_url_template:
             trace_url = self.trace_url_template.format(trace_id=run.trace_id_hex,
                                                        span_id=run.span_id_hex)
-        diary = render(run, learned, run.related, trace_url)
-        delivered = False
+        related = list(run.related)
+        if self.related_finder is not None:
+            try:
+                related.extend(self.related_finder(run))
+            except Exception:
+                self._log_once("related", "otel-diary could not look up related diaries")
+        diary = render(run, learned, related[:MAX_RELATED] if self.related_finder else related,
+                       trace_url)
+        locations: list[str] = []
         for sink in self.sinks:
             try:
-                sink.write(diary)
-                delivered = True
+                locations.append(sink.write(diary))
             except Exception:
                 self.stats.sink_errors += 1
                 self._log_once(f"sink:{type(sink).__name__}",
                                "otel-diary sink %s failed to write diary %s",
                                type(sink).__name__, diary.id)
-        if delivered or not self.sinks:
+        if locations or not self.sinks:
             self.stats.diaries += 1
+            for listener in self.listeners:
+                try:
+                    listener(diary, run, locations)
+                except Exception:
+                    self._log_once("listener", "otel-diary diary listener failed")
         return diary
 
     def _reflect(self, run: TaskRun) -> str:
@@ -138,6 +161,23 @@ class Pipeline:
                 sink.close()
             except Exception:
                 self._log_once(f"close:{type(sink).__name__}", "otel-diary sink close failed")
+
+
+def build_pipeline(
+    settings: Settings,
+    conventions: Conventions,
+    *,
+    sinks: Sequence[Sink] | None = None,
+    reflector: Reflector | None = None,
+    stats: Stats | None = None,
+) -> Pipeline:
+    """The pipeline ``settings`` describe; explicit ``sinks``/``reflector`` replace them.
+
+    Every source (in-process processor, OTLP receiver, replay) builds its pipeline here.
+    """
+    if sinks is None:
+        sinks = [FolderSink(settings.root)]
+    return Pipeline(conventions, sinks, reflector=reflector, stats=stats)
 
 
 def redact_run(run: TaskRun, redactor: Redactor) -> TaskRun:

@@ -24,11 +24,11 @@ from opentelemetry.trace import StatusCode
 
 from ._assemble import TraceAssembler
 from ._conventions import ORCHESTRATOR, Conventions
-from ._pipeline import Pipeline, Stats
+from ._pipeline import Pipeline, Stats, build_pipeline
 from ._record import SpanRecord
 from ._reflect import Reflector
 from ._settings import Settings
-from ._sinks import FolderSink, Sink
+from ._sinks import Sink
 
 logger = logging.getLogger("otel_diary")
 
@@ -113,12 +113,8 @@ class DiarySpanProcessor(SpanProcessor):
         if not self.enabled:
             self.pipeline: Pipeline | None = None
             return
-        self.pipeline = Pipeline(
-            self.conventions,
-            list(sinks) if sinks is not None else [FolderSink(settings.root)],
-            reflector=reflector,
-            stats=self.stats,
-        )
+        self.pipeline = build_pipeline(settings, self.conventions, sinks=sinks,
+                                       reflector=reflector, stats=self.stats)
         self._assembler = TraceAssembler(
             self.conventions,
             max_traces=settings.max_traces,
