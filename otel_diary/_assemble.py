@@ -91,7 +91,8 @@ class TraceAssembler:
         entry = self._touch(record.trace_id)
         ready: list[Ready] = []
         # Task spans that waited on this one are nested: the outer run owns them.
-        entry.waiting_on.pop(record.span_id, None)
+        for nested in entry.waiting_on.pop(record.span_id, ()):
+            entry.pending.pop(nested, None)
         if record.is_local_root:
             ready.append((record, entry.take_summary()))
             ready.extend((task, ChildSummary()) for task in entry.pending.values())

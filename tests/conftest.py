@@ -1,0 +1,48 @@
+"""Shared fixtures: a real TracerProvider wired to a DiarySpanProcessor."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+
+from otel_diary import DiarySpanProcessor
+from otel_diary.testing import InMemorySink
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No test reads the developer's own otel-diary environment or writes to their home."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("OTEL_DIARY_") or name in ("KB_DIARIES_ENABLED", "MOTHER_AI_URL",
+                                                      "MOTHER_AI_API_KEY"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+
+
+class Harness:
+    """A provider, its diary processor and an in-memory sink."""
+
+    def __init__(self, **settings: Any) -> None:
+        self.sink = InMemorySink()
+        self.provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
+                                       shutdown_on_exit=False)
+        self.processor = DiarySpanProcessor(sinks=[self.sink], **{"enabled": True, **settings})
+        self.provider.add_span_processor(self.processor)
+        self.tracer = self.provider.get_tracer("tests")
+
+    def flush(self) -> None:
+        assert self.processor.force_flush(10_000)
+
+
+@pytest.fixture
+def harness() -> Iterator[Harness]:
+    h = Harness()
+    yield h
+    h.provider.shutdown()

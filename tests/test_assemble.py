@@ -1,0 +1,74 @@
+"""TraceAssembler: children summarized under their task; bounded in traces and age."""
+
+from __future__ import annotations
+
+from otel_diary import ORCHESTRATOR, SpanRecord, TraceAssembler
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def task(trace_id: int, span_id: int, parent: int | None = None) -> SpanRecord:
+    return SpanRecord(trace_id=trace_id, span_id=span_id, name="t", start_ns=0, end_ns=1,
+                      parent_span_id=parent, attributes={"orchestrator.task.id": "T"})
+
+
+def test_root_task_takes_its_childrens_summary() -> None:
+    """A root task span is ready at once with what its children contributed."""
+    assembler = TraceAssembler(ORCHESTRATOR)
+    assembler.contribute(1, {"gen_ai.usage.input_tokens": 5}, False)
+    assembler.contribute(1, {"gen_ai.usage.output_tokens": 2}, False)
+    [(record, summary)] = assembler.task_ended(task(1, 10))
+    assert record.span_id == 10 and summary.input_tokens + summary.output_tokens == 7
+    assert len(assembler) == 0
+
+
+def test_task_under_local_parent_waits_for_it() -> None:
+    """A task span with an in-process parent is decided when that parent ends."""
+    assembler = TraceAssembler(ORCHESTRATOR)
+    assert assembler.task_ended(task(1, 10, parent=5)) == []
+    ready = assembler.span_ended(1, 5, is_local_root=True)
+    assert [r.span_id for r, _ in ready] == [10]
+
+
+def test_nested_task_is_absorbed_by_outer_task() -> None:
+    """A task span whose parent is a task span is not a root: only the outer is ready."""
+    assembler = TraceAssembler(ORCHESTRATOR)
+    assert assembler.task_ended(task(1, 10, parent=5)) == []
+    ready = assembler.task_ended(task(1, 5))
+    assert [r.span_id for r, _ in ready] == [5]
+
+
+def test_oldest_trace_is_evicted_over_the_bound() -> None:
+    """Beyond max_traces the least recently active trace is evicted and counted."""
+    assembler = TraceAssembler(ORCHESTRATOR, max_traces=2)
+    for trace_id in (1, 2, 3):
+        assembler.contribute(trace_id, {}, False)
+    assert len(assembler) == 2 and 1 not in assembler and assembler.evicted == 1
+
+
+def test_idle_traces_expire_and_waiting_tasks_are_released() -> None:
+    """Idle traces are forgotten (counted); a waiting task span is released after its
+    timeout instead of being lost."""
+    clock = Clock()
+    assembler = TraceAssembler(ORCHESTRATOR, trace_ttl_s=100, pending_timeout_s=10,
+                               clock=clock)
+    assembler.contribute(1, {}, False)
+    assembler.task_ended(task(2, 20, parent=9))
+    clock.now = 11
+    assert [r.span_id for r, _ in assembler.expire()] == [20]
+    clock.now = 200
+    assert assembler.expire() == [] and assembler.expired == 2 and len(assembler) == 0
+
+
+def test_drain_releases_every_waiting_task() -> None:
+    """At shutdown every waiting task span is released: nothing is lost."""
+    assembler = TraceAssembler(ORCHESTRATOR)
+    assembler.task_ended(task(1, 10, parent=5))
+    assembler.task_ended(task(2, 20, parent=6))
+    assert sorted(r.span_id for r, _ in assembler.drain()) == [10, 20]
