@@ -1,0 +1,115 @@
+"""Redaction throughput on 1 MiB of build log, normal and adversarial.
+
+Prints MiB/s for each input, for half and quarter sizes too (a linear redactor keeps the
+same MiB/s at every size), and the ratio against a baseline measured in the same run: one
+``re.escape`` literal scan-and-replace pass over the same text.
+
+    .venv/bin/python benchmarks/redaction.py
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+
+from otel_diary._redact import SecretRedactor
+
+MIB = 1024 * 1024
+
+NORMAL_LINES = [
+    "> tsc --noEmit",
+    "src/orders/api.ts(42,17): error TS2345: Argument of type 'string | undefined' is not "
+    "assignable to parameter of type 'string'.",
+    "  Type 'undefined' is not assignable to type 'string'.",
+    "npm WARN deprecated inflight@1.0.6: This module is not supported, and leaks memory.",
+    "FAILED tests/test_orders.py::test_paginate - AssertionError: assert 3 == 4",
+    "    at Object.<anonymous> (/app/node_modules/jest-circus/build/utils.js:298:28)",
+    "Compiling serde v1.0.210 (registry+https://github.com/rust-lang/crates.io-index)",
+    "error[E0308]: mismatched types --> src/main.rs:12:5 expected `u32`, found `&str`",
+    "max_tokens=300 tokens: 5132 latency_ms=8421 secretary: none; passes: 3 of 4",
+    "GET https://api.example.com/v1/orders?page=2 -> 200 (31 ms)",
+    "export AWS_REGION=eu-west-1 && git push origin main",
+]
+SECRETS = [
+    "AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE",
+    "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJlc2ln",
+    "git clone https://deploy:s3cr3tPa55@git.example.com/acme/app.git",
+    "GITHUB_TOKEN=ghp_" + "a1B2c3D4e5" * 3 + "a1B2c3",
+]
+
+
+def normal(size: int) -> str:
+    """A build log with a secret every few hundred lines."""
+    lines: list[str] = []
+    total = 0
+    index = 0
+    while total < size:
+        line = (SECRETS[index // 300 % len(SECRETS)] if index % 300 == 299
+                else NORMAL_LINES[index % len(NORMAL_LINES)])
+        lines.append(line)
+        total += len(line) + 1
+        index += 1
+    return "\n".join(lines)[:size]
+
+
+def repeat(unit: str, size: int) -> str:
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+ADVERSARIAL: dict[str, Callable[[int], str]] = {
+    "one long token run": lambda n: "a" * n,
+    "AKIA repeated": lambda n: repeat("AKIA", n),
+    "eyJ repeated": lambda n: repeat("eyJ", n),
+    "eyJ.x. almost-JWTs": lambda n: repeat("eyJaaaa.bbbb", n),
+    "ghp_ then a long run": lambda n: "ghp_" + "a" * (n - 4),
+    "sk- repeated": lambda n: repeat("sk-", n),
+    "password= without values": lambda n: repeat("password=", n),
+    "password=\" unclosed": lambda n: 'password="' + "x" * (n - 10),
+    "token: token: ...": lambda n: repeat("token: ", n),
+    "Bearer Bearer ...": lambda n: repeat("Bearer ", n),
+    "://a: without @": lambda n: repeat("://a:aaaaaaaa", n),
+    "BEGIN without END": lambda n: repeat("-----BEGIN RSA PRIVATE KEY-----\n", n),
+    "END without BEGIN": lambda n: repeat("QUJDREVGR0hJSktMTU5PUA==\n-----END PRIVATE KEY-----\n",
+                                          n),
+    "mixed prefixes": lambda n: repeat("AKIAeyJghp_glpat-xoxb-sk-://u:p Bearer password=", n),
+}
+
+
+def best_seconds(work: Callable[[], object], runs: int = 5) -> float:
+    timings = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        work()
+        timings.append(time.perf_counter() - start)
+    return min(timings)
+
+
+def main() -> int:
+    redact = SecretRedactor()
+    baseline_pattern = re.compile(re.escape("AKIAIOSFODNN7EXAMPLE"))
+    inputs: dict[str, Callable[[int], str]] = {"normal build log": normal, **ADVERSARIAL}
+    print(f"python {sys.version.split()[0]}; best of 5 runs; MiB/s (higher is better)")
+    print(f"{'input':28} {'1 MiB':>9} {'512 KiB':>9} {'256 KiB':>9} "
+          f"{'baseline':>9} {'ratio':>6}")
+    ratios: list[float] = []
+    for name, make in inputs.items():
+        rates: list[float] = []
+        for size in (MIB, MIB // 2, MIB // 4):
+            text = make(size)
+            rates.append(size / MIB / best_seconds(partial(redact, text)))
+        text = make(MIB)
+        base_rate = 1 / best_seconds(partial(baseline_pattern.sub, "[X]", text))
+        ratio = base_rate / rates[0]
+        ratios.append(ratio)
+        print(f"{name:28} {rates[0]:9.1f} {rates[1]:9.1f} {rates[2]:9.1f} "
+              f"{base_rate:9.1f} {ratio:5.1f}x")
+    print(f"redaction costs {statistics.median(ratios):.1f}x one literal scan (median)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
