@@ -1,0 +1,321 @@
+"""Receiver throughput: spans/s through OTLP/HTTP protobuf into the pipeline, next to parsing.
+
+Workload: traces of about 50 spans made with the real OpenTelemetry SDK (an orchestrator
+task root; LLM chat spans with token usage; tool calls; HTTP client calls; internal
+steps), encoded by the OTLP exporter's own encoder into requests of ten traces (520 spans, about
+the 512 the SDK's BatchSpanProcessor sends at once). Every request gets fresh trace ids.
+
+  1. bare parse: ``ExportTraceServiceRequest.FromString`` over the same payloads.
+  2. throughput: ``otel-diary serve`` in a subprocess; client threads post the payloads
+     with httpx (keep-alive) on loopback. Measured from the first request until the
+     receiver's metrics count every span assembled (its grace period is long enough that
+     no diary is rendered meanwhile: rendering competes for the same interpreter).
+     Then SIGTERM: every task is decided and its diary written before the process exits,
+     which gives the pipeline's own rate (diaries/s).
+  3. overload: for a while, more clients post fresh traces than the receiver can take,
+     with OTEL_DIARY_SERVE_MAX_SPANS=100000 so the bound is reached within the run; its
+     resident memory is sampled. Reports peak RSS, the peak in each half of the run
+     (bounded: the second is not above the first by much) and the status codes.
+
+    python benchmarks/receiver_throughput.py [--requests 100] [--clients 4]
+        [--overload-seconds 20] [--overload-clients 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+
+PROTOBUF = {"content-type": "application/x-protobuf"}
+
+
+def make_template(traces: int = 10, seed: int = 7) -> tuple[bytes, list[bytes]]:
+    """One request of ten 52-span traces from the real SDK and encoder, and its trace ids."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.trace import Status, StatusCode
+
+    class Keep(SpanExporter):
+        def __init__(self) -> None:
+            self.spans: list[ReadableSpan] = []
+
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            self.spans.extend(spans)
+            return SpanExportResult.SUCCESS
+
+    rng = random.Random(seed)
+    keep = Keep()
+    provider = TracerProvider(resource=Resource.create({
+        "service.name": "orchestrator", "service.version": "2.3.1",
+        "deployment.environment.name": "prod", "host.name": "worker-7"}),
+        shutdown_on_exit=False)
+    provider.add_span_processor(SimpleSpanProcessor(keep))
+    tracer = provider.get_tracer("orchestrator", "2.3.1")
+    for n in range(traces):
+        with tracer.start_as_current_span("orchestrator.task", attributes={
+            "orchestrator.task.id": f"T-{n}", "orchestrator.task.title": f"Fix flaky test {n}",
+            "orchestrator.task.trigger": "issue", "orchestrator.agent.name": "coder",
+            "orchestrator.route": "paid_model", "gen_ai.request.model": "claude-sonnet",
+            "orchestrator.file_operations": 3, "orchestrator.build_verify.attempts": 1,
+            "orchestrator.build_verify.passed": True,
+        }):
+            for step in range(10):
+                with tracer.start_as_current_span(f"agent.step {step}",
+                                                  attributes={"step.index": step}):
+                    with tracer.start_as_current_span("chat claude-sonnet", attributes={
+                        "gen_ai.operation.name": "chat", "gen_ai.provider.name": "anthropic",
+                        "gen_ai.request.model": "claude-sonnet",
+                        "gen_ai.response.model": "claude-sonnet-20260101",
+                        "gen_ai.usage.input_tokens": rng.randint(500, 4000),
+                        "gen_ai.usage.output_tokens": rng.randint(50, 800),
+                        "gen_ai.response.finish_reasons": ["stop"],
+                    }):
+                        with tracer.start_as_current_span("POST", attributes={
+                            "http.request.method": "POST", "server.address": "api.example.com",
+                            "server.port": 443, "url.full": "https://api.example.com/v1/messages",
+                            "http.response.status_code": 200,
+                        }):
+                            pass
+                    with tracer.start_as_current_span("execute_tool read_file", attributes={
+                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "read_file",
+                        "file.path": f"src/module_{rng.randint(1, 99)}.py",
+                    }) as tool:
+                        if rng.random() < 0.05:
+                            tool.set_status(Status(StatusCode.ERROR, "not found"))
+                    with tracer.start_as_current_span("apply_patch",
+                                                      attributes={"lines": rng.randint(1, 80)}):
+                        pass
+            with tracer.start_as_current_span("build.verify", attributes={
+                    "process.command": "npm test", "process.exit.code": 0}):
+                pass
+    request = encode_spans(keep.spans)
+    trace_ids = list({span.context.trace_id.to_bytes(16, "big") for span in keep.spans
+                      if span.context is not None})
+    return request.SerializeToString(), trace_ids
+
+
+def fresh(template: bytes, trace_ids: list[bytes]) -> bytes:
+    """The template with new trace ids: every copy is a new set of traces."""
+    body = template
+    for trace_id in trace_ids:
+        body = body.replace(trace_id, os.urandom(16))
+    return body
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Receiver:
+    """``otel-diary serve`` in a subprocess, HTTP only."""
+
+    def __init__(self, root: Path, **env: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        environment = {**os.environ, "OTEL_DIARY_DIR": str(root), **env}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "otel_diary._cli", "serve", "--http-port", str(self.port),
+             "--grpc-port", "0"], env=environment, stderr=subprocess.DEVNULL)
+        for _ in range(300):
+            try:
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        raise RuntimeError("the receiver did not start")
+
+    def metrics(self) -> dict[str, float]:
+        text = httpx.get(self.url + "/metrics", timeout=10).text
+        values = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                values[name] = float(value)
+        return values
+
+    def rss(self) -> tuple[int, int]:
+        """(current, peak) resident set size in bytes."""
+        fields = {}
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            fields[key] = value.strip()
+        return (int(fields["VmRSS"].split()[0]) * 1024, int(fields["VmHWM"].split()[0]) * 1024)
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(300)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def post_all(url: str, bodies: list[bytes], clients: int, statuses: Counter[int],
+             deadline: float | None = None) -> None:
+    """Post every body (retrying 429/503 after a short pause) from ``clients`` threads."""
+    lock = threading.Lock()
+    todo = list(reversed(bodies))
+
+    def client() -> None:
+        with httpx.Client(timeout=60) as http:
+            while True:
+                with lock:
+                    if not todo:
+                        return
+                    body = todo.pop()
+                for _ in range(1000):  # bounded retries
+                    if deadline is not None and time.monotonic() > deadline:
+                        return
+                    status = http.post(url + "/v1/traces", content=body,
+                                       headers=PROTOBUF).status_code
+                    with lock:
+                        statuses[status] += 1
+                    if status not in (429, 503):
+                        break
+                    time.sleep(0.05)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=100)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--overload-seconds", type=float, default=20.0)
+    parser.add_argument("--overload-clients", type=int, default=12)
+    args = parser.parse_args()
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    template, trace_ids = make_template()
+    sample = ExportTraceServiceRequest.FromString(template)
+    per_request = sum(len(ss.spans) for rs in sample.resource_spans for ss in rs.scope_spans)
+    traces_per_request = len(trace_ids)
+    bodies = [fresh(template, trace_ids) for _ in range(args.requests)]
+    total_spans = per_request * len(bodies)
+    print(f"workload: {len(bodies)} requests x {per_request} spans ({traces_per_request} "
+          f"traces of ~{per_request // traces_per_request} spans, one task root each), "
+          f"{len(template) / 1024:.0f} KiB per request")
+
+    start = time.perf_counter()
+    for body in bodies:
+        ExportTraceServiceRequest.FromString(body)
+    bare = total_spans / (time.perf_counter() - start)
+    print(f"bare ExportTraceServiceRequest.FromString: {bare:,.0f} spans/s")
+
+    shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
+    root = Path(tempfile.mkdtemp(prefix="otel-diary-bench-", dir=shm))
+    try:
+        receiver = Receiver(root / "kb", OTEL_DIARY_SERVE_GRACE_S="600",
+                            OTEL_DIARY_SHUTDOWN_TIMEOUT_MS="300000",
+                            OTEL_DIARY_SERVE_MAX_SPANS=str(4 * total_spans),
+                            OTEL_DIARY_SERVE_QUEUE_SPANS=str(2 * total_spans))
+        statuses: Counter[int] = Counter()
+        try:
+            start = time.perf_counter()
+            post_all(receiver.url, bodies, args.clients, statuses)
+            posted = time.perf_counter() - start
+            for _ in range(6000):  # bounded: 10 minutes
+                values = receiver.metrics()
+                if values.get("otel_diary_spans_accepted_total", 0) >= total_spans:
+                    break
+                time.sleep(0.02)
+            assembled = time.perf_counter() - start
+            tasks = traces_per_request * len(bodies)
+            _, peak = receiver.rss()
+        finally:
+            stopping = time.perf_counter()
+            receiver.stop()
+            drained = time.perf_counter() - stopping
+        written = len(list((root / "kb").rglob("*.md")))
+        rate = total_spans / assembled
+        print(f"receiver (OTLP/HTTP protobuf, {args.clients} clients): {rate:,.0f} spans/s "
+              f"assembled into the pipeline (all {total_spans} spans accepted after "
+              f"{posted:.2f}s, assembled after {assembled:.2f}s); statuses {dict(statuses)}")
+        print(f"ratio receiver / bare parse: {rate / bare:.3f} (goal >= 0.25)")
+        print(f"pipeline: {written} of {tasks} diaries written during the graceful shutdown "
+              f"in {drained:.2f}s ({written / drained:,.0f} diaries/s: classify, render, "
+              f"index, atomic file write); receiver peak RSS {peak / 2**20:.0f} MiB")
+
+        if args.overload_seconds > 0:
+            overload(root / "overload", template, trace_ids, args)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def overload(root: Path, template: bytes, trace_ids: list[bytes],
+             args: argparse.Namespace) -> None:
+    """Post more than the receiver can take, for a while; sample its memory."""
+    receiver = Receiver(root, OTEL_DIARY_SERVE_MAX_SPANS="100000")
+    statuses: Counter[int] = Counter()
+    samples: list[tuple[float, int]] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.25):
+            samples.append((time.monotonic(), receiver.rss()[0]))
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    deadline = time.monotonic() + args.overload_seconds
+    count = int(args.overload_seconds * 400)  # far more than it can take in that time
+    bodies = (fresh(template, trace_ids) for _ in range(count))
+    lock = threading.Lock()
+
+    def client() -> None:
+        with httpx.Client(timeout=60) as http:
+            while time.monotonic() < deadline:
+                with lock:
+                    body = next(bodies, None)
+                if body is None:
+                    return
+                status = http.post(receiver.url + "/v1/traces", content=body,
+                                   headers=PROTOBUF).status_code
+                with lock:
+                    statuses[status] += 1
+
+    try:
+        threads = [threading.Thread(target=client) for _ in range(args.overload_clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        values = receiver.metrics()
+        _, peak = receiver.rss()
+    finally:
+        stop.set()
+        sampler.join()
+        receiver.stop()
+    half = samples[0][0] + (samples[-1][0] - samples[0][0]) / 2 if samples else 0
+    first = max((rss for t, rss in samples if t <= half), default=0)
+    second = max((rss for t, rss in samples if t > half), default=0)
+    print(f"overload ({args.overload_clients} clients, {args.overload_seconds:.0f}s, "
+          f"max 100000 held spans): statuses {dict(sorted(statuses.items()))}; "
+          f"peak RSS {peak / 2**20:.0f} MiB"
+          f" (first half {first / 2**20:.0f} MiB, second half {second / 2**20:.0f} MiB); "
+          f"held spans at the end {values.get('otel_diary_held_spans', 0):,.0f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,589 @@
+"""Trace assembly across requests: per-span items in, root task spans with summaries out.
+
+Spans of a trace arrive in any order, split over requests, sometimes twice. A task span
+is decided a grace period after it arrived: it is a root task when its parent is not a
+task span among the spans seen, and goes to the pipeline with what its descendants
+contributed. Memory is bounded in traces, spans and estimated bytes; receivers ask
+:meth:`Collector.offer` and shed load when it answers anything but ``ACCEPTED``.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from ._assemble import Ready
+from ._classify import ChildSummary
+from ._conventions import Conventions
+from ._otlp import PLAIN_SPAN_BYTES, Batch, Contribution, Item, estimate
+from ._pipeline import Pipeline
+from ._record import SpanRecord
+from ._suppress import suppressed
+
+logger = logging.getLogger("otel_diary")
+
+_MAX_DEPTH = 512
+"""Longest parent chain followed when attributing a child span to its task."""
+
+
+@dataclass(slots=True)
+class _Trace:
+    last_seen: float
+    parents: dict[bytes, bytes] = field(default_factory=dict)
+    """Every span seen: span id -> parent span id (``b""`` for none)."""
+    tasks: dict[bytes, SpanRecord] = field(default_factory=dict)
+    """Task spans not decided yet."""
+    task_ids: set[bytes] = field(default_factory=set)
+    """Every task span seen, decided or not."""
+    contributions: dict[bytes, Contribution] = field(default_factory=dict)
+    """Contributing spans not yet handed to a task."""
+    size: int = 0
+
+
+class TraceStore:
+    """Open traces, deduplicated by span, until their task spans are decided.
+
+    Not thread-safe: one owner (the collector's worker, or replay) calls it. ``clock`` is
+    any non-decreasing number: seconds for the receiver, spans read for replay.
+    """
+
+    def __init__(
+        self,
+        conventions: Conventions,
+        *,
+        grace: float = 10.0,
+        trace_timeout: float = 300.0,
+        max_traces: int = 50_000,
+        max_spans: int = 500_000,
+        max_bytes: int = 256 * 2**20,
+        remember_traces: int = 65_536,
+    ) -> None:
+        self.conventions = conventions
+        self.grace = grace
+        self.trace_timeout = trace_timeout
+        self.max_traces = max_traces
+        self.max_spans = max_spans
+        self.max_bytes = max_bytes
+        self._traces: OrderedDict[bytes, _Trace] = OrderedDict()
+        self._deadlines: deque[tuple[float, bytes, bytes]] = deque()
+        self._done: OrderedDict[bytes, set[bytes]] = OrderedDict()
+        """Recently decided traces: trace id -> decided task span ids (idempotence)."""
+        self._remember = remember_traces
+        self.spans = 0
+        """Spans held now."""
+        self.bytes = 0
+        """Estimated bytes held now."""
+        self.accepted = 0
+        self.duplicates = 0
+        self.late = 0
+        """Spans no task took: they came after their task was decided, or outside any task."""
+        self.root_tasks = 0
+        self.nested_tasks = 0
+        self.rootless_expired = 0
+        """Traces forgotten because no root task span arrived in time."""
+        self.evicted = 0
+        """Traces decided or dropped early because a memory bound was reached."""
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+    # -- input ----------------------------------------------------------------------------
+
+    def add(self, items: Iterable[Item], now: float) -> list[Ready]:
+        """Take in one request's items; returns what eviction decided early (usually none)."""
+        traces = self._traces
+        done = self._done
+        deadlines = self._deadlines
+        due = now + self.grace
+        entry: _Trace | None = None
+        last_trace = b""
+        duplicates = accepted = held = 0
+        for trace_id, span_id, parent, payload in items:
+            if trace_id != last_trace or entry is None:
+                if entry is not None:
+                    entry.size += held
+                    self.bytes += held
+                    held = 0
+                last_trace = trace_id
+                entry = traces.get(trace_id)
+                if entry is None:
+                    entry = traces[trace_id] = _Trace(last_seen=now)
+                else:
+                    entry.last_seen = now
+                    traces.move_to_end(trace_id)
+            parents = entry.parents
+            if span_id in parents:
+                duplicates += 1
+                continue
+            if payload is None:
+                held += PLAIN_SPAN_BYTES
+            elif type(payload) is Contribution:
+                entry.contributions[span_id] = payload
+                held += payload.size
+            else:
+                assert isinstance(payload, SpanRecord)
+                decided = done.get(trace_id)
+                if decided is not None and span_id in decided:
+                    duplicates += 1
+                    continue
+                entry.tasks[span_id] = payload
+                entry.task_ids.add(span_id)
+                deadlines.append((due, trace_id, span_id))
+                held += PLAIN_SPAN_BYTES + estimate(payload.attributes)
+            parents[span_id] = parent
+            accepted += 1
+        if entry is not None:
+            entry.size += held
+            self.bytes += held
+        self.duplicates += duplicates
+        self.accepted += accepted
+        self.spans += accepted
+        return self._relieve()
+
+    def _relieve(self) -> list[Ready]:
+        """Decide or drop the least recently active traces while over a bound."""
+        ready: list[Ready] = []
+        traces = self._traces
+        while traces and (len(traces) > self.max_traces or self.spans > self.max_spans
+                          or self.bytes > self.max_bytes):
+            trace_id = next(iter(traces))
+            entry = traces[trace_id]
+            self.evicted += 1
+            for span_id in list(entry.tasks):
+                ready.extend(self._decide(trace_id, entry, span_id))
+            if trace_id in traces:
+                self._close(trace_id, entry, "evicted")
+        return ready
+
+    # -- decisions ------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        return self._deadlines[0][0] if self._deadlines else None
+
+    def due(self, now: float) -> list[Ready]:
+        """Decide every task span whose grace period is over."""
+        ready: list[Ready] = []
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= now:
+            _, trace_id, span_id = deadlines.popleft()
+            entry = self._traces.get(trace_id)
+            if entry is not None and span_id in entry.tasks:
+                ready.extend(self._decide(trace_id, entry, span_id))
+        return ready
+
+    def expire(self, now: float) -> None:
+        """Forget traces idle for ``trace_timeout`` (their root task never came)."""
+        traces = self._traces
+        while traces:
+            trace_id, entry = next(iter(traces.items()))
+            if now - entry.last_seen < self.trace_timeout:
+                return
+            if entry.tasks:  # cannot happen while grace < timeout; keep nothing back
+                for span_id in list(entry.tasks):
+                    self._decide(trace_id, entry, span_id)
+            if trace_id in traces:
+                self._close(trace_id, entry, "expired")
+
+    def drain(self) -> list[Ready]:
+        """Decide every waiting task span now and forget the rest (end of input, shutdown)."""
+        ready: list[Ready] = []
+        while self._deadlines:
+            _, trace_id, span_id = self._deadlines.popleft()
+            entry = self._traces.get(trace_id)
+            if entry is not None and span_id in entry.tasks:
+                ready.extend(self._decide(trace_id, entry, span_id))
+        for trace_id, entry in list(self._traces.items()):
+            self._close(trace_id, entry, "expired")
+        return ready
+
+    def _decide(self, trace_id: bytes, entry: _Trace, span_id: bytes) -> list[Ready]:
+        record = entry.tasks.pop(span_id)
+        done = self._done.get(trace_id)
+        if done is None:
+            done = self._done[trace_id] = set()
+            if len(self._done) > self._remember:
+                self._done.popitem(last=False)
+        done.add(span_id)
+        parent = entry.parents.get(span_id, b"")
+        ready: list[Ready] = []
+        if parent and (parent in entry.task_ids or parent in done):
+            self.nested_tasks += 1  # its parent task's diary covers it
+        else:
+            self.root_tasks += 1
+            ready.append((record, self._summary(entry, span_id, done)))
+        if not entry.tasks:
+            self._close(trace_id, entry, "decided")
+        return ready
+
+    def _summary(self, entry: _Trace, task: bytes, done: set[bytes]) -> ChildSummary:
+        """What the spans under ``task`` contributed; they are handed over and forgotten."""
+        summary = ChildSummary()
+        parents = entry.parents
+        task_ids = entry.task_ids
+        sole_task = len(task_ids) == 1
+        conventions = self.conventions
+        for span_id in list(entry.contributions):
+            owner = None
+            node = parents.get(span_id, b"")
+            for _ in range(_MAX_DEPTH):
+                if not node:
+                    break
+                if node in task_ids:
+                    owner = node  # keep climbing: the topmost task owns nested ones
+                node = parents.get(node, b"")
+            if owner == task or (owner is None and sole_task):
+                contribution = entry.contributions.pop(span_id)
+                summary.add(contribution.attributes, contribution.is_error, conventions)
+                self._release(entry, contribution.size - PLAIN_SPAN_BYTES)
+            elif owner is not None and owner in done and owner not in entry.tasks:
+                entry.contributions.pop(span_id)
+                self.late += 1
+        return summary
+
+    def _release(self, entry: _Trace, weight: int) -> None:
+        entry.size -= weight
+        self.bytes -= weight
+
+    def _close(self, trace_id: bytes, entry: _Trace, why: str) -> None:
+        """Forget a trace (``decided``, ``expired`` or ``evicted``), counting what is lost."""
+        del self._traces[trace_id]
+        self.spans -= len(entry.parents)
+        self.bytes -= entry.size
+        if why == "decided":
+            self.late += len(entry.contributions)  # owned by no task that is still to come
+        elif why == "expired":
+            if trace_id in self._done:
+                self.late += len(entry.parents)  # arrived after the trace was decided
+            else:
+                self.rootless_expired += 1
+
+
+class Admission(enum.Enum):
+    """A collector's answer to an offered batch."""
+
+    ACCEPTED = "accepted"
+    QUEUE_FULL = "queue_full"
+    """The worker is behind: retry soon (HTTP 429, gRPC RESOURCE_EXHAUSTED)."""
+    STORE_FULL = "store_full"
+    """Assembly memory is at its bound: retry later (HTTP 503, gRPC UNAVAILABLE)."""
+    CLOSED = "shutting_down"
+    """The service is stopping (HTTP 503, gRPC UNAVAILABLE)."""
+    TOO_LARGE = "too_large"
+    """The batch alone exceeds what the collector can ever hold (HTTP 413)."""
+
+
+class Counters:
+    """Labelled counters, safe to bump from any thread."""
+
+    def __init__(self) -> None:
+        self._values: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def add(self, name: str, label: str = "", amount: int = 1) -> None:
+        with self._lock:
+            key = (name, label)
+            self._values[key] = self._values.get(key, 0) + amount
+
+    def get(self, name: str, label: str = "") -> int:
+        with self._lock:
+            return self._values.get((name, label), 0)
+
+    def items(self) -> list[tuple[tuple[str, str], int]]:
+        with self._lock:
+            return sorted(self._values.items())
+
+
+class Collector:
+    """The receivers' side of assembly: a bounded queue, an assembler and a pipeline thread.
+
+    :meth:`offer` is all a request handler calls: it never waits on the worker. The
+    assembler thread owns the :class:`TraceStore`; a second thread runs the pipeline, so a
+    slow sink or model never stalls assembly (its backlog counts against the bounds).
+    """
+
+    def __init__(
+        self,
+        store: TraceStore,
+        pipeline: Pipeline,
+        *,
+        queue_spans: int = 100_000,
+        clock: Callable[[], float] = time.monotonic,
+        start: bool = True,
+    ) -> None:
+        self.store = store
+        self.pipeline = pipeline
+        self.counters = Counters()
+        self.queue_spans = queue_spans
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._queue: deque[Batch] = deque()
+        self._queued_spans = 0
+        self._queued_bytes = 0
+        self._ready: deque[tuple[Ready, int]] = deque()
+        self._ready_count = 0
+        self._ready_bytes = 0
+        self._busy = 0
+        self._closed = False
+        self._stopping = False
+        self._wake = threading.Event()
+        self._ready_wake = threading.Event()
+        self._idle = threading.Condition(self._lock)
+        self._assembler = threading.Thread(target=self._assemble, name="otel-diary-assemble",
+                                           daemon=True)
+        self._delivery = threading.Thread(target=self._deliver, name="otel-diary-pipeline",
+                                          daemon=True)
+        self._assembler_done = threading.Event()
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        self._assembler.start()
+        self._delivery.start()
+
+    # -- hot path -------------------------------------------------------------------------
+
+    def saturation(self) -> Admission:
+        """Whether a request is worth reading at all (cheap, no lock)."""
+        if self._closed:
+            return Admission.CLOSED
+        store = self.store
+        if self._queued_spans >= self.queue_spans:
+            return Admission.QUEUE_FULL
+        if (len(store) >= store.max_traces
+                or store.spans + self._queued_spans + self._ready_count >= store.max_spans
+                or store.bytes + self._queued_bytes + self._ready_bytes >= store.max_bytes):
+            return Admission.STORE_FULL
+        return Admission.ACCEPTED
+
+    def offer(self, batch: Batch) -> Admission:
+        """Queue ``batch`` for assembly, or say why not. Never blocks on the worker."""
+        spans = len(batch.items)
+        size = batch.size
+        store = self.store
+        with self._lock:
+            if self._closed:
+                return Admission.CLOSED
+            if spans > store.max_spans or size > store.max_bytes:
+                return Admission.TOO_LARGE
+            if self._queued_spans and self._queued_spans + spans > self.queue_spans:
+                return Admission.QUEUE_FULL
+            if spans and (
+                    len(store) >= store.max_traces
+                    or store.spans + self._queued_spans + self._ready_count + spans
+                    > store.max_spans
+                    or store.bytes + self._queued_bytes + self._ready_bytes + size
+                    > store.max_bytes):
+                return Admission.STORE_FULL
+            if spans:
+                self._queue.append(batch)
+                self._queued_spans += spans
+                self._queued_bytes += size
+        if spans:
+            self._wake.set()
+        return Admission.ACCEPTED
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until everything queued is assembled and every decided task delivered."""
+        deadline = time.monotonic() + timeout
+        self._wake.set()
+        with self._idle:
+            return self._idle.wait_for(
+                lambda: not self._queue and not self._busy and not self._ready_count,
+                max(deadline - time.monotonic(), 0))
+
+    def close(self, timeout: float = 10.0) -> bool:
+        """Stop taking batches, decide every waiting task now and deliver it; idempotent.
+
+        Returns False when ``timeout`` passed before the pipeline was drained.
+        """
+        with self._lock:
+            already = self._closed
+            self._closed = True
+            self._stopping = True
+        if already and not self._assembler.is_alive() and not self._delivery.is_alive():
+            return True
+        self._wake.set()
+        deadline = time.monotonic() + timeout
+        finished = True
+        for thread in (self._assembler, self._delivery):
+            if thread.is_alive():
+                thread.join(max(deadline - time.monotonic(), 0))
+                finished = finished and not thread.is_alive()
+        if not already:
+            self.pipeline.close()
+        if not finished:
+            logger.warning("otel-diary stopped with work left", extra={"fields": {
+                "queued_spans": self._queued_spans, "pending_diaries": self._ready_count}})
+        return finished
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def queued_spans(self) -> int:
+        return self._queued_spans
+
+    @property
+    def pending_diaries(self) -> int:
+        return self._ready_count
+
+    # -- workers --------------------------------------------------------------------------
+
+    def _assemble(self) -> None:
+        store = self.store
+        next_expiry = 0.0
+        try:
+            while True:
+                deadline = store.next_deadline()
+                wait = 0.5 if deadline is None else min(max(deadline - self._clock(), 0), 0.5)
+                self._wake.wait(wait)
+                self._wake.clear()
+                try:
+                    self._assemble_queued()
+                    now = self._clock()
+                    self._hand_over(store.due(now))
+                    if now >= next_expiry:
+                        next_expiry = now + 1.0
+                        store.expire(now)
+                    if self._stopping:
+                        self._assemble_queued()
+                        self._hand_over(store.drain())
+                        return
+                except Exception:
+                    self.counters.add("worker_errors")
+                    logger.exception("otel-diary assembly failed; continuing")
+                finally:
+                    with self._idle:
+                        self._idle.notify_all()
+        finally:
+            self._assembler_done.set()
+            self._ready_wake.set()
+
+    def _assemble_queued(self) -> None:
+        store = self.store
+        while True:
+            with self._lock:
+                if not self._queue:
+                    return
+                batch = self._queue.popleft()
+                self._busy += 1
+            try:
+                self._hand_over(store.add(batch.items, self._clock()))
+            finally:
+                with self._lock:
+                    self._busy -= 1
+                    self._queued_spans -= len(batch.items)
+                    self._queued_bytes -= batch.size
+
+    def _hand_over(self, ready: list[Ready]) -> None:
+        if not ready:
+            return
+        with self._lock:
+            for item in ready:
+                weight = PLAIN_SPAN_BYTES + estimate(item[0].attributes)
+                self._ready.append((item, weight))
+                self._ready_count += 1
+                self._ready_bytes += weight
+        self._ready_wake.set()
+
+    def _deliver(self) -> None:
+        with suppressed():  # the pipeline's own HTTP calls (hub, model) make no spans
+            self._deliver_ready()
+
+    def _deliver_ready(self) -> None:
+        while True:
+            self._ready_wake.wait(0.5)
+            self._ready_wake.clear()
+            while True:
+                with self._lock:
+                    if not self._ready:
+                        break
+                    item, weight = self._ready.popleft()
+                self.pipeline.handle(item)  # never raises
+                with self._idle:
+                    self._ready_count -= 1
+                    self._ready_bytes -= weight
+                    self._idle.notify_all()
+            if self._assembler_done.is_set() and not self._ready:
+                return
+
+
+_METRICS: tuple[tuple[str, str, str], ...] = (
+    ("spans_received_total", "counter", "Spans in decoded OTLP requests, by protocol."),
+    ("spans_accepted_total", "counter", "Spans taken into assembly (duplicates excluded)."),
+    ("spans_rejected_total", "counter", "Spans refused, by reason."),
+    ("requests_rejected_total", "counter", "Requests refused, by reason."),
+    ("spans_dropped_total", "counter", "Spans accepted but not used, by reason."),
+    ("tasks_total", "counter", "Task spans decided: root tasks go to the pipeline."),
+    ("task_runs_failed_total", "counter", "Root task runs that failed (no diary)."),
+    ("diaries_written_total", "counter", "Diaries delivered to the sinks."),
+    ("traces_expired_total", "counter", "Traces forgotten before a root task span came."),
+    ("traces_evicted_total", "counter", "Traces decided early because memory was full."),
+    ("errors_total", "counter", "Internal errors, by stage."),
+    ("open_traces", "gauge", "Traces being assembled."),
+    ("held_spans", "gauge", "Spans held for assembly, queued or awaiting the pipeline."),
+    ("held_bytes", "gauge", "Estimated bytes held for assembly."),
+    ("queued_spans", "gauge", "Spans waiting for the assembler."),
+    ("pending_diaries", "gauge", "Root task spans waiting for the pipeline."),
+)
+
+
+def _samples(collector: Collector) -> dict[str, list[tuple[str, int]]]:
+    store = collector.store
+    stats = collector.pipeline.stats
+    samples: dict[str, list[tuple[str, int]]] = {name: [] for name, _, _ in _METRICS}
+    for (name, label), value in collector.counters.items():
+        metric, _, key = name.partition(":")
+        if metric in samples:
+            samples[metric].append((f'{key}="{label}"' if key else "", value))
+    samples["spans_accepted_total"].append(("", store.accepted))
+    samples["spans_dropped_total"] += [('reason="duplicate"', store.duplicates),
+                                       ('reason="late"', store.late)]
+    samples["tasks_total"] += [('kind="root"', store.root_tasks),
+                               ('kind="nested"', store.nested_tasks)]
+    samples["task_runs_failed_total"].append(("", stats.failed_runs))
+    samples["diaries_written_total"].append(("", stats.diaries))
+    samples["traces_expired_total"].append(('reason="rootless"', store.rootless_expired))
+    samples["traces_evicted_total"].append(("", store.evicted))
+    samples["errors_total"] += [('stage="sink"', stats.sink_errors),
+                                ('stage="pipeline"', stats.pipeline_errors),
+                                ('stage="reflection"', stats.reflection_fallbacks),
+                                ('stage="assembly"', collector.counters.get("worker_errors"))]
+    samples["open_traces"].append(("", len(store)))
+    samples["held_spans"].append(("", store.spans + collector.queued_spans
+                                  + collector.pending_diaries))
+    samples["held_bytes"].append(("", max(store.bytes, 0)))
+    samples["queued_spans"].append(("", collector.queued_spans))
+    samples["pending_diaries"].append(("", collector.pending_diaries))
+    return samples
+
+
+def metrics_text(collector: Collector, prefix: str = "otel_diary_") -> str:
+    """The collector's counters and gauges in the Prometheus text exposition format."""
+    samples = _samples(collector)
+    lines: list[str] = []
+    for name, kind, help_text in _METRICS:
+        lines.append(f"# HELP {prefix}{name} {help_text}")
+        lines.append(f"# TYPE {prefix}{name} {kind}")
+        for labels, value in samples[name]:
+            lines.append(f"{prefix}{name}{{{labels}}} {value}" if labels
+                         else f"{prefix}{name} {value}")
+    return "\n".join(lines) + "\n"
+
+
+def metric_values(text: str) -> dict[str, float]:
+    """``metrics_text`` parsed back: ``name{labels}`` -> value (for tests and tools)."""
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            values[name] = float(value)
+    return values

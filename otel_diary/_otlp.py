@@ -1,0 +1,347 @@
+"""OTLP trace payloads in, per-span items out; OTLP responses and error bodies back.
+
+:func:`decode` turns an ``ExportTraceServiceRequest`` body (protobuf or OTLP/JSON) into a
+:class:`Batch`: one small item per span for the collector to assemble. What cannot be
+decoded raises :class:`DecodeError` (a permanent error: HTTP 400, gRPC INVALID_ARGUMENT).
+Together with the receivers, the only module that knows OTLP types.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError as _ProtobufDecodeError
+from google.rpc import status_pb2  # type: ignore[import-untyped]
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import SpanFlags, Status
+
+from ._conventions import Conventions
+from ._record import SpanRecord
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+MEDIA_TYPES = (PROTOBUF, JSON)
+
+_STATUS_ERROR = Status.STATUS_CODE_ERROR
+_HAS_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
+_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
+_ZERO_TRACE = bytes(16)
+_ZERO_SPAN = bytes(8)
+
+PLAIN_SPAN_BYTES = 200
+"""Estimated memory the collector holds for a span that only links child to parent."""
+CONTRIBUTION_BYTES = 400
+ATTRIBUTE_BYTES = 200
+"""Estimated memory of a contributing span and of each attribute it keeps."""
+
+
+class DecodeError(ValueError):
+    """The payload is not an OTLP trace request; retrying it cannot help."""
+
+
+class TooLarge(ValueError):
+    """The payload exceeds the size cap (checked while inflating, not after)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Contribution:
+    """What a non-task span adds to its task's summary: the attributes that matter."""
+
+    attributes: dict[str, object]
+    is_error: bool
+    size: int
+
+
+Payload = SpanRecord | Contribution | None
+"""A task span as a full record, a contributing span, or ``None`` for any other span."""
+Item = tuple[bytes, bytes, bytes, Payload]
+"""(trace id, span id, parent span id or ``b""``, payload) for one span."""
+
+
+@dataclass(slots=True)
+class Batch:
+    """The spans of one request: items to assemble, and how many spans were refused."""
+
+    items: list[Item] = field(default_factory=list)
+    rejected: int = 0
+    reason: str = ""
+    """Why the first refused span was refused (for ``partial_success.error_message``)."""
+    size: int = 0
+    """Estimated bytes the collector holds while assembling these items."""
+
+    @property
+    def spans(self) -> int:
+        return len(self.items) + self.rejected
+
+
+# -- bodies ------------------------------------------------------------------------------
+
+
+class Inflater:
+    """Inflates a gzip body chunk by chunk and stops as soon as the output passes ``limit``.
+
+    A small body that would inflate to gigabytes (a gzip bomb) costs at most ``limit``
+    bytes of memory. Concatenated gzip members are inflated one after another.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._size = 0
+        self._chunks: list[bytes] = []
+        self._inflater = zlib.decompressobj(wbits=31)
+        self._started = False
+
+    @property
+    def size(self) -> int:
+        """Bytes inflated so far."""
+        return self._size
+
+    def feed(self, data: bytes) -> None:
+        """Inflate ``data``; raises :class:`TooLarge` past the limit, :class:`DecodeError`."""
+        inflater = self._inflater
+        while data:
+            if inflater.eof:  # a new member follows the last one
+                inflater = self._inflater = zlib.decompressobj(wbits=31)
+            self._started = True
+            try:
+                chunk = inflater.decompress(data, self._limit - self._size + 1)
+            except zlib.error as exc:
+                raise DecodeError(f"invalid gzip data: {exc}") from None
+            self._size += len(chunk)
+            if self._size > self._limit:
+                raise TooLarge(f"body inflates past {self._limit} bytes")
+            if chunk:
+                self._chunks.append(chunk)
+            # Output short of max_length means all input was consumed or the member ended.
+            data = inflater.unused_data if inflater.eof else inflater.unconsumed_tail
+
+    def finish(self) -> bytes:
+        """The inflated body; raises :class:`DecodeError` when the gzip stream is cut short."""
+        if self._started and not self._inflater.eof:
+            raise DecodeError("truncated gzip data")
+        if not self._started:
+            raise DecodeError("empty gzip body")
+        return b"".join(self._chunks)
+
+
+def inflate(body: bytes, limit: int) -> bytes:
+    """``body`` gunzipped, at most ``limit`` bytes (else :class:`TooLarge`)."""
+    inflater = Inflater(limit)
+    inflater.feed(body)
+    return inflater.finish()
+
+
+# -- decoding ----------------------------------------------------------------------------
+
+
+def decode(body: bytes, media_type: str, conventions: Conventions) -> Batch:
+    """The items of an OTLP trace request in ``media_type`` (protobuf or JSON)."""
+    if media_type == JSON:
+        return extract(parse_json(body), conventions)
+    return extract(parse_protobuf(body), conventions, raw=body)
+
+
+def parse_protobuf(body: bytes) -> ExportTraceServiceRequest:
+    """The request a protobuf body holds; :class:`DecodeError` when it holds none."""
+    try:
+        return ExportTraceServiceRequest.FromString(body)
+    except (_ProtobufDecodeError, RecursionError, ValueError) as exc:
+        raise DecodeError(f"invalid protobuf: {exc}") from None
+
+
+_HEX = {16: re.compile(r"[0-9a-fA-F]{32}"), 8: re.compile(r"[0-9a-fA-F]{16}")}
+_ID_FIELDS = (("traceId", "trace_id", 16), ("spanId", "span_id", 8),
+              ("parentSpanId", "parent_span_id", 8))
+
+
+def parse_json(body: bytes) -> ExportTraceServiceRequest:
+    """The request an OTLP/JSON body holds; ids are read as hex, as OTLP/JSON has them.
+
+    ``json_format`` alone would read a hex id as base64 and silently make a 24-byte trace
+    id of it, so ids are converted here first. Unknown fields are ignored.
+    """
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise DecodeError(f"invalid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise DecodeError("invalid JSON: expected an object with resourceSpans")
+    _hex_ids_to_base64(data)
+    try:
+        return json_format.ParseDict(data, ExportTraceServiceRequest(),
+                                     ignore_unknown_fields=True)
+    except (json_format.ParseError, ValueError, TypeError, AttributeError, KeyError,
+            RecursionError) as exc:
+        raise DecodeError(f"invalid OTLP/JSON: {exc}") from None
+
+
+def _members(container: object, *names: str) -> Iterable[dict[str, Any]]:
+    """The objects of the list that ``container`` holds under one of ``names``."""
+    if not isinstance(container, dict):
+        return ()
+    for name in names:
+        value = container.get(name)
+        if isinstance(value, list):
+            return [item for item in value if isinstance(item, dict)]
+    return ()
+
+
+def _hex_ids_to_base64(data: dict[str, Any]) -> None:
+    for r, resource_spans in enumerate(_members(data, "resourceSpans", "resource_spans")):
+        for s, scope_spans in enumerate(_members(resource_spans, "scopeSpans", "scope_spans")):
+            for n, span in enumerate(_members(scope_spans, "spans")):
+                where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{n}]"
+                _convert_ids(span, where)
+                for k, link in enumerate(_members(span, "links")):
+                    _convert_ids(link, f"{where}.links[{k}]")
+
+
+def _convert_ids(obj: dict[str, Any], where: str) -> None:
+    for camel, snake, size in _ID_FIELDS:
+        for name in (camel, snake):
+            value = obj.get(name)
+            if not isinstance(value, str) or value == "":
+                continue
+            if not _HEX[size].fullmatch(value):
+                raise DecodeError(
+                    f"{where}.{camel}: expected {2 * size} hex digits (OTLP/JSON ids are hex, "
+                    f"not base64), got {value[:48]!r}")
+            obj[name] = base64.b64encode(bytes.fromhex(value)).decode("ascii")
+
+
+def any_value(value: AnyValue) -> object:
+    """An attribute value as plain data: str, bool, int, float, bytes, list or dict."""
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return [any_value(item) for item in value.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
+    return getattr(value, kind)
+
+
+def attributes(pairs: Iterable[KeyValue]) -> dict[str, object]:
+    return {kv.key: any_value(kv.value) for kv in pairs}
+
+
+def estimate(attrs: Mapping[str, object]) -> int:
+    """Rough bytes held for ``attrs`` (keys and values with Python's object overhead)."""
+    size = 64
+    for key, value in attrs.items():
+        size += 120 + len(key)
+        if isinstance(value, (str, bytes)):
+            size += len(value)
+        elif isinstance(value, (list, dict)):
+            size += 64 * len(value) + sum(len(v) for v in value if isinstance(v, str))
+    return size
+
+
+def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
+            raw: bytes | None = None) -> Batch:
+    """One item per span of ``request``; spans with an empty or zero id are refused.
+
+    Per span this reads the ids, the status and the attribute keys; only task spans are
+    copied whole. With the protobuf ``raw`` body at hand, attribute keys are not read at
+    all when none of the keys that matter occurs anywhere in it.
+    """
+    marker = conventions.task_marker
+    wanted = conventions.child_keys | {marker}
+    scan = raw is None or any(key.encode() in raw for key in wanted)
+    is_task = conventions.is_task
+    batch = Batch()
+    items = batch.items
+    append = items.append
+    size = 0
+    for resource_spans in request.resource_spans:
+        resource: dict[str, object] | None = None
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                trace_id = span.trace_id
+                span_id = span.span_id
+                parent = span.parent_span_id
+                if len(trace_id) != 16 or len(span_id) != 8 or (parent and len(parent) != 8):
+                    raise DecodeError(
+                        f"span {span.name[:64]!r}: trace id must be 16 bytes and span ids 8 "
+                        f"(got {len(trace_id)}, {len(span_id)}, {len(parent)})")
+                if trace_id == _ZERO_TRACE or span_id == _ZERO_SPAN:
+                    batch.rejected += 1
+                    batch.reason = batch.reason or "a span has an all-zero trace id or span id"
+                    continue
+                if parent == _ZERO_SPAN:
+                    parent = b""
+                found: dict[str, object] | None = None
+                if scan:
+                    for kv in span.attributes:
+                        key = kv.key
+                        if key in wanted:
+                            if found is None:
+                                found = {}
+                            found[key] = any_value(kv.value)
+                status = span.status
+                is_error = status.code == _STATUS_ERROR
+                payload: Payload = None
+                if found is not None and marker in found and is_task(found):
+                    if resource is None:
+                        resource = attributes(resource_spans.resource.attributes)
+                    flags = span.flags
+                    attrs = attributes(span.attributes)
+                    payload = SpanRecord(
+                        trace_id=int.from_bytes(trace_id, "big"),
+                        span_id=int.from_bytes(span_id, "big"),
+                        name=span.name,
+                        start_ns=span.start_time_unix_nano,
+                        end_ns=span.end_time_unix_nano or span.start_time_unix_nano,
+                        parent_span_id=int.from_bytes(parent, "big") if parent else None,
+                        parent_is_remote=bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
+                        is_error=is_error,
+                        status_message=status.message,
+                        attributes=attrs,
+                        resource=resource,
+                    )
+                    size += PLAIN_SPAN_BYTES + estimate(attrs) + len(span.name)
+                elif found is not None or is_error:
+                    weight = CONTRIBUTION_BYTES + (len(found) * ATTRIBUTE_BYTES if found else 0)
+                    payload = Contribution(found or {}, is_error, weight)
+                    size += weight
+                else:
+                    size += PLAIN_SPAN_BYTES
+                append((trace_id, span_id, parent, payload))
+    batch.size = size
+    return batch
+
+
+# -- responses ---------------------------------------------------------------------------
+
+
+def export_response(media_type: str, rejected: int = 0, message: str = "") -> bytes:
+    """An ``ExportTraceServiceResponse`` in ``media_type``; ``partial_success`` when spans
+    were refused."""
+    response = ExportTraceServiceResponse()
+    if rejected:
+        response.partial_success.CopyFrom(
+            ExportTracePartialSuccess(rejected_spans=rejected, error_message=message))
+    if media_type == JSON:
+        return json.dumps(json_format.MessageToDict(response),
+                          separators=(",", ":")).encode()
+    return response.SerializeToString()
+
+
+def status_body(media_type: str, code: int, message: str) -> bytes:
+    """A ``google.rpc.Status`` error body in ``media_type`` (``code`` is a gRPC code)."""
+    status = status_pb2.Status(code=code, message=message)
+    if media_type == PROTOBUF:
+        return bytes(status.SerializeToString())
+    return json.dumps(json_format.MessageToDict(status), separators=(",", ":")).encode()
