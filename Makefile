@@ -24,6 +24,9 @@ test: lint
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/processor_overhead.py
+	$(BIN)/python benchmarks/index.py
+	$(BIN)/python benchmarks/redaction.py
+	$(BIN)/python benchmarks/receiver_throughput.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -56,7 +56,7 @@ class ChildSummary:
             self.tool_calls += 1
         if is_error:
             self.failed_spans += 1
-            error_type = as_text(first(attributes, conventions.error_type)) or "error"
+            error_type = error_name(first(attributes, conventions.error_type)) or "error"
             if error_type not in self.error_types and len(self.error_types) < MAX_LIST:
                 self.error_types.append(error_type)
 
@@ -131,6 +131,14 @@ def as_text(value: object, limit: int = MAX_TEXT) -> str | None:
         value = str(value)
     text = " ".join(value.split())
     return text[:limit] or None
+
+
+def error_name(value: object) -> str | None:
+    """An ``error.type`` as text; a stringified class (``<class 'a.B'>``) becomes ``a.B``."""
+    text = as_text(value, 256)
+    if text and text.startswith("<class '") and text.endswith("'>"):
+        return text[8:-2] or None
+    return text
 
 
 def as_int(value: object) -> int | None:

@@ -13,6 +13,12 @@ from collections.abc import Sequence
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("otel_diary._demo", "run three example tasks and write their diaries"),
+    "search": ("otel_diary._cli_search", "find diaries by words, agent, outcome, task or age"),
+    "show": ("otel_diary._cli_show", "print the diary of a trace (--trace) or an id (--id)"),
+    "reindex": ("otel_diary._cli_reindex", "rebuild the search index from the diary folder"),
+    "serve": ("otel_diary._serve", "receive OTLP traces over HTTP and gRPC and write diaries"),
+    "replay": ("otel_diary._replay", "feed OTLP JSON files through the pipeline offline"),
+    "spool": ("otel_diary._spool_cli", "show the diaries waiting for the knowledge hub; --flush"),
 }
 """Sub-command -> (module, one-line help)."""
 

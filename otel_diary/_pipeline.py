@@ -14,10 +14,15 @@ from dataclasses import asdict, dataclass
 from ._assemble import Ready
 from ._classify import TaskRun, classify
 from ._conventions import Conventions
+from ._hub import default_sinks
+from ._index import attach_index
+from ._llm import reflector_from
+from ._redact import SecretRedactor
 from ._reflect import MAX_LEARNED, Reflector, StubReflector, cut
 from ._render import Diary, render
 from ._settings import Settings
-from ._sinks import FolderSink, Sink
+from ._sinks import Sink
+from ._trace_url import check_trace_url_template
 
 logger = logging.getLogger("otel_diary")
 
@@ -44,6 +49,7 @@ class Stats:
     reflection_fallbacks: int = 0
     traces_evicted: int = 0
     traces_expired: int = 0
+    index_errors: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -85,8 +91,9 @@ class Pipeline:
         self.conventions = conventions
         self.sinks = tuple(sinks)
         self.reflector = reflector or StubReflector()
-        self.redactor = redactor
-        self.trace_url_template = trace_url_template
+        self.redactor = redactor if redactor is not None else SecretRedactor()
+        self.trace_url_template = (check_trace_url_template(trace_url_template)
+                                   if trace_url_template else None)
         self.related_finder = related_finder
         self.listeners = list(listeners)
         self.stats = stats or Stats()
@@ -121,11 +128,11 @@ class Pipeline:
         related = list(run.related)
         if self.related_finder is not None:
             try:
-                related.extend(self.related_finder(run))
+                found = [ident for ident in self.related_finder(run) if ident not in related]
+                related.extend(found[:MAX_RELATED])  # the span's own ids are always kept
             except Exception:
                 self._log_once("related", "otel-diary could not look up related diaries")
-        diary = render(run, learned, related[:MAX_RELATED] if self.related_finder else related,
-                       trace_url)
+        diary = render(run, learned, related, trace_url)
         locations: list[str] = []
         for sink in self.sinks:
             try:
@@ -161,6 +168,15 @@ class Pipeline:
                 sink.close()
             except Exception:
                 self._log_once(f"close:{type(sink).__name__}", "otel-diary sink close failed")
+        try:
+            getattr(self.reflector, "close", lambda: None)()
+        except Exception:
+            self._log_once("close:reflector", "otel-diary reflector close failed")
+        for listener in self.listeners:
+            try:
+                getattr(listener, "close", lambda: None)()
+            except Exception:
+                self._log_once("close:listener", "otel-diary listener close failed")
 
 
 def build_pipeline(
@@ -175,9 +191,16 @@ def build_pipeline(
 
     Every source (in-process processor, OTLP receiver, replay) builds its pipeline here.
     """
+    redactor = SecretRedactor(settings.redact_patterns)  # always on
     if sinks is None:
-        sinks = [FolderSink(settings.root)]
-    return Pipeline(conventions, sinks, reflector=reflector, stats=stats)
+        sinks = default_sinks(settings)  # folder, hub, or both
+    if reflector is None:
+        reflector = reflector_from(settings, redactor)
+    pipeline = Pipeline(conventions, sinks, reflector=reflector, redactor=redactor, stats=stats,
+                        trace_url_template=settings.trace_url)
+    if settings.index:
+        attach_index(pipeline)  # beside the folder sink, if there is one
+    return pipeline
 
 
 def redact_run(run: TaskRun, redactor: Redactor) -> TaskRun:

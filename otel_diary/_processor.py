@@ -12,7 +12,6 @@ import itertools
 import logging
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -23,8 +22,10 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.trace import StatusCode
 
 from ._assemble import TraceAssembler
-from ._conventions import ORCHESTRATOR, Conventions
+from ._conventions import Conventions
+from ._diary_span import DiaryWriteSpans
 from ._pipeline import Pipeline, Stats, build_pipeline
+from ._profiles import conventions_for
 from ._record import SpanRecord
 from ._reflect import Reflector
 from ._settings import Settings
@@ -33,8 +34,6 @@ from ._sinks import Sink
 logger = logging.getLogger("otel_diary")
 
 _EXPIRE_EVERY_S = 1.0
-_installed: weakref.WeakKeyDictionary[Any, DiarySpanProcessor] = weakref.WeakKeyDictionary()
-_install_lock = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -80,7 +79,9 @@ class DiarySpanProcessor(SpanProcessor):
         provider.add_span_processor(DiarySpanProcessor())  # honours KB_DIARIES_ENABLED
 
     Keyword arguments override the environment (see :class:`otel_diary.Settings`).
-    With diaries disabled the processor does nothing: no thread, no file.
+    With diaries disabled the processor does nothing: no thread, no file. Given the
+    ``tracer_provider`` it is attached to (:func:`install` passes it), each diary written
+    also emits a ``diary.write`` span there, linked to the task span.
     """
 
     def __init__(
@@ -89,19 +90,21 @@ class DiarySpanProcessor(SpanProcessor):
         settings: Settings | None = None,
         sinks: Sequence[Sink] | None = None,
         reflector: Reflector | None = None,
-        conventions: Conventions | None = None,
+        conventions: Conventions | str | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
         **overrides: Any,
     ) -> None:
         if settings is None:
             settings = Settings(**overrides)
         elif overrides:
-            settings = settings.model_copy(update=overrides)
-            Settings.model_validate(settings.model_dump())
+            settings = Settings.model_validate({**settings.model_dump(), **overrides})
         self.settings = settings
         self.stats = Stats()
         self.enabled = settings.enabled
         self._queue: deque[ReadableSpan] = deque()
         self._capacity = settings.queue_size if self.enabled else 0
+        self._accepting = self.enabled
+        """False once shut down: later spans are ignored rather than counted as drops."""
         self._drops = itertools.count(1)
         self._drops_logged = 0
         self._shutdown = False
@@ -109,12 +112,14 @@ class DiarySpanProcessor(SpanProcessor):
         self._wake = threading.Event()
         self._flush_requests: deque[threading.Event] = deque()
         self._thread: threading.Thread | None = None
-        self.conventions = conventions or ORCHESTRATOR
+        self.conventions = conventions_for(conventions, settings.conventions)
         if not self.enabled:
             self.pipeline: Pipeline | None = None
             return
         self.pipeline = build_pipeline(settings, self.conventions, sinks=sinks,
                                        reflector=reflector, stats=self.stats)
+        if tracer_provider is not None:
+            self.pipeline.listeners.append(DiaryWriteSpans(tracer_provider))
         self._assembler = TraceAssembler(
             self.conventions,
             max_traces=settings.max_traces,
@@ -133,7 +138,7 @@ class DiarySpanProcessor(SpanProcessor):
         try:
             if len(self._queue) < self._capacity:
                 self._queue.append(span)
-            elif self.enabled:
+            elif self._accepting:
                 self._drop()
         except Exception:  # never reach the app's `with` block
             logger.debug("otel-diary on_end failed", exc_info=True)
@@ -167,6 +172,7 @@ class DiarySpanProcessor(SpanProcessor):
             if self._shutdown:
                 return
             self._shutdown = True
+            self._accepting = False
             self._capacity = 0
             thread = self._thread
             if thread is not None:
@@ -264,19 +270,11 @@ def install(tracer_provider: TracerProvider | None = None, **overrides: Any) -> 
         DiarySpanProcessor | None:
     """Attach a :class:`DiarySpanProcessor` to ``tracer_provider`` (default: the global one).
 
-    Attaching twice to one provider returns the first processor. Returns ``None`` when the
-    provider cannot take span processors (the global one before any SDK is configured).
+    Attaching twice to one provider returns the first processor; so does a provider whose
+    spans already reach a ``diary`` exporter (its engine is returned). Returns ``None`` when
+    the provider cannot take span processors (the global one before any SDK is configured).
     """
+    from ._attach import attach  # the registry builds on this module
+
     provider: Any = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
-    if not hasattr(provider, "add_span_processor"):
-        logger.warning("otel-diary: %s cannot take span processors; set up the SDK's "
-                       "TracerProvider first", type(provider).__name__)
-        return None
-    with _install_lock:
-        existing = _installed.get(provider)
-        if existing is not None:
-            return existing
-        processor = DiarySpanProcessor(**overrides)
-        provider.add_span_processor(processor)
-        _installed[provider] = processor
-        return processor
+    return attach(provider, **overrides)

@@ -7,25 +7,34 @@ bad argument in code raises ``ValueError`` (pydantic's ``ValidationError`` is on
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
+
+from ._trace_url import check_trace_url_template
 
 logger = logging.getLogger("otel_diary")
 
 ENV_PREFIX = "OTEL_DIARY_"
 KB_DIARIES_ENABLED = "KB_DIARIES_ENABLED"
 """Unset or falsy (``0``, ``false``, ``no``, ``off``, empty): no processing at all."""
+MOTHER_AI_URL = "MOTHER_AI_URL"
+"""The knowledge hub's base URL; diaries are POSTed to ``<url>/v1/kb/edit``. Unset: no hub."""
+MOTHER_AI_API_KEY = "MOTHER_AI_API_KEY"
+"""Sent to the knowledge hub as ``x-api-key`` when set."""
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -117,11 +126,131 @@ class Settings(BaseSettings):
     """``OTEL_DIARY_SCHEDULE_DELAY_MS``: how often the worker wakes to process spans."""
     shutdown_timeout_ms: int = Field(10_000, ge=0, le=600_000)
     """``OTEL_DIARY_SHUTDOWN_TIMEOUT_MS``: how long shutdown waits for diaries to land."""
+    conventions: str = "orchestrator"
+    """``OTEL_DIARY_CONVENTIONS``: which attributes carry which fact, ``orchestrator`` by
+    default; ``genai`` for OpenTelemetry GenAI spans, or the path of a TOML/YAML mapping."""
+    trace_url: str | None = None
+    """``OTEL_DIARY_TRACE_URL``: link from a diary to its trace, a template with
+    ``{trace_id}`` and ``{span_id}`` (e.g. ``http://localhost:16686/trace/{trace_id}``).
+    Unset by default: diaries carry the ids but no link."""
+    index: bool = True
+    """``OTEL_DIARY_INDEX``: keep the search index ``<dir>/index.sqlite3`` up to date as
+    diaries are written to the folder and fill "Related" from it. On by default."""
+    hub_url: str | None = Field(None, validation_alias=AliasChoices(MOTHER_AI_URL, "hub_url"))
+    """``MOTHER_AI_URL``: knowledge hub; each diary is POSTed to ``<url>/v1/kb/edit``.
+    Unset by default: no hub. With ``OTEL_DIARY_DIR`` also set, both receive each diary."""
+    hub_api_key: SecretStr | None = Field(
+        None, validation_alias=AliasChoices(MOTHER_AI_API_KEY, "hub_api_key"))
+    """``MOTHER_AI_API_KEY``: sent as ``x-api-key`` to the hub. Unset by default."""
+    hub_timeout_s: float = Field(10.0, gt=0, le=600)
+    """``OTEL_DIARY_HUB_TIMEOUT_S``: connect, read and write timeout of each hub request; 10."""
+    retry_initial_backoff_s: float = Field(1.0, gt=0, le=3600)
+    """``OTEL_DIARY_RETRY_INITIAL_BACKOFF_S``: wait after a first failed delivery, doubled
+    (with jitter) after each further one; 1 by default."""
+    retry_max_backoff_s: float = Field(60.0, gt=0, le=3600)
+    """``OTEL_DIARY_RETRY_MAX_BACKOFF_S``: longest wait between deliveries (a longer
+    ``Retry-After`` from the hub is still honoured, up to an hour); 60 by default."""
+    spool_dir: Path | None = None
+    """``OTEL_DIARY_SPOOL_DIR``: diaries wait here, one file each, until the hub
+    acknowledges them. Defaults to ``<dir>/spool``."""
+    spool_max_entries: int = Field(10_000, gt=0, le=10_000_000)
+    """``OTEL_DIARY_SPOOL_MAX_ENTRIES``: most diaries waiting; over it new ones are not
+    spooled (counted and logged). 10000 by default."""
+    spool_max_bytes: int = Field(256 * 1024 * 1024, gt=0)
+    """``OTEL_DIARY_SPOOL_MAX_BYTES``: most bytes waiting in the spool; 256 MiB by default."""
+    reflection_url: str | None = None
+    """``OTEL_DIARY_REFLECTION_URL``: an OpenAI-compatible base URL (e.g.
+    ``http://localhost:11434/v1``) that writes "What was learned". Unset by default: the
+    deterministic stub writes it."""
+    reflection_model: str | None = None
+    """``OTEL_DIARY_REFLECTION_MODEL``: the model asked; unset by default (the server's own)."""
+    reflection_api_key: SecretStr | None = None
+    """``OTEL_DIARY_REFLECTION_API_KEY``: sent as ``Authorization: Bearer``; unset by default."""
+    reflection_timeout_s: float = Field(20.0, gt=0, le=600)
+    """``OTEL_DIARY_REFLECTION_TIMEOUT_S``: timeout of each model call; 20 by default."""
+    reflection_max_tokens: int = Field(300, gt=0, le=8192)
+    """``OTEL_DIARY_REFLECTION_MAX_TOKENS``: most output tokens per call; 300 by default."""
+    reflection_concurrency: int = Field(2, gt=0, le=64)
+    """``OTEL_DIARY_REFLECTION_CONCURRENCY``: most model calls in flight at once; 2."""
+    reflection_calls_per_minute: int = Field(30, ge=0, le=100_000)
+    """``OTEL_DIARY_REFLECTION_CALLS_PER_MINUTE``: model calls allowed in any 60 seconds;
+    beyond it the stub is used (and counted). 30 by default; 0 never calls."""
+    redact_patterns: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
+    """``OTEL_DIARY_REDACT_PATTERNS``: extra secrets to redact, a JSON object from kind to
+    regular expression (e.g. ``{"ticket": "TCK-[0-9]{8}"}``), replaced by
+    ``[REDACTED:<kind>]``. The built-in families are always redacted. Empty by default."""
+
+    serve_host: str = "127.0.0.1"
+    """``OTEL_DIARY_SERVE_HOST``: the address ``otel-diary serve`` listens on; 127.0.0.1
+    by default (``0.0.0.0`` to take traffic from other machines)."""
+    serve_http_port: int = Field(4318, ge=0, le=65535)
+    """``OTEL_DIARY_SERVE_HTTP_PORT``: OTLP/HTTP port; 4318 by default, 0 turns it off."""
+    serve_grpc_port: int = Field(4317, ge=0, le=65535)
+    """``OTEL_DIARY_SERVE_GRPC_PORT``: OTLP/gRPC port; 4317 by default, 0 turns it off."""
+    serve_token: SecretStr | None = None
+    """``OTEL_DIARY_SERVE_TOKEN``: when set, requests must carry it as
+    ``Authorization: Bearer <token>`` or ``x-api-key: <token>`` (else 401). Unset by default."""
+    serve_max_body_bytes: int = Field(20 * 1024 * 1024, gt=0, le=1024 * 1024 * 1024)
+    """``OTEL_DIARY_SERVE_MAX_BODY_BYTES``: largest OTLP/HTTP body after decompression
+    (else 413); 20 MiB by default."""
+    serve_grace_s: float = Field(10.0, ge=0, le=3600)
+    """``OTEL_DIARY_SERVE_GRACE_S``: how long after a task span arrives its late child
+    spans are still waited for before the diary is written; 10 by default."""
+    serve_trace_timeout_s: float = Field(300.0, gt=0, le=86_400)
+    """``OTEL_DIARY_SERVE_TRACE_TIMEOUT_S``: a trace idle this long without a root task
+    span is forgotten (and counted); 300 by default."""
+    serve_max_traces: int = Field(50_000, gt=0, le=10_000_000)
+    """``OTEL_DIARY_SERVE_MAX_TRACES``: most traces assembled at once; 50000 by default."""
+    serve_max_spans: int = Field(500_000, gt=0, le=100_000_000)
+    """``OTEL_DIARY_SERVE_MAX_SPANS``: most spans held for assembly; 500000 by default."""
+    serve_max_bytes: int = Field(256 * 1024 * 1024, gt=0)
+    """``OTEL_DIARY_SERVE_MAX_BYTES``: most (estimated) bytes held for assembly; 256 MiB by
+    default. At any of these bounds the receiver answers 503 with ``Retry-After``."""
+    serve_queue_spans: int = Field(100_000, gt=0, le=10_000_000)
+    """``OTEL_DIARY_SERVE_QUEUE_SPANS``: most received spans waiting for the assembler
+    (beyond it: 429 with ``Retry-After``); 100000 by default."""
 
     @field_validator("enabled", mode="before")
     @classmethod
     def _flag(cls, value: object) -> bool:
         return parse_flag(value)
+
+    @field_validator("conventions")
+    @classmethod
+    def _conventions(cls, value: str) -> str:
+        from ._profiles import load_conventions  # parses a mapping file: only when set
+
+        load_conventions(value)
+        return value
+
+    @field_validator("trace_url")
+    @classmethod
+    def _trace_url(cls, value: str | None) -> str | None:
+        return check_trace_url_template(value) if value else None
+
+    @field_validator("hub_url", "reflection_url")
+    @classmethod
+    def _base_url(cls, value: str | None) -> str | None:
+        return check_base_url(value) if value and value.strip() else None
+
+    @field_validator("reflection_model")
+    @classmethod
+    def _model(cls, value: str | None) -> str | None:
+        return value.strip() or None if value is not None else None
+
+    @field_validator("redact_patterns", mode="before")
+    @classmethod
+    def _redact_patterns(cls, value: object) -> object:
+        from ._redact import compile_extra
+
+        if isinstance(value, str):
+            value = json.loads(value) if value.strip() else {}
+        if not isinstance(value, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            raise ValueError("expected a JSON object from kind to regular expression")
+        for kind, pattern in value.items():
+            compile_extra(kind, pattern)
+        return value
 
     @classmethod
     def settings_customise_sources(
@@ -138,3 +267,17 @@ class Settings(BaseSettings):
     def root(self) -> Path:
         """The knowledge-base root in use."""
         return self.dir if self.dir is not None else default_dir()
+
+    @property
+    def spool_root(self) -> Path:
+        """The hub delivery spool in use."""
+        return self.spool_dir if self.spool_dir is not None else self.root / "spool"
+
+
+def check_base_url(value: str) -> str:
+    """``value`` as an http(s) base URL without a trailing slash; ``ValueError`` otherwise."""
+    url = value.strip().rstrip("/")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
+    return url

@@ -104,6 +104,9 @@ class ChatServer:
     requests: list[Recorded] = field(default_factory=list)
     input_tokens: int = 11
     output_tokens: int = 7
+    in_flight: int = 0
+    max_in_flight: int = 0
+    """The most requests this server was answering at one time."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -111,6 +114,14 @@ class ChatServer:
         body = await read_body(receive)
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         self.requests.append(Recorded(scope["method"], scope["path"], headers, body))
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await self._answer(scope, send)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, scope: Scope, send: Send) -> None:
         step = self.script[min(len(self.requests) - 1, len(self.script) - 1)]
         if not scope["path"].endswith("/chat/completions"):
             await send_json(send, 404, {"error": {"message": "not found"}})
@@ -132,3 +143,73 @@ class ChatServer:
                           "completion_tokens": self.output_tokens,
                           "total_tokens": self.input_tokens + self.output_tokens},
             })
+
+
+HubStep = int | str | tuple[int, dict[str, str]]
+
+
+@dataclass
+class HubServer:
+    """A knowledge hub's ``POST /v1/kb/edit`` scripted by a test, like a real hub would be.
+
+    Each request takes the next entry of ``script`` (the last one repeats): an int is the
+    status answered, ``(status, headers)`` adds headers (e.g. ``Retry-After``), ``"hang"``
+    sleeps ``hang_s`` seconds without answering. A 2xx answer stores the document under
+    its ``Idempotency-Key``, so a redelivery replaces it instead of adding a second one.
+    """
+
+    script: list[HubStep] = field(default_factory=lambda: [200])
+    hang_s: float = 30.0
+    requests: list[Recorded] = field(default_factory=list)
+    received_at: list[float] = field(default_factory=list)
+    """``time.monotonic()`` at which each request arrived."""
+    documents: dict[str, Any] = field(default_factory=dict)
+    """Stored documents by idempotency key."""
+    acknowledged: list[str] = field(default_factory=list)
+    """The idempotency key of every request answered 2xx, in order (duplicates included)."""
+    released: bool = False
+    """Set by :meth:`release`: hanging requests end now (so the server can stop)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        body = await read_body(receive)
+        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        self.received_at.append(time.monotonic())
+        self.requests.append(Recorded(scope["method"], scope["path"], headers, body))
+        step = self.script[min(len(self.requests) - 1, len(self.script) - 1)]
+        if scope["method"] != "POST" or scope["path"] != "/v1/kb/edit":
+            await send_json(send, 404, {"error": "not found"})
+            return
+        if step == "hang":
+            deadline = time.monotonic() + self.hang_s
+            while not self.released and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            return  # the client gave up long ago; closing without an answer
+        status, extra = (step, {}) if isinstance(step, int) else (
+            step if isinstance(step, tuple) else (500, {}))
+        if 200 <= status < 300:
+            key = headers.get("idempotency-key", f"anonymous-{len(self.requests)}")
+            self.documents[key] = json.loads(body)
+            self.acknowledged.append(key)
+            await send_json(send, status, {"ok": True, "id": key}, extra)
+        else:
+            await send_json(send, status, {"error": f"hub says {status}"}, extra)
+
+    def posts(self) -> list[Recorded]:
+        """Requests that reached the edit endpoint."""
+        return [r for r in self.requests if r.path == "/v1/kb/edit"]
+
+    def release(self) -> None:
+        """End every hanging request (before stopping the server)."""
+        self.released = True
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout`` seconds pass; returns its last value."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return predicate()
+        time.sleep(0.01)
+    return True

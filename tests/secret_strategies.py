@@ -1,0 +1,151 @@
+"""Hypothesis strategies that make secrets, one per family the redactor knows.
+
+Each strategy draws ``(text, secrets)``: how the secret appears in a log line, and the
+strings that must not survive redaction.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import string
+
+from hypothesis import assume
+from hypothesis import strategies as st
+
+ALNUM = string.ascii_letters + string.digits
+UPPER_DIGITS = string.ascii_uppercase + string.digits
+URLSAFE = ALNUM + "_-"
+PASSWORD_CHARS = ALNUM + "!#$%^*()_+-.,;:/@&~"
+
+Drawn = tuple[str, list[str]]
+
+
+def _chars(alphabet: str, low: int, high: int) -> st.SearchStrategy[str]:
+    return st.text(alphabet=alphabet, min_size=low, max_size=high)
+
+
+def _alone(strategy: st.SearchStrategy[str]) -> st.SearchStrategy[Drawn]:
+    """A secret that is its own text."""
+    return strategy.map(lambda secret: (secret, [secret]))
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+@st.composite
+def _jwt(draw: st.DrawFn) -> Drawn:
+    header = {"alg": draw(st.sampled_from(["HS256", "RS256", "ES256"])), "typ": "JWT"}
+    claims = draw(st.dictionaries(_chars(string.ascii_lowercase, 1, 8),
+                                  st.one_of(st.integers(), _chars(ALNUM, 0, 20)),
+                                  min_size=1, max_size=4))
+    signature = draw(st.binary(min_size=16, max_size=64))
+    token = ".".join([_b64url(json.dumps(header).encode()),
+                      _b64url(json.dumps(claims).encode()), _b64url(signature)])
+    return token, [token]
+
+
+@st.composite
+def _bearer(draw: st.DrawFn) -> Drawn:
+    token = draw(_chars(ALNUM + "._~+/-", 16, 80))
+    prefix = draw(st.sampled_from(["Authorization: Bearer ", "authorization: bearer ",
+                                   "-H 'Authorization: Bearer ", "Bearer "]))
+    return prefix + token, [token]
+
+
+@st.composite
+def _authorization(draw: st.DrawFn) -> Drawn:
+    token = draw(_chars(ALNUM + "+/=", 12, 60))
+    scheme = draw(st.sampled_from(["Basic", "basic", "token", "Digest"]))
+    return f"Authorization: {scheme} {token}", [token]
+
+
+@st.composite
+def _private_key(draw: st.DrawFn) -> Drawn:
+    kind = draw(st.sampled_from(["RSA ", "EC ", "OPENSSH ", "ENCRYPTED ", ""]))
+    lines = draw(st.lists(_chars(ALNUM + "+/", 64, 64), min_size=1, max_size=6))
+    last = draw(_chars(ALNUM + "+/", 4, 60)) + "=="
+    body = [*lines, last]
+    block = (f"-----BEGIN {kind}PRIVATE KEY-----\n" + "\n".join(body)
+             + f"\n-----END {kind}PRIVATE KEY-----")
+    return block, body
+
+
+@st.composite
+def _url_credentials(draw: st.DrawFn) -> Drawn:
+    user = draw(_chars(ALNUM + "._-", 1, 16))
+    password = draw(_chars(ALNUM + "!$*()_+-.~%", 6, 32))
+    scheme = draw(st.sampled_from(["https", "http", "postgres", "redis", "git+ssh", "amqp"]))
+    host = draw(st.sampled_from(["github.com", "db.internal:5432", "10.0.0.7"]))
+    return f"{scheme}://{user}:{password}@{host}/path", [password]
+
+
+_KEYS = ["password", "PASSWORD", "db_password", "DB_PASSWORD", "passwd", "Passphrase",
+         "secret", "client_secret", "AWS_SECRET_ACCESS_KEY", "token", "GITHUB_TOKEN",
+         "auth_token", "api_key", "API_KEY", "apiKey", "api-key", "x-api-key", "access_key"]
+_SEPARATORS = [("=", ""), (" = ", ""), (": ", ""), (":", ""), ("=\"", "\""), ("='", "'"),
+               ("\": \"", "\""), (" => '", "'"), (":=", "")]
+
+
+@st.composite
+def _assignment(draw: st.DrawFn) -> Drawn:
+    key = draw(st.sampled_from(_KEYS))
+    separator, closing = draw(st.sampled_from(_SEPARATORS))
+    value = draw(_chars(ALNUM, 1, 1)) + draw(_chars(PASSWORD_CHARS, 5, 40))
+    if closing:  # a quoted value may hold spaces
+        value += draw(_chars(" " + ALNUM, 0, 12)).rstrip()
+    return f"{key}{separator}{value}{closing}", [value]
+
+
+FAMILIES: dict[str, st.SearchStrategy[Drawn]] = {
+    "aws_access_key": _alone(st.builds(
+        lambda prefix, rest: prefix + rest,
+        st.sampled_from(["AKIA", "ASIA", "AIDA", "AROA", "ANPA"]), _chars(UPPER_DIGITS, 16, 16))),
+    "github_token": _alone(st.one_of(
+        st.builds(lambda prefix, rest: prefix + rest,
+                  st.sampled_from(["ghp_", "gho_", "ghu_", "ghs_", "ghr_"]), _chars(ALNUM, 36, 40)),
+        _chars(ALNUM + "_", 22, 82).map(lambda rest: "github_pat_" + rest))),
+    "gitlab_token": _alone(st.builds(
+        lambda prefix, rest: prefix + rest,
+        st.sampled_from(["glpat-", "gldt-", "glrt-"]), _chars(URLSAFE, 20, 40))),
+    "slack_token": _alone(st.one_of(
+        st.builds(lambda kind, a, b, rest: f"xox{kind}-{a}-{b}-{rest}",
+                  st.sampled_from("abpr"), _chars(string.digits, 10, 13),
+                  _chars(string.digits, 10, 13), _chars(ALNUM, 24, 32)),
+        st.builds(lambda a, b, rest: f"https://hooks.slack.com/services/{a}/{b}/{rest}",
+                  _chars(UPPER_DIGITS, 9, 11), _chars(UPPER_DIGITS, 9, 11),
+                  _chars(ALNUM, 24, 24)))),
+    "api_key": _alone(st.builds(
+        lambda prefix, rest: prefix + rest,
+        st.sampled_from(["sk-", "sk-proj-", "sk-ant-api03-", "sk_live_", "rk_test_"]),
+        _chars(ALNUM, 24, 64))),
+    "google_api_key": _alone(_chars(URLSAFE, 35, 35).map(lambda rest: "AIza" + rest)),
+    "jwt": _jwt(),
+    "bearer": _bearer(),
+    "authorization": _authorization(),
+    "private_key": _private_key(),
+    "url_credentials": _url_credentials(),
+    "assignment": _assignment(),
+}
+"""Family -> strategy drawing ``(text, secrets)``."""
+
+SEPARATORS = [" ", "\n", "\t", " (", ", ", "; ", " '", "\"", "\r\n", " | "]
+
+filler = st.text(st.characters(codec="utf-8"), max_size=40)
+"""Arbitrary text around a secret."""
+
+
+@st.composite
+def in_context(draw: st.DrawFn, family: st.SearchStrategy[Drawn]) -> Drawn:
+    """A secret of ``family`` inside arbitrary text, set off by ordinary separators."""
+    text, secrets = draw(family)
+    before = draw(filler) + draw(st.sampled_from(SEPARATORS))
+    after = draw(st.sampled_from(SEPARATORS)) + draw(filler)
+    whole = before + text + after
+    assume(all(whole.count(secret) == 1 for secret in secrets))  # only the secret is secret
+    return whole, secrets
+
+
+any_secret = st.one_of(*(in_context(strategy) for strategy in FAMILIES.values()))
+"""A secret of any family in arbitrary text."""

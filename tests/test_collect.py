@@ -1,0 +1,192 @@
+"""Assembly across requests: any order, split, duplicated; nested tasks; expiry; bounds."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from otel_diary import ORCHESTRATOR, Settings
+from otel_diary._assemble import Ready
+from otel_diary._collect import Admission, Collector, TraceStore, metric_values, metrics_text
+from otel_diary._otlp import PROTOBUF, Batch, decode
+from otel_diary._pipeline import build_pipeline
+from otel_diary.testing import InMemorySink
+from tests.otlp_build import new_span_id, new_trace_id, protobuf_body, span, task_trace
+
+
+def batch_of(spans: Sequence[Span]) -> Batch:
+    return decode(protobuf_body(spans), PROTOBUF, ORCHESTRATOR)
+
+
+def store(**bounds: float) -> TraceStore:
+    return TraceStore(ORCHESTRATOR, grace=5, trace_timeout=60, **bounds)  # type: ignore[arg-type]
+
+
+def tokens(ready: Ready) -> int:
+    return ready[1].input_tokens + ready[1].output_tokens
+
+
+def test_children_after_their_task_within_grace_are_counted() -> None:
+    """Children arriving in a later request, before the grace ends, join the task."""
+    spans = task_trace("T-1", chats=3)
+    traces = store()
+    traces.add(batch_of(spans[:1]).items, now=0)
+    traces.add(batch_of(spans[1:]).items, now=2)
+    assert traces.due(4.9) == []
+    ready = traces.due(5)
+    assert len(ready) == 1 and tokens(ready[0]) == 3 * 120
+    assert ready[0][0].attributes["orchestrator.task.id"] == "T-1"
+    assert len(traces) == 0 and traces.spans == 0 and traces.bytes == 0
+
+
+def test_out_of_order_split_and_duplicated_delivery_yields_one_task() -> None:
+    """Reversed order, one span per request, every request twice: one task, tokens once."""
+    spans = task_trace("T-2", chats=4)
+    traces = store()
+    ready: list[Ready] = []
+    for now, item in enumerate(reversed(spans)):
+        for _ in range(2):
+            ready += traces.add(batch_of([item]).items, now=now / 10)
+    ready += traces.due(10)
+    assert len(ready) == 1 and tokens(ready[0]) == 4 * 120
+    assert traces.duplicates == len(spans)
+    assert traces.add(batch_of(spans[:1]).items, now=11) == [] and traces.due(100) == []
+    assert traces.duplicates == len(spans) + 1  # the root again, after its decision
+
+
+def test_nested_task_spans_belong_to_the_outer_task() -> None:
+    """A task span under another task span writes nothing; its children count for the outer."""
+    trace_id = new_trace_id()
+    outer = task_trace("OUTER", chats=1, trace_id=trace_id)
+    inner = task_trace("INNER", chats=2, trace_id=trace_id, parent=outer[0].span_id)
+    traces = store()
+    traces.add(batch_of(inner).items, now=0)
+    traces.add(batch_of(outer).items, now=1)
+    ready = traces.due(10)
+    assert [r[0].attributes["orchestrator.task.id"] for r in ready] == ["OUTER"]
+    assert tokens(ready[0]) == 3 * 120
+    assert (traces.root_tasks, traces.nested_tasks) == (1, 1)
+
+
+def test_two_root_tasks_in_one_trace_keep_their_own_children() -> None:
+    """Two task spans under a plain request span each get only their descendants."""
+    trace_id = new_trace_id()
+    request_span = span(trace_id, new_span_id(), name="POST /run")
+    first = task_trace("A", chats=1, trace_id=trace_id, parent=request_span.span_id)
+    second = task_trace("B", chats=3, trace_id=trace_id, parent=request_span.span_id)
+    traces = store()
+    traces.add(batch_of([request_span, *second, *first]).items, now=0)
+    ready = {r[0].attributes["orchestrator.task.id"]: tokens(r) for r in traces.due(5)}
+    assert ready == {"A": 120, "B": 360}
+
+
+def test_rootless_trace_expires_and_is_counted() -> None:
+    """A trace whose task span never comes is forgotten after the timeout, and counted."""
+    spans = task_trace("LOST", chats=2)
+    traces = store()
+    traces.add(batch_of(spans[1:]).items, now=0)
+    traces.expire(59)
+    assert len(traces) == 1
+    traces.expire(60)
+    assert (len(traces), traces.rootless_expired, traces.spans) == (0, 1, 0)
+
+
+def test_children_after_the_decision_are_counted_late() -> None:
+    """A child arriving after its task's diary was decided is late, not a rootless trace."""
+    spans = task_trace("T-late", chats=2)
+    traces = store()
+    traces.add(batch_of(spans[:3]).items, now=0)
+    assert len(traces.due(5)) == 1
+    traces.add(batch_of(spans[3:]).items, now=6)
+    traces.expire(100)
+    assert (traces.late, traces.rootless_expired) == (1, 0)
+
+
+def test_trace_bound_decides_the_oldest_trace_early() -> None:
+    """Past max_traces the least recently active trace is decided now, not lost."""
+    traces = store(max_traces=2)
+    ready: list[Ready] = []
+    for n in range(3):
+        ready += traces.add(batch_of(task_trace(f"T-{n}", chats=1)).items, now=n)
+    assert [r[0].attributes["orchestrator.task.id"] for r in ready] == ["T-0"]
+    assert (len(traces), traces.evicted) == (2, 1)
+
+
+def test_drain_decides_every_waiting_task() -> None:
+    """At the end of input every waiting task span is decided at once."""
+    traces = store()
+    traces.add(batch_of(task_trace("A") + task_trace("B")).items, now=0)
+    traces.add(batch_of(task_trace("C")[1:]).items, now=0)
+    assert len(traces.drain()) == 2
+    assert (len(traces), traces.rootless_expired) == (0, 1)
+
+
+def collector(sink: InMemorySink, *, start: bool = True, queue_spans: int = 1000,
+              **bounds: float) -> Collector:
+    settings = Settings(dir=None, index=False)
+    pipeline = build_pipeline(settings, ORCHESTRATOR, sinks=[sink])
+    traces = TraceStore(ORCHESTRATOR, grace=0.05, trace_timeout=60, **bounds)  # type: ignore[arg-type]
+    return Collector(traces, pipeline, queue_spans=queue_spans, start=start)
+
+
+def test_collector_assembles_offered_batches_into_diaries() -> None:
+    """Batches offered from a handler become diaries on the pipeline thread."""
+    sink = InMemorySink()
+    service = collector(sink)
+    try:
+        spans = task_trace("T-c", chats=2)
+        assert service.offer(batch_of(spans[2:])) is Admission.ACCEPTED
+        assert service.offer(batch_of(spans[:2])) is Admission.ACCEPTED
+        diaries = sink.wait_for(1, timeout=10)
+        assert [d.task_id for d in diaries] == ["T-c"]
+        assert "Tokens: 240" in diaries[0].body
+    finally:
+        assert service.close(10)
+
+
+def test_collector_says_queue_full_when_the_worker_is_behind() -> None:
+    """With the assembler behind, a batch past the queue bound is refused (429)."""
+    service = collector(InMemorySink(), start=False, queue_spans=5)
+    assert service.offer(batch_of(task_trace("A", chats=2))) is Admission.ACCEPTED
+    assert service.offer(batch_of(task_trace("B", chats=2))) is Admission.QUEUE_FULL
+    assert service.queued_spans == 4
+
+
+def test_collector_says_store_full_at_the_span_bound() -> None:
+    """Past the held-span bound the collector refuses batches (503) instead of growing."""
+    service = collector(InMemorySink(), start=False, max_spans=6)
+    assert service.offer(batch_of(task_trace("A", chats=2))) is Admission.ACCEPTED
+    assert service.offer(batch_of(task_trace("B", chats=2))) is Admission.STORE_FULL
+    assert service.offer(batch_of(task_trace("C", chats=9))) is Admission.TOO_LARGE
+
+
+def test_close_writes_waiting_diaries_before_their_grace_ends() -> None:
+    """Shutting down decides every waiting task now and delivers its diary."""
+    sink = InMemorySink()
+    settings = Settings(index=False)
+    pipeline = build_pipeline(settings, ORCHESTRATOR, sinks=[sink])
+    service = Collector(TraceStore(ORCHESTRATOR, grace=3600), pipeline)
+    assert service.offer(batch_of(task_trace("T-close"))) is Admission.ACCEPTED
+    assert service.close(10)
+    assert [d.task_id for d in sink.diaries] == ["T-close"]
+    assert service.offer(batch_of(task_trace("T-after"))) is Admission.CLOSED
+
+
+def test_metrics_text_is_prometheus_exposition() -> None:
+    """Counters come out in the Prometheus text format with HELP and TYPE lines."""
+    sink = InMemorySink()
+    service = collector(sink)
+    try:
+        service.counters.add("spans_received_total:protocol", "http", 4)
+        service.offer(batch_of(task_trace("T-m")))
+        sink.wait_for(1, timeout=10)
+        assert service.flush(10)
+        text = metrics_text(service)
+    finally:
+        service.close(10)
+    assert "# TYPE otel_diary_spans_received_total counter" in text
+    values = metric_values(text)
+    assert values['otel_diary_spans_received_total{protocol="http"}'] == 4
+    assert values["otel_diary_diaries_written_total"] == 1
+    assert values['otel_diary_tasks_total{kind="root"}'] == 1

@@ -1,0 +1,150 @@
+"""Nothing secret leaves the process, and the process never traces its own traffic."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+from hypothesis import given, settings
+from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_diary import (
+    ORCHESTRATOR,
+    ChildSummary,
+    DiarySpanProcessor,
+    Settings,
+    SpanRecord,
+    classify,
+)
+from otel_diary._hub import HubSink
+from otel_diary._llm import LLMReflector
+from otel_diary._pipeline import build_pipeline
+
+from .loopback import ChatServer, HubServer, serve_asgi, wait_until
+from .secret_strategies import Drawn, any_secret
+
+END_NS = 1_785_000_000_000_000_000
+
+
+def strings(value: Any) -> Iterator[str]:
+    """Every string inside a decoded JSON document."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
+
+
+def test_no_generated_secret_reaches_the_file_the_hub_or_the_model(tmp_path: Path) -> None:
+    """Secrets in a task's title, stderr tail and model answer reach no file, hub or model."""
+    chat, hub = ChatServer(), HubServer()
+    counter = itertools.count(1)
+    seen: dict[str, list[str]] = {}
+    with serve_asgi(chat) as chat_url, serve_asgi(hub) as hub_url:
+        pipeline = build_pipeline(Settings(
+            dir=tmp_path / "kb", index=False, hub_url=hub_url, spool_dir=tmp_path / "spool",
+            reflection_url=chat_url + "/v1", reflection_calls_per_minute=10_000,
+            retry_initial_backoff_s=0.01), ORCHESTRATOR)
+        sink = pipeline.sinks[-1]
+        assert isinstance(sink, HubSink)
+
+        @settings(max_examples=60, deadline=None)
+        @given(any_secret)
+        def check(drawn: Drawn) -> None:
+            text, secrets = drawn
+            n = next(counter)
+            chat.script = [f"Insight about {text} to remember."]
+            ids = random.Random(n)  # ids that share no digit run with a simple secret
+            record = SpanRecord(
+                trace_id=ids.getrandbits(128) | 1, span_id=ids.getrandbits(64) | 1,
+                name="task", start_ns=END_NS - 8_421_000_000, end_ns=END_NS, attributes={
+                    "orchestrator.task.id": f"T-{n}", "orchestrator.agent.name": "coder",
+                    "orchestrator.task.title": f"Deploy with {text}",
+                    "orchestrator.escalation_count": 1,
+                    "orchestrator.build_verify.stderr_tail": f"step 1\n{text}\nstep 2 failed"})
+            diary = pipeline.handle((record, ChildSummary()))
+            assert diary is not None
+            file_text = next((tmp_path / "kb").rglob(f"*T-{n}.md")).read_text("utf-8")
+            assert wait_until(lambda: diary.id in hub.documents)
+            hub_body = hub.documents[diary.id]
+            model_request = chat.requests[-1].json()
+            assert "[REDACTED:" in file_text
+            for secret in secrets:
+                assert secret not in file_text
+                assert not any(secret in s for s in strings(hub_body))
+                assert not any(secret in s for s in strings(model_request))
+            seen[diary.id] = secrets
+
+        check()
+        assert sink.flush(30)
+        pipeline.close()
+    assert len(hub.documents) == len(list((tmp_path / "kb").rglob("*.md"))) > 0
+    for request in hub.posts():  # every body the hub received, retries included
+        delivered = list(strings(request.json()))
+        for secret in seen[request.headers["idempotency-key"]]:
+            assert not any(secret in s for s in delivered)
+
+
+def test_delivering_diaries_creates_no_spans_with_httpx_instrumented(tmp_path: Path) -> None:
+    """With the httpx instrumentation on, the hub and model calls of otel-diary make no span."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    chat, hub = ChatServer(), HubServer()
+    instrumentor = HTTPXClientInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        with serve_asgi(chat) as chat_url, serve_asgi(hub) as hub_url:
+            processor = DiarySpanProcessor(
+                enabled=True, dir=tmp_path / "kb", hub_url=hub_url, index=False,
+                spool_dir=tmp_path / "spool", reflection_url=chat_url + "/v1")
+            provider.add_span_processor(processor)
+            tracer = provider.get_tracer("app")
+            for n in range(3):
+                with tracer.start_as_current_span("task", attributes={
+                        "orchestrator.task.id": f"T-{n}", "orchestrator.agent.name": "a"}):
+                    pass
+            assert processor.force_flush(10_000)
+            assert wait_until(lambda: len(hub.acknowledged) == 3)
+            processor.shutdown()
+            assert len(chat.requests) == 3
+            app_spans = {span.name for span in exporter.get_finished_spans()}
+            httpx.get(hub_url + "/health")  # the app's own call is traced, as it should be
+    finally:
+        instrumentor.uninstrument()
+    client_spans = [s for s in exporter.get_finished_spans() if s.name not in app_spans]
+    assert app_spans == {"task"}
+    [control] = client_spans
+    assert hub_url + "/health" in dict(control.attributes or {}).values()
+    assert len(list((tmp_path / "kb").rglob("*.md"))) == 3
+
+
+def test_a_model_call_from_any_thread_creates_no_span(tmp_path: Path) -> None:
+    """Called from a thread that never suppressed instrumentation, the model call is untraced."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instrumentor = HTTPXClientInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        with serve_asgi(ChatServer()) as chat_url:
+            reflector = LLMReflector(chat_url + "/v1")
+            run = classify(SpanRecord(1, 2, "task", 0, 1, attributes={
+                "orchestrator.task.id": "T-1"}), ChildSummary(), ORCHESTRATOR)
+            assert run is not None
+            assert reflector.reflect(run) == "A useful insight."
+            httpx.get(chat_url + "/health")
+    finally:
+        instrumentor.uninstrument()
+    assert [span.name for span in exporter.get_finished_spans()] == ["GET"]
