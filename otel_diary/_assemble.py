@@ -57,6 +57,7 @@ class TraceAssembler:
         self._ttl = trace_ttl_s
         self._pending_timeout = pending_timeout_s
         self._clock = clock
+        self._released: list[Ready] = []
         self.evicted = 0
         """Traces dropped because ``max_traces`` were open (their tasks' summaries are lost)."""
         self.expired = 0
@@ -75,8 +76,12 @@ class TraceAssembler:
         now = self._clock()
         if entry is None:
             if len(traces) >= self._max_traces:
-                del traces[next(iter(traces))]
+                oldest = traces.pop(next(iter(traces)))
                 self.evicted += 1
+                # Its waiting task spans are released (without their parent's verdict),
+                # not lost: the next expire() hands them out.
+                self._released.extend((task, oldest.take_summary())
+                                      for task in oldest.pending.values())
             entry = _Trace(touched=now)
         entry.touched = now
         traces[trace_id] = entry
@@ -128,7 +133,7 @@ class TraceAssembler:
         O(open traces): the worker calls it about once a second.
         """
         now = self._clock()
-        ready: list[Ready] = []
+        ready, self._released = self._released, []
         traces = self._traces
         for trace_id in list(traces):
             entry = traces[trace_id]
@@ -145,7 +150,7 @@ class TraceAssembler:
 
     def drain(self) -> list[Ready]:
         """Release every waiting task span (used at shutdown: nothing is lost)."""
-        ready: list[Ready] = []
+        ready, self._released = self._released, []
         for entry in self._traces.values():
             ready.extend((task, entry.take_summary()) for task in entry.pending.values())
         self._traces.clear()

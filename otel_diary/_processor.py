@@ -34,6 +34,9 @@ from ._sinks import Sink
 logger = logging.getLogger("otel_diary")
 
 _EXPIRE_EVERY_S = 1.0
+_ERROR = StatusCode.ERROR
+_WAKE_BATCH = 512
+"""Spans queued before the worker is woken early (else it wakes every schedule delay)."""
 
 
 @contextlib.contextmanager
@@ -103,6 +106,9 @@ class DiarySpanProcessor(SpanProcessor):
         self.enabled = settings.enabled
         self._queue: deque[ReadableSpan] = deque()
         self._capacity = settings.queue_size if self.enabled else 0
+        self._wake_at = min(_WAKE_BATCH, settings.queue_size // 2)
+        self._awaited: set[int] = set()
+        """Span ids of in-process parents that ended task spans wait for."""
         self._accepting = self.enabled
         """False once shut down: later spans are ignored rather than counted as drops."""
         self._drops = itertools.count(1)
@@ -113,6 +119,9 @@ class DiarySpanProcessor(SpanProcessor):
         self._flush_requests: deque[threading.Event] = deque()
         self._thread: threading.Thread | None = None
         self.conventions = conventions_for(conventions, settings.conventions)
+        self._marker = self.conventions.task_marker
+        self._is_task = self.conventions.is_task
+        self._unremarkable = self.conventions.child_keys.isdisjoint
         if not self.enabled:
             self.pipeline: Pipeline | None = None
             return
@@ -135,10 +144,37 @@ class DiarySpanProcessor(SpanProcessor):
         pass
 
     def on_end(self, span: ReadableSpan) -> None:
+        """Queue the span if a diary may need it; most spans are dismissed in a few lookups.
+
+        A diary needs task spans, spans with something for the summary (usage, model,
+        operation, error), local roots (they close a trace) and parents that a task span
+        waits for. SDK spans are read through their private fields, since a property or a
+        ``MappingProxyType`` per read would cost more than the whole check; any other
+        span type is queued and read through the public API by the worker.
+        """
         try:
-            if len(self._queue) < self._capacity:
-                self._queue.append(span)
-            elif self._accepting:
+            if not self._accepting:
+                return
+            try:
+                attributes = span._attributes._dict  # type: ignore[union-attr]
+                parent = span._parent
+                is_task = self._marker in attributes and self._is_task(attributes)
+                if not (is_task or not self._unremarkable(attributes)
+                        or span._status._status_code is _ERROR
+                        or parent is None or parent[2]  # [2] is_remote: a local root
+                        or span._context[1] in self._awaited):  # type: ignore[index]
+                    return
+                if is_task and parent is not None and len(self._awaited) < self._capacity:
+                    self._awaited.add(parent[1])  # its end decides whether this is a root
+            except (AttributeError, TypeError, IndexError):
+                pass
+            queue = self._queue
+            size = len(queue)
+            if size < self._capacity:
+                queue.append(span)
+                if size == self._wake_at:  # a batch is waiting: wake the worker once
+                    self._wake.set()
+            else:
                 self._drop()
         except Exception:  # never reach the app's `with` block
             logger.debug("otel-diary on_end failed", exc_info=True)
@@ -213,9 +249,11 @@ class DiarySpanProcessor(SpanProcessor):
                     return
 
     def _deliver(self, ready: list[Any]) -> None:
-        for item in ready:
+        for record, summary in ready:
             assert self.pipeline is not None
-            self.pipeline.handle(item)
+            if record.parent_span_id is not None:
+                self._awaited.discard(record.parent_span_id)
+            self.pipeline.handle((record, summary))
         self.stats.traces_evicted = self._assembler.evicted
         self.stats.traces_expired = self._assembler.expired
         if self.stats.dropped_spans > self._drops_logged:
@@ -225,45 +263,34 @@ class DiarySpanProcessor(SpanProcessor):
             self._drops_logged = self.stats.dropped_spans
 
     def _drain_queue(self) -> None:
+        """Fold every queued span into the assembler; deliver the task spans it releases."""
         queue = self._queue
         popleft = queue.popleft
         conv = self.conventions
-        marker = conv.task_marker
-        child_keys = conv.child_keys
         assembler = self._assembler
-        traces = assembler._traces
-        error = StatusCode.ERROR
+        awaited = self._awaited
         while queue:
             span = popleft()
             try:
-                attributes = _attributes_of(span)
-                if marker in attributes and conv.is_task(attributes):
+                ctx = span.context
+                parent = span.parent
+                trace_id, span_id = (ctx.trace_id, ctx.span_id) if ctx is not None else (0, 0)
+                attributes = span.attributes or {}
+                is_error = span.status.status_code is _ERROR
+                awaited.discard(span_id)
+                if conv.is_task(attributes):
                     self._deliver(assembler.task_ended(to_record(span)))
                     continue
-                ctx = span.context
-                is_error = span.status.status_code is error
-                if is_error or not child_keys.isdisjoint(attributes):
-                    assembler.contribute(ctx.trace_id, attributes, is_error)
-                if ctx.trace_id in traces:
-                    parent = span.parent
+                if is_error or not conv.child_keys.isdisjoint(attributes):
+                    assembler.contribute(trace_id, attributes, is_error)
+                if trace_id in assembler:
                     self._deliver(assembler.span_ended(
-                        ctx.trace_id, ctx.span_id, parent is None or parent.is_remote))
+                        trace_id, span_id, parent is None or parent.is_remote))
             except Exception:
                 self.stats.pipeline_errors += 1
                 logger.debug("otel-diary could not read a span", exc_info=True)
         if self.stats.dropped_spans > self._drops_logged:
             self._deliver([])
-
-
-def _attributes_of(span: ReadableSpan) -> Any:
-    """The span's attributes as a plain mapping, without copying when the SDK allows."""
-    raw = getattr(span, "_attributes", None)
-    inner = getattr(raw, "_dict", None)
-    if type(inner) is dict:
-        return inner
-    if type(raw) is dict:
-        return raw
-    return dict(span.attributes or {})
 
 
 def install(tracer_provider: TracerProvider | None = None, **overrides: Any) -> \

@@ -122,8 +122,9 @@ class Settings(BaseSettings):
     """``OTEL_DIARY_TRACE_TTL_S``: an idle trace is forgotten after this many seconds."""
     pending_timeout_s: float = Field(30.0, gt=0)
     """``OTEL_DIARY_PENDING_TIMEOUT_S``: how long a task span waits for its parent to end."""
-    schedule_delay_ms: int = Field(200, gt=0, le=60_000)
-    """``OTEL_DIARY_SCHEDULE_DELAY_MS``: how often the worker wakes to process spans."""
+    schedule_delay_ms: int = Field(1000, gt=0, le=60_000)
+    """``OTEL_DIARY_SCHEDULE_DELAY_MS``: the longest a span waits for the worker (it also
+    wakes as soon as 512 spans are queued)."""
     shutdown_timeout_ms: int = Field(10_000, ge=0, le=600_000)
     """``OTEL_DIARY_SHUTDOWN_TIMEOUT_MS``: how long shutdown waits for diaries to land."""
     conventions: str = "orchestrator"

@@ -52,6 +52,15 @@ def test_oldest_trace_is_evicted_over_the_bound() -> None:
     assert len(assembler) == 2 and 1 not in assembler and assembler.evicted == 1
 
 
+def test_evicted_trace_releases_its_waiting_task() -> None:
+    """A trace evicted over the bound hands its waiting task spans out; none is lost."""
+    assembler = TraceAssembler(ORCHESTRATOR, max_traces=1)
+    assert assembler.task_ended(task(1, 10, parent=5)) == []
+    assembler.contribute(2, {}, False)
+    assert [r.span_id for r, _ in assembler.expire()] == [10]
+    assert assembler.evicted == 1
+
+
 def test_idle_traces_expire_and_waiting_tasks_are_released() -> None:
     """Idle traces are forgotten (counted); a waiting task span is released after its
     timeout instead of being lost."""

@@ -16,6 +16,8 @@ from otel_diary import DiarySpanExporter, install
 from otel_diary._autoinstrument import DiaryInstrumentor
 from otel_diary.testing import InMemorySink
 
+from .test_processor import BlockingSink
+
 
 def new_provider() -> TracerProvider:
     return TracerProvider(resource=Resource.create({"service.name": "svc"}),
@@ -68,13 +70,22 @@ def test_exporter_writes_diaries(provider: TracerProvider) -> None:
 
 
 def test_export_hands_over_without_waiting() -> None:
-    """export() queues and returns at once; over the queue bound spans are dropped and counted."""
-    exporter = DiarySpanExporter(enabled=True, sinks=[InMemorySink()], queue_size=10,
-                                 schedule_delay_ms=60_000)
+    """export() queues and returns at once, even while a sink is stuck; over the queue
+    bound spans are dropped and counted."""
+    sink = BlockingSink()
+    exporter = DiarySpanExporter(enabled=True, sinks=[sink], queue_size=10,
+                                 schedule_delay_ms=10)
     try:
+        task_provider = new_provider()
+        task_provider.add_span_processor(BatchSpanProcessor(exporter))
+        run_task(task_provider)
+        task_provider.force_flush()
+        assert sink.entered.wait(10)  # the worker is now held inside the sink
         assert exporter.export(ended_spans(25)) is SpanExportResult.SUCCESS
+        assert sink.written == []
         assert exporter.stats.dropped_spans == 15
     finally:
+        sink.release.set()
         exporter.shutdown()
         exporter.shutdown()  # idempotent
 

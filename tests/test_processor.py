@@ -16,7 +16,6 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode
 
 from otel_diary import Diary, DiarySpanProcessor, install
-from otel_diary._processor import _attributes_of
 
 from .conftest import Harness
 
@@ -98,6 +97,19 @@ def test_task_under_a_non_task_local_parent_is_a_root(harness: Harness) -> None:
         assert harness.sink.diaries == []
     harness.flush()
     assert [d.task_id for d in harness.sink.diaries] == ["T-1"]
+
+
+def test_task_under_a_plain_intermediate_span_is_decided_when_it_ends(
+        harness: Harness) -> None:
+    """The plain span a task waits for is noticed when it ends, long before the trace's
+    root ends or the pending timeout passes."""
+    with harness.tracer.start_as_current_span("session"):
+        with harness.tracer.start_as_current_span("request"):
+            with harness.tracer.start_as_current_span("task", attributes=TASK):
+                pass
+        harness.flush()
+        assert [d.task_id for d in harness.sink.diaries] == ["T-1"]
+    assert harness.processor._awaited == set()
 
 
 def test_task_under_a_remote_parent_is_a_root(harness: Harness) -> None:
@@ -284,14 +296,21 @@ def test_bad_argument_raises_value_error() -> None:
         DiarySpanProcessor(enabled=True, queue_size=0)
 
 
-def test_attributes_fallback_for_foreign_spans() -> None:
-    """A span type without the SDK's internals is read through its public attributes."""
+def test_spans_without_sdk_internals_are_read_through_the_public_api(harness: Harness) -> None:
+    """A ReadableSpan built by hand (no SDK internals) still becomes a diary."""
+    from opentelemetry.sdk.trace import ReadableSpan
 
-    class Foreign:
-        def __init__(self) -> None:
-            self.attributes = {"a": 1}
-
-    assert _attributes_of(Foreign()) == {"a": 1}  # type: ignore[arg-type]
+    context = trace.SpanContext(trace_id=7, span_id=8, is_remote=False)
+    child = ReadableSpan(name="chat", context=trace.SpanContext(7, 9, False),
+                         parent=context, attributes={"gen_ai.usage.input_tokens": 4},
+                         start_time=1, end_time=2)
+    task = ReadableSpan(name="task", context=context, attributes=TASK, start_time=1,
+                        end_time=2_000_001)
+    harness.processor.on_end(child)
+    harness.processor.on_end(task)
+    harness.flush()
+    [diary] = harness.sink.diaries
+    assert diary.trace_id == f"{7:032x}" and "Tokens: 4." in diary.body
 
 
 def test_flush_at_interpreter_exit(tmp_path: Path) -> None:
