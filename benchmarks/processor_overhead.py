@@ -119,13 +119,14 @@ def instructions(mode: str, traces: int) -> int:
     return int(match.group(1))
 
 
-def cpu_per_diary(count: int) -> tuple[float, float]:
+def cpu_per_diary(count: int, index: bool) -> tuple[float, float]:
     """CPU ms per diary for the pipeline alone, and for just writing the same bytes."""
-    from otel_diary import ORCHESTRATOR, Settings, SpanRecord
+    from otel_diary import ORCHESTRATOR, ChildSummary, Settings, SpanRecord
     from otel_diary._pipeline import build_pipeline
+    from otel_diary._sinks import atomic_write
 
     with tempfile.TemporaryDirectory() as root:
-        pipeline = build_pipeline(Settings(enabled=True, dir=root), ORCHESTRATOR)
+        pipeline = build_pipeline(Settings(enabled=True, dir=root, index=index), ORCHESTRATOR)
         records = [SpanRecord(
             trace_id=0x1000 + n, span_id=0x2000 + n, name="task", start_ns=0,
             end_ns=1_764_460_800_000_000_000, attributes={
@@ -136,17 +137,14 @@ def cpu_per_diary(count: int) -> tuple[float, float]:
                 "orchestrator.build_verify.attempts": 3,
                 "orchestrator.build_verify.stderr_tail": "error TS2345: bad\n" * 30})
             for n in range(count)]
-        from otel_diary import ChildSummary
-
         start = time.process_time()
         for record in records:
             pipeline.handle((record, ChildSummary()))
         pipeline_ms = (time.process_time() - start) * 1000 / count
+        pipeline.close()
         if pipeline.stats.diaries != count:
             raise SystemExit("the pipeline did not write every diary")
         contents = [p.read_bytes() for p in Path(root).rglob("*.md")]
-        from otel_diary._sinks import atomic_write
-
         start = time.process_time()
         for n, data in enumerate(contents):
             atomic_write(Path(root) / f"plain-{n}.md", data)
@@ -193,10 +191,11 @@ def main() -> None:
     else:
         print("instructions: skipped (needs valgrind: apt-get install valgrind)")
 
-    pipeline_ms, write_ms = cpu_per_diary(args.diaries)
-    print(f"CPU per diary (recovered run, stub reflection, folder sink): {pipeline_ms:.3f} ms; "
-          f"atomic write of the same bytes alone: {write_ms:.3f} ms "
-          f"(ratio {pipeline_ms / write_ms:.2f})")
+    for index in (False, True):
+        pipeline_ms, write_ms = cpu_per_diary(args.diaries, index)
+        print(f"CPU per diary (recovered run, stub reflection, folder sink"
+              f"{' + search index' if index else ''}): {pipeline_ms:.3f} ms; atomic write of "
+              f"the same bytes alone: {write_ms:.3f} ms (ratio {pipeline_ms / write_ms:.2f})")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -152,7 +152,14 @@ def entry_from_document(path: str, content: str) -> Entry:
 
     Raises ``ValueError`` when ``content`` is not a diary.
     """
-    front = parse_front_matter(content)
+    return entry_from_parts(path, parse_front_matter(content), content)
+
+
+def entry_from_parts(path: str, front: Mapping[str, Any], content: str) -> Entry:
+    """The index entry of a diary from its front matter (as parsed) and its document text.
+
+    A freshly rendered diary passes its own ``front_matter``: no YAML is parsed again.
+    """
     ident = _text(front.get("id"))
     if ident is None:
         raise ValueError("document has no id")
@@ -723,8 +730,8 @@ class IndexListener:
             for location in locations:
                 path = Path(location)
                 if path.is_absolute() and path.is_relative_to(self._root):
-                    self.index.add_document(path.relative_to(self._root).as_posix(),
-                                            diary.content)
+                    self.index.add(entry_from_parts(path.relative_to(self._root).as_posix(),
+                                                    diary.front_matter, diary.content))
                     return
         except Exception:
             self._failed("otel-diary could not index diary %s; `otel-diary reindex` adds it",

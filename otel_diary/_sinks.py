@@ -84,14 +84,19 @@ def _owner(path: Path) -> str | None:
     return ""
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the new one, whole."""
+def atomic_write(path: Path, data: bytes, *, durable: bool = False) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the new one, whole.
+
+    ``durable`` also syncs the data to disk before the rename (survives a power cut, at
+    about a millisecond per file); diaries can be regenerated, so they skip it.
+    """
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -266,3 +266,24 @@ def test_any_query_returns_results_or_a_clear_message(small_index: DiaryIndex, q
     else:
         assert result.match in ("all", "any", "none")
         assert all(hit.id.startswith("kh-") for hit in result.hits)
+
+
+@settings(max_examples=60, deadline=None)
+@given(title=st.text(max_size=60), task=st.text(min_size=1, max_size=40),
+       stderr=st.text(max_size=200))
+def test_live_entry_equals_entry_parsed_from_the_file(title: str, task: str,
+                                                      stderr: str) -> None:
+    """Indexing a fresh diary from its own front matter gives the same entry as parsing the
+    file back (so live indexing and `reindex` agree)."""
+    from dataclasses import replace as _replace
+
+    from otel_diary._index import entry_from_document, entry_from_parts
+    from otel_diary._reflect import StubReflector
+    from otel_diary._render import render
+
+    from .test_render import RECOVERED
+
+    run = _replace(RECOVERED, title=title or "t", task_id=task, stderr_tail=stderr or None)
+    diary = render(run, StubReflector().reflect(run))
+    assert entry_from_parts(diary.path, diary.front_matter, diary.content) == \
+        entry_from_document(diary.path, diary.content)
