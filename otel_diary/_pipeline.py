@@ -44,6 +44,7 @@ class Stats:
     diaries: int = 0
     failed_runs: int = 0
     dropped_spans: int = 0
+    dropped_tasks: int = 0
     sink_errors: int = 0
     pipeline_errors: int = 0
     reflection_fallbacks: int = 0

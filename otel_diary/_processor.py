@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -35,6 +37,8 @@ logger = logging.getLogger("otel_diary")
 
 _EXPIRE_EVERY_S = 1.0
 _ERROR = StatusCode.ERROR
+_STOP = object()
+"""Ends the delivery thread once everything before it was delivered."""
 _WAKE_BATCH = 512
 """Spans queued before the worker is woken early (else it wakes every schedule delay)."""
 
@@ -117,11 +121,16 @@ class DiarySpanProcessor(SpanProcessor):
         self._stopping = False
         self._wake = threading.Event()
         self._flush_requests: deque[threading.Event] = deque()
+        self._ready: deque[Any] = deque()
+        """Task runs (and flush markers) waiting for the delivery thread."""
+        self._ready_capacity = max(64, settings.queue_size // 16)
+        self._ready_wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self._delivery: threading.Thread | None = None
         self.conventions = conventions_for(conventions, settings.conventions)
         self._marker = self.conventions.task_marker
         self._is_task = self.conventions.is_task
-        self._unremarkable = self.conventions.child_keys.isdisjoint
+        self._unremarkable = (self.conventions.child_keys | {self._marker}).isdisjoint
         if not self.enabled:
             self.pipeline: Pipeline | None = None
             return
@@ -129,14 +138,9 @@ class DiarySpanProcessor(SpanProcessor):
                                        reflector=reflector, stats=self.stats)
         if tracer_provider is not None:
             self.pipeline.listeners.append(DiaryWriteSpans(tracer_provider))
-        self._assembler = TraceAssembler(
-            self.conventions,
-            max_traces=settings.max_traces,
-            trace_ttl_s=settings.trace_ttl_s,
-            pending_timeout_s=settings.pending_timeout_s,
-        )
-        self._thread = threading.Thread(target=self._run, name="otel-diary", daemon=True)
-        self._thread.start()
+        self._assembler = self._new_assembler()
+        self._start_threads()
+        _restart_in_forked_children(self)
 
     # -- hot path ---------------------------------------------------------------------
 
@@ -158,13 +162,13 @@ class DiarySpanProcessor(SpanProcessor):
             try:
                 attributes = span._attributes._dict  # type: ignore[union-attr]
                 parent = span._parent
-                is_task = self._marker in attributes and self._is_task(attributes)
-                if not (is_task or not self._unremarkable(attributes)
-                        or span._status._status_code is _ERROR
-                        or parent is None or parent[2]  # [2] is_remote: a local root
-                        or span._context[1] in self._awaited):  # type: ignore[index]
-                    return
-                if is_task and parent is not None and len(self._awaited) < self._capacity:
+                if self._unremarkable(attributes):  # no task marker, nothing to summarize
+                    if not (span._status._status_code is _ERROR
+                            or parent is None or parent[2]  # [2] is_remote: a local root
+                            or span._context[1] in self._awaited):  # type: ignore[index]
+                        return
+                elif (parent is not None and self._marker in attributes
+                      and self._is_task(attributes) and len(self._awaited) < self._capacity):
                     self._awaited.add(parent[1])  # its end decides whether this is a root
             except (AttributeError, TypeError, IndexError):
                 pass
@@ -192,7 +196,7 @@ class DiarySpanProcessor(SpanProcessor):
         """Process every span ended so far and deliver its diaries; False on timeout."""
         try:
             thread = self._thread
-            if thread is None or not thread.is_alive():
+            if thread is None or not thread.is_alive() or self._stopping:
                 return True
             done = threading.Event()
             self._flush_requests.append(done)
@@ -210,14 +214,18 @@ class DiarySpanProcessor(SpanProcessor):
             self._shutdown = True
             self._accepting = False
             self._capacity = 0
-            thread = self._thread
-            if thread is not None:
+            deadline = time.monotonic() + self.settings.shutdown_timeout_ms / 1000
+            if self._thread is not None:
                 self._stopping = True
                 self._wake.set()
-                thread.join(self.settings.shutdown_timeout_ms / 1000)
-                if thread.is_alive():
-                    logger.warning("otel-diary shutdown timed out with %d spans queued",
-                                   len(self._queue))
+                for thread in (self._thread, self._delivery):
+                    if thread is not None:
+                        thread.join(max(deadline - time.monotonic(), 0))
+                waiting = len(self._queue) + sum(1 for item in self._ready
+                                                 if isinstance(item, tuple))
+                if waiting:
+                    logger.warning("otel-diary shutdown timed out: %d spans and task runs "
+                                   "not turned into diaries", waiting)
             if self.pipeline is not None:
                 self.pipeline.close()
         except Exception:
@@ -225,35 +233,77 @@ class DiarySpanProcessor(SpanProcessor):
 
     # -- worker -----------------------------------------------------------------------
 
+    def _start_threads(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="otel-diary", daemon=True)
+        self._delivery = threading.Thread(target=self._deliver_forever,
+                                          name="otel-diary-deliver", daemon=True)
+        self._thread.start()
+        self._delivery.start()
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child starts with fresh queues and threads (the parent's are gone)."""
+        self._queue = deque()
+        self._ready = deque()
+        self._awaited = set()
+        self._flush_requests = deque()
+        self._wake = threading.Event()
+        self._ready_wake = threading.Event()
+        self._assembler = self._new_assembler()
+        if not self._shutdown:
+            self._start_threads()
+
+    def _new_assembler(self) -> TraceAssembler:
+        return TraceAssembler(
+            self.conventions,
+            max_traces=self.settings.max_traces,
+            trace_ttl_s=self.settings.trace_ttl_s,
+            pending_timeout_s=self.settings.pending_timeout_s,
+        )
+
     def _run(self) -> None:
+        """Assemble queued spans; hand ready task runs to the delivery thread."""
         delay = self.settings.schedule_delay_ms / 1000
         next_expiry = time.monotonic() + _EXPIRE_EVERY_S
         with _suppressed():
             while True:
                 self._wake.wait(delay)
                 self._wake.clear()
+                # Flush requests made before this drain are answered after it, not earlier.
+                requests = [self._flush_requests.popleft()
+                            for _ in range(len(self._flush_requests))]
+                stopping = self._stopping
                 try:
                     self._drain_queue()
                     if time.monotonic() >= next_expiry:
                         next_expiry = time.monotonic() + _EXPIRE_EVERY_S
-                        self._deliver(self._assembler.expire())
-                    if self._stopping:
-                        self._drain_queue()
-                        self._deliver(self._assembler.drain())
+                        self._hand_over(self._assembler.expire())
+                    if stopping:
+                        self._hand_over(self._assembler.drain())
                 except Exception:
                     self.stats.pipeline_errors += 1
                     logger.exception("otel-diary worker failed; continuing")
-                while self._flush_requests:
-                    self._flush_requests.popleft().set()
-                if self._stopping:
+                self._ready.extend(requests)  # answered once the runs before them landed
+                if stopping:
+                    self._ready.append(_STOP)
+                if requests or stopping:
+                    self._ready_wake.set()
+                if stopping:
                     return
 
-    def _deliver(self, ready: list[Any]) -> None:
-        for record, summary in ready:
-            assert self.pipeline is not None
+    def _hand_over(self, ready: list[Any]) -> None:
+        for item in ready:
+            record = item[0]
             if record.parent_span_id is not None:
                 self._awaited.discard(record.parent_span_id)
-            self.pipeline.handle((record, summary))
+            if len(self._ready) < self._ready_capacity:
+                self._ready.append(item)
+            else:
+                self.stats.dropped_tasks += 1
+                if self.stats.dropped_tasks == 1:
+                    logger.warning("otel-diary is %d task runs behind (reflection or a sink "
+                                   "is slow): dropping task runs", self._ready_capacity)
+        if ready:
+            self._ready_wake.set()
         self.stats.traces_evicted = self._assembler.evicted
         self.stats.traces_expired = self._assembler.expired
         if self.stats.dropped_spans > self._drops_logged:
@@ -261,6 +311,23 @@ class DiarySpanProcessor(SpanProcessor):
                 logger.warning("otel-diary dropped %d spans so far (queue full)",
                                self.stats.dropped_spans)
             self._drops_logged = self.stats.dropped_spans
+
+    def _deliver_forever(self) -> None:
+        """Turn ready task runs into diaries (reflection and sinks may be slow)."""
+        assert self.pipeline is not None
+        ready = self._ready
+        with _suppressed():
+            while True:
+                self._ready_wake.wait(1.0)
+                self._ready_wake.clear()
+                while ready:
+                    item = ready.popleft()
+                    if item is _STOP:
+                        return
+                    if isinstance(item, threading.Event):
+                        item.set()
+                        continue
+                    self.pipeline.handle(item)
 
     def _drain_queue(self) -> None:
         """Fold every queued span into the assembler; deliver the task spans it releases."""
@@ -279,18 +346,37 @@ class DiarySpanProcessor(SpanProcessor):
                 is_error = span.status.status_code is _ERROR
                 awaited.discard(span_id)
                 if conv.is_task(attributes):
-                    self._deliver(assembler.task_ended(to_record(span)))
+                    self._hand_over(assembler.task_ended(to_record(span)))
                     continue
                 if is_error or not conv.child_keys.isdisjoint(attributes):
-                    assembler.contribute(trace_id, attributes, is_error)
+                    assembler.contribute(trace_id, attributes, is_error,
+                                         parent.span_id if parent is not None else None)
                 if trace_id in assembler:
-                    self._deliver(assembler.span_ended(
+                    self._hand_over(assembler.span_ended(
                         trace_id, span_id, parent is None or parent.is_remote))
             except Exception:
                 self.stats.pipeline_errors += 1
                 logger.debug("otel-diary could not read a span", exc_info=True)
         if self.stats.dropped_spans > self._drops_logged:
-            self._deliver([])
+            self._hand_over([])
+
+
+def _restart_in_forked_children(processor: DiarySpanProcessor) -> None:
+    """After ``fork()`` the child has no worker threads: give it new ones (like the SDK's
+    BatchSpanProcessor). Held weakly, so a collected processor is simply skipped."""
+    if not hasattr(os, "register_at_fork"):
+        return
+    reference = weakref.ref(processor)
+
+    def restart() -> None:
+        alive = reference()
+        if alive is not None:
+            try:
+                alive._after_fork_in_child()
+            except Exception:
+                logger.debug("otel-diary could not restart after fork", exc_info=True)
+
+    os.register_at_fork(after_in_child=restart)
 
 
 def install(tracer_provider: TracerProvider | None = None, **overrides: Any) -> \

@@ -16,7 +16,7 @@ from otel_diary import DiarySpanExporter, install
 from otel_diary._autoinstrument import DiaryInstrumentor
 from otel_diary.testing import InMemorySink
 
-from .test_processor import BlockingSink
+from .test_processor import WorkerHoldingConventions
 
 
 def new_provider() -> TracerProvider:
@@ -38,11 +38,11 @@ def flush(provider: TracerProvider, *exporters: DiarySpanExporter) -> None:
         assert exporter.force_flush(10_000)
 
 
-def ended_spans(count: int) -> list[ReadableSpan]:
+def ended_spans(count: int, attributes: dict[str, bool] | None = None) -> list[ReadableSpan]:
     tracer = new_provider().get_tracer("tests")
     spans: list[ReadableSpan] = []
     for number in range(count):
-        span = tracer.start_span(f"s{number}")
+        span = tracer.start_span(f"s{number}", attributes=attributes)
         span.end()
         assert isinstance(span, ReadableSpan)
         spans.append(span)
@@ -70,22 +70,19 @@ def test_exporter_writes_diaries(provider: TracerProvider) -> None:
 
 
 def test_export_hands_over_without_waiting() -> None:
-    """export() queues and returns at once, even while a sink is stuck; over the queue
+    """export() queues and returns at once, even while the worker is held; over the queue
     bound spans are dropped and counted."""
-    sink = BlockingSink()
-    exporter = DiarySpanExporter(enabled=True, sinks=[sink], queue_size=10,
-                                 schedule_delay_ms=10)
+    conventions = WorkerHoldingConventions()
+    exporter = DiarySpanExporter(enabled=True, sinks=[InMemorySink()], queue_size=10,
+                                 schedule_delay_ms=10, conventions=conventions)
     try:
-        task_provider = new_provider()
-        task_provider.add_span_processor(BatchSpanProcessor(exporter))
-        run_task(task_provider)
-        task_provider.force_flush()
-        assert sink.entered.wait(10)  # the worker is now held inside the sink
+        held = ended_spans(1, {"test.hold": True})
+        assert exporter.export(held) is SpanExportResult.SUCCESS
+        assert conventions.entered.wait(10)  # nothing leaves the queue now
         assert exporter.export(ended_spans(25)) is SpanExportResult.SUCCESS
-        assert sink.written == []
         assert exporter.stats.dropped_spans == 15
     finally:
-        sink.release.set()
+        conventions.release.set()
         exporter.shutdown()
         exporter.shutdown()  # idempotent
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 import textwrap
 import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode
 
-from otel_diary import Diary, DiarySpanProcessor, install
+from otel_diary import Conventions, Diary, DiarySpanProcessor, install
+from otel_diary.testing import InMemorySink
 
 from .conftest import Harness
 
@@ -239,25 +243,88 @@ def test_shutdown_twice_is_a_no_op(harness: Harness) -> None:
     assert harness.processor.stats.dropped_spans == 0
 
 
+@dataclass(frozen=True)
+class WorkerHoldingConventions(Conventions):
+    """The default conventions, except that reading a span marked `test.hold` holds the
+    worker thread until `release` is set (the app thread never reads it)."""
+
+    entered: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def is_task(self, attributes: object) -> bool:
+        if "test.hold" in attributes:  # type: ignore[operator]
+            self.entered.set()
+            self.release.wait(30)
+        return super().is_task(attributes)
+
+
 def test_full_queue_drops_counts_and_logs_once(caplog: pytest.LogCaptureFixture) -> None:
     """Over the queue bound spans are dropped, counted and logged once, never blocking."""
-    sink = BlockingSink()
+    conventions = WorkerHoldingConventions()
     provider = TracerProvider(shutdown_on_exit=False)
-    processor = DiarySpanProcessor(enabled=True, sinks=[sink], queue_size=4,
-                                   schedule_delay_ms=10)
+    processor = DiarySpanProcessor(enabled=True, sinks=[InMemorySink()], queue_size=4,
+                                   schedule_delay_ms=10, conventions=conventions)
     provider.add_span_processor(processor)
     tracer = provider.get_tracer("t")
-    with tracer.start_as_current_span("task", attributes=TASK):
+    with tracer.start_as_current_span("hold", attributes={"test.hold": True}):
         pass
-    assert sink.entered.wait(10)
+    assert conventions.entered.wait(10)  # the worker is held: nothing leaves the queue
     with caplog.at_level(logging.WARNING, logger="otel_diary"):
         for _ in range(10):
             with tracer.start_as_current_span("other"):
                 pass
     assert processor.stats.dropped_spans == 6
     assert sum("queue is full" in r.getMessage() for r in caplog.records) == 1
+    conventions.release.set()
+    provider.shutdown()
+
+
+def test_slow_delivery_never_stalls_span_intake() -> None:
+    """While a sink is stuck, spans keep flowing through assembly; task runs beyond the
+    delivery backlog are dropped and counted instead of blocking anything."""
+    sink = BlockingSink()
+    provider = TracerProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, sinks=[sink], queue_size=1024,
+                                   schedule_delay_ms=10)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    for n in range(201):
+        with tracer.start_as_current_span("task", attributes={**TASK, "n": n}):
+            with tracer.start_as_current_span("chat", attributes={
+                    "gen_ai.usage.input_tokens": 1}):
+                pass
+    deadline = time.monotonic() + 20
+    while processor.stats.dropped_tasks == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)  # the worker assembles while the delivery thread is stuck
+    assert sink.entered.is_set() and sink.written == []
+    assert processor.stats.dropped_spans == 0 and processor.stats.dropped_tasks > 0
     sink.release.set()
     provider.shutdown()
+    assert len(sink.written) + processor.stats.dropped_tasks == 201
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_forked_child_gets_its_own_worker(tmp_path: Path) -> None:
+    """A child process forked after set-up (a prefork server) still writes diaries."""
+    provider = TracerProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, dir=tmp_path, index=False)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    pid = os.fork()
+    if pid == 0:  # the child: exit code 0 only if its diary was written
+        code = 1
+        try:
+            with tracer.start_as_current_span("task", attributes={
+                    **TASK, "orchestrator.task.id": "FORKED"}):
+                pass
+            processor.force_flush(10_000)
+            code = 0 if processor.stats.diaries == 1 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    provider.shutdown()
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert [p.name[-10:] for p in tmp_path.rglob("*.md")] == ["-FORKED.md"]
 
 
 def test_bad_attribute_types_still_give_a_safe_diary(harness: Harness) -> None:
