@@ -7,8 +7,8 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
-import tempfile
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -54,10 +54,18 @@ class FolderSink:
         return self._inside(diary.alternate_path.removesuffix(".md") + f"-{diary.id}.md")
 
     def write(self, diary: Diary) -> str:
-        path = self.target(diary)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, diary.content.encode("utf-8"))
-        return str(path)
+        data = diary.content.encode("utf-8")
+        for _ in range(3):
+            path = self.target(diary)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                # A new file is linked in only if the name is still free, so two processes
+                # finishing runs of one task at once cannot overwrite each other.
+                atomic_write(path, data, replace=_owner(path) == diary.id)
+                return str(path)
+            except FileExistsError:
+                continue  # another writer took the name first: look again
+        raise DiaryError(f"could not find a free file name for diary {diary.id}")
 
     def close(self) -> None:
         pass
@@ -84,20 +92,31 @@ def _owner(path: Path) -> str | None:
     return ""
 
 
-def atomic_write(path: Path, data: bytes, *, durable: bool = False) -> None:
+_temporary_names = itertools.count()
+
+
+def atomic_write(path: Path, data: bytes, *, durable: bool = False,
+                 replace: bool = True) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, whole.
 
     ``durable`` also syncs the data to disk before the rename (survives a power cut, at
-    about a millisecond per file); diaries can be regenerated, so they skip it.
+    about a millisecond per file); diaries can be regenerated, so they skip it. With
+    ``replace`` false an existing ``path`` is left alone and ``FileExistsError`` raised.
     """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_temporary_names)}.tmp")
+    # Mode 0666 less the umask, like any file the process creates: diaries are shared.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             if durable:
                 handle.flush()
                 os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
+            os.unlink(tmp)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

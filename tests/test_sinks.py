@@ -48,3 +48,29 @@ def test_symlinked_agent_folder_cannot_escape(tmp_path: Path) -> None:
     with pytest.raises(UnsafePathError):
         write(tmp_path / "kb")
     assert not any(outside.iterdir())
+
+
+def test_a_name_taken_meanwhile_is_never_overwritten(tmp_path: Path) -> None:
+    """If another process creates the file between the check and the write, this run
+    lands in its alternate file instead of replacing the other run's diary."""
+    from otel_diary._sinks import atomic_write
+
+    first = render(COMPLETED, "x")
+    path = tmp_path / first.path
+    path.parent.mkdir(parents=True)
+    path.write_text("---\nid: kh-someone-else\n---\n")
+    with pytest.raises(FileExistsError):
+        atomic_write(path, b"mine", replace=False)
+    assert path.read_text().startswith("---\nid: kh-someone-else")
+    assert Path(FolderSink(tmp_path).write(first)).name.endswith(f"-{first.span_id[:8]}.md")
+
+
+def test_diary_files_are_readable_by_others(tmp_path: Path) -> None:
+    """Diaries are created with the usual umask-based mode, not a private 0600."""
+    import os
+    import stat
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    written = write(tmp_path)
+    assert stat.S_IMODE(written.stat().st_mode) == 0o666 & ~mask
