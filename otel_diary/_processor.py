@@ -7,7 +7,6 @@ pipeline. Nothing raises out of ``on_start``, ``on_end``, ``force_flush`` or ``s
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import os
@@ -15,11 +14,11 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry import context, trace
-from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, Context
+from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.trace import StatusCode
 
@@ -32,6 +31,7 @@ from ._record import SpanRecord
 from ._reflect import Reflector
 from ._settings import Settings
 from ._sinks import Sink
+from ._suppress import suppressed
 
 logger = logging.getLogger("otel_diary")
 
@@ -41,19 +41,6 @@ _STOP = object()
 """Ends the delivery thread once everything before it was delivered."""
 _WAKE_BATCH = 512
 """Spans queued before the worker is woken early (else it wakes every schedule delay)."""
-
-
-@contextlib.contextmanager
-def _suppressed() -> Iterator[None]:
-    """Suppress OpenTelemetry instrumentation in this thread: our own I/O makes no spans.
-
-    Contextvars do not cross into a new thread, so the worker sets this itself.
-    """
-    token = context.attach(context.set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
-    try:
-        yield
-    finally:
-        context.detach(token)
 
 
 def to_record(span: ReadableSpan) -> SpanRecord:
@@ -264,7 +251,7 @@ class DiarySpanProcessor(SpanProcessor):
         """Assemble queued spans; hand ready task runs to the delivery thread."""
         delay = self.settings.schedule_delay_ms / 1000
         next_expiry = time.monotonic() + _EXPIRE_EVERY_S
-        with _suppressed():
+        with suppressed():
             while True:
                 self._wake.wait(delay)
                 self._wake.clear()
@@ -316,7 +303,7 @@ class DiarySpanProcessor(SpanProcessor):
         """Turn ready task runs into diaries (reflection and sinks may be slow)."""
         assert self.pipeline is not None
         ready = self._ready
-        with _suppressed():
+        with suppressed():
             while True:
                 self._ready_wake.wait(1.0)
                 self._ready_wake.clear()
