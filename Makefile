@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench collector clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,11 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/pytest
+
+# The OpenTelemetry Collector of collector/manifest.yaml (needs Go), cached outside the
+# checkout; prints the binary's path. The Collector tests run this themselves.
+collector:
+	bash collector/build.sh
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/processor_overhead.py
