@@ -5,7 +5,10 @@ so the pipeline never waits on the network. That thread sends spooled diaries ol
 first with a timeout on every call; connection errors, timeouts and 408/429/502/503/504
 are retried with exponential backoff and jitter (honouring ``Retry-After``); any other
 refusal is logged with the hub's answer and set aside in ``failed/``; an acknowledged
-diary leaves the spool. Its HTTP calls run with instrumentation suppressed.
+diary leaves the spool. Any other error while sending counts as retryable. Its HTTP calls
+run with instrumentation suppressed; URLs and the hub's answers are redacted before they
+are logged or kept. A process forked from one with a hub sink gets its own client and
+delivery thread.
 """
 
 from __future__ import annotations
@@ -25,8 +28,10 @@ from typing import Any
 
 import httpx
 
+from ._fork import renew_after_fork
+from ._redact import display_url, redact, settings_redactor
 from ._render import Diary
-from ._settings import Settings
+from ._settings import Settings, check_header_value
 from ._sinks import FolderSink, Sink
 from ._spool import Spool, SpoolFullError
 from ._suppress import suppressed
@@ -114,6 +119,8 @@ class HubStats:
     retries: int = 0
     spool_full: int = 0
     spool_errors: int = 0
+    failed_removed: int = 0
+    """Refused diaries removed from ``failed/`` (oldest first) to keep it bounded."""
     last_retry_delay_s: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
@@ -121,16 +128,33 @@ class HubStats:
 
 
 class HubClient:
-    """POSTs one spooled diary to the hub and classifies the answer. Never raises."""
+    """POSTs one spooled diary to the hub and classifies the answer. Never raises.
+
+    ``api_key`` must be printable ASCII (``ValueError`` otherwise). ``redactor`` scrubs
+    the hub's answers and error messages before they are logged or kept in ``failed/``.
+    """
 
     def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 10.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.BaseTransport | None = None,
+                 redactor: Callable[[str], str] | None = None) -> None:
+        if api_key:
+            check_header_value(api_key, "the knowledge hub's API key")
         self.url = url.rstrip("/")
         self.endpoint = self.url + KB_EDIT_PATH
         self.timeout_s = timeout_s
         self._api_key = api_key
-        self._client = httpx.Client(timeout=httpx.Timeout(timeout_s), transport=transport,
-                                    follow_redirects=False)
+        self._transport = transport
+        self._redact = redactor or redact
+        self._client = self._new_client()
+        renew_after_fork(self)
+
+    def _new_client(self) -> httpx.Client:
+        return httpx.Client(timeout=httpx.Timeout(self.timeout_s), transport=self._transport,
+                            follow_redirects=False)
+
+    def _after_fork_in_child(self) -> None:
+        # The parent's pooled connections are its own: left unclosed, never used here.
+        self._client = self._new_client()
 
     def headers(self, ident: str) -> dict[str, str]:
         headers = {"content-type": "application/json", "idempotency-key": ident,
@@ -140,9 +164,10 @@ class HubClient:
         return headers
 
     def send(self, ident: str, body: dict[str, Any], timeout_s: float | None = None) -> Attempt:
-        data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        """One POST; any error (even one httpx did not foresee) is a retryable attempt."""
         timeout = httpx.Timeout(timeout_s if timeout_s is not None else self.timeout_s)
         try:
+            data = json.dumps(body, ensure_ascii=False).encode("utf-8")
             with suppressed(), self._client.stream(
                     "POST", self.endpoint, content=data, headers=self.headers(ident),
                     timeout=timeout) as response:
@@ -150,28 +175,39 @@ class HubClient:
         except httpx.TimeoutException as exc:
             return Attempt(Outcome.RETRY, detail=f"timed out ({type(exc).__name__})")
         except httpx.TransportError as exc:
-            return Attempt(Outcome.RETRY, detail=f"{type(exc).__name__}: {exc}")
+            return Attempt(Outcome.RETRY, detail=self._error(exc))
+        except Exception as exc:
+            logger.debug("otel-diary hub request failed unexpectedly", exc_info=True)
+            return Attempt(Outcome.RETRY, detail="unexpected " + self._error(exc))
         status = response.status_code
         if 200 <= status < 300:
             return Attempt(Outcome.DELIVERED, status)
-        detail = f"HTTP {status}: {_one_line(answer)}"
+        detail = self._redact(f"HTTP {status}: {_one_line(answer)}")
         if status in RETRYABLE_STATUS:
             return Attempt(Outcome.RETRY, status,
                            parse_retry_after(response.headers.get("retry-after")), detail)
         return Attempt(Outcome.REJECTED, status, detail=detail)
+
+    def _error(self, exc: BaseException) -> str:
+        return self._redact(_one_line(f"{type(exc).__name__}: {exc}"))
 
     def close(self) -> None:
         self._client.close()
 
 
 def _read_capped(response: httpx.Response) -> str:
+    """The start of the answer; a note instead when it cannot be decoded (the status
+    alone decides what happened)."""
     chunks: list[bytes] = []
     size = 0
-    for chunk in response.iter_bytes():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size >= MAX_ANSWER_BYTES:
-            break
+    try:
+        for chunk in response.iter_bytes():
+            chunks.append(chunk)
+            size += len(chunk)
+            if size >= MAX_ANSWER_BYTES:
+                break
+    except httpx.DecodingError as exc:
+        return f"(an answer that could not be decoded: {exc})"
     return b"".join(chunks)[:MAX_ANSWER_BYTES].decode("utf-8", "replace")
 
 
@@ -241,31 +277,36 @@ class Deliverer:
             if claim is None:
                 skipped += 1
                 continue
-            if claim.record is None:
-                self.spool.fail(claim, None, "unreadable spool entry")
-                self.stats.rejected += 1
-                logger.warning("otel-diary set aside an unreadable spool entry %s",
-                               entry.path)
-                continue
-            attempt = self.client.send(claim.id, claim.record["body"], timeout)
-            if attempt.outcome is Outcome.DELIVERED:
-                self.stats.delivered += 1  # counted first: flush() returns once it is gone
-                self.backoff.reset()
-                delivered += 1
-                self.spool.done(claim)
-            elif attempt.outcome is Outcome.REJECTED:
-                self.stats.rejected += 1
-                rejected += 1
-                target = self.spool.fail(claim, attempt.status, attempt.detail)
-                logger.warning("knowledge hub refused diary %s (%s); not retried, kept in %s",
-                               claim.id, attempt.detail, target)
-            else:
+            try:  # whatever happens, the entry is unlocked for the next attempt
+                if claim.record is None:
+                    self.spool.fail(claim, None, "unreadable spool entry")
+                    self.stats.rejected += 1
+                    self.stats.failed_removed = self.spool.failed_removed
+                    logger.warning("otel-diary set aside an unreadable spool entry %s",
+                                   entry.path)
+                    continue
+                attempt = self.client.send(claim.id, claim.record["body"], timeout)
+                if attempt.outcome is Outcome.DELIVERED:
+                    self.stats.delivered += 1  # counted first: flush() returns once it is gone
+                    self.backoff.reset()
+                    delivered += 1
+                    self.spool.done(claim)
+                elif attempt.outcome is Outcome.REJECTED:
+                    self.stats.rejected += 1
+                    rejected += 1
+                    target = self.spool.fail(claim, attempt.status, attempt.detail)
+                    self.stats.failed_removed = self.spool.failed_removed
+                    logger.warning("knowledge hub refused diary %s (%s); not retried, "
+                                   "kept in %s", claim.id, attempt.detail, target)
+                else:
+                    claim.release()
+                    self.stats.retries += 1
+                    delay = self.backoff.next(attempt.retry_after)
+                    self.stats.last_retry_delay_s = delay
+                    return PassResult(delivered, rejected, skipped, delay,
+                                      f"diary {claim.id}: {attempt.detail}")
+            finally:
                 claim.release()
-                self.stats.retries += 1
-                delay = self.backoff.next(attempt.retry_after)
-                self.stats.last_retry_delay_s = delay
-                return PassResult(delivered, rejected, skipped, delay,
-                                  f"diary {claim.id}: {attempt.detail}")
         return PassResult(delivered, rejected, skipped)
 
 
@@ -280,6 +321,11 @@ class HubSink:
     ``write`` returns once the diary is on disk; ``flush`` waits for the spool to empty;
     ``close`` delivers what it can within ``shutdown_timeout_s`` and leaves the rest for
     the next process. Entries left by an earlier process are delivered on start.
+
+    Each diary is sent under the path ``path_of`` gives (the folder sink's, when there is
+    one); without it, under ``diary.alternate_path``, which names the span, so two runs
+    of one task on one day never share a hub path. In a forked child the sink gets a new
+    HTTP client, and a new delivery thread with its first ``write`` or ``flush``.
     """
 
     def __init__(
@@ -293,38 +339,66 @@ class HubSink:
         max_backoff_s: float = 60.0,
         max_entries: int = 10_000,
         max_bytes: int = 256 * 1024 * 1024,
+        max_failed_entries: int = 1000,
         shutdown_timeout_s: float = 10.0,
         path_of: Callable[[Diary], str] | None = None,
         poll_s: float = _POLL_S,
         transport: httpx.BaseTransport | None = None,
+        redactor: Callable[[str], str] | None = None,
     ) -> None:
         if timeout_s <= 0 or shutdown_timeout_s < 0 or poll_s <= 0:
             raise ValueError("timeouts must be positive")
         self.url = url.rstrip("/")
-        self.spool = Spool(spool_dir, max_entries=max_entries, max_bytes=max_bytes)
+        self._client = HubClient(self.url, api_key=api_key, timeout_s=timeout_s,
+                                 transport=transport, redactor=redactor)
+        self.spool = Spool(spool_dir, max_entries=max_entries, max_bytes=max_bytes,
+                           max_failed_entries=max_failed_entries)
         self.stats = HubStats()
         self.shutdown_timeout_s = shutdown_timeout_s
         self._path_of = path_of
         self._poll_s = poll_s
-        self._client = HubClient(self.url, api_key=api_key, timeout_s=timeout_s,
-                                 transport=transport)
         self._deliverer = Deliverer(self.spool, self._client,
                                     Backoff(initial_backoff_s, max_backoff_s), self.stats)
+        self._full_logged = False
+        self._closed = False
+        self._reset_delivery_state()
+        self._thread = self._start_thread()
+        self._needs_thread = False
+        renew_after_fork(self)
+
+    def _reset_delivery_state(self) -> None:
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._thread_lock = threading.Lock()
         self._closing = False
         self._deadline = float("inf")
         self._retry_at = 0.0
         self._failing = False
-        self._full_logged = False
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name="otel-diary-hub", daemon=True)
-        self._thread.start()
+
+    def _start_thread(self) -> threading.Thread:
+        thread = threading.Thread(target=self._run, name="otel-diary-hub", daemon=True)
+        thread.start()
+        return thread
+
+    def _after_fork_in_child(self) -> None:
+        """The parent's delivery thread does not exist here and its events and locks may
+        be held: new ones, and a new thread once this process writes or flushes."""
+        self._reset_delivery_state()
+        self._needs_thread = not self._closed
+
+    def _ensure_thread(self) -> None:
+        if not self._needs_thread:
+            return
+        with self._thread_lock:
+            if self._needs_thread and not self._closed:
+                self._thread = self._start_thread()
+            self._needs_thread = False
 
     # -- Sink -----------------------------------------------------------------------------
 
     def write(self, diary: Diary) -> str:
-        path = diary.path
+        self._ensure_thread()
+        path = diary.alternate_path or diary.path  # unique per run, stable per span
         if self._path_of is not None:
             try:
                 path = self._path_of(diary)
@@ -350,6 +424,7 @@ class HubSink:
 
     def flush(self, timeout_s: float = 30.0) -> bool:
         """Wait until nothing waits in the spool; False when ``timeout_s`` passed first."""
+        self._ensure_thread()
         deadline = time.monotonic() + max(timeout_s, 0.0)
         while True:
             if not self.spool.pending():
@@ -410,7 +485,8 @@ class HubSink:
                 self._failing = True
                 logger.warning("otel-diary could not deliver to the knowledge hub at %s "
                                "(%s); diaries wait in %s, retrying in %.1fs",
-                               self.url, result.failure, self.spool.directory, result.retry_in)
+                               display_url(self.url), result.failure, self.spool.directory,
+                               result.retry_in)
             else:
                 logger.debug("knowledge hub still failing (%s); retrying in %.1fs",
                              result.failure, result.retry_in)
@@ -439,6 +515,7 @@ def default_sinks(settings: Settings) -> list[Sink]:
         sinks.append(folder)
     sinks.append(HubSink(
         settings.hub_url,
+        redactor=settings_redactor(settings),
         spool_dir=settings.spool_root,
         api_key=settings.hub_api_key.get_secret_value() if settings.hub_api_key else None,
         timeout_s=settings.hub_timeout_s,

@@ -4,7 +4,8 @@ An embedded SQLite database with FTS5 beside the diary folder (``<root>/index.sq
 The folder is the source of truth: the index is updated as each diary is written and is
 rebuilt from the folder on demand (``otel-diary reindex``) or when it is missing. WAL mode,
 one connection per thread and one short transaction per diary, so the worker writing and
-a reader searching do not wait on each other.
+a reader searching do not wait on each other. A forked child opens its own connections
+and leaves the inherited ones alone.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._classify import TaskRun
+from ._fork import renew_after_fork
 from ._render import DIARY_ROOT, Diary, diary_id, error_encountered, one_line, parse_front_matter
 from ._sinks import DiaryError, FolderSink
 
@@ -360,6 +362,15 @@ class DiaryIndex:
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         self._abandoned: list[sqlite3.Connection] = []
+        renew_after_fork(self)
+
+    def _after_fork_in_child(self) -> None:
+        """SQLite connections must not cross a fork: the child opens its own. The inherited
+        ones are kept (never used, never closed: closing could end the parent's WAL)."""
+        self._abandoned.extend(self._connections)
+        self._connections = []
+        self._local = threading.local()
+        self._lock = threading.Lock()
 
     # -- connections -------------------------------------------------------------------
 

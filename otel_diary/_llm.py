@@ -4,7 +4,8 @@ One short call per diary to any OpenAI-compatible server (vLLM, Ollama, llama.cp
 hosted gateway), marked ``event_role: diary.reflection``. The prompt holds the run's
 facts and its redacted stderr tail. Cost is bounded (output tokens, calls in flight,
 calls per minute); an empty answer, an error, a timeout or an exhausted budget returns
-``""`` and the pipeline writes the deterministic stub instead.
+``""`` and the pipeline writes the deterministic stub instead. Logged URLs carry no
+credentials and logged answers are redacted. A forked child gets its own HTTP client.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from typing import Any
 import httpx
 
 from ._classify import TaskRun
-from ._redact import SecretRedactor
+from ._fork import renew_after_fork
+from ._redact import SecretRedactor, display_url
 from ._reflect import MAX_LEARNED, Reflector, cut
 from ._render import tail
-from ._settings import Settings
+from ._settings import Settings, check_header_value
 from ._suppress import suppressed
 
 logger = logging.getLogger("otel_diary")
@@ -122,6 +124,8 @@ class LLMReflector:
     ) -> None:
         if timeout_s <= 0 or max_tokens <= 0 or concurrency <= 0 or calls_per_minute < 0:
             raise ValueError("timeout, max_tokens and concurrency must be positive")
+        if api_key:
+            check_header_value(api_key, "the reflection API key")
         base = base_url.rstrip("/")
         self.endpoint = base if base.endswith(CHAT_COMPLETIONS) else base + CHAT_COMPLETIONS
         self.model = model
@@ -131,13 +135,24 @@ class LLMReflector:
         self.stats = ReflectionStats()
         self._api_key = api_key
         self._redact = redactor or SecretRedactor()
-        self._slots = threading.BoundedSemaphore(concurrency)
+        self._concurrency = concurrency
+        self._transport = transport
         self._starts: deque[float] = deque()
-        self._budget_lock = threading.Lock()
         self._clock = clock
-        self._client = httpx.Client(timeout=httpx.Timeout(timeout_s), transport=transport,
-                                    follow_redirects=False)
+        self._renew()
         self._failure_logged = False
+        renew_after_fork(self)
+
+    def _renew(self) -> None:
+        """New slots, budget lock and HTTP client (at start, and in a forked child, where
+        the parent's may be held by calls that do not exist there)."""
+        self._slots = threading.BoundedSemaphore(self._concurrency)
+        self._budget_lock = threading.Lock()
+        self._client = httpx.Client(timeout=httpx.Timeout(self.timeout_s),
+                                    transport=self._transport, follow_redirects=False)
+
+    def _after_fork_in_child(self) -> None:
+        self._renew()  # the parent's pooled connections are left to it, unclosed
 
     def request_body(self, run: TaskRun) -> dict[str, Any]:
         """The chat-completions request for ``run`` (redacted)."""
@@ -205,14 +220,15 @@ class LLMReflector:
             self.stats.timeouts += 1
             self._log_failure("timed out after %.1fs", self.timeout_s)
             return ""
-        except httpx.HTTPError as exc:
+        except Exception as exc:  # any failure of the call writes the stub
             self.stats.errors += 1
-            self._log_failure("failed: %s: %s", type(exc).__name__, exc)
+            self._log_failure("failed: %s", self._redact(f"{type(exc).__name__}: {exc}"))
             return ""
         if response.status_code != 200:
             self.stats.errors += 1
+            answer = " ".join(raw.decode("utf-8", "replace").split())[:300]
             self._log_failure("answered HTTP %d: %s", response.status_code,
-                              " ".join(raw.decode("utf-8", "replace").split())[:300])
+                              self._redact(answer))
             return ""
         text = answer_text(raw)
         if not text:
@@ -223,7 +239,7 @@ class LLMReflector:
         log = logger.debug if self._failure_logged else logger.warning
         self._failure_logged = True
         log("otel-diary reflection model at %s " + message + "; writing the stub",
-            self.endpoint, *args)
+            display_url(self.endpoint), *args)
 
 
 def answer_text(raw: bytes) -> str:

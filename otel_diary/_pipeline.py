@@ -17,7 +17,7 @@ from ._conventions import Conventions
 from ._hub import default_sinks
 from ._index import attach_index
 from ._llm import reflector_from
-from ._redact import SecretRedactor
+from ._redact import SecretRedactor, settings_redactor
 from ._reflect import MAX_LEARNED, Reflector, StubReflector, cut
 from ._render import Diary, render
 from ._settings import Settings
@@ -192,7 +192,7 @@ def build_pipeline(
 
     Every source (in-process processor, OTLP receiver, replay) builds its pipeline here.
     """
-    redactor = SecretRedactor(settings.redact_patterns)  # always on
+    redactor = settings_redactor(settings)  # always on; also hides the configured keys
     if sinks is None:
         sinks = default_sinks(settings)  # folder, hub, or both
     if reflector is None:

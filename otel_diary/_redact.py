@@ -9,12 +9,20 @@ is linear in the input: a megabyte of hostile build log costs milliseconds, not 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
 
 from ._render import clean
 
+if TYPE_CHECKING:
+    from ._settings import Settings
+
 MARK = "[REDACTED:{kind}]"
+LITERAL_MARK = MARK.format(kind="configured_secret")
+MIN_LITERAL = 6
+"""Shorter configured secrets are not searched for literally (they would match prose)."""
 
 _KIND = re.compile(r"[a-z0-9_]{1,40}")
 
@@ -93,6 +101,12 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
           r"eyJ" + _token_start(3) + r"[A-Za-z0-9_-]{4,8192}\.[A-Za-z0-9_-]{4,8192}"
           r"\.[A-Za-z0-9_-]{0,8192}",
           ("eyJ",)),
+    _rule("huggingface_token", r"hf_" + _token_start(3) + r"[A-Za-z0-9]{30,255}", ("hf_",)),
+    _rule("npm_token", r"npm_" + _token_start(4) + r"[A-Za-z0-9]{36,255}", ("npm_",)),
+    _rule("pypi_token",
+          r"pypi-" + _token_start(5) + r"(?:AgE[A-Za-z0-9_-]{20,4096}|[A-Za-z0-9_-]{50,4096})",
+          ("pypi-",)),
+    _rule("xai_api_key", r"xai-" + _token_start(4) + r"[A-Za-z0-9]{32,255}", ("xai-",)),
     _rule("url_credentials",
           r"(://[^\s:/@\"'<>]{1,256}:)[^\s/@\"'<>]{1,256}(?=@)",
           ("://",), keep_prefix=True),
@@ -133,6 +147,26 @@ class _AssignmentRule(_Rule):
         return match.group("head") + (match.group("quote") or "") + MARK.format(kind=kind)
 
 
+@dataclass(frozen=True)
+class _FlagRule(_Rule):
+    """``--password X`` / ``--token=X`` command-line flags; the kind follows the key."""
+
+    def replace(self, match: re.Match[str]) -> str:
+        key = match.group("key").lower()
+        kind = _ASSIGNMENT_KEYS.get(key, "api_key" if key.startswith("api") else "secret")
+        return match.group("head") + (match.group("quote") or "") + MARK.format(kind=kind)
+
+
+FLAG_RULES: tuple[_Rule, ...] = (
+    _FlagRule("secret", re.compile(
+        r"(?P<head>--(?=[A-Za-z])(?i:(?:[a-z0-9]{1,20}[-_](?:[a-z0-9]{1,20}[-_])?)?"
+        r"(?P<key>password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key))"
+        r"(?![A-Za-z0-9_-])(?:[ \t]{1,4}|[ \t]{0,4}=[ \t]{0,4}))"
+        r"(?![\"']?\[REDACTED:)"
+        r"(?:(?P<quote>[\"'])[^\"'\r\n]{1,512}|(?!--)[^\s\"'`]{1,512})"), ("--",)),
+)
+"""Secrets given to a command as a flag's value, with ``=`` or a space."""
+
 ANCHORED_RULES: tuple[_Rule, ...] = (
     _Rule("bearer", re.compile(r"(?i)(\bbearer[ \t]{1,8})[A-Za-z0-9._~+/=-]{8,4096}"),
           ("bearer",), keep_prefix=True, anchored=True),
@@ -171,19 +205,31 @@ class SecretRedactor:
 
     ``extra`` maps a kind (``[a-z0-9_]``) to a regular expression; a group named
     ``secret`` limits the replacement to that group. Keep extra patterns linear: bounded
-    quantifiers and no nested repetition. Characters that hide text (zero-width, bidi
-    controls) are removed first, so they cannot split a secret past the patterns.
+    quantifiers and no nested repetition. ``literals`` are secret values known in advance
+    (the configured API keys): each occurrence becomes ``[REDACTED:configured_secret]``
+    (values shorter than :data:`MIN_LITERAL` characters are ignored). Characters that
+    hide text (zero-width, bidi controls) are removed first, so they cannot split a secret
+    past the patterns.
     """
 
-    def __init__(self, extra: Mapping[str, str] | None = None) -> None:
+    def __init__(self, extra: Mapping[str, str] | None = None, *,
+                 literals: Iterable[str | None] = ()) -> None:
         self._extra = tuple(compile_extra(kind, pattern)
                             for kind, pattern in (extra or {}).items())
+        usable = {_clean(value) for value in literals if value and len(value) >= MIN_LITERAL}
+        self._literals = tuple(sorted(usable, key=len, reverse=True))
 
     def __call__(self, text: str) -> str:
         if not text:
             return text
-        text = redact_private_keys(_clean(text))
+        text = _clean(text)
+        for literal in self._literals:  # the configured secrets themselves, wherever they are
+            if literal in text:
+                text = text.replace(literal, LITERAL_MARK)
+        text = redact_private_keys(text)
         for rule in BUILTIN_RULES:
+            text = rule.pattern.sub(rule.replace, text)
+        for rule in FLAG_RULES:
             text = rule.pattern.sub(rule.replace, text)
         text = _redact_anchored(text, ANCHORED_RULES)
         for rule in self._extra:
@@ -297,3 +343,21 @@ def redact(text: str) -> str:
     if _default is None:
         _default = SecretRedactor()
     return _default(text)
+
+
+def settings_redactor(settings: Settings) -> SecretRedactor:
+    """The redactor ``settings`` describe: the built-in families, the configured extra
+    patterns, and the literal values of the configured keys and tokens."""
+    secrets = (settings.hub_api_key, settings.reflection_api_key, settings.serve_token)
+    return SecretRedactor(settings.redact_patterns,
+                          literals=[s.get_secret_value() for s in secrets if s is not None])
+
+
+def display_url(url: str) -> str:
+    """``url`` fit for a log line: no user name, password, query or fragment, and redacted."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return redact(url)
+    host = parts.netloc.rpartition("@")[2]
+    return redact(urlunsplit((parts.scheme, host, parts.path, "", "")))

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
@@ -74,10 +75,27 @@ class _LenientEnvSource(EnvSettingsSource):
                 validator.validate_assignment(blank, name, value)
             except (ValidationError, ValueError) as exc:
                 variable = _env_name(name, info)
-                logger.warning("ignoring %s=%r: %s; using the default", variable, value,
-                               _first_error(exc))
+                logger.warning("ignoring %s=%s: %s; using the default", variable,
+                               _shown(name, info, value), _redacted(_first_error(exc)))
                 del data[key]
         return data
+
+
+def _redacted(text: str) -> str:
+    from ._redact import redact  # imported on first use: it needs more of the package
+
+    return redact(text)
+
+
+def _shown(name: str, info: FieldInfo, value: object) -> str:
+    """A rejected environment value as a log line may show it: secrets not at all."""
+    if info.annotation is SecretStr or SecretStr in get_args(info.annotation):
+        return "<hidden>"
+    if name in ("hub_url", "reflection_url") and isinstance(value, str):
+        from ._redact import display_url
+
+        return repr(display_url(value))
+    return _redacted(repr(value))
 
 
 def _fields_by_key(settings_cls: type[BaseSettings]) -> dict[str, tuple[str, FieldInfo]]:
@@ -234,6 +252,14 @@ class Settings(BaseSettings):
     def _base_url(cls, value: str | None) -> str | None:
         return check_base_url(value) if value and value.strip() else None
 
+    @field_validator("hub_api_key", "reflection_api_key")
+    @classmethod
+    def _header_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value():
+            return None
+        check_header_value(value.get_secret_value(), "an API key")
+        return value
+
     @field_validator("reflection_model")
     @classmethod
     def _model(cls, value: str | None) -> str | None:
@@ -280,5 +306,21 @@ def check_base_url(value: str) -> str:
     url = value.strip().rstrip("/")
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
+        from ._redact import display_url
+
+        raise ValueError(f"expected an http:// or https:// URL, got {display_url(value)!r}")
     return url
+
+
+_HEADER_VALUE = re.compile(r"[!-~](?:[ -~]{0,8190}[!-~])?")
+
+
+def check_header_value(value: str, what: str = "the value") -> str:
+    """``value`` when it can be sent as an HTTP header value; ``ValueError`` otherwise.
+
+    The message never repeats ``value`` (it is usually a secret).
+    """
+    if not _HEADER_VALUE.fullmatch(value):
+        raise ValueError(f"{what} must be printable ASCII without leading or trailing "
+                         "spaces: it is sent as an HTTP header")
+    return value

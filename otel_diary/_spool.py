@@ -4,7 +4,8 @@ A diary is on disk (written atomically, then synced) from the moment the hub sin
 until the hub acknowledges it, so a process that dies or restarts loses nothing: the next
 one delivers what is left. Bounded in entries and bytes. A delivery holds a lock on its
 entry, so processes sharing a spool never send one diary at the same time; what the hub
-refuses moves to ``failed/`` with the hub's answer.
+refuses moves to ``failed/`` with the hub's answer. ``failed/`` has its own bound (the
+oldest refused entries make room for new ones), so refusals never stop new diaries.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ import re
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ._fork import renew_after_fork
 from ._sinks import DiaryError
 
 try:
@@ -91,7 +94,6 @@ class Claim:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
-
 class Spool:
     """Diaries waiting for delivery under ``directory``; safe across threads and processes.
 
@@ -107,14 +109,21 @@ class Spool:
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, max_entries: int = 10_000,
-                 max_bytes: int = 256 * 1024 * 1024) -> None:
-        if max_entries <= 0 or max_bytes <= 0:
+                 max_bytes: int = 256 * 1024 * 1024, max_failed_entries: int = 1000) -> None:
+        if max_entries <= 0 or max_bytes <= 0 or max_failed_entries <= 0:
             raise ValueError("spool bounds must be positive")
         self.directory = Path(directory)
         self.failed_directory = self.directory / FAILED_DIR
         self.max_entries = max_entries
         self.max_bytes = max_bytes
+        self.max_failed_entries = max_failed_entries
+        """Most entries kept in ``failed/``; the oldest go beyond it (counted, logged once)."""
+        self.failed_removed = 0
+        """Refused entries removed from ``failed/`` to keep it within its bound."""
+        self._failed_cap_logged = False
         self._lock = threading.Lock()
+        self._claims: weakref.WeakSet[Claim] = weakref.WeakSet()
+        renew_after_fork(self)
         try:
             self._make_directories()
         except OSError as exc:  # never fail the app at start: writes fail (and count) instead
@@ -156,9 +165,8 @@ class Spool:
         """Entries waiting for delivery, oldest first (also refreshes the bound counters)."""
         with self._lock:  # a put between the scan and the update would be lost otherwise
             entries = _scan(self.directory)
-            failed = _scan(self.failed_directory)
-            self._count = len(entries) + len(failed)
-            self._bytes = sum(e.size for e in entries) + sum(e.size for e in failed)
+            self._count = len(entries)
+            self._bytes = sum(e.size for e in entries)
         return entries
 
     def failed(self) -> list[Entry]:
@@ -191,6 +199,7 @@ class Spool:
                 return None
             with os.fdopen(os.dup(fd), "rb") as handle:
                 claim.record = _parse(handle.read())
+            self._claims.add(claim)
             return claim
         except BaseException:
             with contextlib.suppress(OSError):
@@ -217,9 +226,28 @@ class Spool:
             if claim.still_current():
                 self._unlink(claim.entry.path)
             self.pending()
+            self._trim_failed()
             return target
         finally:
             claim.release()
+
+    def _trim_failed(self) -> None:
+        """Remove the oldest refused entries beyond ``max_failed_entries``."""
+        excess = _scan(self.failed_directory)[: -self.max_failed_entries]
+        removed = 0
+        for entry in excess:
+            with contextlib.suppress(FileNotFoundError):
+                entry.path.unlink()
+                removed += 1
+        if not removed:
+            return
+        self.failed_removed += removed
+        if not self._failed_cap_logged:
+            self._failed_cap_logged = True
+            logger.warning("otel-diary removed the oldest %d diar%s the knowledge hub refused "
+                           "from %s (it keeps at most %d); further removals are counted only",
+                           removed, "y" if removed == 1 else "ies", self.failed_directory,
+                           self.max_failed_entries)
 
     def requeue_failed(self) -> int:
         """Move every refused entry back to the waiting ones; returns how many moved."""
@@ -253,8 +281,16 @@ class Spool:
             self.failed_directory.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def _measure(self) -> tuple[int, int]:
-        entries = _scan(self.directory) + _scan(self.failed_directory)
+        entries = _scan(self.directory)
         return len(entries), sum(entry.size for entry in entries)
+
+    def _after_fork_in_child(self) -> None:
+        """A lock another thread held at the fork is never released here: a new one. The
+        claims of the parent's deliveries stay the parent's."""
+        self._lock = threading.Lock()
+        for claim in list(self._claims):
+            claim.release()  # closes this process's copy only: the parent's lock holds
+        self._claims = weakref.WeakSet()
 
     def _remove_stale_temp_files(self) -> None:
         """Half-written files of a process that died mid-write (never visible as entries)."""

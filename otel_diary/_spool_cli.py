@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from ._hub import Backoff, Deliverer, HubClient
+from ._redact import settings_redactor
 from ._settings import Settings, check_base_url
 from ._spool import Entry, Spool
 from ._suppress import suppressed
@@ -60,7 +61,8 @@ def flush(spool: Spool, settings: Settings, args: argparse.Namespace) -> int | N
         moved = spool.requeue_failed()
         print(f"requeued {moved} refused diar{'y' if moved == 1 else 'ies'}")
     key = settings.hub_api_key.get_secret_value() if settings.hub_api_key else None
-    client = HubClient(url, api_key=key, timeout_s=settings.hub_timeout_s)
+    client = HubClient(url, api_key=key, timeout_s=settings.hub_timeout_s,
+                       redactor=settings_redactor(settings))
     deliverer = Deliverer(spool, client, Backoff(settings.retry_initial_backoff_s,
                                                  settings.retry_max_backoff_s))
     deadline = time.monotonic() + max(args.timeout, 0.0)

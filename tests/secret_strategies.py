@@ -98,6 +98,21 @@ def _assignment(draw: st.DrawFn) -> Drawn:
     return f"{key}{separator}{value}{closing}", [value]
 
 
+_FLAGS = ["--password", "--PASSWORD", "--db-password", "--token", "--auth-token", "--api-key",
+          "--api_key", "--apikey", "--client-secret", "--access-key"]
+
+
+@st.composite
+def _cli_flag(draw: st.DrawFn) -> Drawn:
+    flag = draw(st.sampled_from(_FLAGS))
+    separator = draw(st.sampled_from([" ", "=", "  ", "\t"]))
+    value = draw(_chars(ALNUM, 1, 1)) + draw(_chars(PASSWORD_CHARS, 5, 40))
+    quote = draw(st.sampled_from(["", "'", "\""]))
+    if quote:  # a quoted value may hold spaces
+        value += draw(_chars(" " + ALNUM, 0, 12)).rstrip()
+    return f"{flag}{separator}{quote}{value}{quote}", [value]
+
+
 FAMILIES: dict[str, st.SearchStrategy[Drawn]] = {
     "aws_access_key": _alone(st.builds(
         lambda prefix, rest: prefix + rest,
@@ -120,6 +135,14 @@ FAMILIES: dict[str, st.SearchStrategy[Drawn]] = {
         lambda prefix, rest: prefix + rest,
         st.sampled_from(["sk-", "sk-proj-", "sk-ant-api03-", "sk_live_", "rk_test_"]),
         _chars(ALNUM, 24, 64))),
+    "huggingface_token": _alone(_chars(ALNUM, 34, 40).map(lambda rest: "hf_" + rest)),
+    "npm_token": _alone(_chars(ALNUM, 36, 40).map(lambda rest: "npm_" + rest)),
+    "pypi_token": _alone(st.builds(
+        lambda prefix, rest: prefix + rest,
+        st.sampled_from(["pypi-AgEIcHlwaS5vcmc", "pypi-AgENdGVzdC5weXBpLm9yZw"]),
+        _chars(URLSAFE, 50, 180))),
+    "xai_api_key": _alone(_chars(ALNUM, 80, 80).map(lambda rest: "xai-" + rest)),
+    "cli_flag": _cli_flag(),
     "google_api_key": _alone(_chars(URLSAFE, 35, 35).map(lambda rest: "AIza" + rest)),
     "jwt": _jwt(),
     "bearer": _bearer(),

@@ -24,7 +24,18 @@ from otel_diary._hub import HubSink, default_sinks, parse_retry_after
 from otel_diary._render import parse_front_matter
 from otel_diary._spool import Spool, SpoolFullError
 
-from .loopback import HubServer, free_port, serve_asgi, wait_until
+from .forking import in_forked_child, needs_fork
+from .loopback import (
+    HubServer,
+    Receive,
+    Scope,
+    Send,
+    free_port,
+    read_body,
+    send_json,
+    serve_asgi,
+    wait_until,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 END_NS = 1_785_000_000_000_000_000  # 2026-07-25
@@ -402,7 +413,7 @@ def test_spool_command_lists_and_flushes(hub: tuple[HubServer, str], sinks: Sink
 
     assert cli(["spool", "--spool-dir", spool]) == 0
     listing = capsys.readouterr().out
-    assert "1 waiting" in listing and diary.id in listing and diary.path in listing
+    assert "1 waiting" in listing and diary.id in listing and diary.alternate_path in listing
 
     assert cli(["spool", "--spool-dir", spool, "--flush", "--hub-url", down,
                 "--timeout", "0.3"]) == 1
@@ -507,6 +518,169 @@ def test_write_returns_before_delivery(hub: tuple[HubServer, str], sinks: Sinks)
     sink.write(make_diary(1))
     assert wait_until(lambda: len(server.posts()) == 1)
     location = sink.write(make_diary(2))
-    assert location == "hub:" + make_diary(2).path
+    assert location == "hub:" + make_diary(2).alternate_path
     assert len(server.posts()) == 1 and server.acknowledged == []
     assert len(sink.spool.pending()) == 2
+
+
+def test_without_a_folder_each_run_gets_its_own_hub_path(hub: tuple[HubServer, str],
+                                                         tmp_path: Path) -> None:
+    """Hub only: two runs of one task on one day are sent under different paths, each the
+    same on every redelivery (the span's alternate path)."""
+    server, url = hub
+    [sink] = default_sinks(Settings(hub_url=url, spool_dir=tmp_path / "spool"))
+    assert isinstance(sink, HubSink)
+    first = make_diary(1)
+    second = render(TaskRun(trace_id=0x999, span_id=0x7770000000000001, task_id="T-1",
+                            title="Task 1", agent="coder", outcome="completed", end_ns=END_NS,
+                            latency_ms=5), "Other.")
+    try:
+        for diary in (first, second, first):
+            sink.write(diary)
+        assert sink.flush(10)
+    finally:
+        sink.close()
+    sent = {d.id: server.documents[d.id]["path"] for d in (first, second)}
+    assert sent == {first.id: first.alternate_path, second.id: second.alternate_path}
+    assert len(set(sent.values())) == 2 and first.path == second.path
+
+
+def test_an_answer_that_cannot_be_decoded_is_retried(hub: tuple[HubServer, str],
+                                                     sinks: Sinks) -> None:
+    """A 502 whose gzip body is corrupt counts as a retry and the next attempt delivers."""
+    server, url = hub
+    server.script = [(502, {"content-encoding": "gzip"}), 200]
+    sink = sinks(url)
+    diary = make_diary(1)
+    sink.write(diary)
+    assert sink.flush(10)
+    assert server.acknowledged == [diary.id]
+    assert (sink.stats.retries, sink.stats.delivered) == (1, 1)
+
+
+def test_an_unexpected_send_error_is_retried_logged_once_and_unlocks_the_entry(
+        hub: tuple[HubServer, str], sinks: Sinks, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """An entry whose id cannot be sent as a header fails outside httpx: it is counted as a
+    retry, warned about once (no traceback per attempt) and stays claimable."""
+    _, url = hub
+    spool_dir = tmp_path / "spool"
+    Spool(spool_dir).put("kh-x", {"content": "x"})
+    (spool_dir / "kh-x.json").rename(spool_dir / "kh-\u00eb.json")  # left by another tool
+    with caplog.at_level(logging.DEBUG, logger="otel_diary"):
+        sink = sinks(url)
+        assert wait_until(lambda: sink.stats.retries >= 3)
+        sink.shutdown_timeout_s = 0.2
+        sink.close()
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING
+                and "could not deliver" in r.getMessage()]
+    assert len(warnings) == 1 and "UnicodeEncodeError" in warnings[0].getMessage()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    [entry] = Spool(spool_dir).pending()
+    claim = Spool(spool_dir).claim(entry)
+    assert claim is not None
+    claim.release()
+
+
+def test_a_non_ascii_api_key_is_refused_when_configured(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        tmp_path: Path) -> None:
+    """An API key that cannot be an HTTP header is a ValueError in code, and a warning
+    (that never shows the key) from the environment."""
+    with pytest.raises(ValueError, match="API key"):
+        HubSink("http://127.0.0.1:9", api_key="key\u2019s-value", spool_dir=tmp_path / "s")
+    with pytest.raises(ValueError, match="API key"):
+        Settings(hub_api_key="key\u2019s-value")
+    with pytest.raises(ValueError, match="API key"):
+        Settings(reflection_api_key="line\nbreak")
+    monkeypatch.setenv("MOTHER_AI_API_KEY", "key\u2019s-value")
+    with caplog.at_level(logging.WARNING, logger="otel_diary"):
+        assert Settings().hub_api_key is None
+    assert any("MOTHER_AI_API_KEY" in r.getMessage() for r in caplog.records)
+    assert "s-value" not in caplog.text
+    assert not (tmp_path / "s").exists()
+
+
+async def echoing_hub(scope: Scope, receive: Receive, send: Send) -> None:
+    """A hub that refuses every diary and echoes the key it was sent, as some do."""
+    if scope["type"] != "http":
+        return
+    await read_body(receive)
+    headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+    await send_json(send, 401, {"error": f"invalid x-api-key {headers.get('x-api-key')}; "
+                                         "hint: password=hunter2hunter2"})
+
+
+def test_hub_urls_and_answers_are_logged_and_kept_without_secrets(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Credentials in the hub URL, secrets in the hub's answer and in a rejected
+    MOTHER_AI_URL reach neither the log nor ``failed/``."""
+    key = "Hub-Key-0f9e8d7c"
+    down = f"http://diary:hub-pass-123@127.0.0.1:{free_port()}/?api_key=query-secret-456"
+    made: list[HubSink] = []
+    with caplog.at_level(logging.DEBUG, logger="otel_diary"), serve_asgi(echoing_hub) as url:
+        refusing = url.replace("http://", "http://diary:hub-pass-123@")
+        for hub_url, spool in ((down, "down"), (refusing, "refusing")):
+            [sink] = default_sinks(Settings(
+                hub_url=hub_url, hub_api_key=key, spool_dir=tmp_path / spool,
+                retry_initial_backoff_s=0.01, retry_max_backoff_s=0.05))
+            assert isinstance(sink, HubSink)
+            made.append(sink)
+            sink.write(make_diary(1))
+        assert wait_until(lambda: made[0].stats.retries >= 2 and made[1].stats.rejected == 1)
+        for sink in made:
+            sink.shutdown_timeout_s = 0.1
+            sink.close()
+        monkeypatch.setenv("MOTHER_AI_URL", "hub.internal/?api_key=env-secret-789")
+        assert Settings().hub_url is None
+    [failed] = made[1].spool.failed()
+    kept = failed.path.read_text("utf-8")
+    assert "could not deliver" in caplog.text and "refused diary" in caplog.text
+    assert "[REDACTED:" in kept
+    for secret in ("hub-pass-123", "query-secret-456", key, "hunter2hunter2", "env-secret-789"):
+        assert secret not in caplog.text
+        assert secret not in kept
+
+
+def test_refused_diaries_are_capped_apart_from_the_waiting_ones(
+        hub: tuple[HubServer, str], sinks: Sinks,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Refused diaries never fill the spool: failed/ keeps its newest few, counts and logs
+    (once) what it drops, and new diaries are still spooled and delivered."""
+    server, url = hub
+    server.script = [422, 422, 422, 422, 200]
+    sink = sinks(url, max_entries=2, max_failed_entries=2)
+    with caplog.at_level(logging.WARNING, logger="otel_diary"):
+        for n in range(4):
+            sink.write(make_diary(n))
+            assert sink.flush(10)
+        sink.write(make_diary(9))
+        assert sink.flush(10)
+    assert [entry.id for entry in sink.spool.failed()] == [make_diary(2).id, make_diary(3).id]
+    assert sink.stats.failed_removed == 2 and sink.spool.failed_removed == 2
+    assert server.acknowledged == [make_diary(9).id]
+    assert len([r for r in caplog.records if "removed the oldest" in r.getMessage()]) == 1
+
+
+@needs_fork
+def test_a_forked_child_delivers_through_its_own_client_and_thread(
+        hub: tuple[HubServer, str], sinks: Sinks) -> None:
+    """A child forked from a process with a hub sink delivers its diary with a new client
+    and delivery thread; the parent's sink keeps working."""
+    server, url = hub
+    sink = sinks(url, poll_s=60.0)  # the parent's thread sleeps until the parent writes
+    sink.write(make_diary(1))
+    assert sink.flush(10)
+    parent_client = sink._client._client
+
+    def child() -> bool:
+        sink.write(make_diary(2))
+        return sink.flush(10) and sink._client._client is not parent_client
+
+    assert in_forked_child(child) == 0
+    assert make_diary(2).id in server.acknowledged
+    sink.write(make_diary(3))
+    assert sink.flush(10)
+    assert server.acknowledged == [make_diary(n).id for n in (1, 2, 3)]
+    assert sink._client._client is parent_client

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from otel_diary._index import (
 )
 from otel_diary._render import parse_front_matter
 
+from .forking import in_forked_child, needs_fork
 from .kb import PY_STDERR, TS_STDERR, kb_pipeline, task_record, write
 
 
@@ -287,3 +289,25 @@ def test_live_entry_equals_entry_parsed_from_the_file(title: str, task: str,
     diary = render(run, StubReflector().reflect(run))
     assert entry_from_parts(diary.path, diary.front_matter, diary.content) == \
         entry_from_document(diary.path, diary.content)
+
+
+@needs_fork
+def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
+    """A child forked from a process using the index never touches the inherited SQLite
+    connection: it opens its own, and both processes keep searching and writing."""
+    pipeline = kb_pipeline(tmp_path)
+    write(pipeline, task_record(1, "T-1", stderr=TS_STDERR))
+    pipeline.close()
+    with DiaryIndex(tmp_path) as index:
+        assert len(index.search("TS2345").hits) == 1
+        inherited = index._connection()
+
+        def child() -> bool:
+            fresh = index._connection() is not inherited
+            found = len(index.search("TS2345").hits) == 1
+            index.add(replace(index.scan()[0][0], id="kh-child", path="diaries/child.md"))
+            return fresh and found
+
+        assert in_forked_child(child) == 0
+        assert index._connection() is inherited
+        assert index.by_id("kh-child") is not None

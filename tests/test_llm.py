@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,18 @@ from otel_diary._pipeline import Pipeline, build_pipeline, redact_run
 from otel_diary._redact import SecretRedactor
 from otel_diary._render import Diary
 
-from .loopback import ChatServer, serve_asgi
+from .forking import in_forked_child, needs_fork
+from .loopback import (
+    ChatServer,
+    Receive,
+    Scope,
+    Send,
+    free_port,
+    read_body,
+    send_json,
+    serve_asgi,
+    wait_until,
+)
 
 STDERR = ("> tsc --noEmit\n"
           "src/orders/api.ts(42,17): error TS2345: Argument of type 'string | undefined'\n"
@@ -209,3 +221,58 @@ def test_without_a_reflection_url_the_stub_writes(tmp_path: Path) -> None:
 def test_answer_text_reads_the_assistant_message(raw: dict[str, Any], text: str) -> None:
     """The answer is the first choice's message text, without reasoning, else empty."""
     assert answer_text(json.dumps(raw).encode()) == text
+
+
+async def echoing_model(scope: Scope, receive: Receive, send: Send) -> None:
+    """A model gateway that refuses the call and echoes the key it was sent, as some do."""
+    if scope["type"] != "http":
+        return
+    await read_body(receive)
+    headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+    await send_json(send, 401, {"error": {"message": "Incorrect API key provided: "
+                                                     + headers.get("authorization", "")}})
+
+
+def test_model_urls_and_answers_are_logged_without_secrets(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Credentials in the reflection URL and a key the model server echoes stay out of the log."""
+    key = "Model-Key-1a2b3c4d"
+    run = classify(task_record(), ChildSummary(), ORCHESTRATOR)
+    assert run is not None
+    with caplog.at_level(logging.DEBUG, logger="otel_diary"), \
+            serve_asgi(echoing_model) as url:
+        for base in (f"http://user:sk-proj-{'x' * 24}@127.0.0.1:{free_port()}/v1?api_key=q-7788",
+                     url.replace("http://", "http://user:url-pass-4455@") + "/v1"):
+            reflector = pipeline_for(tmp_path, base, reflection_api_key=key).reflector
+            assert isinstance(reflector, LLMReflector)
+            assert reflector.reflect(run) == ""
+            reflector.close()
+    assert "failed: ConnectError" in caplog.text and "answered HTTP 401" in caplog.text
+    for secret in ("sk-proj-", "q-7788", "url-pass-4455", key):
+        assert secret not in caplog.text
+
+
+@needs_fork
+def test_a_forked_child_gets_its_own_client_and_call_slots(
+        chat: tuple[ChatServer, str]) -> None:
+    """A child forked while the parent's only call slot is taken still calls the model."""
+    server, url = chat
+    server.script = ["hang", "An insight from the child."]
+    server.hang_s = 2.0
+    reflector = LLMReflector(url, concurrency=1, timeout_s=10.0)
+    run = classify(task_record(), ChildSummary(), ORCHESTRATOR)
+    assert run is not None
+    parent_client = reflector._client
+    busy = threading.Thread(target=reflector.reflect, args=(run,))
+    busy.start()
+    assert wait_until(lambda: server.in_flight == 1)
+
+    def child() -> bool:
+        fresh = reflector._client is not parent_client
+        return fresh and reflector.reflect(run) == "An insight from the child."
+
+    try:
+        assert in_forked_child(child) == 0
+    finally:
+        busy.join(10)
+    assert reflector._client is parent_client

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_diary import Settings
-from otel_diary._pipeline import Pipeline
+from otel_diary import ORCHESTRATOR, Settings
+from otel_diary._pipeline import Pipeline, build_pipeline
 from otel_diary._redact import SecretRedactor, redact, redact_private_keys
 
 from .secret_strategies import FAMILIES, filler, in_context
@@ -35,6 +36,16 @@ EXAMPLES = [
     ("secret", '{"client_secret": "two words"}', '{"client_secret": "[REDACTED:secret]"}'),
     ("token", "token: abc123", "token: [REDACTED:token]"),
     ("api_key", "x-api-key: 0123abcd", "x-api-key: [REDACTED:api_key]"),
+    ("huggingface_token", "HF_TOKEN=hf_" + "aB3" * 12, "HF_TOKEN=[REDACTED:huggingface_token]"),
+    ("npm_token", "//registry.npmjs.org/:_authToken=npm_" + "x9" * 18,
+     "//registry.npmjs.org/:_authToken=[REDACTED:npm_token]"),
+    ("pypi_token", "twine upload -p pypi-AgEIcHlwaS5vcmc" + "Q_-z" * 20 + " dist/*",
+     "twine upload -p [REDACTED:pypi_token] dist/*"),
+    ("xai_api_key", "key xai-" + "Zq7" * 27, "key [REDACTED:xai_api_key]"),
+    ("password", "mysql --password hunter2 -h db", "mysql --password [REDACTED:password] -h db"),
+    ("token", "gh auth --token=abc123 ok", "gh auth --token=[REDACTED:token] ok"),
+    ("api_key", "cli --api-key 'two words' run", "cli --api-key '[REDACTED:api_key]' run"),
+    ("password", "login --db-password\ts3cr3t!", "login --db-password\t[REDACTED:password]"),
 ]
 
 
@@ -51,6 +62,8 @@ def test_each_family_becomes_its_marker(kind: str, text: str, expected: str) -> 
     "src/orders/api.ts(42,17): error TS2345: Argument of type 'string' is not assignable",
     "https://github.com/acme/app/pull/12 and ask-for-review-please-now-thanks",
     "The build failed because the password field was empty.",
+    "docker login --password-stdin --token-file ~/.t --api-key --verbose",
+    "pip install hf_transfer npm_config pypi-simple xai-sdk",
 ])
 def test_prose_and_build_output_stay_as_they_are(text: str) -> None:
     """Ordinary log lines and numbers named like secrets are not redacted."""
@@ -96,6 +109,20 @@ def test_bad_extra_pattern_argument_raises_value_error() -> None:
         Settings(redact_patterns={"x": "("})
     with pytest.raises(ValueError, match="empty string"):
         SecretRedactor({"x": "a?"})
+
+
+def test_configured_secrets_are_redacted_wherever_they_appear(tmp_path: Path) -> None:
+    """build_pipeline's redactor replaces the literal values of the hub key, the reflection
+    key and the serve token, even where no pattern would recognize them."""
+    hub_key, model_key, token = "hub-Key.42~x", "Mdl#key/7", "serve-Tok-9"
+    settings = Settings(dir=tmp_path, index=False, hub_api_key=hub_key,
+                        reflection_api_key=model_key, serve_token=token)
+    pipeline = build_pipeline(settings, ORCHESTRATOR, sinks=[])
+    text = f"curl -H 'x-api-key: {hub_key}' then {model_key}; echo {token}."
+    redacted = pipeline.redactor(text)
+    assert redacted == ("curl -H 'x-api-key: [REDACTED:configured_secret]' then "
+                        "[REDACTED:configured_secret]; echo [REDACTED:configured_secret].")
+    assert SecretRedactor(literals=["short", None])("short") == "short"
 
 
 def test_a_pipeline_redacts_by_default() -> None:
