@@ -1,10 +1,23 @@
-"""Trace assembly across requests: per-span items in, root task spans with summaries out.
+"""Trace assembly across requests: task spans and contributions in, root tasks out.
 
-Spans of a trace arrive in any order, split over requests, sometimes twice. A task span
-is decided a grace period after it arrived: it is a root task when its parent is not a
-task span among the spans seen, and goes to the pipeline with what its descendants
-contributed. Memory is bounded in traces, spans and estimated bytes; receivers ask
-:meth:`Collector.offer` and shed load when it answers anything but ``ACCEPTED``.
+Spans of a trace arrive in any order, split over requests, sometimes twice. Decoding
+keeps only task spans and spans that contribute to a task (tokens, models, tool calls,
+errors); every other span is counted and dropped on the spot, so its parent link is not
+kept either. A task span is decided a grace period after it arrived: it is a root task
+when its parent is not a task span of the trace, and goes to the pipeline with what the
+trace's contributions add up to.
+
+Trade-offs: without the parent links of plain spans, a contribution cannot be traced up
+to its task. Within a trace it goes to the root task that ends next after it, else to
+the one that ends last -- as in-process, where a local root task span takes what ended
+before it. With one root task per trace (the common case) that is every contribution; a
+task nested in another task counts for the outer one; two root tasks running at the same
+time in one trace may take some of each other's contributions. Copies of plain spans are
+not told apart (nothing of them is held): only duplicates of held spans are counted.
+
+Memory is bounded in traces, held spans (task spans and contributions) and estimated
+bytes; receivers ask :meth:`Collector.offer` and shed load when it answers anything but
+``ACCEPTED``.
 """
 
 from __future__ import annotations
@@ -14,34 +27,31 @@ import logging
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ._assemble import Ready
 from ._classify import ChildSummary
 from ._conventions import Conventions
-from ._otlp import PLAIN_SPAN_BYTES, Batch, Contribution, Item, estimate
+from ._otlp import Batch, Contribution, weight
 from ._pipeline import Pipeline
 from ._record import SpanRecord
 from ._suppress import suppressed
 
 logger = logging.getLogger("otel_diary")
 
-_MAX_DEPTH = 512
-"""Longest parent chain followed when attributing a child span to its task."""
-
 
 @dataclass(slots=True)
 class _Trace:
     last_seen: float
-    parents: dict[bytes, bytes] = field(default_factory=dict)
-    """Every span seen: span id -> parent span id (``b""`` for none)."""
-    tasks: dict[bytes, SpanRecord] = field(default_factory=dict)
-    """Task spans not decided yet."""
-    task_ids: set[bytes] = field(default_factory=set)
-    """Every task span seen, decided or not."""
-    contributions: dict[bytes, Contribution] = field(default_factory=dict)
-    """Contributing spans not yet handed to a task."""
+    seen: set[bytes] = field(default_factory=set)
+    """Span ids of every task span and contribution taken (deduplication)."""
+    tasks: dict[int, SpanRecord] = field(default_factory=dict)
+    """Task spans not decided yet, by span id."""
+    task_spans: dict[int, tuple[int | None, int]] = field(default_factory=dict)
+    """Every task span seen, decided or not: span id -> (parent span id, end time)."""
+    contributions: list[Contribution] = field(default_factory=list)
+    """Contributions not yet handed to a task."""
     size: int = 0
 
 
@@ -70,22 +80,23 @@ class TraceStore:
         self.max_spans = max_spans
         self.max_bytes = max_bytes
         self._traces: OrderedDict[bytes, _Trace] = OrderedDict()
-        self._deadlines: deque[tuple[float, bytes, bytes]] = deque()
-        self._done: OrderedDict[bytes, set[bytes]] = OrderedDict()
+        self._deadlines: deque[tuple[float, bytes, int]] = deque()
+        self._done: OrderedDict[bytes, set[int]] = OrderedDict()
         """Recently decided traces: trace id -> decided task span ids (idempotence)."""
         self._remember = remember_traces
         self.spans = 0
-        """Spans held now."""
+        """Spans held now (task spans and contributions)."""
         self.bytes = 0
         """Estimated bytes held now."""
         self.accepted = 0
+        """Valid spans taken in; duplicates of held spans excluded."""
         self.duplicates = 0
         self.late = 0
-        """Spans no task took: they came after their task was decided, or outside any task."""
+        """Contributions no task took: they came after their task was decided."""
         self.root_tasks = 0
         self.nested_tasks = 0
         self.rootless_expired = 0
-        """Traces forgotten because no root task span arrived in time."""
+        """Traces forgotten because no task span arrived in time."""
         self.evicted = 0
         """Traces decided or dropped early because a memory bound was reached."""
 
@@ -94,21 +105,16 @@ class TraceStore:
 
     # -- input ----------------------------------------------------------------------------
 
-    def add(self, items: Iterable[Item], now: float) -> list[Ready]:
-        """Take in one request's items; returns what eviction decided early (usually none)."""
+    def add(self, batch: Batch, now: float) -> list[Ready]:
+        """Take in one request's spans; returns what eviction decided early (usually none)."""
         traces = self._traces
-        done = self._done
         deadlines = self._deadlines
         due = now + self.grace
         entry: _Trace | None = None
         last_trace = b""
-        duplicates = accepted = held = 0
-        for trace_id, span_id, parent, payload in items:
+        duplicates = held = 0
+        for trace_id, span_id, payload in batch.items:
             if trace_id != last_trace or entry is None:
-                if entry is not None:
-                    entry.size += held
-                    self.bytes += held
-                    held = 0
                 last_trace = trace_id
                 entry = traces.get(trace_id)
                 if entry is None:
@@ -116,33 +122,30 @@ class TraceStore:
                 else:
                     entry.last_seen = now
                     traces.move_to_end(trace_id)
-            parents = entry.parents
-            if span_id in parents:
+            seen = entry.seen
+            if span_id in seen:
                 duplicates += 1
                 continue
-            if payload is None:
-                held += PLAIN_SPAN_BYTES
-            elif type(payload) is Contribution:
-                entry.contributions[span_id] = payload
-                held += payload.size
+            if type(payload) is Contribution:
+                entry.contributions.append(payload)
             else:
                 assert isinstance(payload, SpanRecord)
-                decided = done.get(trace_id)
-                if decided is not None and span_id in decided:
+                task_id = payload.span_id
+                decided = self._done.get(trace_id)
+                if decided is not None and task_id in decided:
                     duplicates += 1
                     continue
-                entry.tasks[span_id] = payload
-                entry.task_ids.add(span_id)
-                deadlines.append((due, trace_id, span_id))
-                held += PLAIN_SPAN_BYTES + estimate(payload.attributes)
-            parents[span_id] = parent
-            accepted += 1
-        if entry is not None:
-            entry.size += held
-            self.bytes += held
+                entry.tasks[task_id] = payload
+                entry.task_spans[task_id] = (payload.parent_span_id, payload.end_ns)
+                deadlines.append((due, trace_id, task_id))
+            seen.add(span_id)
+            size = weight(payload)
+            entry.size += size
+            held += size
+        self.bytes += held
+        self.spans += len(batch.items) - duplicates
         self.duplicates += duplicates
-        self.accepted += accepted
-        self.spans += accepted
+        self.accepted += batch.valid - duplicates
         return self._relieve()
 
     def _relieve(self) -> list[Ready]:
@@ -154,10 +157,10 @@ class TraceStore:
             trace_id = next(iter(traces))
             entry = traces[trace_id]
             self.evicted += 1
-            for span_id in list(entry.tasks):
-                ready.extend(self._decide(trace_id, entry, span_id))
+            for task_id in list(entry.tasks):
+                ready.extend(self._decide(trace_id, entry, task_id))
             if trace_id in traces:
-                self._close(trace_id, entry, "evicted")
+                self._close(trace_id, entry)
         return ready
 
     # -- decisions ------------------------------------------------------------------------
@@ -170,10 +173,10 @@ class TraceStore:
         ready: list[Ready] = []
         deadlines = self._deadlines
         while deadlines and deadlines[0][0] <= now:
-            _, trace_id, span_id = deadlines.popleft()
+            _, trace_id, task_id = deadlines.popleft()
             entry = self._traces.get(trace_id)
-            if entry is not None and span_id in entry.tasks:
-                ready.extend(self._decide(trace_id, entry, span_id))
+            if entry is not None and task_id in entry.tasks:
+                ready.extend(self._decide(trace_id, entry, task_id))
         return ready
 
     def expire(self, now: float) -> None:
@@ -183,84 +186,85 @@ class TraceStore:
             trace_id, entry = next(iter(traces.items()))
             if now - entry.last_seen < self.trace_timeout:
                 return
-            if entry.tasks:  # cannot happen while grace < timeout; keep nothing back
-                for span_id in list(entry.tasks):
-                    self._decide(trace_id, entry, span_id)
+            for task_id in list(entry.tasks):  # only while grace >= timeout; keep nothing
+                self._decide(trace_id, entry, task_id)
             if trace_id in traces:
-                self._close(trace_id, entry, "expired")
+                self._close(trace_id, entry)
 
     def drain(self) -> list[Ready]:
         """Decide every waiting task span now and forget the rest (end of input, shutdown)."""
         ready: list[Ready] = []
         while self._deadlines:
-            _, trace_id, span_id = self._deadlines.popleft()
+            _, trace_id, task_id = self._deadlines.popleft()
             entry = self._traces.get(trace_id)
-            if entry is not None and span_id in entry.tasks:
-                ready.extend(self._decide(trace_id, entry, span_id))
+            if entry is not None and task_id in entry.tasks:
+                ready.extend(self._decide(trace_id, entry, task_id))
         for trace_id, entry in list(self._traces.items()):
-            self._close(trace_id, entry, "expired")
+            self._close(trace_id, entry)
         return ready
 
-    def _decide(self, trace_id: bytes, entry: _Trace, span_id: bytes) -> list[Ready]:
-        record = entry.tasks.pop(span_id)
+    def _decide(self, trace_id: bytes, entry: _Trace, task_id: int) -> list[Ready]:
+        record = entry.tasks.pop(task_id)
+        self.spans -= 1
+        self._release(entry, weight(record))
         done = self._done.get(trace_id)
         if done is None:
             done = self._done[trace_id] = set()
             if len(self._done) > self._remember:
                 self._done.popitem(last=False)
-        done.add(span_id)
-        parent = entry.parents.get(span_id, b"")
+        done.add(task_id)
         ready: list[Ready] = []
-        if parent and (parent in entry.task_ids or parent in done):
+        if self._is_nested(record.parent_span_id, entry, done):
             self.nested_tasks += 1  # its parent task's diary covers it
         else:
             self.root_tasks += 1
-            ready.append((record, self._summary(entry, span_id, done)))
+            ready.append((record, self._summary(entry, task_id, done)))
         if not entry.tasks:
-            self._close(trace_id, entry, "decided")
+            self._close(trace_id, entry)
         return ready
 
-    def _summary(self, entry: _Trace, task: bytes, done: set[bytes]) -> ChildSummary:
-        """What the spans under ``task`` contributed; they are handed over and forgotten."""
+    @staticmethod
+    def _is_nested(parent: int | None, entry: _Trace, done: set[int]) -> bool:
+        return parent is not None and (parent in entry.task_spans or parent in done)
+
+    def _summary(self, entry: _Trace, task_id: int, done: set[int]) -> ChildSummary:
+        """What the trace's contributions add to root task ``task_id``; they are handed
+        over and forgotten, as are those of root tasks decided before."""
         summary = ChildSummary()
-        parents = entry.parents
-        task_ids = entry.task_ids
-        sole_task = len(task_ids) == 1
-        conventions = self.conventions
-        for span_id in list(entry.contributions):
-            owner = None
-            node = parents.get(span_id, b"")
-            for _ in range(_MAX_DEPTH):
-                if not node:
-                    break
-                if node in task_ids:
-                    owner = node  # keep climbing: the topmost task owns nested ones
-                node = parents.get(node, b"")
-            if owner == task or (owner is None and sole_task):
-                contribution = entry.contributions.pop(span_id)
-                summary.add(contribution.attributes, contribution.is_error, conventions)
-                self._release(entry, contribution.size - PLAIN_SPAN_BYTES)
-            elif owner is not None and owner in done and owner not in entry.tasks:
-                entry.contributions.pop(span_id)
-                self.late += 1
+        ends = sorted((end, span_id) for span_id, (parent, end) in entry.task_spans.items()
+                      if not self._is_nested(parent, entry, done))
+        last = ends[-1][1]
+        kept: list[Contribution] = []
+        for contribution in entry.contributions:
+            owner = last
+            if len(ends) > 1:
+                owner = next((span_id for end, span_id in ends if contribution.end_ns <= end),
+                             last)
+            if owner == task_id:
+                summary.add(contribution.attributes, contribution.is_error, self.conventions)
+            elif owner in entry.tasks:
+                kept.append(contribution)
+                continue
+            else:
+                self.late += 1  # its task was decided before it came
+            self.spans -= 1
+            self._release(entry, contribution.size)
+        entry.contributions = kept
         return summary
 
-    def _release(self, entry: _Trace, weight: int) -> None:
-        entry.size -= weight
-        self.bytes -= weight
+    def _release(self, entry: _Trace, size: int) -> None:
+        entry.size -= size
+        self.bytes -= size
 
-    def _close(self, trace_id: bytes, entry: _Trace, why: str) -> None:
-        """Forget a trace (``decided``, ``expired`` or ``evicted``), counting what is lost."""
+    def _close(self, trace_id: bytes, entry: _Trace) -> None:
+        """Forget a trace (decided, expired or evicted), counting what is lost."""
         del self._traces[trace_id]
-        self.spans -= len(entry.parents)
+        self.spans -= len(entry.tasks) + len(entry.contributions)
         self.bytes -= entry.size
-        if why == "decided":
-            self.late += len(entry.contributions)  # owned by no task that is still to come
-        elif why == "expired":
-            if trace_id in self._done:
-                self.late += len(entry.parents)  # arrived after the trace was decided
-            else:
-                self.rootless_expired += 1
+        if trace_id in self._done:
+            self.late += len(entry.contributions)  # arrived after the trace was decided
+        elif not entry.task_spans:
+            self.rootless_expired += 1
 
 
 class Admission(enum.Enum):
@@ -323,6 +327,9 @@ class Collector:
         self._lock = threading.Lock()
         self._queue: deque[Batch] = deque()
         self._queued_spans = 0
+        """Valid spans of the queued batches (what ``queue_spans`` bounds)."""
+        self._queued_held = 0
+        """Task spans and contributions of the queued batches."""
         self._queued_bytes = 0
         self._ready: deque[tuple[Ready, int]] = deque()
         self._ready_count = 0
@@ -351,37 +358,42 @@ class Collector:
         """Whether a request is worth reading at all (cheap, no lock)."""
         if self._closed:
             return Admission.CLOSED
-        store = self.store
         if self._queued_spans >= self.queue_spans:
             return Admission.QUEUE_FULL
-        if (len(store) >= store.max_traces
-                or store.spans + self._queued_spans + self._ready_count >= store.max_spans
-                or store.bytes + self._queued_bytes + self._ready_bytes >= store.max_bytes):
+        spans_left, bytes_left = self._room()
+        if spans_left <= 0 or bytes_left <= 0:
             return Admission.STORE_FULL
         return Admission.ACCEPTED
 
+    def _room(self) -> tuple[int, int]:
+        """Spans and estimated bytes the store's bounds leave (none at the trace bound)."""
+        store = self.store
+        if len(store) >= store.max_traces:
+            return 0, 0
+        return (store.max_spans - store.spans - self._queued_held - self._ready_count,
+                store.max_bytes - store.bytes - self._queued_bytes - self._ready_bytes)
+
     def offer(self, batch: Batch) -> Admission:
         """Queue ``batch`` for assembly, or say why not. Never blocks on the worker."""
-        spans = len(batch.items)
+        spans = batch.valid
+        held = len(batch.items)
         size = batch.size
         store = self.store
         with self._lock:
             if self._closed:
                 return Admission.CLOSED
-            if spans > store.max_spans or size > store.max_bytes:
+            if held > store.max_spans or size > store.max_bytes:
                 return Admission.TOO_LARGE
             if self._queued_spans and self._queued_spans + spans > self.queue_spans:
                 return Admission.QUEUE_FULL
-            if spans and (
-                    len(store) >= store.max_traces
-                    or store.spans + self._queued_spans + self._ready_count + spans
-                    > store.max_spans
-                    or store.bytes + self._queued_bytes + self._ready_bytes + size
-                    > store.max_bytes):
-                return Admission.STORE_FULL
+            if held:
+                spans_left, bytes_left = self._room()
+                if held > spans_left or size > bytes_left:
+                    return Admission.STORE_FULL
             if spans:
                 self._queue.append(batch)
                 self._queued_spans += spans
+                self._queued_held += held
                 self._queued_bytes += size
         if spans:
             self._wake.set()
@@ -432,6 +444,10 @@ class Collector:
         return self._queued_spans
 
     @property
+    def queued_held(self) -> int:
+        return self._queued_held
+
+    @property
     def pending_diaries(self) -> int:
         return self._ready_count
 
@@ -476,11 +492,12 @@ class Collector:
                 batch = self._queue.popleft()
                 self._busy += 1
             try:
-                self._hand_over(store.add(batch.items, self._clock()))
+                self._hand_over(store.add(batch, self._clock()))
             finally:
                 with self._lock:
                     self._busy -= 1
-                    self._queued_spans -= len(batch.items)
+                    self._queued_spans -= batch.valid
+                    self._queued_held -= len(batch.items)
                     self._queued_bytes -= batch.size
 
     def _hand_over(self, ready: list[Ready]) -> None:
@@ -488,10 +505,10 @@ class Collector:
             return
         with self._lock:
             for item in ready:
-                weight = PLAIN_SPAN_BYTES + estimate(item[0].attributes)
-                self._ready.append((item, weight))
+                size = weight(item[0])
+                self._ready.append((item, size))
                 self._ready_count += 1
-                self._ready_bytes += weight
+                self._ready_bytes += size
         self._ready_wake.set()
 
     def _deliver(self) -> None:
@@ -506,11 +523,11 @@ class Collector:
                 with self._lock:
                     if not self._ready:
                         break
-                    item, weight = self._ready.popleft()
+                    item, size = self._ready.popleft()
                 self.pipeline.handle(item)  # never raises
                 with self._idle:
                     self._ready_count -= 1
-                    self._ready_bytes -= weight
+                    self._ready_bytes -= size
                     self._idle.notify_all()
             if self._assembler_done.is_set() and not self._ready:
                 return
@@ -518,7 +535,8 @@ class Collector:
 
 _METRICS: tuple[tuple[str, str, str], ...] = (
     ("spans_received_total", "counter", "Spans in decoded OTLP requests, by protocol."),
-    ("spans_accepted_total", "counter", "Spans taken into assembly (duplicates excluded)."),
+    ("spans_accepted_total", "counter",
+     "Spans taken into assembly (duplicates of held spans excluded)."),
     ("spans_rejected_total", "counter", "Spans refused, by reason."),
     ("requests_rejected_total", "counter", "Requests refused, by reason."),
     ("spans_dropped_total", "counter", "Spans accepted but not used, by reason."),
@@ -529,7 +547,8 @@ _METRICS: tuple[tuple[str, str, str], ...] = (
     ("traces_evicted_total", "counter", "Traces decided early because memory was full."),
     ("errors_total", "counter", "Internal errors, by stage."),
     ("open_traces", "gauge", "Traces being assembled."),
-    ("held_spans", "gauge", "Spans held for assembly, queued or awaiting the pipeline."),
+    ("held_spans", "gauge",
+     "Task spans and contributions held for assembly, queued or awaiting the pipeline."),
     ("held_bytes", "gauge", "Estimated bytes held for assembly."),
     ("queued_spans", "gauge", "Spans waiting for the assembler."),
     ("pending_diaries", "gauge", "Root task spans waiting for the pipeline."),
@@ -558,7 +577,7 @@ def _samples(collector: Collector) -> dict[str, list[tuple[str, int]]]:
                                 ('stage="reflection"', stats.reflection_fallbacks),
                                 ('stage="assembly"', collector.counters.get("worker_errors"))]
     samples["open_traces"].append(("", len(store)))
-    samples["held_spans"].append(("", store.spans + collector.queued_spans
+    samples["held_spans"].append(("", store.spans + collector.queued_held
                                   + collector.pending_diaries))
     samples["held_bytes"].append(("", max(store.bytes, 0)))
     samples["queued_spans"].append(("", collector.queued_spans))

@@ -1,9 +1,17 @@
-"""OTLP trace payloads in, per-span items out; OTLP responses and error bodies back.
+"""OTLP trace payloads in, the spans trace assembly needs out; OTLP responses back.
 
 :func:`decode` turns an ``ExportTraceServiceRequest`` body (protobuf or OTLP/JSON) into a
-:class:`Batch`: one small item per span for the collector to assemble. What cannot be
-decoded raises :class:`DecodeError` (a permanent error: HTTP 400, gRPC INVALID_ARGUMENT).
-Together with the receivers, the only module that knows OTLP types.
+:class:`Batch`. What cannot be decoded raises :class:`DecodeError` (a permanent error:
+HTTP 400, gRPC INVALID_ARGUMENT). Together with the receivers, the only module that
+knows OTLP types.
+
+Most spans of an agent's trace (HTTP calls, internal steps) add nothing to a diary, so
+per span this reads only the trace and span ids (to validate them) and the attribute
+keys. A span becomes an item only when it is a task span (copied whole, as a
+:class:`SpanRecord`) or contributes to its task (tokens, models, operation; errors when
+the conventions count failed children): then it keeps the values of those attributes
+and its end time. Every other span is only counted. Reading a protobuf field from
+Python costs far more than parsing it, so nothing else is read.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ import re
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError as _ProtobufDecodeError
@@ -25,7 +33,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import SpanFlags, Status
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, SpanFlags, Status
 
 from ._conventions import Conventions
 from ._record import SpanRecord
@@ -40,10 +48,10 @@ _IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
 _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)
 
-PLAIN_SPAN_BYTES = 200
-"""Estimated memory the collector holds for a span that only links child to parent."""
-CONTRIBUTION_BYTES = 400
-ATTRIBUTE_BYTES = 200
+TASK_BYTES = 400
+"""Estimated memory the collector holds for a task span besides its attributes."""
+CONTRIBUTION_BYTES = 300
+ATTRIBUTE_BYTES = 150
 """Estimated memory of a contributing span and of each attribute it keeps."""
 
 
@@ -55,35 +63,52 @@ class TooLarge(ValueError):
     """The payload exceeds the size cap (checked while inflating, not after)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Contribution:
-    """What a non-task span adds to its task's summary: the attributes that matter."""
+class Contribution(NamedTuple):
+    """What a non-task span adds to its task's summary."""
 
     attributes: dict[str, object]
+    """Only the attributes that matter (tokens, models, operation, error type)."""
     is_error: bool
-    size: int
+    end_ns: int
+    """When it ended: with several root tasks in a trace, it goes to the one that ends
+    next (as in-process, where a task span takes what ended before it)."""
+
+    @property
+    def size(self) -> int:
+        """Estimated bytes held for it."""
+        return CONTRIBUTION_BYTES + ATTRIBUTE_BYTES * len(self.attributes)
 
 
-Payload = SpanRecord | Contribution | None
-"""A task span as a full record, a contributing span, or ``None`` for any other span."""
-Item = tuple[bytes, bytes, bytes, Payload]
-"""(trace id, span id, parent span id or ``b""``, payload) for one span."""
+Payload = SpanRecord | Contribution
+Item = tuple[bytes, bytes, Payload]
+"""(trace id, span id, payload) for a task span or a contributing span."""
 
 
 @dataclass(slots=True)
 class Batch:
-    """The spans of one request: items to assemble, and how many spans were refused."""
+    """The spans of one request that assembly needs, and how many were valid or refused."""
 
     items: list[Item] = field(default_factory=list)
+    valid: int = 0
+    """Spans with valid ids: the items and the spans that were only counted."""
     rejected: int = 0
     reason: str = ""
     """Why the first refused span was refused (for ``partial_success.error_message``)."""
     size: int = 0
-    """Estimated bytes the collector holds while assembling these items."""
+    """Estimated bytes the collector holds while assembling the items."""
 
     @property
     def spans(self) -> int:
-        return len(self.items) + self.rejected
+        """Every span of the request, valid or refused."""
+        return self.valid + self.rejected
+
+
+def weight(payload: Payload) -> int:
+    """Estimated bytes held for an item's payload."""
+    if type(payload) is Contribution:
+        return payload.size
+    assert isinstance(payload, SpanRecord)
+    return TASK_BYTES + estimate(payload.attributes) + len(payload.name)
 
 
 # -- bodies ------------------------------------------------------------------------------
@@ -251,19 +276,22 @@ def estimate(attrs: Mapping[str, object]) -> int:
 
 def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
             raw: bytes | None = None) -> Batch:
-    """One item per span of ``request``; spans with an empty or zero id are refused.
+    """The task spans and contributing spans of ``request``; every other span is counted.
 
-    Per span this reads the ids, the status and the attribute keys; only task spans are
-    copied whole. With the protobuf ``raw`` body at hand, attribute keys are not read at
-    all when none of the keys that matter occurs anywhere in it.
+    Spans with an all-zero trace or span id are refused; a trace or span id of the wrong
+    length (or a task span's parent id) makes the request undecodable. With the protobuf
+    ``raw`` body at hand, attribute keys are not read at all when none of the keys that
+    matter occurs anywhere in it.
     """
     marker = conventions.task_marker
-    wanted = conventions.child_keys | {marker}
-    scan = raw is None or any(key.encode() in raw for key in wanted)
-    is_task = conventions.is_task
+    keys = (marker, *sorted(conventions.child_keys))
+    wanted = {key: key for key in keys}  # to itself: what is kept shares one str per key
+    if raw is not None and not any(key.encode() in raw for key in keys):
+        wanted = {}  # no span of this request has a key that matters
+    child_errors = conventions.recover_on_child_errors
     batch = Batch()
-    items = batch.items
-    append = items.append
+    append = batch.items.append
+    valid = 0
     size = 0
     for resource_spans in request.resource_spans:
         resource: dict[str, object] | None = None
@@ -271,56 +299,63 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
             for span in scope_spans.spans:
                 trace_id = span.trace_id
                 span_id = span.span_id
-                parent = span.parent_span_id
-                if len(trace_id) != 16 or len(span_id) != 8 or (parent and len(parent) != 8):
+                if len(trace_id) != 16 or len(span_id) != 8:
                     raise DecodeError(
-                        f"span {span.name[:64]!r}: trace id must be 16 bytes and span ids 8 "
-                        f"(got {len(trace_id)}, {len(span_id)}, {len(parent)})")
+                        f"span {span.name[:64]!r}: trace id must be 16 bytes and span id 8 "
+                        f"(got {len(trace_id)} and {len(span_id)})")
                 if trace_id == _ZERO_TRACE or span_id == _ZERO_SPAN:
                     batch.rejected += 1
                     batch.reason = batch.reason or "a span has an all-zero trace id or span id"
                     continue
-                if parent == _ZERO_SPAN:
-                    parent = b""
+                valid += 1
                 found: dict[str, object] | None = None
-                if scan:
+                if wanted:
                     for kv in span.attributes:
-                        key = kv.key
-                        if key in wanted:
+                        key = wanted.get(kv.key)
+                        if key is not None:
                             if found is None:
                                 found = {}
-                            found[key] = any_value(kv.value)
-                status = span.status
-                is_error = status.code == _STATUS_ERROR
-                payload: Payload = None
-                if found is not None and marker in found and is_task(found):
+                            value = kv.value  # most are strings or integers: one read
+                            found[key] = (value.string_value or value.int_value
+                                          or any_value(value))
+                if found is not None and marker in found and conventions.is_task(found):
                     if resource is None:
                         resource = attributes(resource_spans.resource.attributes)
-                    flags = span.flags
-                    attrs = attributes(span.attributes)
-                    payload = SpanRecord(
-                        trace_id=int.from_bytes(trace_id, "big"),
-                        span_id=int.from_bytes(span_id, "big"),
-                        name=span.name,
-                        start_ns=span.start_time_unix_nano,
-                        end_ns=span.end_time_unix_nano or span.start_time_unix_nano,
-                        parent_span_id=int.from_bytes(parent, "big") if parent else None,
-                        parent_is_remote=bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
-                        is_error=is_error,
-                        status_message=status.message,
-                        attributes=attrs,
-                        resource=resource,
-                    )
-                    size += PLAIN_SPAN_BYTES + estimate(attrs) + len(span.name)
-                elif found is not None or is_error:
-                    weight = CONTRIBUTION_BYTES + (len(found) * ATTRIBUTE_BYTES if found else 0)
-                    payload = Contribution(found or {}, is_error, weight)
-                    size += weight
-                else:
-                    size += PLAIN_SPAN_BYTES
-                append((trace_id, span_id, parent, payload))
+                    record = task_record(span, resource)
+                    size += weight(record)
+                    append((trace_id, span_id, record))
+                    continue
+                is_error = child_errors and span.status.code == _STATUS_ERROR
+                if found is not None or is_error:
+                    contribution = Contribution(found or {}, is_error, span.end_time_unix_nano)
+                    size += contribution.size
+                    append((trace_id, span_id, contribution))
+    batch.valid = valid
     batch.size = size
     return batch
+
+
+def task_record(span: Span, resource: Mapping[str, object]) -> SpanRecord:
+    """A task span of a request, whole."""
+    parent = span.parent_span_id
+    if parent and len(parent) != 8:
+        raise DecodeError(f"span {span.name[:64]!r}: parent span id must be 8 bytes "
+                          f"(got {len(parent)})")
+    flags = span.flags
+    status = span.status
+    return SpanRecord(
+        trace_id=int.from_bytes(span.trace_id, "big"),
+        span_id=int.from_bytes(span.span_id, "big"),
+        name=span.name,
+        start_ns=span.start_time_unix_nano,
+        end_ns=span.end_time_unix_nano or span.start_time_unix_nano,
+        parent_span_id=int.from_bytes(parent, "big") or None,
+        parent_is_remote=bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
+        is_error=status.code == _STATUS_ERROR,
+        status_message=status.message,
+        attributes=attributes(span.attributes),
+        resource=resource,
+    )
 
 
 # -- responses ---------------------------------------------------------------------------

@@ -51,6 +51,9 @@ _UNIMPLEMENTED = 12
 _UNAVAILABLE = 14
 _UNAUTHENTICATED = 16
 
+_ACCEPTED = {media_type: export_response(media_type) for media_type in MEDIA_TYPES}
+"""The response to a request whose spans were all taken, by content type."""
+
 _SATURATED = {
     Admission.QUEUE_FULL: (429, _RESOURCE_EXHAUSTED, 1,
                            "the receiver is busy; retry after the delay given"),
@@ -168,8 +171,9 @@ class OtlpHttpApp:
         counters.add("spans_received_total:protocol", "http", batch.spans)
         if batch.rejected:
             counters.add("spans_rejected_total:reason", "invalid_id", batch.rejected)
-        await _respond(send, 200, media_type,
-                       export_response(media_type, batch.rejected, batch.reason))
+        reply = (export_response(media_type, batch.rejected, batch.reason) if batch.rejected
+                 else _ACCEPTED[media_type])
+        await _respond(send, 200, media_type, reply)
 
     def _authorized(self, headers: dict[str, str]) -> bool:
         assert self._token is not None

@@ -171,7 +171,7 @@ def replay(paths: list[Path], pipeline: Pipeline, conventions: Conventions, *,
                 report.spans_read += batch.spans
                 report.skip("spans with invalid ids", batch.rejected)
                 clock += batch.spans
-                deliver(store.add(batch.items, clock))
+                deliver(store.add(batch, clock))
                 deliver(store.due(clock))
             report.files += 1
         except (OSError, EOFError, gzip.BadGzipFile) as exc:

@@ -77,7 +77,8 @@ class Service:
             if settings.serve_http_port:
                 config = uvicorn.Config(
                     self.http_app, host=settings.serve_host, port=settings.serve_http_port,
-                    lifespan="off", log_config=None, access_log=False, server_header=False,
+                    http="httptools", lifespan="off", log_config=None, access_log=False,
+                    server_header=False,
                     timeout_graceful_shutdown=max(int(shutdown_s), 1),
                 )
                 http = _Server(config)

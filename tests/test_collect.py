@@ -31,8 +31,8 @@ def test_children_after_their_task_within_grace_are_counted() -> None:
     """Children arriving in a later request, before the grace ends, join the task."""
     spans = task_trace("T-1", chats=3)
     traces = store()
-    traces.add(batch_of(spans[:1]).items, now=0)
-    traces.add(batch_of(spans[1:]).items, now=2)
+    traces.add(batch_of(spans[:1]), now=0)
+    traces.add(batch_of(spans[1:]), now=2)
     assert traces.due(4.9) == []
     ready = traces.due(5)
     assert len(ready) == 1 and tokens(ready[0]) == 3 * 120
@@ -40,19 +40,36 @@ def test_children_after_their_task_within_grace_are_counted() -> None:
     assert len(traces) == 0 and traces.spans == 0 and traces.bytes == 0
 
 
+def test_plain_spans_are_counted_not_held() -> None:
+    """Only the task span and the contributing spans are held; every valid span counts."""
+    spans = task_trace("T-plain", chats=2)
+    traces = store()
+    traces.add(batch_of(spans), now=0)
+    assert (traces.accepted, traces.spans, len(traces)) == (4, 3, 1)
+    assert traces.bytes > 0
+    assert len(traces.due(5)) == 1
+    assert (traces.spans, traces.bytes, len(traces)) == (0, 0, 0)
+    traces.add(batch_of([span(new_trace_id(), new_span_id(), name="GET /")]), now=6)
+    assert (traces.accepted, traces.spans, len(traces)) == (5, 0, 0)
+
+
 def test_out_of_order_split_and_duplicated_delivery_yields_one_task() -> None:
-    """Reversed order, one span per request, every request twice: one task, tokens once."""
+    """Reversed order, one span per request, every request twice: one task, tokens once.
+
+    Duplicates are counted among the spans assembly holds (all but the plain step span).
+    """
     spans = task_trace("T-2", chats=4)
     traces = store()
     ready: list[Ready] = []
     for now, item in enumerate(reversed(spans)):
         for _ in range(2):
-            ready += traces.add(batch_of([item]).items, now=now / 10)
+            ready += traces.add(batch_of([item]), now=now / 10)
     ready += traces.due(10)
     assert len(ready) == 1 and tokens(ready[0]) == 4 * 120
-    assert traces.duplicates == len(spans)
-    assert traces.add(batch_of(spans[:1]).items, now=11) == [] and traces.due(100) == []
-    assert traces.duplicates == len(spans) + 1  # the root again, after its decision
+    assert traces.duplicates == len(spans) - 1
+    assert traces.accepted == len(spans) + 1  # the plain span's copy holds nothing: not seen
+    assert traces.add(batch_of(spans[:1]), now=11) == [] and traces.due(100) == []
+    assert traces.duplicates == len(spans)  # the root again, after its decision
 
 
 def test_nested_task_spans_belong_to_the_outer_task() -> None:
@@ -61,31 +78,43 @@ def test_nested_task_spans_belong_to_the_outer_task() -> None:
     outer = task_trace("OUTER", chats=1, trace_id=trace_id)
     inner = task_trace("INNER", chats=2, trace_id=trace_id, parent=outer[0].span_id)
     traces = store()
-    traces.add(batch_of(inner).items, now=0)
-    traces.add(batch_of(outer).items, now=1)
+    traces.add(batch_of(inner), now=0)
+    traces.add(batch_of(outer), now=1)
     ready = traces.due(10)
     assert [r[0].attributes["orchestrator.task.id"] for r in ready] == ["OUTER"]
     assert tokens(ready[0]) == 3 * 120
     assert (traces.root_tasks, traces.nested_tasks) == (1, 1)
 
 
+def later(spans: list[Span], seconds: float) -> list[Span]:
+    """``spans`` moved ``seconds`` later in time."""
+    for item in spans:
+        item.start_time_unix_nano += int(seconds * 1e9)
+        item.end_time_unix_nano += int(seconds * 1e9)
+    return spans
+
+
 def test_two_root_tasks_in_one_trace_keep_their_own_children() -> None:
-    """Two task spans under a plain request span each get only their descendants."""
+    """Two task spans run one after the other under a plain request span: each gets what
+    ended during its run; what ends after the last one still counts for the last one."""
     trace_id = new_trace_id()
-    request_span = span(trace_id, new_span_id(), name="POST /run")
+    request_span = span(trace_id, new_span_id(), name="POST /run", duration_ms=5000)
     first = task_trace("A", chats=1, trace_id=trace_id, parent=request_span.span_id)
-    second = task_trace("B", chats=3, trace_id=trace_id, parent=request_span.span_id)
+    second = later(task_trace("B", chats=3, trace_id=trace_id, parent=request_span.span_id),
+                   1)
+    straggler = later(task_trace("C", chats=1, trace_id=trace_id)[2:], 3)
     traces = store()
-    traces.add(batch_of([request_span, *second, *first]).items, now=0)
+    traces.add(batch_of([request_span, *second, *straggler, *first]), now=0)
     ready = {r[0].attributes["orchestrator.task.id"]: tokens(r) for r in traces.due(5)}
-    assert ready == {"A": 120, "B": 360}
+    assert ready == {"A": 120, "B": 480}
+    assert (len(traces), traces.spans, traces.late) == (0, 0, 0)
 
 
 def test_rootless_trace_expires_and_is_counted() -> None:
     """A trace whose task span never comes is forgotten after the timeout, and counted."""
     spans = task_trace("LOST", chats=2)
     traces = store()
-    traces.add(batch_of(spans[1:]).items, now=0)
+    traces.add(batch_of(spans[1:]), now=0)
     traces.expire(59)
     assert len(traces) == 1
     traces.expire(60)
@@ -96,9 +125,9 @@ def test_children_after_the_decision_are_counted_late() -> None:
     """A child arriving after its task's diary was decided is late, not a rootless trace."""
     spans = task_trace("T-late", chats=2)
     traces = store()
-    traces.add(batch_of(spans[:3]).items, now=0)
+    traces.add(batch_of(spans[:3]), now=0)
     assert len(traces.due(5)) == 1
-    traces.add(batch_of(spans[3:]).items, now=6)
+    traces.add(batch_of(spans[3:]), now=6)
     traces.expire(100)
     assert (traces.late, traces.rootless_expired) == (1, 0)
 
@@ -108,7 +137,7 @@ def test_trace_bound_decides_the_oldest_trace_early() -> None:
     traces = store(max_traces=2)
     ready: list[Ready] = []
     for n in range(3):
-        ready += traces.add(batch_of(task_trace(f"T-{n}", chats=1)).items, now=n)
+        ready += traces.add(batch_of(task_trace(f"T-{n}", chats=1)), now=n)
     assert [r[0].attributes["orchestrator.task.id"] for r in ready] == ["T-0"]
     assert (len(traces), traces.evicted) == (2, 1)
 
@@ -116,8 +145,8 @@ def test_trace_bound_decides_the_oldest_trace_early() -> None:
 def test_drain_decides_every_waiting_task() -> None:
     """At the end of input every waiting task span is decided at once."""
     traces = store()
-    traces.add(batch_of(task_trace("A") + task_trace("B")).items, now=0)
-    traces.add(batch_of(task_trace("C")[1:]).items, now=0)
+    traces.add(batch_of(task_trace("A") + task_trace("B")), now=0)
+    traces.add(batch_of(task_trace("C")[1:]), now=0)
     assert len(traces.drain()) == 2
     assert (len(traces), traces.rootless_expired) == (0, 1)
 
@@ -155,7 +184,7 @@ def test_collector_says_queue_full_when_the_worker_is_behind() -> None:
 
 def test_collector_says_store_full_at_the_span_bound() -> None:
     """Past the held-span bound the collector refuses batches (503) instead of growing."""
-    service = collector(InMemorySink(), start=False, max_spans=6)
+    service = collector(InMemorySink(), start=False, max_spans=5)  # task + chats are held
     assert service.offer(batch_of(task_trace("A", chats=2))) is Admission.ACCEPTED
     assert service.offer(batch_of(task_trace("B", chats=2))) is Admission.STORE_FULL
     assert service.offer(batch_of(task_trace("C", chats=9))) is Admission.TOO_LARGE

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gzip
 import json
 import zlib
@@ -25,37 +26,58 @@ from otel_diary._otlp import (
     parse_json,
     status_body,
 )
-from tests.otlp_build import json_body, json_document, new_trace_id, protobuf_body, span, task_trace
+from tests.otlp_build import (
+    json_body,
+    json_document,
+    new_span_id,
+    new_trace_id,
+    protobuf_body,
+    span,
+    task_trace,
+)
 
 
 def test_protobuf_task_span_becomes_a_full_record() -> None:
     """The task span of a protobuf request is decoded whole, with ids as integers."""
     spans = task_trace("T-1", chats=2)
     batch = decode(protobuf_body(spans), PROTOBUF, ORCHESTRATOR)
-    assert len(batch.items) == 4 and batch.rejected == 0
-    _, span_id, parent, payload = batch.items[0]
+    assert (len(batch.items), batch.valid, batch.rejected) == (3, 4, 0)  # the step: counted
+    _, span_id, payload = batch.items[0]
     assert isinstance(payload, SpanRecord)
     assert payload.trace_id == int.from_bytes(spans[0].trace_id, "big")
     assert payload.span_id == int.from_bytes(span_id, "big")
     assert payload.attributes["orchestrator.task.id"] == "T-1"
     assert payload.resource["service.name"] == "orchestrator"
-    assert payload.parent_span_id is None and parent == b""
+    assert payload.parent_span_id is None
 
 
 def test_contributing_spans_keep_only_the_attributes_that_matter() -> None:
-    """A chat span keeps its token and model attributes; a plain span keeps nothing."""
+    """A chat span keeps its token and model attributes and its end; plain spans are
+    counted, not kept; a failed span counts where the conventions count failed children."""
     trace_id = new_trace_id()
     chat = span(trace_id, b"\x01" * 8, b"\x02" * 8, attributes={
         "gen_ai.usage.input_tokens": 7, "gen_ai.request.model": "m", "http.url": "x"})
     plain = span(trace_id, b"\x03" * 8, b"\x02" * 8, attributes={"http.url": "x"})
     failed = span(trace_id, b"\x04" * 8, b"\x02" * 8, error=True)
-    batch = decode(protobuf_body([chat, plain, failed]), PROTOBUF, ORCHESTRATOR)
-    payloads = [item[3] for item in batch.items]
-    assert payloads[0] == Contribution({"gen_ai.usage.input_tokens": 7,
-                                        "gen_ai.request.model": "m"}, False,
-                                       payloads[0].size)  # type: ignore[union-attr]
-    assert payloads[1] is None
-    assert isinstance(payloads[2], Contribution) and payloads[2].is_error
+    body = protobuf_body([chat, plain, failed])
+    batch = decode(body, PROTOBUF, ORCHESTRATOR)
+    assert [item[1] for item in batch.items] == [b"\x01" * 8] and batch.valid == 3
+    assert batch.items[0][2] == Contribution(
+        {"gen_ai.usage.input_tokens": 7, "gen_ai.request.model": "m"}, False,
+        chat.end_time_unix_nano)
+    counting = dataclasses.replace(ORCHESTRATOR, recover_on_child_errors=True)
+    batch = decode(body, PROTOBUF, counting)
+    assert [item[1] for item in batch.items] == [b"\x01" * 8, b"\x04" * 8]
+    assert batch.items[1][2] == Contribution({}, True, failed.end_time_unix_nano)
+
+
+def test_requests_without_any_key_that_matters_are_only_counted() -> None:
+    """A request none of whose spans carries a task or contribution key yields no items."""
+    trace_id = new_trace_id()
+    spans = [span(trace_id, new_span_id(), attributes={"http.url": "x", "n": n})
+             for n in range(5)]
+    batch = decode(protobuf_body(spans), PROTOBUF, ORCHESTRATOR)
+    assert (batch.items, batch.valid, batch.spans, batch.size) == ([], 5, 5, 0)
 
 
 def test_json_ids_are_hex_and_match_the_protobuf_decoding() -> None:
@@ -63,9 +85,8 @@ def test_json_ids_are_hex_and_match_the_protobuf_decoding() -> None:
     spans = task_trace("T-2", chats=1)
     from_json = decode(json_body(spans), JSON, ORCHESTRATOR)
     from_protobuf = decode(protobuf_body(spans), PROTOBUF, ORCHESTRATOR)
-    assert [item[:3] for item in from_json.items] == [item[:3] for item in from_protobuf.items]
+    assert from_json.items == from_protobuf.items and from_json.valid == from_protobuf.valid
     assert len(from_json.items[0][0]) == 16
-    assert from_json.items[0][3] == from_protobuf.items[0][3]
 
 
 def test_json_accepts_string_integers_and_snake_case() -> None:
@@ -75,7 +96,7 @@ def test_json_accepts_string_integers_and_snake_case() -> None:
     for item in scope["spans"]:
         item["start_time_unix_nano"] = str(item.pop("startTimeUnixNano"))
     batch = decode(json.dumps(document).encode(), JSON, ORCHESTRATOR)
-    record = batch.items[0][3]
+    record = batch.items[0][2]
     assert isinstance(record, SpanRecord) and record.start_ns > 0
 
 
@@ -108,7 +129,7 @@ def test_zero_ids_are_refused_span_by_span() -> None:
     good = span(new_trace_id(), b"\x05" * 8)
     zero = span(bytes(16), b"\x06" * 8)
     batch = decode(protobuf_body([good, zero]), PROTOBUF, ORCHESTRATOR)
-    assert (len(batch.items), batch.rejected, batch.spans) == (1, 1, 2)
+    assert (batch.valid, batch.rejected, batch.spans) == (1, 1, 2)
     assert "zero" in batch.reason
 
 

@@ -195,7 +195,7 @@ def test_busy_receiver_answers_429_with_retry_after() -> None:
 
 def test_full_assembly_memory_answers_503_with_retry_after() -> None:
     """At the held-span bound the receiver sheds load with 503 rather than growing."""
-    with receiver(grace=3600, max_spans=8) as server:
+    with receiver(grace=3600, max_spans=7) as server:  # a task and 3 chats are held
         assert server.post(protobuf_body(task_trace("A", chats=3)), PROTOBUF).status_code == 200
         assert server.collector.flush(10)
         full = server.post(protobuf_body(task_trace("B", chats=3)), PROTOBUF)
