@@ -16,6 +16,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -328,6 +329,12 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return stat.st_dev, stat.st_ino
 
 
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """True for SQLite's "database is locked" / "busy": another connection is writing."""
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
 @contextlib.contextmanager
 def _write(conn: sqlite3.Connection) -> Iterator[None]:
     """One write transaction, taken at once so that it never fails half-way on a lock."""
@@ -407,15 +414,26 @@ class DiaryIndex:
                                    isolation_level=None, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
             raise IndexUnavailable(f"cannot open the index {self.path}: {exc}") from exc
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            self._ensure_schema(conn)
-        except sqlite3.Error as exc:
-            conn.close()
-            raise IndexUnavailable(f"the index {self.path} is unreadable ({exc}); "
-                                   "run `otel-diary reindex`") from exc
-        return conn
+        # Switching to WAL needs a moment alone with the file: while another connection
+        # creates the database SQLite answers "locked" at once, without waiting. Retry.
+        deadline = time.monotonic() + self._busy_timeout_s
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                self._ensure_schema(conn)
+                return conn
+            except sqlite3.OperationalError as exc:
+                if _busy(exc) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    continue
+                conn.close()
+                raise IndexUnavailable(f"the index {self.path} is unreadable ({exc}); "
+                                       "run `otel-diary reindex`") from exc
+            except sqlite3.Error as exc:
+                conn.close()
+                raise IndexUnavailable(f"the index {self.path} is unreadable ({exc}); "
+                                       "run `otel-diary reindex`") from exc
 
     def _ensure_schema(self, conn: sqlite3.Connection) -> None:
         if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:

@@ -19,14 +19,18 @@ from otel_diary._index import (
     DiaryIndex,
     IndexUnavailable,
     SearchError,
+    entry_from_document,
+    entry_from_parts,
     error_signatures,
     fts_terms,
     sections,
 )
-from otel_diary._render import parse_front_matter
+from otel_diary._reflect import StubReflector
+from otel_diary._render import parse_front_matter, render
 
 from .forking import in_forked_child, needs_fork
 from .kb import PY_STDERR, TS_STDERR, kb_pipeline, task_record, write
+from .test_render import RECOVERED
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -277,15 +281,7 @@ def test_live_entry_equals_entry_parsed_from_the_file(title: str, task: str,
                                                       stderr: str) -> None:
     """Indexing a fresh diary from its own front matter gives the same entry as parsing the
     file back (so live indexing and `reindex` agree)."""
-    from dataclasses import replace as _replace
-
-    from otel_diary._index import entry_from_document, entry_from_parts
-    from otel_diary._reflect import StubReflector
-    from otel_diary._render import render
-
-    from .test_render import RECOVERED
-
-    run = _replace(RECOVERED, title=title or "t", task_id=task, stderr_tail=stderr or None)
+    run = replace(RECOVERED, title=title or "t", task_id=task, stderr_tail=stderr or None)
     diary = render(run, StubReflector().reflect(run))
     assert entry_from_parts(diary.path, diary.front_matter, diary.content) == \
         entry_from_document(diary.path, diary.content)
