@@ -17,7 +17,6 @@ from opentelemetry.trace import Status, StatusCode, Tracer
 
 from ._processor import DiarySpanProcessor
 from ._settings import Settings
-from ._sinks import FolderSink
 
 TS_STDERR = """\
 > tsc --noEmit
@@ -95,8 +94,12 @@ def run_task(tracer: Tracer, clock: _Clock, *, task_id: str, title: str, route: 
 def main(root: Path) -> int:
     """Run the three demo tasks and print what was written."""
     provider = TracerProvider(resource=Resource.create({"service.name": "demo-orchestrator"}))
-    sink = FolderSink(root)
-    processor = DiarySpanProcessor(enabled=True, sinks=[sink], dir=root)
+    processor = DiarySpanProcessor(enabled=True, dir=root, tracer_provider=provider)
+    written: list[tuple[str, str]] = []  # (outcome, file) of this run's diaries
+    assert processor.pipeline is not None
+    processor.pipeline.listeners.append(
+        lambda diary, run, locations: written.extend(
+            (diary.outcome, location) for location in locations if "://" not in location))
     provider.add_span_processor(processor)
     tracer = provider.get_tracer("otel_diary.demo")
     clock = _Clock(time.time_ns() - 60_000_000_000)
@@ -121,14 +124,10 @@ def main(root: Path) -> int:
           f"{stats.failed_runs} failed run skipped")
     print(f"knowledge base: {root}")
     recovered: Path | None = None
-    for path in sorted((root / "diaries" / "agents").rglob("*.md")):
-        text = path.read_text(encoding="utf-8")
-        if "trace_id" not in text:
-            continue
-        if any(f"task: {tid}\n" in text for tid in ("T-101", "T-102", "T-103")):
-            print(f"  wrote {path}")
-            if "task: T-102\n" in text:
-                recovered = path
+    for outcome, location in written:
+        print(f"  wrote {location} ({outcome})")
+        if outcome == "recovered":
+            recovered = Path(location)
     if recovered is not None:
         print(f"\n--- {recovered.name} ---")
         print(recovered.read_text(encoding="utf-8"))
