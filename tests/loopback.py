@@ -89,6 +89,12 @@ class Recorded:
     def json(self) -> Any:
         return json.loads(self.body)
 
+    @classmethod
+    async def receive(cls, scope: Scope, receive: Receive) -> Recorded:
+        """Read the whole request an ASGI app is handling."""
+        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        return cls(scope["method"], scope["path"], headers, await read_body(receive))
+
 
 @dataclass
 class ChatServer:
@@ -111,9 +117,7 @@ class ChatServer:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        body = await read_body(receive)
-        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
-        self.requests.append(Recorded(scope["method"], scope["path"], headers, body))
+        self.requests.append(await Recorded.receive(scope, receive))
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
@@ -173,10 +177,9 @@ class HubServer:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        body = await read_body(receive)
-        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        request = await Recorded.receive(scope, receive)
         self.received_at.append(time.monotonic())
-        self.requests.append(Recorded(scope["method"], scope["path"], headers, body))
+        self.requests.append(request)
         step = self.script[min(len(self.requests) - 1, len(self.script) - 1)]
         if scope["method"] != "POST" or scope["path"] != "/v1/kb/edit":
             await send_json(send, 404, {"error": "not found"})
@@ -189,8 +192,8 @@ class HubServer:
         status, extra = (step, {}) if isinstance(step, int) else (
             step if isinstance(step, tuple) else (500, {}))
         if 200 <= status < 300:
-            key = headers.get("idempotency-key", f"anonymous-{len(self.requests)}")
-            self.documents[key] = json.loads(body)
+            key = request.headers.get("idempotency-key", f"anonymous-{len(self.requests)}")
+            self.documents[key] = request.json()
             self.acknowledged.append(key)
             await send_json(send, status, {"ok": True, "id": key}, extra)
         else:

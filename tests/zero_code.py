@@ -19,7 +19,7 @@ from typing import Any
 
 from otel_diary._render import parse_front_matter
 
-from .loopback import Receive, Recorded, Scope, Send, read_body, serve_asgi
+from .loopback import Receive, Recorded, Scope, Send, serve_asgi
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -108,9 +108,7 @@ class Collector:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        body = await read_body(receive)
-        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
-        self.requests.append(Recorded(scope["method"], scope["path"], headers, body))
+        self.requests.append(await Recorded.receive(scope, receive))
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"application/x-protobuf"),
                                 (b"content-length", b"0")]})
