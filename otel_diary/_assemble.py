@@ -85,6 +85,10 @@ class TraceAssembler:
         self._pending_timeout = pending_timeout_s
         self._clock = clock
         self._released: list[Ready] = []
+        self._ended_tasks: dict[tuple[int, int | None], None] = {}
+        """Recently ended task spans (bounded), to recognize a late nested one."""
+        self.late_nested = 0
+        """Nested task spans that ended after their parent task span: nothing written."""
         self.evicted = 0
         """Traces dropped because ``max_traces`` were open (their tasks' summaries are lost)."""
         self.expired = 0
@@ -120,7 +124,18 @@ class TraceAssembler:
                                                          self._conventions)
 
     def task_ended(self, record: SpanRecord) -> list[Ready]:
-        """A task span ended: ready at once when it is a local root, else it waits."""
+        """A task span ended: ready at once when it is a local root, else it waits.
+
+        A task span that ends after its parent task span (fire-and-forget work) is part
+        of that run, whose diary is already written: it writes nothing and is counted.
+        """
+        ended = self._ended_tasks
+        ended[(record.trace_id, record.span_id)] = None
+        if len(ended) > self._max_traces:
+            del ended[next(iter(ended))]
+        if (record.trace_id, record.parent_span_id) in ended:
+            self.late_nested += 1
+            return []
         entry = self._touch(record.trace_id)
         # Task spans that waited on this one are nested: the outer run owns them, their
         # own facts and their children's.

@@ -333,7 +333,11 @@ class DiarySpanProcessor(SpanProcessor):
                 is_error = span.status.status_code is _ERROR
                 awaited.discard(span_id)
                 if conv.is_task(attributes):
-                    self._hand_over(assembler.task_ended(to_record(span)))
+                    record = to_record(span)
+                    late = assembler.late_nested
+                    self._hand_over(assembler.task_ended(record))
+                    if assembler.late_nested != late and record.parent_span_id is not None:
+                        awaited.discard(record.parent_span_id)  # that parent ended already
                     continue
                 if is_error or not conv.child_keys.isdisjoint(attributes):
                     assembler.contribute(trace_id, attributes, is_error,

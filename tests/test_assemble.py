@@ -81,3 +81,13 @@ def test_drain_releases_every_waiting_task() -> None:
     assembler.task_ended(task(1, 10, parent=5))
     assembler.task_ended(task(2, 20, parent=6))
     assert sorted(r.span_id for r, _ in assembler.drain()) == [10, 20]
+
+
+def test_nested_task_ending_after_its_parent_task_writes_nothing() -> None:
+    """Fire-and-forget work that ends after its task belongs to that task's run: no
+    second diary, and it is counted."""
+    assembler = TraceAssembler(ORCHESTRATOR, pending_timeout_s=0)
+    assert [r.span_id for r, _ in assembler.task_ended(task(1, 5))] == [5]
+    assert assembler.task_ended(task(1, 10, parent=5)) == []
+    assert assembler.expire() == [] and assembler.drain() == []
+    assert assembler.late_nested == 1

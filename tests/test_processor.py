@@ -116,6 +116,20 @@ def test_task_under_a_plain_intermediate_span_is_decided_when_it_ends(
     assert harness.processor._awaited == set()
 
 
+def test_task_ending_after_its_parent_task_writes_no_second_diary(harness: Harness) -> None:
+    """Work started by a task that ends after the task belongs to that task's run."""
+    outer = harness.tracer.start_span("outer", attributes=TASK)
+    inner = harness.tracer.start_span(
+        "inner", context=trace.set_span_in_context(outer),
+        attributes={**TASK, "orchestrator.task.id": "T-late"})
+    outer.end()
+    inner.end()
+    harness.flush()
+    harness.provider.shutdown()  # would release a waiting task span as a root
+    assert [d.task_id for d in harness.sink.diaries] == ["T-1"]
+    assert harness.processor._awaited == set()
+
+
 def test_task_under_a_remote_parent_is_a_root(harness: Harness) -> None:
     """A task span continuing a remote trace is a local root and gets a diary at once."""
     remote = trace.SpanContext(trace_id=0xABC, span_id=0xDEF, is_remote=True,
@@ -293,10 +307,11 @@ def test_slow_delivery_never_stalls_span_intake() -> None:
             with tracer.start_as_current_span("chat", attributes={
                     "gen_ai.usage.input_tokens": 1}):
                 pass
+    assert sink.entered.wait(10)  # the delivery thread is stuck in the sink
     deadline = time.monotonic() + 20
     while processor.stats.dropped_tasks == 0 and time.monotonic() < deadline:
         time.sleep(0.01)  # the worker assembles while the delivery thread is stuck
-    assert sink.entered.is_set() and sink.written == []
+    assert sink.written == []
     assert processor.stats.dropped_spans == 0 and processor.stats.dropped_tasks > 0
     sink.release.set()
     provider.shutdown()
