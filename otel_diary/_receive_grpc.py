@@ -8,7 +8,6 @@ UNAVAILABLE when assembly memory is full or the service is stopping; both are re
 
 from __future__ import annotations
 
-import hmac
 import logging
 from concurrent import futures
 
@@ -25,6 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from ._collect import Admission, Collector
 from ._conventions import Conventions
 from ._otlp import DecodeError, extract, parse_protobuf
+from ._receive_http import token_offered
 
 logger = logging.getLogger("otel_diary")
 
@@ -82,13 +82,7 @@ class TraceService:
         assert self._token is not None
         metadata = {key.lower(): value for key, value in context.invocation_metadata()
                     if isinstance(value, str)}
-        offered = metadata.get("x-api-key")
-        if offered is None:
-            scheme, _, credentials = metadata.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer":
-                return False
-            offered = credentials.strip()
-        return hmac.compare_digest(offered.encode(), self._token)
+        return token_offered(metadata, self._token)
 
     def _refuse(self, context: grpc.ServicerContext, admission: Admission, spans: int) -> None:
         code, delay, message = _SATURATED[admission]

@@ -13,7 +13,7 @@ import asyncio
 import hmac
 import json
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -61,6 +61,20 @@ _SATURATED = {
                            "assembly memory is full; retry after the delay given"),
     Admission.CLOSED: (503, _UNAVAILABLE, 5, "the receiver is shutting down"),
 }
+
+
+def token_offered(headers: Mapping[str, str], token: bytes) -> bool:
+    """True when lower-cased ``headers`` carry ``token`` as ``x-api-key`` or a bearer token.
+
+    Both receivers (HTTP headers, gRPC metadata) authenticate with it.
+    """
+    offered = headers.get("x-api-key")
+    if offered is None:
+        scheme, _, credentials = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        offered = credentials.strip()
+    return hmac.compare_digest(offered.encode(), token)
 
 
 class _Refused(Exception):
@@ -130,7 +144,7 @@ class OtlpHttpApp:
             if method != "POST":
                 raise _Refused(405, _UNIMPLEMENTED, f"{method} is not allowed; use POST",
                                "method_not_allowed", ((b"allow", b"POST"),))
-            if self._token is not None and not self._authorized(headers):
+            if self._token is not None and not token_offered(headers, self._token):
                 raise _Refused(401, _UNAUTHENTICATED, "missing or wrong credentials",
                                "unauthenticated",
                                ((b"www-authenticate", b'Bearer realm="otel-diary"'),))
@@ -174,16 +188,6 @@ class OtlpHttpApp:
         reply = (export_response(media_type, batch.rejected, batch.reason) if batch.rejected
                  else _ACCEPTED[media_type])
         await _respond(send, 200, media_type, reply)
-
-    def _authorized(self, headers: dict[str, str]) -> bool:
-        assert self._token is not None
-        offered = headers.get("x-api-key")
-        if offered is None:
-            scheme, _, credentials = headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer":
-                return False
-            offered = credentials.strip()
-        return hmac.compare_digest(offered.encode(), self._token)
 
     def _check_saturation(self) -> None:
         admission = self.collector.saturation()
