@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +23,7 @@ from opentelemetry.trace import StatusCode
 from ._assemble import TraceAssembler
 from ._conventions import Conventions
 from ._diary_span import DiaryWriteSpans
+from ._fork import renew_after_fork
 from ._pipeline import Pipeline, Stats, build_pipeline
 from ._profiles import conventions_for
 from ._record import SpanRecord
@@ -127,7 +126,7 @@ class DiarySpanProcessor(SpanProcessor):
             self.pipeline.listeners.append(DiaryWriteSpans(tracer_provider))
         self._assembler = self._new_assembler()
         self._start_threads()
-        _restart_in_forked_children(self)
+        renew_after_fork(self)  # a forked child gets fresh queues and threads
 
     # -- hot path ---------------------------------------------------------------------
 
@@ -350,24 +349,6 @@ class DiarySpanProcessor(SpanProcessor):
                 logger.debug("otel-diary could not read a span", exc_info=True)
         if self.stats.dropped_spans > self._drops_logged:
             self._hand_over([])
-
-
-def _restart_in_forked_children(processor: DiarySpanProcessor) -> None:
-    """After ``fork()`` the child has no worker threads: give it new ones (like the SDK's
-    BatchSpanProcessor). Held weakly, so a collected processor is simply skipped."""
-    if not hasattr(os, "register_at_fork"):
-        return
-    reference = weakref.ref(processor)
-
-    def restart() -> None:
-        alive = reference()
-        if alive is not None:
-            try:
-                alive._after_fork_in_child()
-            except Exception:
-                logger.debug("otel-diary could not restart after fork", exc_info=True)
-
-    os.register_at_fork(after_in_child=restart)
 
 
 def install(tracer_provider: TracerProvider | None = None, **overrides: Any) -> \
