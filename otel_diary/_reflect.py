@@ -10,6 +10,7 @@ import re
 from typing import Protocol, runtime_checkable
 
 from ._classify import TaskRun
+from ._render import one_line
 
 MAX_LEARNED = 800
 _ERROR_LINE = re.compile(r"\b(error|exception|failed|fatal)\b", re.IGNORECASE)
@@ -31,11 +32,6 @@ def first_error_line(stderr: str | None) -> str | None:
         if _ERROR_LINE.search(line):
             return line
     return lines[-1] if lines else None
-
-
-def _short(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 def cut(text: str, limit: int = MAX_LEARNED) -> str:
@@ -68,10 +64,11 @@ class StubReflector:
             sentences.append(f"{how} did not get this task right on the first try.")
             line = first_error_line(run.stderr_tail)
             if line:
-                sentences.append(f'The build failure began with "{_short(line, 160).rstrip(".")}".')
+                quoted = one_line(line, 160).rstrip(".")
+                sentences.append(f'The build failure began with "{quoted}".')
             elif run.child_error_types:
                 kinds = ", ".join(run.child_error_types[:3])
-                sentences.append(f"The failed calls raised {_short(kinds, 160)}.")
+                sentences.append(f"The failed calls raised {one_line(kinds, 160)}.")
             steps = []
             if run.escalations:
                 steps.append(f"escalated {run.escalations} time(s)")
@@ -101,9 +98,9 @@ class StubReflector:
 
 def _how(run: TaskRun) -> str:
     if run.route and run.model:
-        return f"The {_short(run.route, 60)} route with {_short(run.model, 80)}"
+        return f"The {one_line(run.route, 60)} route with {one_line(run.model, 80)}"
     if run.route:
-        return f"The {_short(run.route, 60)} route"
+        return f"The {one_line(run.route, 60)} route"
     if run.model:
-        return f"{_short(run.model, 80)}"
+        return f"{one_line(run.model, 80)}"
     return "The agent"
