@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from ._assemble import Ready
 from ._classify import TaskRun, classify
@@ -206,8 +206,6 @@ def build_pipeline(
 
 def redact_run(run: TaskRun, redactor: Redactor) -> TaskRun:
     """``run`` with every free-text fact passed through ``redactor``."""
-    from dataclasses import replace
-
     def scrub(value: str | None) -> str | None:
         return None if value is None else redactor(value)
 
