@@ -12,6 +12,11 @@ keys. A span becomes an item only when it is a task span (copied whole, as a
 the conventions count failed children): then it keeps the values of those attributes
 and its end time. Every other span is only counted. Reading a protobuf field from
 Python costs far more than parsing it, so nothing else is read.
+
+Protobuf bodies are parsed by ``ExportTraceServiceRequest.FromString``, which decides
+whether they are valid. The spans are then read from the bytes by the C extension
+``_otlpscan`` when it is built (it creates Python objects only for what is kept), else
+through the parsed message; both give the same :class:`Batch`.
 """
 
 from __future__ import annotations
@@ -38,6 +43,14 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, SpanFlags, Status
 from ._conventions import Conventions
 from ._record import SpanRecord
 
+try:
+    from . import _otlpscan  # type: ignore[attr-defined]
+except ImportError:  # built without a C compiler: the pure-Python path is used
+    _otlpscan = None
+
+NATIVE = _otlpscan is not None
+"""Whether protobuf requests are read by the C extension."""
+
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 MEDIA_TYPES = (PROTOBUF, JSON)
@@ -47,6 +60,7 @@ _HAS_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
 _IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
 _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)
+ZERO_ID = "a span has an all-zero trace id or span id"
 
 TASK_BYTES = 400
 """Estimated memory the collector holds for a task span besides its attributes."""
@@ -171,11 +185,15 @@ def inflate(body: bytes, limit: int) -> bytes:
 # -- decoding ----------------------------------------------------------------------------
 
 
-def decode(body: bytes, media_type: str, conventions: Conventions) -> Batch:
+def decode(body: bytes, media_type: str, conventions: Conventions, *,
+           native: bool = NATIVE) -> Batch:
     """The items of an OTLP trace request in ``media_type`` (protobuf or JSON)."""
     if media_type == JSON:
         return extract(parse_json(body), conventions)
-    return extract(parse_protobuf(body), conventions, raw=body)
+    request = parse_protobuf(body)
+    if native:
+        return scan(body, conventions)
+    return extract(request, conventions, raw=body)
 
 
 def parse_protobuf(body: bytes) -> ExportTraceServiceRequest:
@@ -305,7 +323,7 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
                         f"(got {len(trace_id)} and {len(span_id)})")
                 if trace_id == _ZERO_TRACE or span_id == _ZERO_SPAN:
                     batch.rejected += 1
-                    batch.reason = batch.reason or "a span has an all-zero trace id or span id"
+                    batch.reason = batch.reason or ZERO_ID
                     continue
                 valid += 1
                 found: dict[str, object] | None = None
@@ -333,6 +351,49 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
     batch.valid = valid
     batch.size = size
     return batch
+
+
+def scan(body: bytes, conventions: Conventions) -> Batch:
+    """:func:`extract` for a protobuf body that ``FromString`` accepted, read by the C
+    extension: only the spans kept become Python objects."""
+    keys = (conventions.task_marker, *sorted(conventions.child_keys))
+    try:
+        items, tasks, valid, rejected, size = _otlpscan.scan(
+            body, keys, conventions.recover_on_child_errors, Contribution, _decode_value,
+            CONTRIBUTION_BYTES, ATTRIBUTE_BYTES)
+    except (ValueError, _ProtobufDecodeError) as exc:
+        raise DecodeError(str(exc)) from None
+    for (index, name, start, end, parent, flags, code, message, span_attributes,
+         resource) in tasks:
+        trace_id, span_id, contribution = items[index]
+        if not conventions.is_task(contribution.attributes):
+            continue
+        if parent and len(parent) != 8:
+            raise DecodeError(f"span {name[:64]!r}: parent span id must be 8 bytes "
+                              f"(got {len(parent)})")
+        record = SpanRecord(
+            trace_id=int.from_bytes(trace_id, "big"),
+            span_id=int.from_bytes(span_id, "big"),
+            name=name,
+            start_ns=start,
+            end_ns=end or start,
+            parent_span_id=int.from_bytes(parent, "big") or None,
+            parent_is_remote=bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
+            is_error=code == _STATUS_ERROR,
+            status_message=message,
+            attributes=span_attributes,
+            resource=resource,
+        )
+        size += weight(record) - contribution.size
+        items[index] = (trace_id, span_id, record)
+    return Batch(items, valid, rejected, ZERO_ID if rejected else "", size)
+
+
+def _decode_value(data: bytes, pair: bool = False) -> object:
+    """An AnyValue's bytes (a KeyValue's with ``pair``) as plain data, for the extension."""
+    if pair:
+        return any_value(KeyValue.FromString(data).value)
+    return any_value(AnyValue.FromString(data))
 
 
 def task_record(span: Span, resource: Mapping[str, object]) -> SpanRecord:

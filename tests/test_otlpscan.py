@@ -1,0 +1,259 @@
+"""The C reader of protobuf requests gives what the pure-Python path gives, on any input.
+
+``decode(..., native=True)`` reads spans from the bytes with ``otel_diary._otlpscan``;
+``native=False`` reads them through the parsed message. Both must make the same
+:class:`Batch` of every request ``FromString`` accepts, canonical or not, and refuse the
+same ones. On bytes nothing validated, the extension returns or raises ValueError.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import (
+    AnyValue,
+    ArrayValue,
+    KeyValue,
+    KeyValueList,
+)
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
+
+from otel_diary import GENAI, ORCHESTRATOR, Conventions, _otlp
+from otel_diary._otlp import PROTOBUF, Batch, Contribution, DecodeError, decode
+from tests.otlp_build import protobuf_body, task_trace
+
+if not _otlp.NATIVE:
+    if os.environ.get("CI"):
+        pytest.fail("the C extension otel_diary._otlpscan was not built", pytrace=False)
+    pytest.skip("the C extension otel_diary._otlpscan was not built (no C compiler?)",
+                allow_module_level=True)
+
+from otel_diary import _otlpscan  # type: ignore[attr-defined]
+
+COUNTING = dataclasses.replace(ORCHESTRATOR, recover_on_child_errors=True)
+CONVENTIONS = (ORCHESTRATOR, COUNTING, GENAI)
+
+
+def both(body: bytes, conventions: Conventions) -> tuple[Batch | str, Batch | str]:
+    """The batch (or "DecodeError") of the native and the pure-Python path."""
+    results: list[Batch | str] = []
+    for native in (True, False):
+        try:
+            results.append(decode(body, PROTOBUF, conventions, native=native))
+        except DecodeError:
+            results.append("DecodeError")
+    return results[0], results[1]
+
+
+def assert_same(body: bytes) -> None:
+    for conventions in CONVENTIONS:
+        native, python = both(body, conventions)
+        assert native == python
+
+
+# -- requests built with the protobuf API -----------------------------------------------
+
+_KEYS = ["orchestrator.task.id", "gen_ai.operation.name", "gen_ai.request.model",
+         "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "error.type",
+         "gen_ai.agent.name", "orchestrator.agent.name", "http.url", "", "é"]
+
+_scalars = st.one_of(
+    st.builds(lambda v: AnyValue(string_value=v), st.text(max_size=12)),
+    st.builds(lambda v: AnyValue(int_value=v), st.integers(-(2**63), 2**63 - 1)),
+    st.builds(lambda v: AnyValue(bool_value=v), st.booleans()),
+    st.builds(lambda v: AnyValue(double_value=v), st.floats(allow_nan=False)),
+    st.builds(lambda v: AnyValue(bytes_value=v), st.binary(max_size=8)),
+    st.just(AnyValue()),
+)
+_values = st.recursive(_scalars, lambda inner: st.one_of(
+    st.builds(lambda vs: AnyValue(array_value=ArrayValue(values=vs)),
+              st.lists(inner, max_size=3)),
+    st.builds(lambda kvs: AnyValue(kvlist_value=KeyValueList(values=kvs)), st.lists(
+        st.builds(lambda k, v: KeyValue(key=k, value=v), st.sampled_from(_KEYS), inner),
+        max_size=3)),
+), max_leaves=6)
+_attributes = st.lists(st.one_of(
+    st.builds(lambda k, v: KeyValue(key=k, value=v), st.sampled_from(_KEYS), _values),
+    st.builds(lambda k: KeyValue(key=k), st.sampled_from(_KEYS)),  # no value at all
+    st.just(KeyValue(key="orchestrator.task.id", value=AnyValue(string_value="T-1"))),
+), max_size=5)
+_ids = st.one_of(st.sampled_from([bytes(16), b"\x01" * 16, b"\x02" * 16]), st.binary(
+    min_size=16, max_size=16))
+_spans = st.builds(
+    lambda trace_id, span_id, parent, name, code, end, attributes: Span(
+        trace_id=trace_id, span_id=span_id, parent_span_id=parent, name=name,
+        start_time_unix_nano=1, end_time_unix_nano=end, attributes=attributes,
+        status=Status(code=code, message="m")),
+    _ids, st.one_of(st.just(bytes(8)), st.binary(min_size=8, max_size=8)),
+    st.one_of(st.just(b""), st.binary(min_size=8, max_size=8)), st.text(max_size=10),
+    st.sampled_from([0, 1, 2, 3, -1]), st.integers(0, 2**64 - 1), _attributes)
+_requests = st.builds(
+    lambda groups: ExportTraceServiceRequest(resource_spans=[
+        ResourceSpans(scope_spans=[ScopeSpans(spans=spans) for spans in scopes])
+        for scopes in groups]),
+    st.lists(st.lists(st.lists(_spans, max_size=4), max_size=2), min_size=1, max_size=2))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_requests, st.data())
+def test_the_same_batch_as_the_pure_python_path(request: ExportTraceServiceRequest,
+                                                data: st.DataObject) -> None:
+    """Any request built with the protobuf API: task spans, contributions, zero ids,
+    every kind of attribute value, several resources and scopes."""
+    for resource_spans in request.resource_spans:
+        resource_spans.resource.attributes.extend(data.draw(_attributes))
+    assert_same(request.SerializeToString())
+
+
+def test_the_same_batch_for_sdk_traces() -> None:
+    """Realistic task traces, with a wrong-length id making both refuse the request."""
+    spans = [*task_trace("T-1", chats=3), *task_trace("T-2", failed=True, chats=1)]
+    body = protobuf_body(spans)
+    native, python = both(body, COUNTING)
+    assert isinstance(native, Batch) and len(native.items) == 6
+    assert native == python
+    spans[3].span_id = b"\x01" * 7
+    assert both(protobuf_body(spans), COUNTING) == ("DecodeError", "DecodeError")
+
+
+# -- encodings protobuf accepts but never writes -------------------------------------------
+
+
+def varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def field(number: int, payload: bytes | int, wire: int = 2) -> bytes:
+    """One field in wire format (tests only: the product writes no protobuf by hand)."""
+    tag = varint(number << 3 | wire)
+    if wire == 2:
+        assert isinstance(payload, bytes)
+        return tag + varint(len(payload)) + payload
+    if wire == 0:
+        assert isinstance(payload, int)
+        return tag + varint(payload)
+    assert isinstance(payload, bytes)
+    return tag + payload  # fixed64, fixed32, or the inside of a group
+
+
+def group(number: int, inside: bytes) -> bytes:
+    return varint(number << 3 | 3) + inside + varint(number << 3 | 4)
+
+
+def request_of(*spans: bytes, resource: bytes = b"") -> bytes:
+    scope = b"".join(field(2, s) for s in spans)
+    return field(1, resource + field(2, scope))
+
+
+TASK = KeyValue(key="orchestrator.task.id", value=AnyValue(string_value="T-9"))
+TOKENS = KeyValue(key="gen_ai.usage.input_tokens", value=AnyValue(int_value=12))
+IDS = field(1, b"\x07" * 16) + field(2, b"\x08" * 8)
+
+
+@pytest.mark.parametrize("span", [
+    # fields out of order, ids given twice (the last counts)
+    field(9, TOKENS.SerializeToString()) + field(2, b"\x01" * 8) + IDS,
+    # a KeyValue with its key after its value, and its value given twice (merged)
+    IDS + field(9, field(2, AnyValue(int_value=5).SerializeToString())
+                + field(2, AnyValue(string_value="x").SerializeToString())
+                + field(1, b"gen_ai.usage.input_tokens")),
+    # an AnyValue with two members (the last counts) and arrays given twice (merged)
+    IDS + field(9, field(1, b"gen_ai.request.model") + field(
+        2, field(1, b"a") + field(3, 7, wire=0))),
+    IDS + field(9, field(1, b"gen_ai.request.model") + field(
+        2, field(5, field(1, AnyValue(string_value="a").SerializeToString()))
+        + field(5, field(1, AnyValue(int_value=2).SerializeToString())))),
+    # status given twice (merged): ERROR then a message only
+    IDS + field(15, field(3, 2, wire=0)) + field(15, field(2, b"boom")),
+    # a negative status code and end time
+    IDS + field(15, field(3, 2**64 - 1, wire=0)) + field(8, b"\xff" * 8, wire=1),
+    # known fields with the wrong wire type are unknown fields; groups of unknown fields
+    IDS + field(9, 5, wire=0) + field(1, 3, wire=0)
+    + group(40, field(1, b"x") + group(2, field(3, 1, wire=0)))
+    + field(41, b"\x00" * 4, wire=5) + field(9, TOKENS.SerializeToString()),
+    # a task span split into two occurrences of its attributes
+    IDS + field(9, TASK.SerializeToString()) + field(5, "tâche".encode())
+    + field(9, KeyValue(key="orchestrator.agent.name",
+                        value=AnyValue(string_value="coder")).SerializeToString()),
+    # an empty key and a KeyValue with no value
+    IDS + field(9, b"") + field(9, field(1, b"error.type")),
+])
+def test_the_same_batch_for_non_canonical_encodings(span: bytes) -> None:
+    body = request_of(span, resource=field(1, field(1, KeyValue(
+        key="service.name", value=AnyValue(string_value="a")).SerializeToString()))
+        + field(1, field(1, KeyValue(key="host.name", value=AnyValue(
+            string_value="b")).SerializeToString())))  # the resource given twice
+    ExportTraceServiceRequest.FromString(body)  # protobuf accepts it
+    assert_same(body)
+
+
+# -- arbitrary and damaged bytes -------------------------------------------------------------
+
+_SAMPLE = protobuf_body([*task_trace("T-1", chats=2), *task_trace("T-2", failed=True)])
+
+
+def scan_raw(body: bytes) -> object:
+    """The extension on unvalidated bytes: a result or ValueError, nothing else."""
+    keys = (COUNTING.task_marker, *sorted(COUNTING.child_keys))
+    try:
+        return _otlpscan.scan(body, keys, True, Contribution, _otlp._decode_value, 300, 150)
+    except ValueError:
+        return None
+    except Exception as exc:  # what decode_any raises is protobuf's DecodeError
+        assert type(exc).__name__ == "DecodeError", exc
+        return None
+
+
+damage: Callable[..., bytes] = lambda body, at, value: (  # noqa: E731
+    body[:at] + bytes([value]) + body[at + 1:])
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, len(_SAMPLE) - 1), st.integers(0, 255), st.integers(0, len(_SAMPLE)))
+def test_damaged_requests_agree_and_never_crash(at: int, value: int, cut: int) -> None:
+    """A real request with one byte changed, then cut short: both paths agree, and the
+    extension alone (no validation first) returns or raises ValueError."""
+    body = damage(_SAMPLE, at, value)[:cut]
+    scan_raw(body)
+    assert_same(body)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=512))
+def test_arbitrary_bytes_never_crash_the_extension(body: bytes) -> None:
+    scan_raw(body)
+    scan_raw(request_of(body))
+    scan_raw(request_of(IDS + field(9, body)))
+    assert_same(request_of(body))
+
+
+def test_deeply_nested_groups_are_refused_not_followed() -> None:
+    """A million nested groups end in ValueError, not a stack overflow."""
+    depth = 1_000_000
+    body = request_of(IDS + varint(40 << 3 | 3) * depth + varint(40 << 3 | 4) * depth)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        _otlpscan.scan(body, ("k",), False, Contribution, _otlp._decode_value, 1, 1)
+    assert both(body, ORCHESTRATOR) == ("DecodeError", "DecodeError")
+
+
+def test_bad_arguments_are_type_errors() -> None:
+    with pytest.raises(TypeError):
+        _otlpscan.scan(b"", ("k",), False, dict, _otlp._decode_value, 1, 1)
+    with pytest.raises(TypeError):
+        _otlpscan.scan(b"", (1,), False, Contribution, _otlp._decode_value, 1, 1)
+    with pytest.raises(TypeError):
+        _otlpscan.scan("text", ("k",), False, Contribution, _otlp._decode_value, 1, 1)
