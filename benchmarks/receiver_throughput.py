@@ -284,8 +284,7 @@ def main() -> None:
     try:
         receiver = Receiver(root / "kb", OTEL_DIARY_SERVE_GRACE_S="600",
                             OTEL_DIARY_SHUTDOWN_TIMEOUT_MS="300000",
-                            OTEL_DIARY_SERVE_MAX_SPANS=str(4 * total_spans),
-                            OTEL_DIARY_SERVE_QUEUE_SPANS=str(2 * total_spans))
+                            OTEL_DIARY_SERVE_MAX_SPANS=str(4 * total_spans))
         statuses: Counter[int] = Counter()
         try:
             cpu_before = receiver.cpu_seconds()

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from ._assemble import Ready
 from ._classify import ChildSummary
 from ._conventions import Conventions
-from ._otlp import Batch, Contribution, weight
+from ._otlp import ATTRIBUTE_BYTES, CONTRIBUTION_BYTES, Batch, Contribution, weight
 from ._pipeline import Pipeline
 from ._record import SpanRecord
 from ._suppress import suppressed
@@ -128,6 +128,7 @@ class TraceStore:
                 continue
             if type(payload) is Contribution:
                 entry.contributions.append(payload)
+                size = CONTRIBUTION_BYTES + ATTRIBUTE_BYTES * len(payload.attributes)
             else:
                 assert isinstance(payload, SpanRecord)
                 task_id = payload.span_id
@@ -138,8 +139,8 @@ class TraceStore:
                 entry.tasks[task_id] = payload
                 entry.task_spans[task_id] = (payload.parent_span_id, payload.end_ns)
                 deadlines.append((due, trace_id, task_id))
+                size = weight(payload)
             seen.add(span_id)
-            size = weight(payload)
             entry.size += size
             held += size
         self.bytes += held
@@ -271,8 +272,9 @@ class Admission(enum.Enum):
     """A collector's answer to an offered batch."""
 
     ACCEPTED = "accepted"
-    QUEUE_FULL = "queue_full"
-    """The worker is behind: retry soon (HTTP 429, gRPC RESOURCE_EXHAUSTED)."""
+    BUSY = "busy"
+    """Requests being read and decoded hold all the memory allowed for that: retry soon
+    (HTTP 429, gRPC RESOURCE_EXHAUSTED). Receivers decide this themselves."""
     STORE_FULL = "store_full"
     """Assembly memory is at its bound: retry later (HTTP 503, gRPC UNAVAILABLE)."""
     CLOSED = "shutting_down"
@@ -303,11 +305,16 @@ class Counters:
 
 
 class Collector:
-    """The receivers' side of assembly: a bounded queue, an assembler and a pipeline thread.
+    """The receivers' side of assembly: a locked :class:`TraceStore`, a timer thread and a
+    pipeline thread.
 
-    :meth:`offer` is all a request handler calls: it never waits on the worker. The
-    assembler thread owns the :class:`TraceStore`; a second thread runs the pipeline, so a
-    slow sink or model never stalls assembly (its backlog counts against the bounds).
+    :meth:`offer` is all a request handler calls: it adds the batch to the store at once,
+    under the lock, and never waits on I/O. Assembling on the receiving thread costs less
+    than handing each batch to another thread, where two threads running Python would
+    take the interpreter lock from each other on every socket call. The timer thread
+    decides task spans whose grace period is over and forgets expired traces; the
+    pipeline thread renders and delivers, so a slow sink or model never stalls receiving
+    (its backlog counts against the bounds).
     """
 
     def __init__(
@@ -315,41 +322,31 @@ class Collector:
         store: TraceStore,
         pipeline: Pipeline,
         *,
-        queue_spans: int = 100_000,
         clock: Callable[[], float] = time.monotonic,
         start: bool = True,
     ) -> None:
         self.store = store
         self.pipeline = pipeline
         self.counters = Counters()
-        self.queue_spans = queue_spans
         self._clock = clock
         self._lock = threading.Lock()
-        self._queue: deque[Batch] = deque()
-        self._queued_spans = 0
-        """Valid spans of the queued batches (what ``queue_spans`` bounds)."""
-        self._queued_held = 0
-        """Task spans and contributions of the queued batches."""
-        self._queued_bytes = 0
         self._ready: deque[tuple[Ready, int]] = deque()
         self._ready_count = 0
         self._ready_bytes = 0
-        self._busy = 0
         self._closed = False
-        self._stopping = False
         self._wake = threading.Event()
         self._ready_wake = threading.Event()
         self._idle = threading.Condition(self._lock)
-        self._assembler = threading.Thread(target=self._assemble, name="otel-diary-assemble",
-                                           daemon=True)
+        self._timer = threading.Thread(target=self._decide_due, name="otel-diary-assemble",
+                                       daemon=True)
         self._delivery = threading.Thread(target=self._deliver, name="otel-diary-pipeline",
                                           daemon=True)
-        self._assembler_done = threading.Event()
+        self._timer_done = threading.Event()
         if start:
             self.start()
 
     def start(self) -> None:
-        self._assembler.start()
+        self._timer.start()
         self._delivery.start()
 
     # -- hot path -------------------------------------------------------------------------
@@ -358,8 +355,6 @@ class Collector:
         """Whether a request is worth reading at all (cheap, no lock)."""
         if self._closed:
             return Admission.CLOSED
-        if self._queued_spans >= self.queue_spans:
-            return Admission.QUEUE_FULL
         spans_left, bytes_left = self._room()
         if spans_left <= 0 or bytes_left <= 0:
             return Admission.STORE_FULL
@@ -370,12 +365,11 @@ class Collector:
         store = self.store
         if len(store) >= store.max_traces:
             return 0, 0
-        return (store.max_spans - store.spans - self._queued_held - self._ready_count,
-                store.max_bytes - store.bytes - self._queued_bytes - self._ready_bytes)
+        return (store.max_spans - store.spans - self._ready_count,
+                store.max_bytes - store.bytes - self._ready_bytes)
 
     def offer(self, batch: Batch) -> Admission:
-        """Queue ``batch`` for assembly, or say why not. Never blocks on the worker."""
-        spans = batch.valid
+        """Assemble ``batch``, or say why not. Never waits on I/O or on the pipeline."""
         held = len(batch.items)
         size = batch.size
         store = self.store
@@ -384,31 +378,31 @@ class Collector:
                 return Admission.CLOSED
             if held > store.max_spans or size > store.max_bytes:
                 return Admission.TOO_LARGE
-            if self._queued_spans and self._queued_spans + spans > self.queue_spans:
-                return Admission.QUEUE_FULL
             if held:
                 spans_left, bytes_left = self._room()
                 if held > spans_left or size > bytes_left:
                     return Admission.STORE_FULL
-            if spans:
-                self._queue.append(batch)
-                self._queued_spans += spans
-                self._queued_held += held
-                self._queued_bytes += size
-        if spans:
-            self._wake.set()
+            if batch.valid:
+                waiting = store.next_deadline() is not None
+                try:
+                    self._hand_over(store.add(batch, self._clock()))
+                except Exception:
+                    self.counters.add("worker_errors")
+                    logger.exception("otel-diary assembly failed; continuing")
+                if not waiting and store.next_deadline() is not None:
+                    self._wake.set()  # the timer thread may be asleep for longer
         return Admission.ACCEPTED
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until everything queued is assembled and every decided task delivered."""
+        """Decide every task span whose grace period is over and wait until each one
+        decided is delivered."""
         deadline = time.monotonic() + timeout
-        self._wake.set()
         with self._idle:
-            return self._idle.wait_for(
-                lambda: not self._queue and not self._busy and not self._ready_count,
-                max(deadline - time.monotonic(), 0))
+            self._hand_over(self.store.due(self._clock()))
+            return self._idle.wait_for(lambda: not self._ready_count,
+                                       max(deadline - time.monotonic(), 0))
 
     def close(self, timeout: float = 10.0) -> bool:
         """Stop taking batches, decide every waiting task now and deliver it; idempotent.
@@ -418,13 +412,12 @@ class Collector:
         with self._lock:
             already = self._closed
             self._closed = True
-            self._stopping = True
-        if already and not self._assembler.is_alive() and not self._delivery.is_alive():
+        if already and not self._timer.is_alive() and not self._delivery.is_alive():
             return True
         self._wake.set()
         deadline = time.monotonic() + timeout
         finished = True
-        for thread in (self._assembler, self._delivery):
+        for thread in (self._timer, self._delivery):
             if thread.is_alive():
                 thread.join(max(deadline - time.monotonic(), 0))
                 finished = finished and not thread.is_alive()
@@ -432,7 +425,7 @@ class Collector:
             self.pipeline.close()
         if not finished:
             logger.warning("otel-diary stopped with work left", extra={"fields": {
-                "queued_spans": self._queued_spans, "pending_diaries": self._ready_count}})
+                "pending_diaries": self._ready_count}})
         return finished
 
     @property
@@ -440,20 +433,12 @@ class Collector:
         return self._closed
 
     @property
-    def queued_spans(self) -> int:
-        return self._queued_spans
-
-    @property
-    def queued_held(self) -> int:
-        return self._queued_held
-
-    @property
     def pending_diaries(self) -> int:
         return self._ready_count
 
     # -- workers --------------------------------------------------------------------------
 
-    def _assemble(self) -> None:
+    def _decide_due(self) -> None:
         store = self.store
         next_expiry = 0.0
         try:
@@ -462,53 +447,32 @@ class Collector:
                 wait = 0.5 if deadline is None else min(max(deadline - self._clock(), 0), 0.5)
                 self._wake.wait(wait)
                 self._wake.clear()
-                try:
-                    self._assemble_queued()
-                    now = self._clock()
-                    self._hand_over(store.due(now))
-                    if now >= next_expiry:
-                        next_expiry = now + 1.0
-                        store.expire(now)
-                    if self._stopping:
-                        self._assemble_queued()
-                        self._hand_over(store.drain())
-                        return
-                except Exception:
-                    self.counters.add("worker_errors")
-                    logger.exception("otel-diary assembly failed; continuing")
-                finally:
-                    with self._idle:
-                        self._idle.notify_all()
+                with self._lock:
+                    try:
+                        now = self._clock()
+                        self._hand_over(store.due(now))
+                        if now >= next_expiry:
+                            next_expiry = now + 1.0
+                            store.expire(now)
+                        if self._closed:
+                            self._hand_over(store.drain())
+                            return
+                    except Exception:
+                        self.counters.add("worker_errors")
+                        logger.exception("otel-diary assembly failed; continuing")
         finally:
-            self._assembler_done.set()
+            self._timer_done.set()
             self._ready_wake.set()
 
-    def _assemble_queued(self) -> None:
-        store = self.store
-        while True:
-            with self._lock:
-                if not self._queue:
-                    return
-                batch = self._queue.popleft()
-                self._busy += 1
-            try:
-                self._hand_over(store.add(batch, self._clock()))
-            finally:
-                with self._lock:
-                    self._busy -= 1
-                    self._queued_spans -= batch.valid
-                    self._queued_held -= len(batch.items)
-                    self._queued_bytes -= batch.size
-
     def _hand_over(self, ready: list[Ready]) -> None:
+        """Queue decided tasks for the pipeline thread; the caller holds the lock."""
         if not ready:
             return
-        with self._lock:
-            for item in ready:
-                size = weight(item[0])
-                self._ready.append((item, size))
-                self._ready_count += 1
-                self._ready_bytes += size
+        for item in ready:
+            size = weight(item[0])
+            self._ready.append((item, size))
+            self._ready_count += 1
+            self._ready_bytes += size
         self._ready_wake.set()
 
     def _deliver(self) -> None:
@@ -529,7 +493,7 @@ class Collector:
                     self._ready_count -= 1
                     self._ready_bytes -= size
                     self._idle.notify_all()
-            if self._assembler_done.is_set() and not self._ready:
+            if self._timer_done.is_set() and not self._ready:
                 return
 
 
@@ -548,9 +512,8 @@ _METRICS: tuple[tuple[str, str, str], ...] = (
     ("errors_total", "counter", "Internal errors, by stage."),
     ("open_traces", "gauge", "Traces being assembled."),
     ("held_spans", "gauge",
-     "Task spans and contributions held for assembly, queued or awaiting the pipeline."),
+     "Task spans and contributions held for assembly or awaiting the pipeline."),
     ("held_bytes", "gauge", "Estimated bytes held for assembly."),
-    ("queued_spans", "gauge", "Spans waiting for the assembler."),
     ("pending_diaries", "gauge", "Root task spans waiting for the pipeline."),
 )
 
@@ -577,10 +540,8 @@ def _samples(collector: Collector) -> dict[str, list[tuple[str, int]]]:
                                 ('stage="reflection"', stats.reflection_fallbacks),
                                 ('stage="assembly"', collector.counters.get("worker_errors"))]
     samples["open_traces"].append(("", len(store)))
-    samples["held_spans"].append(("", store.spans + collector.queued_held
-                                  + collector.pending_diaries))
+    samples["held_spans"].append(("", store.spans + collector.pending_diaries))
     samples["held_bytes"].append(("", max(store.bytes, 0)))
-    samples["queued_spans"].append(("", collector.queued_spans))
     samples["pending_diaries"].append(("", collector.pending_diaries))
     return samples
 

@@ -1,14 +1,16 @@
 """OTLP/gRPC receiver: ``opentelemetry.proto.collector.trace.v1.TraceService/Export``.
 
-Requests up to 64 MiB (gzip-compressed or not) are decoded and queued like OTLP/HTTP ones.
-Status codes follow the OTLP specification: INVALID_ARGUMENT for what cannot be decoded,
-UNAUTHENTICATED, RESOURCE_EXHAUSTED (with ``RetryInfo``) when the receiver is busy and
-UNAVAILABLE when assembly memory is full or the service is stopping; both are retried.
+Requests up to 64 MiB (gzip-compressed or not) are decoded and assembled like OTLP/HTTP
+ones. Status codes follow the OTLP specification: INVALID_ARGUMENT for what cannot be
+decoded, UNAUTHENTICATED, RESOURCE_EXHAUSTED (with ``RetryInfo``) when the requests being
+decoded at once hold their memory budget, and UNAVAILABLE when assembly memory is full or
+the service is stopping; both are retried.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from concurrent import futures
 
 import grpc
@@ -23,17 +25,19 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from ._collect import Admission, Collector
 from ._conventions import Conventions
-from ._otlp import DecodeError, extract, parse_protobuf
+from ._otlp import PROTOBUF, DecodeError, decode
 from ._receive_http import token_offered
 
 logger = logging.getLogger("otel_diary")
 
 MAX_MESSAGE_BYTES = 64 * 2**20
+INFLIGHT_BYTES = 2 * MAX_MESSAGE_BYTES
+"""Request bytes decoded at once; past it, RESOURCE_EXHAUSTED with a retry delay."""
 SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name
 
 _SATURATED = {
-    Admission.QUEUE_FULL: (grpc.StatusCode.RESOURCE_EXHAUSTED, 1,
-                           "the receiver is busy; retry after the delay given"),
+    Admission.BUSY: (grpc.StatusCode.RESOURCE_EXHAUSTED, 1,
+                     "the receiver is busy; retry after the delay given"),
     Admission.STORE_FULL: (grpc.StatusCode.UNAVAILABLE, 5,
                            "assembly memory is full; retry after the delay given"),
     Admission.CLOSED: (grpc.StatusCode.UNAVAILABLE, 5, "the receiver is shutting down"),
@@ -44,10 +48,13 @@ class TraceService:
     """The ``Export`` method; takes the raw request bytes so decode errors are its own."""
 
     def __init__(self, collector: Collector, conventions: Conventions, *,
-                 token: str | None = None) -> None:
+                 token: str | None = None, inflight_bytes: int = INFLIGHT_BYTES) -> None:
         self.collector = collector
         self.conventions = conventions
         self._token = token.encode() if token else None
+        self._budget = inflight_bytes
+        self._inflight = 0
+        self._lock = threading.Lock()
 
     def export(self, request: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
         counters = self.collector.counters
@@ -57,11 +64,21 @@ class TraceService:
         admission = self.collector.saturation()
         if admission is not Admission.ACCEPTED:
             self._refuse(context, admission, 0)
+        size = len(request)
+        with self._lock:
+            busy = self._inflight + size > self._budget
+            if not busy:
+                self._inflight += size
+        if busy:
+            self._refuse(context, Admission.BUSY, 0)
         try:
-            batch = extract(parse_protobuf(request), self.conventions, raw=request)
+            batch = decode(request, PROTOBUF, self.conventions)
         except DecodeError as exc:
             counters.add("requests_rejected_total:reason", "undecodable")
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        finally:
+            with self._lock:
+                self._inflight -= size
         admission = self.collector.offer(batch)
         if admission is Admission.TOO_LARGE:
             counters.add("requests_rejected_total:reason", "too_large")

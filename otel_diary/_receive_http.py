@@ -55,8 +55,8 @@ _ACCEPTED = {media_type: export_response(media_type) for media_type in MEDIA_TYP
 """The response to a request whose spans were all taken, by content type."""
 
 _SATURATED = {
-    Admission.QUEUE_FULL: (429, _RESOURCE_EXHAUSTED, 1,
-                           "the receiver is busy; retry after the delay given"),
+    Admission.BUSY: (429, _RESOURCE_EXHAUSTED, 1,
+                     "the receiver is busy; retry after the delay given"),
     Admission.STORE_FULL: (503, _UNAVAILABLE, 5,
                            "assembly memory is full; retry after the delay given"),
     Admission.CLOSED: (503, _UNAVAILABLE, 5, "the receiver is shutting down"),
@@ -189,6 +189,11 @@ class OtlpHttpApp:
                  else _ACCEPTED[media_type])
         await _respond(send, 200, media_type, reply)
 
+    @property
+    def inflight(self) -> int:
+        """Bytes held by the requests being read and decoded now."""
+        return self._inflight
+
     def _check_saturation(self) -> None:
         admission = self.collector.saturation()
         if admission is not Admission.ACCEPTED:
@@ -226,7 +231,7 @@ class OtlpHttpApp:
                         held = raw
                     self._inflight += held - before
                     if self._inflight > self._budget:
-                        raise _saturated(Admission.QUEUE_FULL, 0)
+                        raise _saturated(Admission.BUSY, 0)
                 if not message.get("more_body", False):
                     break
             if inflater is None:

@@ -41,7 +41,7 @@ class Service:
             max_spans=settings.serve_max_spans,
             max_bytes=settings.serve_max_bytes,
         )
-        self.collector = Collector(store, pipeline, queue_spans=settings.serve_queue_spans)
+        self.collector = Collector(store, pipeline)
         token = settings.serve_token.get_secret_value() if settings.serve_token else None
         self.http_app = OtlpHttpApp(self.collector, conventions, token=token,
                                     max_body_bytes=settings.serve_max_body_bytes)

@@ -225,9 +225,6 @@ class Settings(BaseSettings):
     serve_max_bytes: int = Field(256 * 1024 * 1024, gt=0)
     """``OTEL_DIARY_SERVE_MAX_BYTES``: most (estimated) bytes held for assembly; 256 MiB by
     default. At any of these bounds the receiver answers 503 with ``Retry-After``."""
-    serve_queue_spans: int = Field(100_000, gt=0, le=10_000_000)
-    """``OTEL_DIARY_SERVE_QUEUE_SPANS``: most received spans waiting for the assembler
-    (beyond it: 429 with ``Retry-After``); 100000 by default."""
 
     @field_validator("enabled", mode="before")
     @classmethod

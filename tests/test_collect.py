@@ -151,12 +151,11 @@ def test_drain_decides_every_waiting_task() -> None:
     assert (len(traces), traces.rootless_expired) == (0, 1)
 
 
-def collector(sink: InMemorySink, *, start: bool = True, queue_spans: int = 1000,
-              **bounds: float) -> Collector:
+def collector(sink: InMemorySink, *, start: bool = True, **bounds: float) -> Collector:
     settings = Settings(dir=None, index=False)
     pipeline = build_pipeline(settings, ORCHESTRATOR, sinks=[sink])
     traces = TraceStore(ORCHESTRATOR, grace=0.05, trace_timeout=60, **bounds)  # type: ignore[arg-type]
-    return Collector(traces, pipeline, queue_spans=queue_spans, start=start)
+    return Collector(traces, pipeline, start=start)
 
 
 def test_collector_assembles_offered_batches_into_diaries() -> None:
@@ -174,12 +173,16 @@ def test_collector_assembles_offered_batches_into_diaries() -> None:
         assert service.close(10)
 
 
-def test_collector_says_queue_full_when_the_worker_is_behind() -> None:
-    """With the assembler behind, a batch past the queue bound is refused (429)."""
-    service = collector(InMemorySink(), start=False, queue_spans=5)
+def test_offer_assembles_the_batch_at_once() -> None:
+    """An accepted batch is in the store when offer returns (no thread involved); a
+    batch of refused spans only is accepted and holds nothing."""
+    service = collector(InMemorySink(), start=False)
     assert service.offer(batch_of(task_trace("A", chats=2))) is Admission.ACCEPTED
-    assert service.offer(batch_of(task_trace("B", chats=2))) is Admission.QUEUE_FULL
-    assert service.queued_spans == 4
+    assert (len(service.store), service.store.spans, service.store.accepted) == (1, 3, 4)
+    zero = batch_of([span(bytes(16), b"\x01" * 8)])
+    assert (zero.valid, zero.rejected) == (0, 1)
+    assert service.offer(zero) is Admission.ACCEPTED
+    assert (len(service.store), service.store.accepted) == (1, 4)
 
 
 def test_collector_says_store_full_at_the_span_bound() -> None:

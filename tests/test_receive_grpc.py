@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceS
 from otel_diary import ORCHESTRATOR, Settings
 from otel_diary._collect import Collector, TraceStore
 from otel_diary._pipeline import build_pipeline
-from otel_diary._receive_grpc import SERVICE, TraceService, grpc_server
+from otel_diary._receive_grpc import INFLIGHT_BYTES, SERVICE, TraceService, grpc_server
 from otel_diary.testing import InMemorySink
 from tests.otlp_build import request, span, task_trace
 
@@ -36,14 +36,13 @@ class Receiver:
 
 
 @contextmanager
-def receiver(*, token: str | None = None, start: bool = True, queue_spans: int = 10_000,
-             ) -> Iterator[Receiver]:
+def receiver(*, token: str | None = None, start: bool = True,
+             inflight_bytes: int = INFLIGHT_BYTES) -> Iterator[Receiver]:
     sink = InMemorySink()
     pipeline = build_pipeline(Settings(index=False), ORCHESTRATOR, sinks=[sink])
-    collector = Collector(TraceStore(ORCHESTRATOR, grace=0), pipeline, queue_spans=queue_spans,
-                          start=start)
-    server, port = grpc_server(TraceService(collector, ORCHESTRATOR, token=token),
-                               "127.0.0.1", 0)
+    collector = Collector(TraceStore(ORCHESTRATOR, grace=0), pipeline, start=start)
+    service = TraceService(collector, ORCHESTRATOR, token=token, inflight_bytes=inflight_bytes)
+    server, port = grpc_server(service, "127.0.0.1", 0)
     channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[
         ("grpc.max_send_message_length", 128 * 2**20)])
     try:
@@ -92,13 +91,15 @@ def test_missing_credentials_are_unauthenticated() -> None:
 
 
 def test_busy_receiver_is_resource_exhausted_with_retry_info() -> None:
-    """When the assembler is behind: RESOURCE_EXHAUSTED carrying a RetryInfo delay."""
+    """A request that would take the bytes being decoded past their budget:
+    RESOURCE_EXHAUSTED carrying a RetryInfo delay."""
     from google.rpc import error_details_pb2  # type: ignore[import-untyped]
 
-    with receiver(start=False, queue_spans=5) as server:
-        server.stub.Export(request(task_trace("A", chats=3)), timeout=30)
+    small = request(task_trace("A", chats=0))
+    with receiver(inflight_bytes=small.ByteSize() + 10) as server:
+        server.stub.Export(small, timeout=30)
         with pytest.raises(grpc.RpcError) as caught:
-            server.stub.Export(request(task_trace("B")), timeout=30)
+            server.stub.Export(request(task_trace("B", chats=3)), timeout=30)
     error = caught.value
     assert isinstance(error, grpc.Call)
     assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import threading
+import time
 import tracemalloc
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,12 +45,14 @@ class Receiver:
 
 @contextmanager
 def receiver(*, token: str | None = None, max_body_bytes: int = 2**20, start: bool = True,
-             queue_spans: int = 10_000, grace: float = 0.0, **bounds: int) -> Iterator[Receiver]:
+             inflight_bytes: int | None = None, grace: float = 0.0,
+             **bounds: int) -> Iterator[Receiver]:
     sink = InMemorySink()
     pipeline = build_pipeline(Settings(index=False), ORCHESTRATOR, sinks=[sink])
     store = TraceStore(ORCHESTRATOR, grace=grace, trace_timeout=60, **bounds)
-    collector = Collector(store, pipeline, queue_spans=queue_spans, start=start)
-    app = OtlpHttpApp(collector, ORCHESTRATOR, token=token, max_body_bytes=max_body_bytes)
+    collector = Collector(store, pipeline, start=start)
+    app = OtlpHttpApp(collector, ORCHESTRATOR, token=token, max_body_bytes=max_body_bytes,
+                      inflight_bytes=inflight_bytes)
     try:
         with serve_asgi(app) as url:
             yield Receiver(url, app, collector, sink)
@@ -185,12 +189,35 @@ def test_gzip_bomb_gets_413_without_inflating_it() -> None:
 
 
 def test_busy_receiver_answers_429_with_retry_after() -> None:
-    """When the assembler is behind, 429 with Retry-After and a RESOURCE_EXHAUSTED status."""
-    with receiver(start=False, queue_spans=5) as server:
-        assert server.post(protobuf_body(task_trace("A", chats=3)), PROTOBUF).status_code == 200
-        busy = server.post(protobuf_body(task_trace("B")), PROTOBUF)
+    """While bodies being read hold the in-flight budget, a new one gets 429 with
+    Retry-After and a RESOURCE_EXHAUSTED status; the held request still succeeds."""
+    body = protobuf_body(task_trace("A", chats=3))
+    half = len(body) // 2
+    release = threading.Event()
+
+    def slow_body() -> Iterator[bytes]:
+        yield body[:half]
+        release.wait(30)
+        yield body[half:]
+
+    with receiver(inflight_bytes=len(body) + 100) as server:
+        held: list[httpx.Response] = []
+        sender = threading.Thread(target=lambda: held.append(server.post(
+            slow_body(), PROTOBUF)))  # type: ignore[arg-type]
+        sender.start()
+        try:
+            for _ in range(500):  # until the first half is being held
+                if server.app.inflight >= half:
+                    break
+                time.sleep(0.01)
+            busy = server.post(protobuf_body(task_trace("B")), PROTOBUF)
+        finally:
+            release.set()
+            sender.join(30)
         assert busy.status_code == 429 and busy.headers["retry-after"] == "1"
         assert status_of(busy).code == 8
+        assert held[0].status_code == 200
+        assert server.app.inflight == 0
 
 
 def test_full_assembly_memory_answers_503_with_retry_after() -> None:
@@ -234,7 +261,7 @@ def test_metrics_endpoint_counts_received_and_rejected() -> None:
 _fuzz_sink = InMemorySink()
 _fuzz_collector = Collector(TraceStore(ORCHESTRATOR, grace=0),
                             build_pipeline(Settings(index=False), ORCHESTRATOR,
-                                           sinks=[_fuzz_sink]), queue_spans=10**7)
+                                           sinks=[_fuzz_sink]))
 _fuzz_app = OtlpHttpApp(_fuzz_collector, ORCHESTRATOR, max_body_bytes=4096)
 
 
