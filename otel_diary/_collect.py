@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from ._assemble import Ready
 from ._classify import ChildSummary
 from ._conventions import Conventions
-from ._otlp import ATTRIBUTE_BYTES, CONTRIBUTION_BYTES, Batch, Contribution, weight
+from ._otlp import Batch, Contribution, weight
 from ._pipeline import Pipeline
 from ._record import SpanRecord
 from ._suppress import suppressed
@@ -108,43 +108,49 @@ class TraceStore:
     def add(self, batch: Batch, now: float) -> list[Ready]:
         """Take in one request's spans; returns what eviction decided early (usually none)."""
         traces = self._traces
-        deadlines = self._deadlines
-        due = now + self.grace
-        entry: _Trace | None = None
-        last_trace = b""
-        duplicates = held = 0
-        for trace_id, span_id, payload in batch.items:
-            if trace_id != last_trace or entry is None:
-                last_trace = trace_id
-                entry = traces.get(trace_id)
-                if entry is None:
-                    entry = traces[trace_id] = _Trace(last_seen=now)
-                else:
-                    entry.last_seen = now
-                    traces.move_to_end(trace_id)
-            seen = entry.seen
-            if span_id in seen:
-                duplicates += 1
-                continue
-            if type(payload) is Contribution:
-                entry.contributions.append(payload)
-                size = CONTRIBUTION_BYTES + ATTRIBUTE_BYTES * len(payload.attributes)
+        duplicates = held = size = 0
+        for trace_id, span_ids, contributions, tasks, part_size in batch.parts:
+            entry = traces.get(trace_id)
+            if entry is None:
+                entry = traces[trace_id] = _Trace(last_seen=now)
             else:
-                assert isinstance(payload, SpanRecord)
-                task_id = payload.span_id
+                entry.last_seen = now
+                traces.move_to_end(trace_id)
+            seen = entry.seen
+            if span_ids:
+                fresh = set(span_ids)
+                if len(fresh) == len(span_ids) and seen.isdisjoint(fresh):
+                    seen |= fresh  # the usual case: no copies, taken at once
+                    entry.contributions.extend(contributions)
+                    held += len(span_ids)
+                    entry.size += part_size
+                    size += part_size
+                else:
+                    for span_id, contribution in zip(span_ids, contributions, strict=True):
+                        if span_id in seen:
+                            duplicates += 1
+                            continue
+                        seen.add(span_id)
+                        entry.contributions.append(contribution)
+                        held += 1
+                        entry.size += contribution.size
+                        size += contribution.size
+            for span_id, record in tasks:
+                task_id = record.span_id
                 decided = self._done.get(trace_id)
-                if decided is not None and task_id in decided:
+                if span_id in seen or (decided is not None and task_id in decided):
                     duplicates += 1
                     continue
-                entry.tasks[task_id] = payload
-                entry.task_spans[task_id] = (payload.parent_span_id, payload.end_ns)
-                deadlines.append((due, trace_id, task_id))
-                size = weight(payload)
-            seen.add(span_id)
-            entry.size += size
-            held += size
-        self.bytes += held
-        self.spans += len(batch.items) - duplicates
+                seen.add(span_id)
+                entry.tasks[task_id] = record
+                entry.task_spans[task_id] = (record.parent_span_id, record.end_ns)
+                self._deadlines.append((now + self.grace, trace_id, task_id))
+                held += 1
+                task_size = weight(record)
+                entry.size += task_size
+                size += task_size
+        self.bytes += size
+        self.spans += held
         self.duplicates += duplicates
         self.accepted += batch.valid - duplicates
         return self._relieve()
@@ -370,7 +376,7 @@ class Collector:
 
     def offer(self, batch: Batch) -> Admission:
         """Assemble ``batch``, or say why not. Never waits on I/O or on the pipeline."""
-        held = len(batch.items)
+        held = batch.held
         size = batch.size
         store = self.store
         with self._lock:

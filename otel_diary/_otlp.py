@@ -94,22 +94,35 @@ class Contribution(NamedTuple):
 
 
 Payload = SpanRecord | Contribution
-Item = tuple[bytes, bytes, Payload]
-"""(trace id, span id, payload) for a task span or a contributing span."""
+
+
+class Part(NamedTuple):
+    """Kept spans of one trace that follow each other in a request."""
+
+    trace_id: bytes
+    span_ids: list[bytes]
+    """Of the contributions, one each."""
+    contributions: list[Contribution]
+    tasks: list[tuple[bytes, SpanRecord]]
+    """(span id, record) of each task span."""
+    size: int
+    """Estimated bytes of the contributions."""
 
 
 @dataclass(slots=True)
 class Batch:
     """The spans of one request that assembly needs, and how many were valid or refused."""
 
-    items: list[Item] = field(default_factory=list)
+    parts: list[Part] = field(default_factory=list)
+    held: int = 0
+    """Task spans and contributions in the parts."""
     valid: int = 0
-    """Spans with valid ids: the items and the spans that were only counted."""
+    """Spans with valid ids: those held and those only counted."""
     rejected: int = 0
     reason: str = ""
     """Why the first refused span was refused (for ``partial_success.error_message``)."""
     size: int = 0
-    """Estimated bytes the collector holds while assembling the items."""
+    """Estimated bytes the collector holds while assembling the parts."""
 
     @property
     def spans(self) -> int:
@@ -308,9 +321,9 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
         wanted = {}  # no span of this request has a key that matters
     child_errors = conventions.recover_on_child_errors
     batch = Batch()
-    append = batch.items.append
-    valid = 0
-    size = 0
+    parts = batch.parts
+    part: Part | None = None
+    valid = held = size = 0
     for resource_spans in request.resource_spans:
         resource: dict[str, object] | None = None
         for scope_spans in resource_spans.scope_spans:
@@ -336,21 +349,37 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
                             value = kv.value  # most are strings or integers: one read
                             found[key] = (value.string_value or value.int_value
                                           or any_value(value))
+                is_error = child_errors and span.status.code == _STATUS_ERROR
+                if found is None and not is_error:
+                    continue
+                if part is None or part.trace_id != trace_id:
+                    if part is not None:
+                        parts[-1] = part._replace(size=size_of(part.contributions))
+                    part = Part(trace_id, [], [], [], 0)
+                    parts.append(part)
+                held += 1
                 if found is not None and marker in found and conventions.is_task(found):
                     if resource is None:
                         resource = attributes(resource_spans.resource.attributes)
                     record = task_record(span, resource)
                     size += weight(record)
-                    append((trace_id, span_id, record))
+                    part.tasks.append((span_id, record))
                     continue
-                is_error = child_errors and span.status.code == _STATUS_ERROR
-                if found is not None or is_error:
-                    contribution = Contribution(found or {}, is_error, span.end_time_unix_nano)
-                    size += contribution.size
-                    append((trace_id, span_id, contribution))
+                contribution = Contribution(found or {}, is_error, span.end_time_unix_nano)
+                size += contribution.size
+                part.span_ids.append(span_id)
+                part.contributions.append(contribution)
+    if part is not None:
+        parts[-1] = part._replace(size=size_of(part.contributions))
+    batch.held = held
     batch.valid = valid
     batch.size = size
     return batch
+
+
+def size_of(contributions: Iterable[Contribution]) -> int:
+    """Estimated bytes held for ``contributions``."""
+    return sum(CONTRIBUTION_BYTES + ATTRIBUTE_BYTES * len(c.attributes) for c in contributions)
 
 
 def scan(body: bytes, conventions: Conventions) -> Batch:
@@ -358,35 +387,34 @@ def scan(body: bytes, conventions: Conventions) -> Batch:
     extension: only the spans kept become Python objects."""
     keys = (conventions.task_marker, *sorted(conventions.child_keys))
     try:
-        items, tasks, valid, rejected, size = _otlpscan.scan(
-            body, keys, conventions.recover_on_child_errors, Contribution, _decode_value,
-            CONTRIBUTION_BYTES, ATTRIBUTE_BYTES)
+        parts, held, valid, rejected, size = _otlpscan.scan(
+            body, keys, conventions.task_marker_values, conventions.recover_on_child_errors,
+            Contribution, _decode_value, CONTRIBUTION_BYTES, ATTRIBUTE_BYTES)
     except (ValueError, _ProtobufDecodeError) as exc:
         raise DecodeError(str(exc)) from None
-    for (index, name, start, end, parent, flags, code, message, span_attributes,
-         resource) in tasks:
-        trace_id, span_id, contribution = items[index]
-        if not conventions.is_task(contribution.attributes):
-            continue
-        if parent and len(parent) != 8:
-            raise DecodeError(f"span {name[:64]!r}: parent span id must be 8 bytes "
-                              f"(got {len(parent)})")
-        record = SpanRecord(
-            trace_id=int.from_bytes(trace_id, "big"),
-            span_id=int.from_bytes(span_id, "big"),
-            name=name,
-            start_ns=start,
-            end_ns=end or start,
-            parent_span_id=int.from_bytes(parent, "big") or None,
-            parent_is_remote=bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
-            is_error=code == _STATUS_ERROR,
-            status_message=message,
-            attributes=span_attributes,
-            resource=resource,
-        )
-        size += weight(record) - contribution.size
-        items[index] = (trace_id, span_id, record)
-    return Batch(items, valid, rejected, ZERO_ID if rejected else "", size)
+    for index, (trace_id, span_ids, contributions, tasks, part_size) in enumerate(parts):
+        for n, (span_id, name, start, end, parent, flags, code, message, span_attributes,
+                resource) in enumerate(tasks):
+            if parent and len(parent) != 8:
+                raise DecodeError(f"span {name[:64]!r}: parent span id must be 8 bytes "
+                                  f"(got {len(parent)})")
+            record = SpanRecord(
+                trace_id=int.from_bytes(trace_id, "big"),
+                span_id=int.from_bytes(span_id, "big"),
+                name=name,
+                start_ns=start,
+                end_ns=end or start,
+                parent_span_id=int.from_bytes(parent, "big") or None,
+                parent_is_remote=bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
+                is_error=code == _STATUS_ERROR,
+                status_message=message,
+                attributes=span_attributes,
+                resource=resource,
+            )
+            size += weight(record)
+            tasks[n] = (span_id, record)
+        parts[index] = Part(trace_id, span_ids, contributions, tasks, part_size)
+    return Batch(parts, held, valid, rejected, ZERO_ID if rejected else "", size)
 
 
 def _decode_value(data: bytes, pair: bool = False) -> object:

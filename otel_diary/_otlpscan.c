@@ -166,6 +166,7 @@ next(Fields *fields, Field *field)
 
 typedef struct {
     PyObject *tuple;           /* the keys, a tuple of str: they stay alive while it does */
+    PyObject *marker_values;   /* what the marker (the first key) must be, or None */
     Py_ssize_t count;
     const char **utf8;
     Py_ssize_t *sizes;
@@ -333,6 +334,17 @@ all_attributes(const Wanted *wanted, PyObject *dict, const uint8_t *data, size_t
     return got < 0 ? -1 : 0;
 }
 
+/* Appends item to list and drops the caller's reference; -1 when item is NULL. */
+static int
+append_new(PyObject *list, PyObject *item)
+{
+    if (item == NULL)
+        return -1;
+    int appended = PyList_Append(list, item);
+    Py_DECREF(item);
+    return appended;
+}
+
 static int
 is_zero(const uint8_t *data, size_t size)
 {
@@ -342,15 +354,81 @@ is_zero(const uint8_t *data, size_t size)
     return 1;
 }
 
+enum { PART_TRACE, PART_SPAN_IDS, PART_CONTRIBUTIONS, PART_TASKS, PART_SIZE, PART_FIELDS };
+
 typedef struct {
-    PyObject *items;       /* list of (trace id, span id, Contribution) */
-    PyObject *tasks;       /* list of task span candidates, see scan_doc */
-    PyObject *last_trace;  /* the trace id of the last item, shared by the next ones */
+    PyObject *parts;       /* list of parts, see scan_doc */
+    PyObject *part;        /* the last one (borrowed from parts) */
+    long long part_size;   /* its contributions' size, stored when the part is done */
     const uint8_t *group;  /* the ResourceSpans being read */
     size_t group_size;
-    PyObject *resource;    /* its resource attributes, once a candidate needed them */
-    long long valid, rejected, size;
+    PyObject *resource;    /* its resource attributes, once a task span needed them */
+    long long held, valid, rejected, size;
 } Scan;
+
+/* Stores the size of the last part's contributions in it. */
+static int
+close_part(Scan *scan)
+{
+    if (scan->part == NULL)
+        return 0;
+    PyObject *size = PyLong_FromLongLong(scan->part_size);
+    if (size == NULL)
+        return -1;
+    PyObject *placeholder = PyTuple_GET_ITEM(scan->part, PART_SIZE);
+    PyTuple_SET_ITEM(scan->part, PART_SIZE, size);
+    Py_DECREF(placeholder);
+    scan->part = NULL;
+    return 0;
+}
+
+/* The part of trace_id the next kept span goes to: the last one, or a new one. */
+static PyObject *
+part_for(Scan *scan, const uint8_t *trace_id)
+{
+    PyObject *part = scan->part;
+    if (part != NULL &&
+        memcmp(PyBytes_AS_STRING(PyTuple_GET_ITEM(part, PART_TRACE)), trace_id, TRACE_ID) == 0)
+        return part;
+    if (close_part(scan) < 0)
+        return NULL;
+    part = PyTuple_New(PART_FIELDS);
+    if (part == NULL)
+        return NULL;
+    PyObject *fields[] = {PyBytes_FromStringAndSize((const char *)trace_id, TRACE_ID),
+                          PyList_New(0), PyList_New(0), PyList_New(0)};
+    for (int i = 0; i < PART_SIZE; i++) {
+        if (fields[i] == NULL) {
+            for (int j = i; j < PART_SIZE; j++)
+                Py_XDECREF(fields[j]);
+            Py_DECREF(part);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(part, i, fields[i]);
+    }
+    PyTuple_SET_ITEM(part, PART_SIZE, PyLong_FromLong(0));  /* replaced by close_part */
+    if (PyTuple_GET_ITEM(part, PART_SIZE) == NULL) {
+        Py_DECREF(part);
+        return NULL;
+    }
+    if (append_new(scan->parts, part) < 0)
+        return NULL;
+    scan->part = part;
+    scan->part_size = 0;
+    return part;
+}
+
+/* Whether the marker's value makes a task span, as Conventions.is_task has it. */
+static int
+is_task(const Wanted *wanted, PyObject *found)
+{
+    PyObject *value = PyDict_GetItemWithError(found, PyTuple_GET_ITEM(wanted->tuple, 0));
+    if (value == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (wanted->marker_values == Py_None)
+        return value != Py_None && !(PyUnicode_Check(value) && PyUnicode_GET_LENGTH(value) == 0);
+    return PyUnicode_Check(value) ? PySequence_Contains(wanted->marker_values, value) : 0;
+}
 
 /* The resource attributes of the ResourceSpans being read (a new reference). */
 static PyObject *
@@ -380,16 +458,6 @@ static PyObject *
 text(const uint8_t *data, size_t size)
 {
     return PyUnicode_DecodeUTF8((const char *)data, (Py_ssize_t)size, NULL);
-}
-
-static int
-append_new(PyObject *list, PyObject *item)
-{
-    if (item == NULL)
-        return -1;
-    int appended = PyList_Append(list, item);
-    Py_DECREF(item);
-    return appended;
 }
 
 static int
@@ -464,16 +532,45 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
     int is_error = wanted->child_errors && code == STATUS_CODE_ERROR;
     if (found == NULL && !is_error)
         return 0;
+    int task = has_marker ? is_task(wanted, found) : 0;
+    if (task < 0)
+        goto error;
+    PyObject *part = part_for(scan, trace_id);
+    PyObject *span = part ? PyBytes_FromStringAndSize((const char *)span_id, SPAN_ID) : NULL;
+    if (span == NULL)
+        goto error;
+    scan->held++;
+    if (task) {
+        /* everything a SpanRecord holds, with every attribute */
+        Py_DECREF(found);
+        PyObject *attributes = PyDict_New();
+        if (attributes == NULL || all_attributes(wanted, attributes, data, size, 9) < 0) {
+            Py_XDECREF(attributes);
+            Py_DECREF(span);
+            return -1;
+        }
+        PyObject *resource = resource_attributes(scan, wanted);
+        if (resource == NULL) {
+            Py_DECREF(attributes);
+            Py_DECREF(span);
+            return -1;
+        }
+        return append_new(PyTuple_GET_ITEM(part, PART_TASKS), Py_BuildValue(
+            "(NNKKy#kiNNN)", span, text(name, name_size), (unsigned long long)start_ns,
+            (unsigned long long)end_ns, (const char *)parent, (Py_ssize_t)parent_size,
+            (unsigned long)flags, (int)code, text(message, message_size), attributes,
+            resource));
+    }
+    if (append_new(PyTuple_GET_ITEM(part, PART_SPAN_IDS), span) < 0) {
+        Py_XDECREF(found);
+        return -1;
+    }
     if (found == NULL && (found = PyDict_New()) == NULL)
         return -1;
-    Py_ssize_t kept = PyDict_GET_SIZE(found);
-    PyObject *trace = scan->last_trace;
-    if (trace == NULL || memcmp(PyBytes_AS_STRING(trace), trace_id, TRACE_ID) != 0) {
-        trace = PyBytes_FromStringAndSize((const char *)trace_id, TRACE_ID);
-        if (trace == NULL)
-            goto error;
-        Py_XSETREF(scan->last_trace, trace);
-    }
+    long long size_of = wanted->contribution_bytes +
+                        wanted->attribute_bytes * (long long)PyDict_GET_SIZE(found);
+    scan->part_size += size_of;
+    scan->size += size_of;
     /* Contribution(found, is_error, end_ns), made as tuple.__new__ makes a subclass's */
     PyTypeObject *type = (PyTypeObject *)wanted->contribution;
     PyObject *end = PyLong_FromUnsignedLongLong(end_ns);
@@ -485,38 +582,7 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
     PyTuple_SET_ITEM(contribution, 0, found);
     PyTuple_SET_ITEM(contribution, 1, Py_NewRef(is_error ? Py_True : Py_False));
     PyTuple_SET_ITEM(contribution, 2, end);
-    PyObject *item = PyTuple_New(3);
-    PyObject *span = PyBytes_FromStringAndSize((const char *)span_id, SPAN_ID);
-    if (item == NULL || span == NULL) {
-        Py_XDECREF(item);
-        Py_XDECREF(span);
-        Py_DECREF(contribution);
-        return -1;
-    }
-    PyTuple_SET_ITEM(item, 0, Py_NewRef(trace));
-    PyTuple_SET_ITEM(item, 1, span);
-    PyTuple_SET_ITEM(item, 2, contribution);
-    Py_ssize_t index = PyList_GET_SIZE(scan->items);
-    if (append_new(scan->items, item) < 0)
-        return -1;
-    scan->size += wanted->contribution_bytes + wanted->attribute_bytes * kept;
-    if (!has_marker)
-        return 0;
-    /* a task span, if the conventions say so: everything a SpanRecord holds */
-    PyObject *attributes = PyDict_New();
-    if (attributes == NULL || all_attributes(wanted, attributes, data, size, 9) < 0) {
-        Py_XDECREF(attributes);
-        return -1;
-    }
-    PyObject *resource = resource_attributes(scan, wanted);
-    if (resource == NULL) {
-        Py_DECREF(attributes);
-        return -1;
-    }
-    return append_new(scan->tasks, Py_BuildValue(
-        "(nNKKy#kiNNN)", index, text(name, name_size), (unsigned long long)start_ns,
-        (unsigned long long)end_ns, (const char *)parent, (Py_ssize_t)parent_size,
-        (unsigned long)flags, (int)code, text(message, message_size), attributes, resource));
+    return append_new(PyTuple_GET_ITEM(part, PART_CONTRIBUTIONS), contribution);
 error:
     Py_XDECREF(found);
     return -1;
@@ -557,20 +623,24 @@ scan_request(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
 }
 
 PyDoc_STRVAR(scan_doc,
-"scan(body, keys, child_errors, contribution, decode_any, contribution_bytes, attribute_bytes)\n"
+"scan(body, keys, marker_values, child_errors, contribution, decode_any,\n"
+"     contribution_bytes, attribute_bytes)\n"
 "--\n\n"
 "The spans of an OTLP ExportTraceServiceRequest ``body`` that matter to assembly.\n\n"
 "A span is kept when it has an attribute whose key is in ``keys`` (a tuple of str, the\n"
-"task marker first), or when ``child_errors`` and its status is ERROR. Returns\n"
-"``(items, tasks, valid, rejected, size)``. ``items`` holds\n"
-"``(trace id, span id, contribution(attributes, is_error, end_ns))`` per kept span, with\n"
-"only the attributes in ``keys``. ``tasks`` holds, per kept span with the marker,\n"
-"``(item index, name, start_ns, end_ns, parent span id, flags, status code, status\n"
-"message, attributes, resource attributes)`` with every attribute. ``valid`` and\n"
-"``rejected`` (all-zero ids) count spans; ``size`` adds ``contribution_bytes +\n"
-"attribute_bytes * len(attributes)`` per item. ``decode_any`` turns the bytes of an\n"
-"AnyValue (or, with a second argument, of a KeyValue) into plain data. Raises ValueError\n"
-"on malformed input or ids of the wrong length.");
+"task marker first), or when ``child_errors`` and its status is ERROR. It is a task span\n"
+"when its marker is set (to one of ``marker_values`` unless that is None), as\n"
+"Conventions.is_task has it. Returns ``(parts, held, valid, rejected, size)``.\n\n"
+"Kept spans of one trace that follow each other make a part: ``(trace id, span ids,\n"
+"contributions, tasks, contributions' size)``; ``contribution(attributes, is_error,\n"
+"end_ns)`` keeps only the attributes in ``keys``, one per span id. ``tasks`` holds\n"
+"``(span id, name, start_ns, end_ns, parent span id, flags, status code, status\n"
+"message, attributes, resource attributes)`` with every attribute. ``held`` counts the\n"
+"kept spans; ``valid`` and ``rejected`` (all-zero ids) every span; ``size`` adds\n"
+"``contribution_bytes + attribute_bytes * len(attributes)`` per contribution.\n"
+"``decode_any`` turns the bytes of an AnyValue (or, with a second argument, of a\n"
+"KeyValue) into plain data. Raises ValueError on malformed input or ids of the wrong\n"
+"length.");
 
 static PyObject *
 scan(PyObject *Py_UNUSED(module), PyObject *args)
@@ -578,9 +648,10 @@ scan(PyObject *Py_UNUSED(module), PyObject *args)
     Py_buffer body;
     Wanted wanted = {0};
     PyObject *result = NULL;
-    if (!PyArg_ParseTuple(args, "y*O!pOOLL:scan", &body, &PyTuple_Type, &wanted.tuple,
-                          &wanted.child_errors, &wanted.contribution, &wanted.decode_any,
-                          &wanted.contribution_bytes, &wanted.attribute_bytes))
+    if (!PyArg_ParseTuple(args, "y*O!OpOOLL:scan", &body, &PyTuple_Type, &wanted.tuple,
+                          &wanted.marker_values, &wanted.child_errors, &wanted.contribution,
+                          &wanted.decode_any, &wanted.contribution_bytes,
+                          &wanted.attribute_bytes))
         return NULL;
     Scan state = {0};
     if (!PyType_Check(wanted.contribution) ||
@@ -589,6 +660,10 @@ scan(PyObject *Py_UNUSED(module), PyObject *args)
         goto done;
     }
     wanted.count = PyTuple_GET_SIZE(wanted.tuple);
+    if (wanted.count == 0) {
+        PyErr_SetString(PyExc_TypeError, "keys must hold the task marker at least");
+        goto done;
+    }
     wanted.utf8 = PyMem_New(const char *, wanted.count ? wanted.count : 1);
     wanted.sizes = PyMem_New(Py_ssize_t, wanted.count ? wanted.count : 1);
     if (wanted.utf8 == NULL || wanted.sizes == NULL) {
@@ -604,20 +679,17 @@ scan(PyObject *Py_UNUSED(module), PyObject *args)
         if ((wanted.utf8[i] = PyUnicode_AsUTF8AndSize(key, &wanted.sizes[i])) == NULL)
             goto done;
     }
-    state.items = PyList_New(0);
-    state.tasks = PyList_New(0);
-    if (state.items == NULL || state.tasks == NULL)
+    state.parts = PyList_New(0);
+    if (state.parts == NULL)
         goto done;
-    if (scan_request(&state, &wanted, body.buf, (size_t)body.len) < 0)
+    if (scan_request(&state, &wanted, body.buf, (size_t)body.len) < 0 || close_part(&state) < 0)
         goto done;
-    result = Py_BuildValue("(OOLLL)", state.items, state.tasks, state.valid, state.rejected,
+    result = Py_BuildValue("(OLLLL)", state.parts, state.held, state.valid, state.rejected,
                            state.size);
 done:
     PyMem_Free(wanted.utf8);
     PyMem_Free(wanted.sizes);
-    Py_XDECREF(state.items);
-    Py_XDECREF(state.tasks);
-    Py_XDECREF(state.last_trace);
+    Py_XDECREF(state.parts);
     Py_XDECREF(state.resource);
     PyBuffer_Release(&body);
     return result;

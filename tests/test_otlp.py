@@ -41,8 +41,11 @@ def test_protobuf_task_span_becomes_a_full_record() -> None:
     """The task span of a protobuf request is decoded whole, with ids as integers."""
     spans = task_trace("T-1", chats=2)
     batch = decode(protobuf_body(spans), PROTOBUF, ORCHESTRATOR)
-    assert (len(batch.items), batch.valid, batch.rejected) == (3, 4, 0)  # the step: counted
-    _, span_id, payload = batch.items[0]
+    assert (batch.held, batch.valid, batch.rejected) == (3, 4, 0)  # the step: counted
+    [part] = batch.parts
+    assert (part.trace_id, len(part.contributions)) == (spans[0].trace_id, 2)
+    assert part.size == sum(c.size for c in part.contributions)
+    [(span_id, payload)] = part.tasks
     assert isinstance(payload, SpanRecord)
     assert payload.trace_id == int.from_bytes(spans[0].trace_id, "big")
     assert payload.span_id == int.from_bytes(span_id, "big")
@@ -61,14 +64,15 @@ def test_contributing_spans_keep_only_the_attributes_that_matter() -> None:
     failed = span(trace_id, b"\x04" * 8, b"\x02" * 8, error=True)
     body = protobuf_body([chat, plain, failed])
     batch = decode(body, PROTOBUF, ORCHESTRATOR)
-    assert [item[1] for item in batch.items] == [b"\x01" * 8] and batch.valid == 3
-    assert batch.items[0][2] == Contribution(
+    [part] = batch.parts
+    assert part.span_ids == [b"\x01" * 8] and batch.valid == 3 and not part.tasks
+    assert part.contributions == [Contribution(
         {"gen_ai.usage.input_tokens": 7, "gen_ai.request.model": "m"}, False,
-        chat.end_time_unix_nano)
+        chat.end_time_unix_nano)]
     counting = dataclasses.replace(ORCHESTRATOR, recover_on_child_errors=True)
-    batch = decode(body, PROTOBUF, counting)
-    assert [item[1] for item in batch.items] == [b"\x01" * 8, b"\x04" * 8]
-    assert batch.items[1][2] == Contribution({}, True, failed.end_time_unix_nano)
+    [part] = decode(body, PROTOBUF, counting).parts
+    assert part.span_ids == [b"\x01" * 8, b"\x04" * 8]
+    assert part.contributions[1] == Contribution({}, True, failed.end_time_unix_nano)
 
 
 def test_requests_without_any_key_that_matters_are_only_counted() -> None:
@@ -77,7 +81,7 @@ def test_requests_without_any_key_that_matters_are_only_counted() -> None:
     spans = [span(trace_id, new_span_id(), attributes={"http.url": "x", "n": n})
              for n in range(5)]
     batch = decode(protobuf_body(spans), PROTOBUF, ORCHESTRATOR)
-    assert (batch.items, batch.valid, batch.spans, batch.size) == ([], 5, 5, 0)
+    assert (batch.parts, batch.valid, batch.spans, batch.size) == ([], 5, 5, 0)
 
 
 def test_json_ids_are_hex_and_match_the_protobuf_decoding() -> None:
@@ -85,8 +89,8 @@ def test_json_ids_are_hex_and_match_the_protobuf_decoding() -> None:
     spans = task_trace("T-2", chats=1)
     from_json = decode(json_body(spans), JSON, ORCHESTRATOR)
     from_protobuf = decode(protobuf_body(spans), PROTOBUF, ORCHESTRATOR)
-    assert from_json.items == from_protobuf.items and from_json.valid == from_protobuf.valid
-    assert len(from_json.items[0][0]) == 16
+    assert from_json == from_protobuf
+    assert len(from_json.parts[0].trace_id) == 16
 
 
 def test_json_accepts_string_integers_and_snake_case() -> None:
@@ -96,7 +100,7 @@ def test_json_accepts_string_integers_and_snake_case() -> None:
     for item in scope["spans"]:
         item["start_time_unix_nano"] = str(item.pop("startTimeUnixNano"))
     batch = decode(json.dumps(document).encode(), JSON, ORCHESTRATOR)
-    record = batch.items[0][2]
+    record = batch.parts[0].tasks[0][1]
     assert isinstance(record, SpanRecord) and record.start_ns > 0
 
 

@@ -82,6 +82,8 @@ _attributes = st.lists(st.one_of(
     st.builds(lambda k, v: KeyValue(key=k, value=v), st.sampled_from(_KEYS), _values),
     st.builds(lambda k: KeyValue(key=k), st.sampled_from(_KEYS)),  # no value at all
     st.just(KeyValue(key="orchestrator.task.id", value=AnyValue(string_value="T-1"))),
+    st.builds(lambda v: KeyValue(key="gen_ai.operation.name", value=AnyValue(string_value=v)),
+              st.sampled_from(["invoke_agent", "invoke_workflow", "chat", ""])),
 ), max_size=5)
 _ids = st.one_of(st.sampled_from([bytes(16), b"\x01" * 16, b"\x02" * 16]), st.binary(
     min_size=16, max_size=16))
@@ -116,7 +118,7 @@ def test_the_same_batch_for_sdk_traces() -> None:
     spans = [*task_trace("T-1", chats=3), *task_trace("T-2", failed=True, chats=1)]
     body = protobuf_body(spans)
     native, python = both(body, COUNTING)
-    assert isinstance(native, Batch) and len(native.items) == 6
+    assert isinstance(native, Batch) and native.held == 6 and len(native.parts) == 2
     assert native == python
     spans[3].span_id = b"\x01" * 7
     assert both(protobuf_body(spans), COUNTING) == ("DecodeError", "DecodeError")
@@ -210,7 +212,8 @@ def scan_raw(body: bytes) -> object:
     """The extension on unvalidated bytes: a result or ValueError, nothing else."""
     keys = (COUNTING.task_marker, *sorted(COUNTING.child_keys))
     try:
-        return _otlpscan.scan(body, keys, True, Contribution, _otlp._decode_value, 300, 150)
+        return _otlpscan.scan(body, keys, None, True, Contribution, _otlp._decode_value,
+                              300, 150)
     except ValueError:
         return None
     except Exception as exc:  # what decode_any raises is protobuf's DecodeError
@@ -246,14 +249,16 @@ def test_deeply_nested_groups_are_refused_not_followed() -> None:
     depth = 1_000_000
     body = request_of(IDS + varint(40 << 3 | 3) * depth + varint(40 << 3 | 4) * depth)
     with pytest.raises(ValueError, match="nested too deeply"):
-        _otlpscan.scan(body, ("k",), False, Contribution, _otlp._decode_value, 1, 1)
+        _otlpscan.scan(body, ("k",), None, False, Contribution, _otlp._decode_value, 1, 1)
     assert both(body, ORCHESTRATOR) == ("DecodeError", "DecodeError")
 
 
 def test_bad_arguments_are_type_errors() -> None:
     with pytest.raises(TypeError):
-        _otlpscan.scan(b"", ("k",), False, dict, _otlp._decode_value, 1, 1)
+        _otlpscan.scan(b"", ("k",), None, False, dict, _otlp._decode_value, 1, 1)
     with pytest.raises(TypeError):
-        _otlpscan.scan(b"", (1,), False, Contribution, _otlp._decode_value, 1, 1)
+        _otlpscan.scan(b"", (1,), None, False, Contribution, _otlp._decode_value, 1, 1)
     with pytest.raises(TypeError):
-        _otlpscan.scan("text", ("k",), False, Contribution, _otlp._decode_value, 1, 1)
+        _otlpscan.scan(b"", (), None, False, Contribution, _otlp._decode_value, 1, 1)
+    with pytest.raises(TypeError):
+        _otlpscan.scan("text", ("k",), None, False, Contribution, _otlp._decode_value, 1, 1)
