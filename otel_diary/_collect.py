@@ -46,8 +46,8 @@ class _Trace:
     last_seen: float
     seen: set[bytes] = field(default_factory=set)
     """Span ids of every task span and contribution taken (deduplication)."""
-    tasks: dict[int, SpanRecord] = field(default_factory=dict)
-    """Task spans not decided yet, by span id."""
+    tasks: dict[int, tuple[SpanRecord, int]] = field(default_factory=dict)
+    """Task spans not decided yet, by span id, with their estimated bytes."""
     task_spans: dict[int, tuple[int | None, int]] = field(default_factory=dict)
     """Every task span seen, decided or not: span id -> (parent span id, end time)."""
     contributions: list[Contribution] = field(default_factory=list)
@@ -135,18 +135,17 @@ class TraceStore:
                         held += 1
                         entry.size += contribution.size
                         size += contribution.size
-            for span_id, record in tasks:
+            for span_id, record, task_size in tasks:
                 task_id = record.span_id
                 decided = self._done.get(trace_id)
                 if span_id in seen or (decided is not None and task_id in decided):
                     duplicates += 1
                     continue
                 seen.add(span_id)
-                entry.tasks[task_id] = record
+                entry.tasks[task_id] = (record, task_size)
                 entry.task_spans[task_id] = (record.parent_span_id, record.end_ns)
                 self._deadlines.append((now + self.grace, trace_id, task_id))
                 held += 1
-                task_size = weight(record)
                 entry.size += task_size
                 size += task_size
         self.bytes += size
@@ -211,9 +210,9 @@ class TraceStore:
         return ready
 
     def _decide(self, trace_id: bytes, entry: _Trace, task_id: int) -> list[Ready]:
-        record = entry.tasks.pop(task_id)
+        record, size = entry.tasks.pop(task_id)
         self.spans -= 1
-        self._release(entry, weight(record))
+        self._release(entry, size)
         done = self._done.get(trace_id)
         if done is None:
             done = self._done[trace_id] = set()

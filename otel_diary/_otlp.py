@@ -103,8 +103,8 @@ class Part(NamedTuple):
     span_ids: list[bytes]
     """Of the contributions, one each."""
     contributions: list[Contribution]
-    tasks: list[tuple[bytes, SpanRecord]]
-    """(span id, record) of each task span."""
+    tasks: list[tuple[bytes, SpanRecord, int]]
+    """(span id, record, estimated bytes) of each task span."""
     size: int
     """Estimated bytes of the contributions."""
 
@@ -295,11 +295,12 @@ def attributes(pairs: Iterable[KeyValue]) -> dict[str, object]:
 
 def estimate(attrs: Mapping[str, object]) -> int:
     """Rough bytes held for ``attrs`` (keys and values with Python's object overhead)."""
-    size = 64
+    size = 64 + 120 * len(attrs)
     for key, value in attrs.items():
-        size += 120 + len(key)
-        if isinstance(value, (str, bytes)):
-            size += len(value)
+        size += len(key)
+        kind = type(value)
+        if kind is str or kind is bytes:
+            size += len(value)  # type: ignore[arg-type]
         elif isinstance(value, (list, dict)):
             size += 64 * len(value) + sum(len(v) for v in value if isinstance(v, str))
     return size
@@ -362,8 +363,9 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
                     if resource is None:
                         resource = attributes(resource_spans.resource.attributes)
                     record = task_record(span, resource)
-                    size += weight(record)
-                    part.tasks.append((span_id, record))
+                    task_size = weight(record)
+                    size += task_size
+                    part.tasks.append((span_id, record, task_size))
                     continue
                 contribution = Contribution(found or {}, is_error, span.end_time_unix_nano)
                 size += contribution.size
@@ -411,8 +413,9 @@ def scan(body: bytes, conventions: Conventions) -> Batch:
                 attributes=span_attributes,
                 resource=resource,
             )
-            size += weight(record)
-            tasks[n] = (span_id, record)
+            task_size = weight(record)
+            size += task_size
+            tasks[n] = (span_id, record, task_size)
         parts[index] = Part(trace_id, span_ids, contributions, tasks, part_size)
     return Batch(parts, held, valid, rejected, ZERO_ID if rejected else "", size)
 

@@ -25,6 +25,7 @@ from otel_diary._otlp import (
     inflate,
     parse_json,
     status_body,
+    weight,
 )
 from tests.otlp_build import (
     json_body,
@@ -45,8 +46,8 @@ def test_protobuf_task_span_becomes_a_full_record() -> None:
     [part] = batch.parts
     assert (part.trace_id, len(part.contributions)) == (spans[0].trace_id, 2)
     assert part.size == sum(c.size for c in part.contributions)
-    [(span_id, payload)] = part.tasks
-    assert isinstance(payload, SpanRecord)
+    [(span_id, payload, size)] = part.tasks
+    assert isinstance(payload, SpanRecord) and size == weight(payload)
     assert payload.trace_id == int.from_bytes(spans[0].trace_id, "big")
     assert payload.span_id == int.from_bytes(span_id, "big")
     assert payload.attributes["orchestrator.task.id"] == "T-1"
