@@ -4,7 +4,7 @@ Status codes follow the OTLP specification and the Collector's receiver: 200 wit
 ``ExportTraceServiceResponse`` (``partial_success`` when spans were refused), 400 for what
 cannot be decoded, 401, 404, 405, 413 past the size cap (checked while reading and
 inflating), 415, and 429/503 with ``Retry-After`` when saturated. Error bodies are
-``google.rpc.Status``. The handler decodes and queues; it never waits on assembly.
+``google.rpc.Status``. The handler decodes and assembles; it never waits on I/O or the pipeline.
 """
 
 from __future__ import annotations
