@@ -343,8 +343,7 @@ def overload(root: Path, template: bytes, trace_ids: list[bytes],
     sampler = threading.Thread(target=sample)
     sampler.start()
     deadline = time.monotonic() + args.overload_seconds
-    count = int(args.overload_seconds * 400)  # far more than it can take in that time
-    bodies = (fresh(template, trace_ids) for _ in range(count))
+    bodies = iter(lambda: fresh(template, trace_ids), b"")  # fresh traces until the deadline
     lock = threading.Lock()
 
     def client() -> None:
