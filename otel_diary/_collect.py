@@ -174,16 +174,23 @@ class TraceStore:
     def next_deadline(self) -> float | None:
         return self._deadlines[0][0] if self._deadlines else None
 
-    def due(self, now: float) -> list[Ready]:
-        """Decide every task span whose grace period is over."""
+    def due(self, now: float, limit: int | None = None) -> list[Ready]:
+        """Decide every task span whose grace period is over (at most ``limit`` of them;
+        :meth:`is_due` tells whether more are)."""
         ready: list[Ready] = []
         deadlines = self._deadlines
-        while deadlines and deadlines[0][0] <= now:
+        left = len(deadlines) if limit is None else limit
+        while deadlines and deadlines[0][0] <= now and left > 0:
+            left -= 1
             _, trace_id, task_id = deadlines.popleft()
             entry = self._traces.get(trace_id)
             if entry is not None and task_id in entry.tasks:
                 ready.extend(self._decide(trace_id, entry, task_id))
         return ready
+
+    def is_due(self, now: float) -> bool:
+        """Whether a task span's grace period is over."""
+        return bool(self._deadlines) and self._deadlines[0][0] <= now
 
     def expire(self, now: float) -> None:
         """Forget traces idle for ``trace_timeout`` (their root task never came)."""
@@ -307,6 +314,10 @@ class Counters:
     def items(self) -> list[tuple[tuple[str, str], int]]:
         with self._lock:
             return sorted(self._values.items())
+
+
+DECIDE_AT_ONCE = 256
+"""Task spans the timer thread decides per hold of the lock receivers assemble under."""
 
 
 class Collector:
@@ -452,10 +463,17 @@ class Collector:
                 wait = 0.5 if deadline is None else min(max(deadline - self._clock(), 0), 0.5)
                 self._wake.wait(wait)
                 self._wake.clear()
+                now = self._clock()
+                while store.is_due(now) and not self._closed:
+                    with self._lock:  # a few at a time: receivers wait on this lock
+                        try:
+                            self._hand_over(store.due(now, DECIDE_AT_ONCE))
+                        except Exception:
+                            self.counters.add("worker_errors")
+                            logger.exception("otel-diary assembly failed; continuing")
+                            break
                 with self._lock:
                     try:
-                        now = self._clock()
-                        self._hand_over(store.due(now))
                         if now >= next_expiry:
                             next_expiry = now + 1.0
                             store.expire(now)

@@ -40,6 +40,17 @@ def test_children_after_their_task_within_grace_are_counted() -> None:
     assert len(traces) == 0 and traces.spans == 0 and traces.bytes == 0
 
 
+def test_due_decides_at_most_the_limit_at_a_time() -> None:
+    """The timer thread decides a backlog in slices, so receivers never wait long."""
+    traces = store()
+    for n in range(3):
+        traces.add(batch_of(task_trace(f"T-{n}", chats=1)), now=0)
+    assert not traces.is_due(4.9) and traces.is_due(5)
+    assert len(traces.due(5, limit=2)) == 2 and traces.is_due(5)
+    assert len(traces.due(5, limit=2)) == 1 and not traces.is_due(5)
+    assert (len(traces), traces.spans, traces.bytes) == (0, 0, 0)
+
+
 def test_plain_spans_are_counted_not_held() -> None:
     """Only the task span and the contributing spans are held; every valid span counts."""
     spans = task_trace("T-plain", chats=2)
