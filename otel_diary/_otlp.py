@@ -205,7 +205,10 @@ def decode(body: bytes, media_type: str, conventions: Conventions, *,
         return extract(parse_json(body), conventions)
     request = parse_protobuf(body)
     if native:
-        return scan(body, conventions)
+        try:
+            return scan(body, conventions)
+        except DecodeError:
+            pass  # protobuf accepted what the reader refuses (e.g. odd unknown groups)
     return extract(request, conventions, raw=body)
 
 

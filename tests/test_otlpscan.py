@@ -262,3 +262,14 @@ def test_bad_arguments_are_type_errors() -> None:
         _otlpscan.scan(b"", (), None, False, Contribution, _otlp._decode_value, 1, 1)
     with pytest.raises(TypeError):
         _otlpscan.scan("text", ("k",), None, False, Contribution, _otlp._decode_value, 1, 1)
+
+
+def test_what_protobuf_accepts_and_the_reader_refuses_takes_the_python_path() -> None:
+    """Field number 0 inside an unknown group: upb skips it, the C reader refuses it; the
+    request is still decoded (by the pure-Python path), not answered with 400."""
+    body = request_of(IDS) + group(10, varint(0) + varint(1)) + request_of(IDS)
+    ExportTraceServiceRequest.FromString(body)
+    with pytest.raises(ValueError, match="invalid field number"):
+        _otlpscan.scan(body, ("k",), None, False, Contribution, _otlp._decode_value, 1, 1)
+    assert_same(body)
+    assert decode(body, PROTOBUF, ORCHESTRATOR).valid == 2
