@@ -193,7 +193,7 @@ any_value(const Wanted *wanted, const uint8_t *data, size_t size)
 {
     Field field, last = {0};
     Fields fields = fields_of(data, size);
-    int got, kind = 0, members = 0;
+    int got, kind = 0, members = 0, other = 0;
     while ((got = next(&fields, &field)) > 0) {
         int expected;
         switch (field.number) {
@@ -202,15 +202,18 @@ any_value(const Wanted *wanted, const uint8_t *data, size_t size)
         case 4: expected = I64; break;
         default: expected = -1;
         }
-        if (field.wire != expected)
-            continue;  /* unknown to AnyValue: protobuf keeps it aside */
+        if (field.wire != expected) {
+            other = 1;  /* a member newer than this reader, or an unknown field */
+            continue;
+        }
         members++;
         kind = (int)field.number;
         last = field;
     }
     if (got < 0)
         return NULL;
-    if (kind == 5 || kind == 6 || members > 1)  /* nested or merged: protobuf decides */
+    /* nested, merged or not one of the members above: protobuf decides */
+    if (kind == 5 || kind == 6 || members > 1 || other)
         return PyObject_CallFunction(wanted->decode_any, "y#", (const char *)data,
                                      (Py_ssize_t)size);
     switch (kind) {

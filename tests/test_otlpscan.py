@@ -273,3 +273,13 @@ def test_what_protobuf_accepts_and_the_reader_refuses_takes_the_python_path() ->
         _otlpscan.scan(body, ("k",), None, False, Contribution, _otlp._decode_value, 1, 1)
     assert_same(body)
     assert decode(body, PROTOBUF, ORCHESTRATOR).valid == 2
+
+
+def test_a_value_member_the_reader_does_not_know_is_read_by_protobuf() -> None:
+    """AnyValue fields beyond string..bytes (string_value_strindex in newer OTLP) or with
+    an unexpected wire type are decoded by protobuf, as the pure-Python path does."""
+    tokens = field(1, b"gen_ai.usage.input_tokens")
+    for value in (field(8, 100, wire=0), field(3, b"\x01", wire=2), field(9, 5, wire=0)):
+        body = request_of(IDS + field(9, tokens + field(2, value)))
+        ExportTraceServiceRequest.FromString(body)
+        assert_same(body)
