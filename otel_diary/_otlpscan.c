@@ -398,16 +398,14 @@ part_for(Scan *scan, const uint8_t *trace_id)
     part = PyTuple_New(PART_FIELDS);
     if (part == NULL)
         return NULL;
-    PyObject *fields[] = {PyBytes_FromStringAndSize((const char *)trace_id, TRACE_ID),
-                          PyList_New(0), PyList_New(0), PyList_New(0)};
-    for (int i = 0; i < PART_SIZE; i++) {
-        if (fields[i] == NULL) {
-            for (int j = i; j < PART_SIZE; j++)
-                Py_XDECREF(fields[j]);
+    for (int i = 0; i < PART_SIZE; i++) {  /* one at a time: no call with an error set */
+        PyObject *item = i == PART_TRACE
+            ? PyBytes_FromStringAndSize((const char *)trace_id, TRACE_ID) : PyList_New(0);
+        if (item == NULL) {
             Py_DECREF(part);
             return NULL;
         }
-        PyTuple_SET_ITEM(part, i, fields[i]);
+        PyTuple_SET_ITEM(part, i, item);
     }
     PyTuple_SET_ITEM(part, PART_SIZE, PyLong_FromLong(0));  /* replaced by close_part */
     if (PyTuple_GET_ITEM(part, PART_SIZE) == NULL) {
@@ -553,16 +551,19 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
             return -1;
         }
         PyObject *resource = resource_attributes(scan, wanted);
-        if (resource == NULL) {
+        PyObject *shown = resource ? text(name, name_size) : NULL;
+        PyObject *status = shown ? text(message, message_size) : NULL;
+        if (status == NULL) {
+            Py_XDECREF(shown);
+            Py_XDECREF(resource);
             Py_DECREF(attributes);
             Py_DECREF(span);
             return -1;
         }
         return append_new(PyTuple_GET_ITEM(part, PART_TASKS), Py_BuildValue(
-            "(NNKKy#kiNNN)", span, text(name, name_size), (unsigned long long)start_ns,
+            "(NNKKy#kiNNN)", span, shown, (unsigned long long)start_ns,
             (unsigned long long)end_ns, (const char *)parent, (Py_ssize_t)parent_size,
-            (unsigned long)flags, (int)code, text(message, message_size), attributes,
-            resource));
+            (unsigned long)flags, (int)code, status, attributes, resource));
     }
     if (append_new(PyTuple_GET_ITEM(part, PART_SPAN_IDS), span) < 0) {
         Py_XDECREF(found);
@@ -574,17 +575,15 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
                         wanted->attribute_bytes * (long long)PyDict_GET_SIZE(found);
     scan->part_size += size_of;
     scan->size += size_of;
-    /* Contribution(found, is_error, end_ns), made as tuple.__new__ makes a subclass's */
-    PyTypeObject *type = (PyTypeObject *)wanted->contribution;
-    PyObject *end = PyLong_FromUnsignedLongLong(end_ns);
-    PyObject *contribution = end ? type->tp_alloc(type, 3) : NULL;
-    if (contribution == NULL) {
-        Py_XDECREF(end);
-        goto error;
-    }
-    PyTuple_SET_ITEM(contribution, 0, found);
-    PyTuple_SET_ITEM(contribution, 1, Py_NewRef(is_error ? Py_True : Py_False));
-    PyTuple_SET_ITEM(contribution, 2, end);
+    /* tuple.__new__(Contribution, (found, is_error, end_ns)): the NamedTuple without its
+       Python-level __new__ */
+    PyObject *values = Py_BuildValue("((NOK))", found, is_error ? Py_True : Py_False,
+                                     (unsigned long long)end_ns);
+    if (values == NULL)
+        return -1;  /* "N" released found */
+    PyObject *contribution = PyTuple_Type.tp_new((PyTypeObject *)wanted->contribution,
+                                                 values, NULL);
+    Py_DECREF(values);
     return append_new(PyTuple_GET_ITEM(part, PART_CONTRIBUTIONS), contribution);
 error:
     Py_XDECREF(found);

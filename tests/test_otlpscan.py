@@ -283,3 +283,14 @@ def test_a_value_member_the_reader_does_not_know_is_read_by_protobuf() -> None:
         body = request_of(IDS + field(9, tokens + field(2, value)))
         ExportTraceServiceRequest.FromString(body)
         assert_same(body)
+
+
+def test_bad_utf8_in_a_task_span_is_a_value_error() -> None:
+    """Unvalidated bytes with a broken name and status message: ValueError, whichever
+    string fails first (never an error raised while another is pending)."""
+    keys = (COUNTING.task_marker, *sorted(COUNTING.child_keys))
+    for name, message in ((b"\xff", b"\xfe"), (b"ok", b"\xfe"), (b"\xff", b"ok")):
+        body = request_of(IDS + field(9, TASK.SerializeToString()) + field(5, name)
+                          + field(15, field(2, message)))
+        with pytest.raises(UnicodeDecodeError):
+            _otlpscan.scan(body, keys, None, True, Contribution, _otlp._decode_value, 1, 1)
