@@ -357,9 +357,7 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
                 if found is None and not is_error:
                     continue
                 if part is None or part.trace_id != trace_id:
-                    if part is not None:
-                        parts[-1] = part._replace(size=size_of(part.contributions))
-                    part = Part(trace_id, [], [], [], 0)
+                    part = Part(trace_id, [], [], [], 0)  # its size is set below
                     parts.append(part)
                 held += 1
                 if found is not None and marker in found and conventions.is_task(found):
@@ -370,21 +368,17 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
                     size += task_size
                     part.tasks.append((span_id, record, task_size))
                     continue
-                contribution = Contribution(found or {}, is_error, span.end_time_unix_nano)
-                size += contribution.size
                 part.span_ids.append(span_id)
-                part.contributions.append(contribution)
-    if part is not None:
-        parts[-1] = part._replace(size=size_of(part.contributions))
+                part.contributions.append(
+                    Contribution(found or {}, is_error, span.end_time_unix_nano))
+    for index, part in enumerate(parts):
+        part_size = sum(contribution.size for contribution in part.contributions)
+        parts[index] = part._replace(size=part_size)
+        size += part_size
     batch.held = held
     batch.valid = valid
     batch.size = size
     return batch
-
-
-def size_of(contributions: Iterable[Contribution]) -> int:
-    """Estimated bytes held for ``contributions``."""
-    return sum(CONTRIBUTION_BYTES + ATTRIBUTE_BYTES * len(c.attributes) for c in contributions)
 
 
 def scan(body: bytes, conventions: Conventions) -> Batch:
@@ -400,22 +394,8 @@ def scan(body: bytes, conventions: Conventions) -> Batch:
     for index, (trace_id, span_ids, contributions, tasks, part_size) in enumerate(parts):
         for n, (span_id, name, start, end, parent, flags, code, message, span_attributes,
                 resource) in enumerate(tasks):
-            if parent and len(parent) != 8:
-                raise DecodeError(f"span {name[:64]!r}: parent span id must be 8 bytes "
-                                  f"(got {len(parent)})")
-            record = SpanRecord(
-                trace_id=int.from_bytes(trace_id, "big"),
-                span_id=int.from_bytes(span_id, "big"),
-                name=name,
-                start_ns=start,
-                end_ns=end or start,
-                parent_span_id=int.from_bytes(parent, "big") or None,
-                parent_is_remote=bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
-                is_error=code == _STATUS_ERROR,
-                status_message=message,
-                attributes=span_attributes,
-                resource=resource,
-            )
+            record = span_record(trace_id, span_id, name, start, end, parent, flags, code,
+                                 message, span_attributes, resource)
             task_size = weight(record)
             size += task_size
             tasks[n] = (span_id, record, task_size)
@@ -432,23 +412,31 @@ def _decode_value(data: bytes, pair: bool = False) -> object:
 
 def task_record(span: Span, resource: Mapping[str, object]) -> SpanRecord:
     """A task span of a request, whole."""
-    parent = span.parent_span_id
-    if parent and len(parent) != 8:
-        raise DecodeError(f"span {span.name[:64]!r}: parent span id must be 8 bytes "
-                          f"(got {len(parent)})")
-    flags = span.flags
     status = span.status
+    return span_record(span.trace_id, span.span_id, span.name, span.start_time_unix_nano,
+                       span.end_time_unix_nano, span.parent_span_id, span.flags, status.code,
+                       status.message, attributes(span.attributes), resource)
+
+
+def span_record(trace_id: bytes, span_id: bytes, name: str, start_ns: int, end_ns: int,
+                parent: bytes, flags: int, code: int, message: str,
+                span_attributes: Mapping[str, object],
+                resource: Mapping[str, object]) -> SpanRecord:
+    """A task span from its OTLP fields; a parent id of the wrong length is undecodable."""
+    if parent and len(parent) != 8:
+        raise DecodeError(f"span {name[:64]!r}: parent span id must be 8 bytes "
+                          f"(got {len(parent)})")
     return SpanRecord(
-        trace_id=int.from_bytes(span.trace_id, "big"),
-        span_id=int.from_bytes(span.span_id, "big"),
-        name=span.name,
-        start_ns=span.start_time_unix_nano,
-        end_ns=span.end_time_unix_nano or span.start_time_unix_nano,
+        trace_id=int.from_bytes(trace_id, "big"),
+        span_id=int.from_bytes(span_id, "big"),
+        name=name,
+        start_ns=start_ns,
+        end_ns=end_ns or start_ns,
         parent_span_id=int.from_bytes(parent, "big") or None,
         parent_is_remote=bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
-        is_error=status.code == _STATUS_ERROR,
-        status_message=status.message,
-        attributes=attributes(span.attributes),
+        is_error=code == _STATUS_ERROR,
+        status_message=message,
+        attributes=span_attributes,
         resource=resource,
     )
 
