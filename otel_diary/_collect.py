@@ -133,8 +133,9 @@ class TraceStore:
                         seen.add(span_id)
                         entry.contributions.append(contribution)
                         held += 1
-                        entry.size += contribution.size
-                        size += contribution.size
+                        contribution_size = contribution.size
+                        entry.size += contribution_size
+                        size += contribution_size
             for span_id, record, task_size in tasks:
                 task_id = record.span_id
                 decided = self._done.get(trace_id)
@@ -403,8 +404,7 @@ class Collector:
                 try:
                     self._hand_over(store.add(batch, self._clock()))
                 except Exception:
-                    self.counters.add("worker_errors")
-                    logger.exception("otel-diary assembly failed; continuing")
+                    self._assembly_failed()
                 if not waiting and store.next_deadline() is not None:
                     self._wake.set()  # the timer thread may be asleep for longer
         return Admission.ACCEPTED
@@ -469,8 +469,7 @@ class Collector:
                         try:
                             self._hand_over(store.due(now, DECIDE_AT_ONCE))
                         except Exception:
-                            self.counters.add("worker_errors")
-                            logger.exception("otel-diary assembly failed; continuing")
+                            self._assembly_failed()
                             break
                 with self._lock:
                     try:
@@ -481,11 +480,15 @@ class Collector:
                             self._hand_over(store.drain())
                             return
                     except Exception:
-                        self.counters.add("worker_errors")
-                        logger.exception("otel-diary assembly failed; continuing")
+                        self._assembly_failed()
         finally:
             self._timer_done.set()
             self._ready_wake.set()
+
+    def _assembly_failed(self) -> None:
+        """Count and log the exception being handled; assembly goes on."""
+        self.counters.add("worker_errors")
+        logger.exception("otel-diary assembly failed; continuing")
 
     def _hand_over(self, ready: list[Ready]) -> None:
         """Queue decided tasks for the pipeline thread; the caller holds the lock."""
