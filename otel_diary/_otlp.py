@@ -13,10 +13,12 @@ the conventions count failed children): then it keeps the values of those attrib
 and its end time. Every other span is only counted. Reading a protobuf field from
 Python costs far more than parsing it, so nothing else is read.
 
-Protobuf bodies are parsed by ``ExportTraceServiceRequest.FromString``, which decides
-whether they are valid. The spans are then read from the bytes by the C extension
-``_otlpscan`` when it is built (it creates Python objects only for what is kept), else
-through the parsed message; both give the same :class:`Batch`.
+Protobuf bodies are read from the bytes by the C extension ``_otlpscan`` when it is
+built: it creates Python objects only for what is kept, and validates the request as it
+reads it, against rules compiled from the descriptors protobuf itself decodes with (wire
+types, nested messages, UTF-8 in strings). It is stricter than protobuf: a body it
+refuses goes to ``ExportTraceServiceRequest.FromString`` for the verdict, and is then
+read through the parsed message. Both paths give the same :class:`Batch`.
 """
 
 from __future__ import annotations
@@ -38,7 +40,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import Span, SpanFlags, Status
+from opentelemetry.proto.trace.v1.trace_pb2 import (
+    ResourceSpans,
+    ScopeSpans,
+    Span,
+    SpanFlags,
+    Status,
+)
 
 from ._conventions import Conventions
 from ._record import SpanRecord
@@ -50,6 +58,28 @@ except ImportError:  # built without a C compiler: the pure-Python path is used
 
 NATIVE = _otlpscan is not None
 """Whether protobuf requests are read by the C extension."""
+
+
+def _wire_rules() -> object:
+    """What the C reader validates a request against: for every message type in an
+    ``ExportTraceServiceRequest``, each field's number, type and (for a message field)
+    the index of its type, the six types it reads itself first."""
+    order = [message.DESCRIPTOR for message in (
+        ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span, KeyValue, AnyValue)]
+    index = {descriptor.full_name: n for n, descriptor in enumerate(order)}
+    for descriptor in order:  # grows while it is walked: every type reachable
+        for item in descriptor.fields:
+            inner = item.message_type
+            if inner is not None and inner.full_name not in index:
+                index[inner.full_name] = len(order)
+                order.append(inner)
+    return _otlpscan.schema([
+        [(item.number, item.type, index[item.message_type.full_name]
+          if item.message_type is not None else 0) for item in descriptor.fields]
+        for descriptor in order])
+
+
+WIRE_RULES = _wire_rules() if NATIVE else None
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -203,7 +233,12 @@ def decode(body: bytes, media_type: str, conventions: Conventions, *,
     """The items of an OTLP trace request in ``media_type`` (protobuf or JSON)."""
     if media_type == JSON:
         return extract(parse_json(body), conventions)
-    request = parse_protobuf(body)
+    if native:
+        try:
+            return scan(body, conventions, validate=True)
+        except DecodeError:
+            pass  # invalid, or valid in a way the reader does not vouch for
+    request = parse_protobuf(body)  # the verdict
     if native:
         try:
             return scan(body, conventions)
@@ -381,14 +416,16 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
     return batch
 
 
-def scan(body: bytes, conventions: Conventions) -> Batch:
-    """:func:`extract` for a protobuf body that ``FromString`` accepted, read by the C
-    extension: only the spans kept become Python objects."""
+def scan(body: bytes, conventions: Conventions, *, validate: bool = False) -> Batch:
+    """:func:`extract` for a protobuf body, read by the C extension: only the spans kept
+    become Python objects. The body is one ``FromString`` accepted, or, with
+    ``validate``, any: :class:`DecodeError` unless the reader finds it valid."""
     keys = (conventions.task_marker, *sorted(conventions.child_keys))
     try:
         parts, held, valid, rejected, size = _otlpscan.scan(
             body, keys, conventions.task_marker_values, conventions.recover_on_child_errors,
-            Contribution, _decode_value, CONTRIBUTION_BYTES, ATTRIBUTE_BYTES)
+            Contribution, _decode_value, CONTRIBUTION_BYTES, ATTRIBUTE_BYTES,
+            WIRE_RULES if validate else None)
     except (ValueError, _ProtobufDecodeError) as exc:
         raise DecodeError(str(exc)) from None
     for index, (trace_id, span_ids, contributions, tasks, part_size) in enumerate(parts):

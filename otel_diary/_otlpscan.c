@@ -3,12 +3,20 @@
  * Reading spans through protobuf's Python API creates a Python object for every span and
  * every attribute, which costs far more than parsing the request. A receiver needs few of
  * them: the ids of every span, and the few attributes and fields of the spans that matter
- * to a diary. scan() walks the wire format of an ExportTraceServiceRequest that
- * ExportTraceServiceRequest.FromString has already accepted (so it is well formed, with
- * valid UTF-8 in its strings) and builds Python objects only for what it keeps.
+ * to a diary. scan() walks the wire format of an ExportTraceServiceRequest and builds
+ * Python objects only for what it keeps.
  *
- * It is written to be safe on any input all the same: every read is bounds-checked, nested
- * groups are depth-limited, and what it cannot read raises ValueError.
+ * Given a schema (compiled by schema() from the message descriptors protobuf itself
+ * decodes with), it also validates the request while it walks it: every field of every
+ * message it knows must have its declared wire type, every message field must hold a
+ * valid message and every string field valid UTF-8; groups, messages nested more than
+ * MAX_DEPTH deep and anything else it is not sure protobuf accepts raise ValueError. It
+ * is stricter than protobuf, never more lenient: what it refuses, the caller hands to
+ * ExportTraceServiceRequest.FromString for the verdict. Without a schema it reads a
+ * request FromString has already accepted.
+ *
+ * It is safe on any input either way: every read is bounds-checked, nesting is
+ * depth-limited, and what it cannot read raises ValueError.
  *
  * Field numbers (opentelemetry/proto/collector/trace/v1, trace/v1, common/v1):
  *   ExportTraceServiceRequest: resource_spans = 1
@@ -28,6 +36,12 @@
 
 enum { VARINT = 0, I64 = 1, LEN = 2, SGROUP = 3, EGROUP = 4, I32 = 5 };
 enum { MAX_GROUP_DEPTH = 100, STATUS_CODE_ERROR = 2, TRACE_ID = 16, SPAN_ID = 8 };
+/* Messages nested deeper than this are refused when validating (protobuf allows 100). */
+enum { MAX_DEPTH = 64 };
+/* Protobuf refuses tags and lengths in more than 5 bytes (they are 32-bit varints). */
+enum { MAX_TAG_BYTES = 5 };
+/* The nesting level of a span: in a request (1), its ResourceSpans and its ScopeSpans. */
+enum { SPAN_DEPTH = 4 };
 
 typedef struct {
     uint32_t number;
@@ -45,11 +59,11 @@ fail(const char *what)
 }
 
 static int
-read_varint(const uint8_t **at, const uint8_t *end, uint64_t *out)
+read_varint(const uint8_t **at, const uint8_t *end, uint64_t *out, int max_bytes)
 {
     const uint8_t *p = *at;
     uint64_t value = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
+    for (int shift = 0; shift < 7 * max_bytes; shift += 7) {
         if (p >= end)
             return fail("truncated varint");
         uint8_t byte = *p++;
@@ -60,7 +74,8 @@ read_varint(const uint8_t **at, const uint8_t *end, uint64_t *out)
             return 0;
         }
     }
-    return fail("varint longer than 10 bytes");
+    return fail(max_bytes == 10 ? "varint longer than 10 bytes"
+                                : "tag or length longer than 5 bytes");
 }
 
 static uint64_t
@@ -74,23 +89,38 @@ little_endian(const uint8_t *p, int bytes)
 
 static int skip_group(const uint8_t **at, const uint8_t *end, uint32_t number, int depth);
 
+/* A varint at *p, most often one byte (tags, lengths, small values): 0 or -1. */
+static inline int
+varint_at(const uint8_t **p, const uint8_t *end, uint64_t *out, int max_bytes)
+{
+    if (*p < end && **p < 0x80) {
+        *out = **p;
+        (*p)++;
+        return 0;
+    }
+    return read_varint(p, end, out, max_bytes);
+}
+
 /* Reads the next field at *at: 1 when one was read, 0 at the end, -1 on error. */
-static int
+static inline Py_ALWAYS_INLINE int
 next_field(const uint8_t **at, const uint8_t *end, Field *field, int depth)
 {
-    if (*at >= end)
+    const uint8_t *p = *at;
+    if (p >= end)
         return 0;
     uint64_t tag;
-    if (read_varint(at, end, &tag) < 0)
+    if (varint_at(&p, end, &tag, MAX_TAG_BYTES) < 0)
         return -1;
     field->number = (uint32_t)(tag >> 3);
     field->wire = (int)(tag & 7);
     if (field->number == 0 || (tag >> 3) > 0x1fffffff)
         return fail("invalid field number");
-    const uint8_t *p = *at;
     switch (field->wire) {
     case VARINT:
-        return read_varint(at, end, &field->varint) < 0 ? -1 : 1;
+        if (varint_at(&p, end, &field->varint, 10) < 0)
+            return -1;
+        *at = p;
+        return 1;
     case I64:
         if (end - p < 8)
             return fail("truncated fixed64");
@@ -105,7 +135,7 @@ next_field(const uint8_t **at, const uint8_t *end, Field *field, int depth)
         return 1;
     case LEN: {
         uint64_t size;
-        if (read_varint(&p, end, &size) < 0)
+        if (varint_at(&p, end, &size, MAX_TAG_BYTES) < 0)
             return -1;
         if (size > (uint64_t)(end - p))
             return fail("truncated length-delimited field");
@@ -115,8 +145,10 @@ next_field(const uint8_t **at, const uint8_t *end, Field *field, int depth)
         return 1;
     }
     case SGROUP:
+        *at = p;
         return skip_group(at, end, field->number, depth + 1) < 0 ? -1 : 1;
     case EGROUP:  /* the caller tells whether it closes the group it is in */
+        *at = p;
         return 1;
     default:
         return fail("unexpected wire type");
@@ -128,7 +160,7 @@ skip_group(const uint8_t **at, const uint8_t *end, uint32_t number, int depth)
 {
     if (depth > MAX_GROUP_DEPTH)
         return fail("groups nested too deeply");
-    Field field;
+    Field field = {0};
     int got;
     while ((got = next_field(at, end, &field, depth)) > 0) {
         if (field.wire == EGROUP) {
@@ -153,13 +185,249 @@ fields_of(const uint8_t *data, size_t size)
 }
 
 /* 1 when a field was read into *field, 0 at the end of the message, -1 on error. */
-static int
+static inline int
 next(Fields *fields, Field *field)
 {
     int got = next_field(&fields->at, fields->end, field, 0);
     if (got > 0 && field->wire == EGROUP)
         return fail("unexpected end group");
     return got;
+}
+
+/* -- validation ------------------------------------------------------------------------- */
+
+/* What a field's wire value must be, from its descriptor type. */
+enum { K_UNKNOWN, K_VARINT, K_I64, K_I32, K_STRING, K_BYTES, K_MESSAGE, K_REFUSED };
+
+/* The messages scan() walks itself, first in a schema, in this order. */
+enum { M_REQUEST, M_RESOURCE_SPANS, M_SCOPE_SPANS, M_SPAN, M_KEY_VALUE, M_ANY_VALUE, M_COUNT };
+enum { MAX_FIELD_NUMBER = 4096 };  /* rules are indexed by field number */
+
+typedef struct {
+    uint8_t kind;
+    uint32_t message;  /* K_MESSAGE: the index of its type */
+} Rule;
+
+typedef struct {
+    uint32_t count;  /* rules[number] for number < count; other numbers are unknown */
+    Rule *rules;
+} MessageRules;
+
+typedef struct {
+    Py_ssize_t count;
+    MessageRules *messages;
+} Schema;
+
+static const char SCHEMA[] = "otel_diary._otlpscan.Schema";
+
+/* Whether [s, s + size) is UTF-8 as Unicode defines it (no surrogates, overlong forms or
+   code points past U+10FFFF), as protobuf and Python's strict codec have it. */
+static int
+is_utf8(const uint8_t *s, size_t size)
+{
+    size_t i = 0;
+    while (i < size) {
+        if (size - i >= 8) {
+            uint64_t word;
+            memcpy(&word, s + i, 8);
+            if (!(word & 0x8080808080808080ULL)) {
+                i += 8;
+                continue;
+            }
+        }
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t left = size - i;
+        if (c >= 0xC2 && c <= 0xDF) {
+            if (left < 2 || (s[i + 1] & 0xC0) != 0x80)
+                return 0;
+            i += 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            if (left < 3)
+                return 0;
+            uint8_t low = c == 0xE0 ? 0xA0 : 0x80, high = c == 0xED ? 0x9F : 0xBF;
+            if (s[i + 1] < low || s[i + 1] > high || (s[i + 2] & 0xC0) != 0x80)
+                return 0;
+            i += 3;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            if (left < 4)
+                return 0;
+            uint8_t low = c == 0xF0 ? 0x90 : 0x80, high = c == 0xF4 ? 0x8F : 0xBF;
+            if (s[i + 1] < low || s[i + 1] > high || (s[i + 2] & 0xC0) != 0x80 ||
+                (s[i + 3] & 0xC0) != 0x80)
+                return 0;
+            i += 4;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int check_message(const Schema *schema, uint32_t message, const uint8_t *data,
+                         size_t size, int depth);
+
+/* Whether a field of ``message`` (at nesting ``depth``) is as its rule has it: 0, or -1
+   with ValueError. Unknown fields are skipped unless they are groups. */
+static inline int
+check_field(const Schema *schema, uint32_t message, const Field *field, int depth)
+{
+    const MessageRules *rules = &schema->messages[message];
+    Rule rule = {K_UNKNOWN, 0};
+    if (field->number < rules->count)
+        rule = rules->rules[field->number];
+    switch (rule.kind) {
+    case K_UNKNOWN:
+        return field->wire == SGROUP ? fail("a group (not validated here)") : 0;
+    case K_VARINT:
+        return field->wire == VARINT ? 0 : fail("a field with another wire type");
+    case K_I64:
+        return field->wire == I64 ? 0 : fail("a field with another wire type");
+    case K_I32:
+        return field->wire == I32 ? 0 : fail("a field with another wire type");
+    case K_BYTES:
+        return field->wire == LEN ? 0 : fail("a field with another wire type");
+    case K_STRING:
+        if (field->wire != LEN)
+            return fail("a field with another wire type");
+        return is_utf8(field->data, field->size) ? 0 : fail("invalid UTF-8 in a string");
+    case K_MESSAGE:
+        if (field->wire != LEN)
+            return fail("a field with another wire type");
+        return check_message(schema, rule.message, field->data, field->size, depth + 1);
+    default:
+        return fail("a field of a kind not validated here");
+    }
+}
+
+/* Whether a whole message is as the schema has it (``depth``: its nesting level). */
+static int
+check_message(const Schema *schema, uint32_t message, const uint8_t *data, size_t size,
+              int depth)
+{
+    if (depth > MAX_DEPTH)
+        return fail("messages nested too deeply");
+    Fields fields = fields_of(data, size);
+    Field field = {0};
+    int got;
+    while ((got = next(&fields, &field)) > 0)
+        if (check_field(schema, message, &field, depth) < 0)
+            return -1;
+    return got;
+}
+
+static void
+free_schema(Schema *schema)
+{
+    if (schema->messages != NULL)
+        for (Py_ssize_t i = 0; i < schema->count; i++)
+            PyMem_Free(schema->messages[i].rules);
+    PyMem_Free(schema->messages);
+    PyMem_Free(schema);
+}
+
+static void
+schema_capsule_destructor(PyObject *capsule)
+{
+    Schema *schema = PyCapsule_GetPointer(capsule, SCHEMA);
+    if (schema != NULL)
+        free_schema(schema);
+}
+
+/* The kind of a field from its FieldDescriptorProto.Type. */
+static int
+kind_of(long type)
+{
+    switch (type) {
+    case 3: case 4: case 5: case 8: case 13: case 14: case 17: case 18:
+        return K_VARINT;  /* int64 uint64 int32 bool uint32 enum sint32 sint64 */
+    case 1: case 6: case 16:
+        return K_I64;  /* double fixed64 sfixed64 */
+    case 2: case 7: case 15:
+        return K_I32;  /* float fixed32 sfixed32 */
+    case 9: return K_STRING;
+    case 12: return K_BYTES;
+    case 11: return K_MESSAGE;
+    default: return K_REFUSED;  /* groups, and types this reader does not know */
+    }
+}
+
+PyDoc_STRVAR(schema_doc,
+"schema(messages)\n"
+"--\n\n"
+"Compiles the wire rules scan() validates against. ``messages`` is a sequence of\n"
+"sequences of ``(field number, FieldDescriptorProto type, message index)``, one per\n"
+"message type, the message index being the position of a message field's type in\n"
+"``messages``. The first six are ExportTraceServiceRequest, ResourceSpans, ScopeSpans,\n"
+"Span, KeyValue and AnyValue. Scalar fields, repeated or not, are read unpacked only.");
+
+static PyObject *
+schema(PyObject *Py_UNUSED(module), PyObject *messages)
+{
+    PyObject *list = PySequence_Fast(messages, "messages must be a sequence");
+    if (list == NULL)
+        return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(list);
+    Schema *compiled = PyMem_Calloc(1, sizeof(Schema));
+    if (compiled == NULL || count < M_COUNT ||
+        (compiled->messages = PyMem_Calloc((size_t)count, sizeof(MessageRules))) == NULL) {
+        if (compiled != NULL && count < M_COUNT)
+            PyErr_SetString(PyExc_ValueError, "a schema starts with the six messages scanned");
+        else
+            PyErr_NoMemory();
+        goto error;
+    }
+    compiled->count = count;
+    for (Py_ssize_t m = 0; m < count; m++) {
+        PyObject *fields = PySequence_Fast(PySequence_Fast_GET_ITEM(list, m),
+                                           "a message is a sequence of fields");
+        if (fields == NULL)
+            goto error;
+        MessageRules *rules = &compiled->messages[m];
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(fields);
+        for (int pass = 0; pass < 2; pass++) {  /* the highest number, then the rules */
+            if (pass == 1 && (rules->rules = PyMem_Calloc(rules->count, sizeof(Rule))) == NULL) {
+                Py_DECREF(fields);
+                PyErr_NoMemory();
+                goto error;
+            }
+            for (Py_ssize_t f = 0; f < n; f++) {
+                long number, type, target;
+                if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fields, f), "lll:field",
+                                      &number, &type, &target)) {
+                    Py_DECREF(fields);
+                    goto error;
+                }
+                if (number < 1 || number >= MAX_FIELD_NUMBER || target < 0 ||
+                    target >= count) {
+                    Py_DECREF(fields);
+                    PyErr_Format(PyExc_ValueError, "field %ld (message %ld) is out of range",
+                                 number, target);
+                    goto error;
+                }
+                if (pass == 0 && (uint32_t)number >= rules->count)
+                    rules->count = (uint32_t)number + 1;
+                if (pass == 1) {
+                    rules->rules[number].kind = (uint8_t)kind_of(type);
+                    rules->rules[number].message = (uint32_t)target;
+                }
+            }
+        }
+        Py_DECREF(fields);
+    }
+    Py_DECREF(list);
+    PyObject *capsule = PyCapsule_New(compiled, SCHEMA, schema_capsule_destructor);
+    if (capsule == NULL)
+        free_schema(compiled);
+    return capsule;
+error:
+    Py_DECREF(list);
+    if (compiled != NULL)
+        free_schema(compiled);
+    return NULL;
 }
 
 /* -- what a scan is asked for ---------------------------------------------------------- */
@@ -172,6 +440,7 @@ typedef struct {
     Py_ssize_t *sizes;
     PyObject *contribution;    /* the Contribution class (a tuple subclass) */
     PyObject *decode_any;      /* bytes of an AnyValue -> plain value (arrays, kvlists) */
+    const Schema *schema;      /* what to validate against, or NULL */
     int child_errors;
     long long contribution_bytes;
     long long attribute_bytes;
@@ -191,7 +460,7 @@ wanted_index(const Wanted *wanted, const uint8_t *key, size_t size)
 static PyObject *
 any_value(const Wanted *wanted, const uint8_t *data, size_t size)
 {
-    Field field, last = {0};
+    Field field = {0}, last = {0};
     Fields fields = fields_of(data, size);
     int got, kind = 0, members = 0, other = 0;
     while ((got = next(&fields, &field)) > 0) {
@@ -238,15 +507,17 @@ typedef struct {
 } Pair;
 
 static int
-read_pair(const uint8_t *data, size_t size, Pair *pair)
+read_pair(const uint8_t *data, size_t size, Pair *pair, const Schema *schema, int depth)
 {
-    Field field;
+    Field field = {0};
     Fields fields = fields_of(data, size);
     int got;
     pair->key = pair->value = (const uint8_t *)"";
     pair->key_size = pair->value_size = 0;
     pair->values = 0;
     while ((got = next(&fields, &field)) > 0) {
+        if (schema != NULL && check_field(schema, M_KEY_VALUE, &field, depth) < 0)
+            return -1;
         if (field.wire != LEN)
             continue;
         if (field.number == 1) {
@@ -305,7 +576,7 @@ take_attribute(const Wanted *wanted, const uint8_t *data, size_t size, PyObject 
                int *has_marker)
 {
     Pair pair;
-    if (read_pair(data, size, &pair) < 0)
+    if (read_pair(data, size, &pair, wanted->schema, SPAN_DEPTH + 1) < 0)
         return -1;
     Py_ssize_t index = wanted_index(wanted, pair.key, pair.key_size);
     if (index < 0)
@@ -323,14 +594,14 @@ static int
 all_attributes(const Wanted *wanted, PyObject *dict, const uint8_t *data, size_t size,
                uint32_t number)
 {
-    Field field;
+    Field field = {0};
     Fields fields = fields_of(data, size);
     Pair pair;
     int got;
     while ((got = next(&fields, &field)) > 0) {
         if (field.number != number || field.wire != LEN)
             continue;
-        if (read_pair(field.data, field.size, &pair) < 0 ||
+        if (read_pair(field.data, field.size, &pair, NULL, 0) < 0 ||
             set_pair(wanted, dict, NULL, field.data, field.size, &pair) < 0)
             return -1;
     }
@@ -439,7 +710,7 @@ resource_attributes(Scan *scan, const Wanted *wanted)
         PyObject *dict = PyDict_New();
         if (dict == NULL)
             return NULL;
-        Field field;
+        Field field = {0};
         Fields fields = fields_of(scan->group, scan->group_size);
         int got;
         while ((got = next(&fields, &field)) > 0)
@@ -465,7 +736,7 @@ static int
 scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
 {
     static const uint8_t nothing[1];
-    Field field;
+    Field field = {0};
     Fields fields = fields_of(data, size);
     int got, has_marker = 0;
     const uint8_t *trace_id = nothing, *span_id = nothing, *parent = nothing;
@@ -474,7 +745,11 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
     uint64_t start_ns = 0, end_ns = 0, flags = 0;
     int32_t code = 0;
     PyObject *found = NULL;
+    const Schema *schema = wanted->schema;
     while ((got = next(&fields, &field)) > 0) {
+        if (schema != NULL && (field.number != 9 || field.wire != LEN) &&
+            check_field(schema, M_SPAN, &field, SPAN_DEPTH) < 0)
+            goto error;  /* attributes are validated as they are read */
         switch (field.number) {
         case 1: if (field.wire == LEN) { trace_id = field.data; trace_size = field.size; } break;
         case 2: if (field.wire == LEN) { span_id = field.data; span_size = field.size; } break;
@@ -491,7 +766,7 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
         case 15:
             if (field.wire == LEN) {
                 Fields status = fields_of(field.data, field.size);
-                Field inner;
+                Field inner = {0};
                 int read;
                 while ((read = next(&status, &inner)) > 0) {
                     if (inner.number == 3 && inner.wire == VARINT)
@@ -577,12 +852,20 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
     scan->size += size_of;
     /* tuple.__new__(Contribution, (found, is_error, end_ns)): the NamedTuple without its
        Python-level __new__ */
-    PyObject *values = Py_BuildValue("((NOK))", found, is_error ? Py_True : Py_False,
-                                     (unsigned long long)end_ns);
-    if (values == NULL)
-        return -1;  /* "N" released found */
+    PyObject *values = PyTuple_New(3), *end = PyLong_FromUnsignedLongLong(end_ns);
+    PyObject *args = values && end ? PyTuple_Pack(1, values) : NULL;
+    if (args == NULL) {
+        Py_XDECREF(values);
+        Py_XDECREF(end);
+        Py_DECREF(found);
+        return -1;
+    }
+    PyTuple_SET_ITEM(values, 0, found);
+    PyTuple_SET_ITEM(values, 1, Py_NewRef(is_error ? Py_True : Py_False));
+    PyTuple_SET_ITEM(values, 2, end);
     PyObject *contribution = PyTuple_Type.tp_new((PyTypeObject *)wanted->contribution,
-                                                 values, NULL);
+                                                 args, NULL);
+    Py_DECREF(args);
     Py_DECREF(values);
     return append_new(PyTuple_GET_ITEM(part, PART_CONTRIBUTIONS), contribution);
 error:
@@ -590,31 +873,48 @@ error:
     return -1;
 }
 
+/* Whether a field scan_request does not read is valid (always, without a schema). */
+static int
+check_other(const Wanted *wanted, uint32_t message, const Field *field, int depth)
+{
+    return wanted->schema == NULL ? 0 : check_field(wanted->schema, message, field, depth);
+}
+
 static int
 scan_request(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
 {
     Fields request = fields_of(data, size);
-    Field resource_spans;
+    Field resource_spans = {0};
     int got;
     while ((got = next(&request, &resource_spans)) > 0) {
-        if (resource_spans.number != 1 || resource_spans.wire != LEN)
+        if (resource_spans.number != 1 || resource_spans.wire != LEN) {
+            if (check_other(wanted, M_REQUEST, &resource_spans, 1) < 0)
+                return -1;
             continue;
+        }
         scan->group = resource_spans.data;
         scan->group_size = resource_spans.size;
         Py_CLEAR(scan->resource);
         Fields group = fields_of(resource_spans.data, resource_spans.size);
-        Field scope_spans;
+        Field scope_spans = {0};
         int got_scope;
         while ((got_scope = next(&group, &scope_spans)) > 0) {
-            if (scope_spans.number != 2 || scope_spans.wire != LEN)
-                continue;
-            Fields scope = fields_of(scope_spans.data, scope_spans.size);
-            Field span;
-            int got_span;
-            while ((got_span = next(&scope, &span)) > 0)
-                if (span.number == 2 && span.wire == LEN &&
-                    scan_span(scan, wanted, span.data, span.size) < 0)
+            if (scope_spans.number != 2 || scope_spans.wire != LEN) {
+                if (check_other(wanted, M_RESOURCE_SPANS, &scope_spans, 2) < 0)
                     return -1;
+                continue;
+            }
+            Fields scope = fields_of(scope_spans.data, scope_spans.size);
+            Field span = {0};
+            int got_span;
+            while ((got_span = next(&scope, &span)) > 0) {
+                if (span.number == 2 && span.wire == LEN) {
+                    if (scan_span(scan, wanted, span.data, span.size) < 0)
+                        return -1;
+                } else if (check_other(wanted, M_SCOPE_SPANS, &span, 3) < 0) {
+                    return -1;
+                }
+            }
             if (got_span < 0)
                 return -1;
         }
@@ -626,7 +926,7 @@ scan_request(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
 
 PyDoc_STRVAR(scan_doc,
 "scan(body, keys, marker_values, child_errors, contribution, decode_any,\n"
-"     contribution_bytes, attribute_bytes)\n"
+"     contribution_bytes, attribute_bytes, schema=None)\n"
 "--\n\n"
 "The spans of an OTLP ExportTraceServiceRequest ``body`` that matter to assembly.\n\n"
 "A span is kept when it has an attribute whose key is in ``keys`` (a tuple of str, the\n"
@@ -642,7 +942,7 @@ PyDoc_STRVAR(scan_doc,
 "``contribution_bytes + attribute_bytes * len(attributes)`` per contribution.\n"
 "``decode_any`` turns the bytes of an AnyValue (or, with a second argument, of a\n"
 "KeyValue) into plain data. Raises ValueError on malformed input or ids of the wrong\n"
-"length.");
+"length; with a ``schema`` (see schema()), also on anything that is not valid by it.");
 
 static PyObject *
 scan(PyObject *Py_UNUSED(module), PyObject *args)
@@ -650,12 +950,16 @@ scan(PyObject *Py_UNUSED(module), PyObject *args)
     Py_buffer body;
     Wanted wanted = {0};
     PyObject *result = NULL;
-    if (!PyArg_ParseTuple(args, "y*O!OpOOLL:scan", &body, &PyTuple_Type, &wanted.tuple,
+    PyObject *schema_capsule = Py_None;
+    if (!PyArg_ParseTuple(args, "y*O!OpOOLL|O:scan", &body, &PyTuple_Type, &wanted.tuple,
                           &wanted.marker_values, &wanted.child_errors, &wanted.contribution,
                           &wanted.decode_any, &wanted.contribution_bytes,
-                          &wanted.attribute_bytes))
+                          &wanted.attribute_bytes, &schema_capsule))
         return NULL;
     Scan state = {0};
+    if (schema_capsule != Py_None &&
+        (wanted.schema = PyCapsule_GetPointer(schema_capsule, SCHEMA)) == NULL)
+        goto done;
     if (!PyType_Check(wanted.contribution) ||
         !PyType_IsSubtype((PyTypeObject *)wanted.contribution, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "contribution must be a tuple subclass");
@@ -699,6 +1003,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, scan_doc},
+    {"schema", schema, METH_O, schema_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,9 +1,12 @@
 """The C reader of protobuf requests gives what the pure-Python path gives, on any input.
 
-``decode(..., native=True)`` reads spans from the bytes with ``otel_diary._otlpscan``;
-``native=False`` reads them through the parsed message. Both must make the same
-:class:`Batch` of every request ``FromString`` accepts, canonical or not, and refuse the
-same ones. On bytes nothing validated, the extension returns or raises ValueError.
+``decode(..., native=True)`` reads spans from the bytes with ``otel_diary._otlpscan``,
+which validates them as it goes; ``native=False`` parses them with ``FromString`` and
+reads them through the parsed message. Both must make the same :class:`Batch` of every
+request ``FromString`` accepts, canonical or not, and refuse the same ones. What the
+validating reader accepts, ``FromString`` must accept (it may refuse more: those bodies
+go to ``FromString``). On bytes nothing validated, the extension returns or raises
+ValueError.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import os
 from collections.abc import Callable
 
 import pytest
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -55,6 +59,34 @@ def assert_same(body: bytes) -> None:
     for conventions in CONVENTIONS:
         native, python = both(body, conventions)
         assert native == python
+
+
+def validated(body: bytes) -> object | None:
+    """What the validating reader makes of ``body``, or None when it refuses it."""
+    keys = (COUNTING.task_marker, *sorted(COUNTING.child_keys))
+    try:
+        result: object = _otlpscan.scan(body, keys, None, True, Contribution,
+                                        _otlp._decode_value, 300, 150, _otlp.WIRE_RULES)
+    except ValueError:
+        return None
+    except Exception as exc:  # what decode_any raises is protobuf's DecodeError
+        assert type(exc).__name__ == "DecodeError", exc
+        return None
+    return result
+
+
+def protobuf_accepts(body: bytes) -> bool:
+    try:
+        ExportTraceServiceRequest.FromString(body)
+    except Exception:  # DecodeError, RecursionError: refused either way
+        return False
+    return True
+
+
+def assert_no_laxer_than_protobuf(body: bytes) -> None:
+    """The validating reader accepts nothing protobuf refuses."""
+    if validated(body) is not None:
+        assert protobuf_accepts(body), body[:200]
 
 
 # -- requests built with the protobuf API -----------------------------------------------
@@ -110,7 +142,9 @@ def test_the_same_batch_as_the_pure_python_path(request: ExportTraceServiceReque
     every kind of attribute value, several resources and scopes."""
     for resource_spans in request.resource_spans:
         resource_spans.resource.attributes.extend(data.draw(_attributes))
-    assert_same(request.SerializeToString())
+    body = request.SerializeToString()
+    assert_same(body)
+    assert validated(body) is not None  # valid requests take the fast path
 
 
 def test_the_same_batch_for_sdk_traces() -> None:
@@ -232,15 +266,16 @@ def test_damaged_requests_agree_and_never_crash(at: int, value: int, cut: int) -
     extension alone (no validation first) returns or raises ValueError."""
     body = damage(_SAMPLE, at, value)[:cut]
     scan_raw(body)
+    assert_no_laxer_than_protobuf(body)
     assert_same(body)
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=512))
 def test_arbitrary_bytes_never_crash_the_extension(body: bytes) -> None:
-    scan_raw(body)
-    scan_raw(request_of(body))
-    scan_raw(request_of(IDS + field(9, body)))
+    for wrapped in (body, request_of(body), request_of(IDS + field(9, body))):
+        scan_raw(wrapped)
+        assert_no_laxer_than_protobuf(wrapped)
     assert_same(request_of(body))
 
 
@@ -294,3 +329,161 @@ def test_bad_utf8_in_a_task_span_is_a_value_error() -> None:
                           + field(15, field(2, message)))
         with pytest.raises(UnicodeDecodeError):
             _otlpscan.scan(body, keys, None, True, Contribution, _otlp._decode_value, 1, 1)
+
+
+# -- validation: never laxer than protobuf ------------------------------------------------
+
+_VARINTS = {FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_INT32,
+            FieldDescriptor.TYPE_BOOL, FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_ENUM,
+            FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SINT64}
+_FIXED = {FieldDescriptor.TYPE_FIXED64: 8, FieldDescriptor.TYPE_SFIXED64: 8,
+          FieldDescriptor.TYPE_DOUBLE: 8, FieldDescriptor.TYPE_FIXED32: 4,
+          FieldDescriptor.TYPE_SFIXED32: 4, FieldDescriptor.TYPE_FLOAT: 4}
+_strings = st.one_of(st.text(max_size=6).map(str.encode), st.binary(max_size=4))
+
+
+def _raw_field(number: int, wire: int, data: st.DataObject) -> bytes:
+    """A field of any wire type holding arbitrary content."""
+    if wire == 0:
+        return field(number, data.draw(st.integers(0, 2**64 - 1)), wire=0)
+    if wire == 1 or wire == 5:
+        size = 8 if wire == 1 else 4
+        return field(number, data.draw(st.binary(min_size=size, max_size=size)), wire=wire)
+    if wire == 3:
+        return group(number, data.draw(st.binary(max_size=4)))
+    return field(number, data.draw(_strings))
+
+
+def wire_message(descriptor: Descriptor, data: st.DataObject, depth: int = 0) -> bytes:
+    """Any message of ``descriptor``'s type in wire format, often not a valid one: strings
+    with any bytes, fields with another wire type, unknown fields and groups."""
+    out = b""
+    for _ in range(data.draw(st.integers(0, 4 if depth < 5 else 1))):
+        roll = data.draw(st.integers(0, 19))
+        if roll == 0 or not descriptor.fields:
+            out += _raw_field(data.draw(st.integers(20, 60)), data.draw(
+                st.sampled_from([0, 1, 2, 3, 5])), data)
+            continue
+        item = data.draw(st.sampled_from(list(descriptor.fields)))
+        if roll == 1:  # a known field with any wire type
+            out += _raw_field(item.number, data.draw(st.sampled_from([0, 1, 2, 3, 5])), data)
+        elif item.message_type is not None:
+            out += field(item.number, wire_message(item.message_type, data, depth + 1)
+                         if depth < 8 else b"")
+        elif item.type == FieldDescriptor.TYPE_STRING:
+            out += field(item.number, data.draw(_strings))
+        elif item.type == FieldDescriptor.TYPE_BYTES:
+            out += field(item.number, data.draw(st.binary(max_size=16)))
+        elif item.type in _VARINTS:
+            out += field(item.number, data.draw(st.integers(0, 2**64 - 1)), wire=0)
+        else:
+            size = _FIXED[item.type]
+            out += field(item.number, data.draw(st.binary(min_size=size, max_size=size)),
+                         wire=1 if size == 8 else 5)
+    return out
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_any_message_the_reader_validates_protobuf_accepts(data: st.DataObject) -> None:
+    """Requests generated from the installed descriptors, every message type at any depth,
+    with strings of any bytes, wrong wire types, unknown fields and groups."""
+    body = wire_message(ExportTraceServiceRequest.DESCRIPTOR, data)
+    assert_no_laxer_than_protobuf(body)
+    if protobuf_accepts(body):
+        assert_same(body)
+
+
+def _named(name: bytes) -> bytes:
+    return request_of(IDS + field(5, name))
+
+
+def test_utf8_is_checked_as_protobuf_and_python_check_it() -> None:
+    """Every one- and two-byte string, and three- and four-byte ones around every boundary
+    (overlong forms, surrogates, past U+10FFFF, cut short), in a span name."""
+    samples = [bytes([a, b]) for a in range(256) for b in range(256)]
+    samples += [bytes([a, b, c]) for a in range(0xE0, 0x100) for b in range(0x70, 0xD0)
+                for c in (0x7F, 0x80, 0xBF, 0xC0)]
+    samples += [bytes([a, b, c, d]) for a in range(0xF0, 0x100) for b in range(0x70, 0xD0)
+                for c in (0x80, 0xBF, 0xC0) for d in (0x7F, 0x80, 0xBF)]
+    for name in samples:
+        for text in (name, b"long ascii prefix" + name + b"!"):
+            try:
+                text.decode("utf-8")
+                valid = True
+            except UnicodeDecodeError:
+                valid = False
+            body = _named(text)
+            assert (validated(body) is not None) is valid, text
+            assert protobuf_accepts(body) is valid, text
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(min_size=1, max_size=40), st.data())
+def test_utf8_damaged_anywhere_in_a_string(text: str, data: st.DataObject) -> None:
+    encoded = text.encode()
+    at = data.draw(st.integers(0, len(encoded) - 1))
+    damaged = damage(encoded, at, data.draw(st.integers(0x80, 0xFF)))
+    for name in (encoded, damaged):
+        body = _named(name)
+        assert (validated(body) is not None) is protobuf_accepts(body)
+
+
+@pytest.mark.parametrize("where", [
+    "event name", "link trace state", "scope version", "entity ref id key", "schema url",
+])
+def test_strings_the_reader_never_reads_are_validated(where: str) -> None:
+    """Invalid UTF-8 in fields the reader skips still makes it refuse, as protobuf does:
+    the rules come from the descriptors, not from what the reader reads."""
+    bad = b"\xc0\xaf"
+    span = IDS
+    scope = resource = b""
+    if where == "event name":
+        span += field(11, field(2, bad))
+    elif where == "link trace state":
+        span += field(13, field(3, bad))
+    elif where == "scope version":
+        scope = field(1, field(2, bad))
+    elif where == "entity ref id key":
+        resource = field(1, field(3, field(3, b"ok") + field(3, bad)))
+    else:
+        scope = field(3, bad)
+    body = field(1, resource + field(2, scope + field(2, span)))
+    assert not protobuf_accepts(body)
+    assert validated(body) is None
+    with pytest.raises(DecodeError):
+        decode(body, PROTOBUF, ORCHESTRATOR)
+    fixed = body.replace(bad, b"ok")
+    assert protobuf_accepts(fixed) and validated(fixed) is not None
+
+
+def _nested(depth: int) -> bytes:
+    """A span attribute holding arrays ``depth`` deep (the request is 6 + 2 * depth deep)."""
+    value = field(1, b"x")
+    for _ in range(depth):
+        value = field(5, field(1, value))
+    return request_of(IDS + field(9, field(1, b"k") + field(2, value)))
+
+
+def test_deep_nesting_is_left_to_protobuf() -> None:
+    """Past its depth limit the reader refuses, and protobuf decides (it allows 100)."""
+    assert validated(_nested(29)) is not None  # 64 deep
+    deeper = _nested(30)
+    assert validated(deeper) is None and protobuf_accepts(deeper)
+    assert decode(deeper, PROTOBUF, ORCHESTRATOR).valid == 1
+    too_deep = _nested(60)
+    assert not protobuf_accepts(too_deep)
+    with pytest.raises(DecodeError):
+        decode(too_deep, PROTOBUF, ORCHESTRATOR)
+
+
+def test_tags_and_lengths_longer_than_protobuf_reads_are_refused() -> None:
+    """Tags and lengths are 32-bit varints: protobuf refuses them in more than 5 bytes."""
+    for padding in range(5):  # the name's tag and length, padded with redundant bytes
+        tag = bytes([0x2A | 0x80] + [0x80] * padding + [0x00]) if padding else b"\x2a"
+        length = bytes([0x82] + [0x80] * padding + [0x00]) if padding else b"\x02"
+        for body in (request_of(IDS + tag + b"\x02ok"), request_of(IDS + b"\x2a" + length
+                                                                   + b"ok")):
+            accepted = padding <= 3  # 5 bytes at most
+            assert protobuf_accepts(body) is accepted
+            assert (validated(body) is not None) is accepted
