@@ -424,18 +424,16 @@ def scan(body: bytes, conventions: Conventions, *, validate: bool = False) -> Ba
     try:
         parts, held, valid, rejected, size = _otlpscan.scan(
             body, keys, conventions.task_marker_values, conventions.recover_on_child_errors,
-            Contribution, _decode_value, CONTRIBUTION_BYTES, ATTRIBUTE_BYTES,
+            Contribution, _decode_value, CONTRIBUTION_BYTES, ATTRIBUTE_BYTES, TASK_BYTES,
             WIRE_RULES if validate else None)
     except (ValueError, _ProtobufDecodeError) as exc:
         raise DecodeError(str(exc)) from None
     for index, (trace_id, span_ids, contributions, tasks, part_size) in enumerate(parts):
         for n, (span_id, name, start, end, parent, flags, code, message, span_attributes,
-                resource) in enumerate(tasks):
-            record = span_record(trace_id, span_id, name, start, end, parent, flags, code,
-                                 message, span_attributes, resource)
-            task_size = weight(record)
-            size += task_size
-            tasks[n] = (span_id, record, task_size)
+                resource, task_size) in enumerate(tasks):
+            tasks[n] = (span_id, span_record(trace_id, span_id, name, start, end, parent,
+                                             flags, code, message, span_attributes, resource),
+                        task_size)
         parts[index] = Part(trace_id, span_ids, contributions, tasks, part_size)
     return Batch(parts, held, valid, rejected, ZERO_ID if rejected else "", size)
 
@@ -463,18 +461,18 @@ def span_record(trace_id: bytes, span_id: bytes, name: str, start_ns: int, end_n
     if parent and len(parent) != 8:
         raise DecodeError(f"span {name[:64]!r}: parent span id must be 8 bytes "
                           f"(got {len(parent)})")
-    return SpanRecord(
-        trace_id=int.from_bytes(trace_id, "big"),
-        span_id=int.from_bytes(span_id, "big"),
-        name=name,
-        start_ns=start_ns,
-        end_ns=end_ns or start_ns,
-        parent_span_id=int.from_bytes(parent, "big") or None,
-        parent_is_remote=bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
-        is_error=code == _STATUS_ERROR,
-        status_message=message,
-        attributes=span_attributes,
-        resource=resource,
+    return SpanRecord(  # positional: noticeably faster than keywords, per task span
+        int.from_bytes(trace_id, "big"),  # trace_id
+        int.from_bytes(span_id, "big"),  # span_id
+        name,
+        start_ns,
+        end_ns or start_ns,  # end_ns
+        int.from_bytes(parent, "big") or None,  # parent_span_id
+        bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),  # parent_is_remote
+        code == _STATUS_ERROR,  # is_error
+        message,  # status_message
+        span_attributes,  # attributes
+        resource,
     )
 
 

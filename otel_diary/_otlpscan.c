@@ -225,6 +225,21 @@ static const char SCHEMA[] = "otel_diary._otlpscan.Schema";
 static int
 is_utf8(const uint8_t *s, size_t size)
 {
+    /* most strings are ASCII: look at 8 bytes at a time (the last 8 overlap) */
+    uint64_t high = 0, word;
+    if (size >= 8) {
+        for (size_t at = 0; at + 8 <= size; at += 8) {
+            memcpy(&word, s + at, 8);
+            high |= word;
+        }
+        memcpy(&word, s + size - 8, 8);
+        high |= word;
+    } else {
+        for (size_t at = 0; at < size; at++)
+            high |= s[at];
+    }
+    if (!(high & 0x8080808080808080ULL))
+        return 1;
     size_t i = 0;
     while (i < size) {
         if (size - i >= 8) {
@@ -432,6 +447,32 @@ error:
 
 /* -- what a scan is asked for ---------------------------------------------------------- */
 
+/* Short ASCII strings decoded during one scan, by a hash of their bytes: attribute values
+   repeat (operation names, models), and a repeat shares the str decoded first. */
+enum { TEXT_SLOTS = 64, TEXT_CACHED = 64 };
+typedef struct {
+    PyObject *slots[TEXT_SLOTS];
+} Texts;
+
+static PyObject *
+cached_text(Texts *texts, const uint8_t *data, size_t size)
+{
+    if (size > TEXT_CACHED)
+        return PyUnicode_DecodeUTF8((const char *)data, (Py_ssize_t)size, NULL);
+    uint32_t hash = 2166136261u;  /* FNV-1a */
+    for (size_t i = 0; i < size; i++)
+        hash = (hash ^ data[i]) * 16777619u;
+    PyObject **slot = &texts->slots[(hash ^ (hash >> 16)) & (TEXT_SLOTS - 1)];
+    PyObject *known = *slot;  /* ASCII: its characters are its UTF-8 bytes */
+    if (known != NULL && (size_t)PyUnicode_GET_LENGTH(known) == size &&
+        memcmp(PyUnicode_DATA(known), data, size) == 0)
+        return Py_NewRef(known);
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)data, (Py_ssize_t)size, NULL);
+    if (text != NULL && PyUnicode_IS_ASCII(text))
+        Py_XSETREF(*slot, Py_NewRef(text));
+    return text;
+}
+
 typedef struct {
     PyObject *tuple;           /* the keys, a tuple of str: they stay alive while it does */
     PyObject *marker_values;   /* what the marker (the first key) must be, or None */
@@ -441,9 +482,11 @@ typedef struct {
     PyObject *contribution;    /* the Contribution class (a tuple subclass) */
     PyObject *decode_any;      /* bytes of an AnyValue -> plain value (arrays, kvlists) */
     const Schema *schema;      /* what to validate against, or NULL */
+    Texts *texts;              /* strings decoded so far */
     int child_errors;
     long long contribution_bytes;
     long long attribute_bytes;
+    long long task_bytes;
 } Wanted;
 
 /* The index of the wanted key equal to [key, key + size), or -1. */
@@ -486,7 +529,7 @@ any_value(const Wanted *wanted, const uint8_t *data, size_t size)
         return PyObject_CallFunction(wanted->decode_any, "y#", (const char *)data,
                                      (Py_ssize_t)size);
     switch (kind) {
-    case 1: return PyUnicode_DecodeUTF8((const char *)last.data, (Py_ssize_t)last.size, NULL);
+    case 1: return cached_text(wanted->texts, last.data, last.size);
     case 2: return PyBool_FromLong(last.varint != 0);
     case 3: return PyLong_FromLongLong((long long)last.varint);
     case 4: {
@@ -557,8 +600,7 @@ set_pair(const Wanted *wanted, PyObject *dict, PyObject *key, const uint8_t *dat
         return -1;
     PyObject *decoded = NULL;
     if (key == NULL) {
-        key = decoded = PyUnicode_DecodeUTF8((const char *)pair->key,
-                                             (Py_ssize_t)pair->key_size, NULL);
+        key = decoded = cached_text(wanted->texts, pair->key, pair->key_size);
         if (key == NULL) {
             Py_DECREF(value);
             return -1;
@@ -702,6 +744,45 @@ is_task(const Wanted *wanted, PyObject *found)
     return PyUnicode_Check(value) ? PySequence_Contains(wanted->marker_values, value) : 0;
 }
 
+/* len() of a str or bytes, else 0. */
+static Py_ssize_t
+text_length(PyObject *value)
+{
+    if (PyUnicode_Check(value))
+        return PyUnicode_GET_LENGTH(value);
+    return PyBytes_Check(value) ? PyBytes_GET_SIZE(value) : 0;
+}
+
+/* _otlp.estimate(attributes): rough bytes held for a dict of attributes, -1 on error. */
+static long long
+estimate(PyObject *attributes)
+{
+    long long size = 64 + 120 * (long long)PyDict_GET_SIZE(attributes);
+    Py_ssize_t at = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(attributes, &at, &key, &value)) {
+        size += text_length(key);
+        if (PyUnicode_CheckExact(value) || PyBytes_CheckExact(value)) {
+            size += text_length(value);
+        } else if (PyList_Check(value) || PyDict_Check(value)) {
+            /* 64 per item, and the length of the str items (of the keys, for a dict) */
+            Py_ssize_t item_at = 0;
+            PyObject *item, *ignored;
+            size += 64 * (long long)PyObject_Length(value);
+            if (PyList_Check(value)) {
+                for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); i++)
+                    if (PyUnicode_Check(item = PyList_GET_ITEM(value, i)))
+                        size += PyUnicode_GET_LENGTH(item);
+            } else {
+                while (PyDict_Next(value, &item_at, &item, &ignored))
+                    if (PyUnicode_Check(item))
+                        size += PyUnicode_GET_LENGTH(item);
+            }
+        }
+    }
+    return size;
+}
+
 /* The resource attributes of the ResourceSpans being read (a new reference). */
 static PyObject *
 resource_attributes(Scan *scan, const Wanted *wanted)
@@ -835,10 +916,13 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
             Py_DECREF(span);
             return -1;
         }
+        long long task_size = wanted->task_bytes + estimate(attributes) +
+                              PyUnicode_GET_LENGTH(shown);
+        scan->size += task_size;
         return append_new(PyTuple_GET_ITEM(part, PART_TASKS), Py_BuildValue(
-            "(NNKKy#kiNNN)", span, shown, (unsigned long long)start_ns,
+            "(NNKKy#kiNNNL)", span, shown, (unsigned long long)start_ns,
             (unsigned long long)end_ns, (const char *)parent, (Py_ssize_t)parent_size,
-            (unsigned long)flags, (int)code, status, attributes, resource));
+            (unsigned long)flags, (int)code, status, attributes, resource, task_size));
     }
     if (append_new(PyTuple_GET_ITEM(part, PART_SPAN_IDS), span) < 0) {
         Py_XDECREF(found);
@@ -867,6 +951,12 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
                                                  args, NULL);
     Py_DECREF(args);
     Py_DECREF(values);
+    /* Immutable, and holding nothing the collector tracks (a dict of plain values, a bool,
+       an int), it can be in no reference cycle: as CPython does for such exact tuples,
+       leave it out of garbage collection, which would otherwise walk every contribution
+       held for assembly. */
+    if (contribution != NULL && !PyObject_GC_IsTracked(found))
+        PyObject_GC_UnTrack(contribution);
     return append_new(PyTuple_GET_ITEM(part, PART_CONTRIBUTIONS), contribution);
 error:
     Py_XDECREF(found);
@@ -926,7 +1016,7 @@ scan_request(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
 
 PyDoc_STRVAR(scan_doc,
 "scan(body, keys, marker_values, child_errors, contribution, decode_any,\n"
-"     contribution_bytes, attribute_bytes, schema=None)\n"
+"     contribution_bytes, attribute_bytes, task_bytes, schema=None)\n"
 "--\n\n"
 "The spans of an OTLP ExportTraceServiceRequest ``body`` that matter to assembly.\n\n"
 "A span is kept when it has an attribute whose key is in ``keys`` (a tuple of str, the\n"
@@ -937,9 +1027,11 @@ PyDoc_STRVAR(scan_doc,
 "contributions, tasks, contributions' size)``; ``contribution(attributes, is_error,\n"
 "end_ns)`` keeps only the attributes in ``keys``, one per span id. ``tasks`` holds\n"
 "``(span id, name, start_ns, end_ns, parent span id, flags, status code, status\n"
-"message, attributes, resource attributes)`` with every attribute. ``held`` counts the\n"
-"kept spans; ``valid`` and ``rejected`` (all-zero ids) every span; ``size`` adds\n"
-"``contribution_bytes + attribute_bytes * len(attributes)`` per contribution.\n"
+"message, attributes, resource attributes, size)`` with every attribute, its size\n"
+"being ``task_bytes + _otlp.estimate(attributes) + len(name)``. ``held`` counts the\n"
+"kept spans; ``valid`` and ``rejected`` (all-zero ids) every span; ``size`` adds the\n"
+"tasks' sizes and ``contribution_bytes + attribute_bytes * len(attributes)`` per\n"
+"contribution.\n"
 "``decode_any`` turns the bytes of an AnyValue (or, with a second argument, of a\n"
 "KeyValue) into plain data. Raises ValueError on malformed input or ids of the wrong\n"
 "length; with a ``schema`` (see schema()), also on anything that is not valid by it.");
@@ -951,12 +1043,14 @@ scan(PyObject *Py_UNUSED(module), PyObject *args)
     Wanted wanted = {0};
     PyObject *result = NULL;
     PyObject *schema_capsule = Py_None;
-    if (!PyArg_ParseTuple(args, "y*O!OpOOLL|O:scan", &body, &PyTuple_Type, &wanted.tuple,
+    if (!PyArg_ParseTuple(args, "y*O!OpOOLLL|O:scan", &body, &PyTuple_Type, &wanted.tuple,
                           &wanted.marker_values, &wanted.child_errors, &wanted.contribution,
                           &wanted.decode_any, &wanted.contribution_bytes,
-                          &wanted.attribute_bytes, &schema_capsule))
+                          &wanted.attribute_bytes, &wanted.task_bytes, &schema_capsule))
         return NULL;
     Scan state = {0};
+    Texts texts = {{0}};
+    wanted.texts = &texts;
     if (schema_capsule != Py_None &&
         (wanted.schema = PyCapsule_GetPointer(schema_capsule, SCHEMA)) == NULL)
         goto done;
@@ -993,6 +1087,8 @@ scan(PyObject *Py_UNUSED(module), PyObject *args)
     result = Py_BuildValue("(OLLLL)", state.parts, state.held, state.valid, state.rejected,
                            state.size);
 done:
+    for (int i = 0; i < TEXT_SLOTS; i++)
+        Py_XDECREF(texts.slots[i]);
     PyMem_Free(wanted.utf8);
     PyMem_Free(wanted.sizes);
     Py_XDECREF(state.parts);

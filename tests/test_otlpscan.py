@@ -66,7 +66,7 @@ def validated(body: bytes) -> object | None:
     keys = (COUNTING.task_marker, *sorted(COUNTING.child_keys))
     try:
         result: object = _otlpscan.scan(body, keys, None, True, Contribution,
-                                        _otlp._decode_value, 300, 150, _otlp.WIRE_RULES)
+                                        _otlp._decode_value, 300, 150, 400, _otlp.WIRE_RULES)
     except ValueError:
         return None
     except Exception as exc:  # what decode_any raises is protobuf's DecodeError
@@ -247,7 +247,7 @@ def scan_raw(body: bytes) -> object:
     keys = (COUNTING.task_marker, *sorted(COUNTING.child_keys))
     try:
         return _otlpscan.scan(body, keys, None, True, Contribution, _otlp._decode_value,
-                              300, 150)
+                              300, 150, 400)
     except ValueError:
         return None
     except Exception as exc:  # what decode_any raises is protobuf's DecodeError
@@ -284,19 +284,19 @@ def test_deeply_nested_groups_are_refused_not_followed() -> None:
     depth = 1_000_000
     body = request_of(IDS + varint(40 << 3 | 3) * depth + varint(40 << 3 | 4) * depth)
     with pytest.raises(ValueError, match="nested too deeply"):
-        _otlpscan.scan(body, ("k",), None, False, Contribution, _otlp._decode_value, 1, 1)
+        _otlpscan.scan(body, ("k",), None, False, Contribution, _otlp._decode_value, 1, 1, 1)
     assert both(body, ORCHESTRATOR) == ("DecodeError", "DecodeError")
 
 
 def test_bad_arguments_are_type_errors() -> None:
     with pytest.raises(TypeError):
-        _otlpscan.scan(b"", ("k",), None, False, dict, _otlp._decode_value, 1, 1)
+        _otlpscan.scan(b"", ("k",), None, False, dict, _otlp._decode_value, 1, 1, 1)
     with pytest.raises(TypeError):
-        _otlpscan.scan(b"", (1,), None, False, Contribution, _otlp._decode_value, 1, 1)
+        _otlpscan.scan(b"", (1,), None, False, Contribution, _otlp._decode_value, 1, 1, 1)
     with pytest.raises(TypeError):
-        _otlpscan.scan(b"", (), None, False, Contribution, _otlp._decode_value, 1, 1)
+        _otlpscan.scan(b"", (), None, False, Contribution, _otlp._decode_value, 1, 1, 1)
     with pytest.raises(TypeError):
-        _otlpscan.scan("text", ("k",), None, False, Contribution, _otlp._decode_value, 1, 1)
+        _otlpscan.scan("text", ("k",), None, False, Contribution, _otlp._decode_value, 1, 1, 1)
 
 
 def test_what_protobuf_accepts_and_the_reader_refuses_takes_the_python_path() -> None:
@@ -305,7 +305,7 @@ def test_what_protobuf_accepts_and_the_reader_refuses_takes_the_python_path() ->
     body = request_of(IDS) + group(10, varint(0) + varint(1)) + request_of(IDS)
     ExportTraceServiceRequest.FromString(body)
     with pytest.raises(ValueError, match="invalid field number"):
-        _otlpscan.scan(body, ("k",), None, False, Contribution, _otlp._decode_value, 1, 1)
+        _otlpscan.scan(body, ("k",), None, False, Contribution, _otlp._decode_value, 1, 1, 1)
     assert_same(body)
     assert decode(body, PROTOBUF, ORCHESTRATOR).valid == 2
 
@@ -328,7 +328,7 @@ def test_bad_utf8_in_a_task_span_is_a_value_error() -> None:
         body = request_of(IDS + field(9, TASK.SerializeToString()) + field(5, name)
                           + field(15, field(2, message)))
         with pytest.raises(UnicodeDecodeError):
-            _otlpscan.scan(body, keys, None, True, Contribution, _otlp._decode_value, 1, 1)
+            _otlpscan.scan(body, keys, None, True, Contribution, _otlp._decode_value, 1, 1, 1)
 
 
 # -- validation: never laxer than protobuf ------------------------------------------------
