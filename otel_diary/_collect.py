@@ -112,7 +112,7 @@ class TraceStore:
         for trace_id, span_ids, contributions, tasks, part_size in batch.parts:
             entry = traces.get(trace_id)
             if entry is None:
-                entry = traces[trace_id] = _Trace(last_seen=now)
+                entry = traces[trace_id] = _Trace(now, set(), {}, {}, [], 0)
             else:
                 entry.last_seen = now
                 traces.move_to_end(trace_id)
@@ -120,7 +120,10 @@ class TraceStore:
             if span_ids:
                 fresh = set(span_ids)
                 if len(fresh) == len(span_ids) and seen.isdisjoint(fresh):
-                    seen |= fresh  # the usual case: no copies, taken at once
+                    if seen:  # the usual case: no copies, taken at once
+                        seen |= fresh
+                    else:
+                        entry.seen = seen = fresh
                     entry.contributions.extend(contributions)
                     held += len(span_ids)
                     entry.size += part_size

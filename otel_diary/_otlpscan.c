@@ -78,13 +78,19 @@ read_varint(const uint8_t **at, const uint8_t *end, uint64_t *out, int max_bytes
                                 : "tag or length longer than 5 bytes");
 }
 
-static uint64_t
+static inline uint64_t
 little_endian(const uint8_t *p, int bytes)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t value = 0;
+    memcpy(&value, p, (size_t)bytes);
+    return value;
+#else
     uint64_t value = 0;
     for (int i = bytes - 1; i >= 0; i--)
         value = (value << 8) | p[i];
     return value;
+#endif
 }
 
 static int skip_group(const uint8_t **at, const uint8_t *end, uint32_t number, int depth);
@@ -185,7 +191,7 @@ fields_of(const uint8_t *data, size_t size)
 }
 
 /* 1 when a field was read into *field, 0 at the end of the message, -1 on error. */
-static inline int
+static inline Py_ALWAYS_INLINE int
 next(Fields *fields, Field *field)
 {
     int got = next_field(&fields->at, fields->end, field, 0);
