@@ -60,10 +60,11 @@ NATIVE = _otlpscan is not None
 """Whether protobuf requests are read by the C extension."""
 
 
-def _wire_rules() -> object:
+def _wire_rules() -> object | None:
     """What the C reader validates a request against: for every message type in an
     ``ExportTraceServiceRequest``, each field's number, type and (for a message field)
-    the index of its type, the six types it reads itself first."""
+    the index of its type, the six types it reads itself first. None when the reader
+    cannot take them (field numbers past its tables): then ``FromString`` validates."""
     order = [message.DESCRIPTOR for message in (
         ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span, KeyValue, AnyValue)]
     index = {descriptor.full_name: n for n, descriptor in enumerate(order)}
@@ -73,10 +74,14 @@ def _wire_rules() -> object:
             if inner is not None and inner.full_name not in index:
                 index[inner.full_name] = len(order)
                 order.append(inner)
-    return _otlpscan.schema([
-        [(item.number, item.type, index[item.message_type.full_name]
-          if item.message_type is not None else 0) for item in descriptor.fields]
-        for descriptor in order])
+    try:
+        rules: object = _otlpscan.schema([
+            [(item.number, item.type, index[item.message_type.full_name]
+              if item.message_type is not None else 0) for item in descriptor.fields]
+            for descriptor in order])
+    except ValueError:
+        return None
+    return rules
 
 
 WIRE_RULES = _wire_rules() if NATIVE else None
@@ -233,7 +238,7 @@ def decode(body: bytes, media_type: str, conventions: Conventions, *,
     """The items of an OTLP trace request in ``media_type`` (protobuf or JSON)."""
     if media_type == JSON:
         return extract(parse_json(body), conventions)
-    if native:
+    if native and WIRE_RULES is not None:
         try:
             return scan(body, conventions, validate=True)
         except DecodeError:
@@ -421,6 +426,8 @@ def scan(body: bytes, conventions: Conventions, *, validate: bool = False) -> Ba
     become Python objects. The body is one ``FromString`` accepted, or, with
     ``validate``, any: :class:`DecodeError` unless the reader finds it valid."""
     keys = (conventions.task_marker, *sorted(conventions.child_keys))
+    if validate and WIRE_RULES is None:
+        raise DecodeError("the C reader has no wire rules to validate with")
     try:
         parts, held, valid, rejected, size = _otlpscan.scan(
             body, keys, conventions.task_marker_values, conventions.recover_on_child_errors,

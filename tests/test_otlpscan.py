@@ -487,3 +487,16 @@ def test_tags_and_lengths_longer_than_protobuf_reads_are_refused() -> None:
             accepted = padding <= 3  # 5 bytes at most
             assert protobuf_accepts(body) is accepted
             assert (validated(body) is not None) is accepted
+
+
+def test_wire_rules_the_reader_cannot_take_are_refused() -> None:
+    """Field numbers past the reader's tables or a schema without the six messages it
+    reads: ValueError, so that protobuf validates instead."""
+    six: list[list[tuple[int, int, int]]] = [[] for _ in range(6)]
+    assert _otlpscan.schema(six) is not None
+    with pytest.raises(ValueError):
+        _otlpscan.schema(six[:5])
+    with pytest.raises(ValueError):
+        _otlpscan.schema([[(5000, 9, 0)], *six[1:]])
+    with pytest.raises(ValueError):
+        _otlpscan.schema([[(1, 11, 6)], *six[1:]])  # a message type past the end
