@@ -465,10 +465,16 @@ cached_text(Texts *texts, const uint8_t *data, size_t size)
 {
     if (size > TEXT_CACHED)
         return PyUnicode_DecodeUTF8((const char *)data, (Py_ssize_t)size, NULL);
-    uint32_t hash = 2166136261u;  /* FNV-1a */
-    for (size_t i = 0; i < size; i++)
-        hash = (hash ^ data[i]) * 16777619u;
-    PyObject **slot = &texts->slots[(hash ^ (hash >> 16)) & (TEXT_SLOTS - 1)];
+    uint64_t head = 0, tail = 0;  /* hashed: the size and the first and last 8 bytes */
+    if (size >= 8) {
+        memcpy(&head, data, 8);
+        memcpy(&tail, data + size - 8, 8);
+    } else {
+        for (size_t i = 0; i < size; i++)
+            head = head << 8 | data[i];
+    }
+    uint64_t hash = (head ^ (tail * 0x9E3779B97F4A7C15ULL) ^ size) * 0xFF51AFD7ED558CCDULL;
+    PyObject **slot = &texts->slots[(hash >> 40) & (TEXT_SLOTS - 1)];
     PyObject *known = *slot;  /* ASCII: its characters are its UTF-8 bytes */
     if (known != NULL && (size_t)PyUnicode_GET_LENGTH(known) == size &&
         memcmp(PyUnicode_DATA(known), data, size) == 0)
