@@ -145,6 +145,8 @@ next_field(const uint8_t **at, const uint8_t *end, Field *field, int depth)
             return -1;
         if (size > (uint64_t)(end - p))
             return fail("truncated length-delimited field");
+        if (size >= 0x7fffffff)  /* protobuf refuses these whatever follows */
+            return fail("length-delimited field of 2 GiB or more");
         field->data = p;
         field->size = (size_t)size;
         *at = p + size;
@@ -388,56 +390,67 @@ PyDoc_STRVAR(schema_doc,
 static PyObject *
 schema(PyObject *Py_UNUSED(module), PyObject *messages)
 {
-    PyObject *list = PySequence_Fast(messages, "messages must be a sequence");
+    /* Copied into tuples and read once each: converting a number may run Python code,
+       which must not change what was already read. */
+    PyObject *list = PySequence_Tuple(messages);
     if (list == NULL)
         return NULL;
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(list);
-    Schema *compiled = PyMem_Calloc(1, sizeof(Schema));
-    if (compiled == NULL || count < M_COUNT ||
+    Py_ssize_t count = PyTuple_GET_SIZE(list);
+    Schema *compiled = NULL;
+    if (count < M_COUNT) {
+        PyErr_SetString(PyExc_ValueError, "a schema starts with the six messages scanned");
+        goto error;
+    }
+    if ((compiled = PyMem_Calloc(1, sizeof(Schema))) == NULL ||
         (compiled->messages = PyMem_Calloc((size_t)count, sizeof(MessageRules))) == NULL) {
-        if (compiled != NULL && count < M_COUNT)
-            PyErr_SetString(PyExc_ValueError, "a schema starts with the six messages scanned");
-        else
-            PyErr_NoMemory();
+        PyErr_NoMemory();
         goto error;
     }
     compiled->count = count;
     for (Py_ssize_t m = 0; m < count; m++) {
-        PyObject *fields = PySequence_Fast(PySequence_Fast_GET_ITEM(list, m),
-                                           "a message is a sequence of fields");
+        PyObject *fields = PySequence_Tuple(PyTuple_GET_ITEM(list, m));
         if (fields == NULL)
             goto error;
-        MessageRules *rules = &compiled->messages[m];
-        Py_ssize_t n = PySequence_Fast_GET_SIZE(fields);
-        for (int pass = 0; pass < 2; pass++) {  /* the highest number, then the rules */
-            if (pass == 1 && (rules->rules = PyMem_Calloc(rules->count, sizeof(Rule))) == NULL) {
+        Py_ssize_t n = PyTuple_GET_SIZE(fields);
+        long (*read)[3] = PyMem_Calloc(n ? (size_t)n : 1, sizeof *read);
+        if (read == NULL) {
+            Py_DECREF(fields);
+            PyErr_NoMemory();
+            goto error;
+        }
+        uint32_t highest = 0;
+        for (Py_ssize_t f = 0; f < n; f++) {
+            long *field = read[f];
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, f), "lll:field", &field[0],
+                                  &field[1], &field[2])) {
+                PyMem_Free(read);
                 Py_DECREF(fields);
-                PyErr_NoMemory();
                 goto error;
             }
-            for (Py_ssize_t f = 0; f < n; f++) {
-                long number, type, target;
-                if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fields, f), "lll:field",
-                                      &number, &type, &target)) {
-                    Py_DECREF(fields);
-                    goto error;
-                }
-                if (number < 1 || number >= MAX_FIELD_NUMBER || target < 0 ||
-                    target >= count) {
-                    Py_DECREF(fields);
-                    PyErr_Format(PyExc_ValueError, "field %ld (message %ld) is out of range",
-                                 number, target);
-                    goto error;
-                }
-                if (pass == 0 && (uint32_t)number >= rules->count)
-                    rules->count = (uint32_t)number + 1;
-                if (pass == 1) {
-                    rules->rules[number].kind = (uint8_t)kind_of(type);
-                    rules->rules[number].message = (uint32_t)target;
-                }
+            if (field[0] < 1 || field[0] >= MAX_FIELD_NUMBER || field[2] < 0 ||
+                field[2] >= count) {
+                PyErr_Format(PyExc_ValueError, "field %ld (message %ld) is out of range",
+                             field[0], field[2]);
+                PyMem_Free(read);
+                Py_DECREF(fields);
+                goto error;
             }
+            if ((uint32_t)field[0] >= highest)
+                highest = (uint32_t)field[0] + 1;
         }
         Py_DECREF(fields);
+        MessageRules *rules = &compiled->messages[m];
+        if ((rules->rules = PyMem_Calloc(highest ? highest : 1, sizeof(Rule))) == NULL) {
+            PyMem_Free(read);
+            PyErr_NoMemory();
+            goto error;
+        }
+        rules->count = highest;
+        for (Py_ssize_t f = 0; f < n; f++) {
+            rules->rules[read[f][0]].kind = (uint8_t)kind_of(read[f][1]);
+            rules->rules[read[f][0]].message = (uint32_t)read[f][2];
+        }
+        PyMem_Free(read);
     }
     Py_DECREF(list);
     PyObject *capsule = PyCapsule_New(compiled, SCHEMA, schema_capsule_destructor);

@@ -500,3 +500,19 @@ def test_wire_rules_the_reader_cannot_take_are_refused() -> None:
         _otlpscan.schema([[(5000, 9, 0)], *six[1:]])
     with pytest.raises(ValueError):
         _otlpscan.schema([[(1, 11, 6)], *six[1:]])  # a message type past the end
+
+
+def test_wire_rules_are_read_once_whatever_their_numbers_do() -> None:
+    """A field number whose conversion changes the list of rules given: it was copied
+    first, and each number is read once (memory-safe, as an AddressSanitizer build
+    showed)."""
+    fields: list[tuple[object, int, int]] = []
+
+    class Changing:
+        def __index__(self) -> int:
+            fields[:] = [(4000, 9, 0)]  # out of range, had it been read again
+            return 2
+
+    fields[:] = [(1, 9, 0), (Changing(), 9, 0), (3, 9, 0)]
+    assert _otlpscan.schema([fields, [], [], [], [], []]) is not None
+    assert fields == [(4000, 9, 0)]
