@@ -34,6 +34,16 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifndef Py_ALWAYS_INLINE  /* Python.h defines it from 3.11 */
+#  if defined(__GNUC__) || defined(__clang__)
+#    define Py_ALWAYS_INLINE __attribute__((always_inline))
+#  elif defined(_MSC_VER)
+#    define Py_ALWAYS_INLINE __forceinline
+#  else
+#    define Py_ALWAYS_INLINE
+#  endif
+#endif
+
 enum { VARINT = 0, I64 = 1, LEN = 2, SGROUP = 3, EGROUP = 4, I32 = 5 };
 enum { MAX_GROUP_DEPTH = 100, STATUS_CODE_ERROR = 2, TRACE_ID = 16, SPAN_ID = 8 };
 /* Messages nested deeper than this are refused when validating (protobuf allows 100). */
