@@ -112,7 +112,7 @@ class TraceStore:
         for trace_id, span_ids, contributions, tasks, part_size in batch.parts:
             entry = traces.get(trace_id)
             if entry is None:
-                entry = traces[trace_id] = _Trace(now, set(), {}, {}, [], 0)
+                entry = traces[trace_id] = _Trace(last_seen=now)
             else:
                 entry.last_seen = now
                 traces.move_to_end(trace_id)
