@@ -21,7 +21,9 @@ the 512 the SDK's BatchSpanProcessor sends at once). Every request gets fresh tr
      and the median round is reported, with the others. Also reported: the receiver's
      own CPU time per span (both its threads), which the client threads do not blur. For
      scale, once: parsing plus reading every span's ids and attribute keys, the least a
-     receiver that tells task and LLM spans from the rest does through the protobuf API.
+     receiver that tells task and LLM spans from the rest does through the protobuf API;
+     and the HTTP floor: an ASGI app on the same server stack (uvicorn with httptools, as
+     ``serve`` runs it) that only reads each body and answers 200, posted to the same way.
   2. pipeline: the last round ends with SIGTERM: every task is decided and its diary
      written before the process exits, which gives the pipeline's own rate.
   3. overload: for a while, more clients post fresh traces than the receiver can take,
@@ -49,13 +51,15 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
 PROTOBUF = {"content-type": "application/x-protobuf"}
+Message = MutableMapping[str, Any]
 
 
 def make_template(traces: int = 10, seed: int = 7) -> tuple[bytes, list[bytes]]:
@@ -187,6 +191,37 @@ class Receiver:
             self.process.kill()
 
 
+async def floor_app(scope: Message, receive: Callable[[], Awaitable[Message]],
+                    send: Callable[[Message], Awaitable[None]]) -> None:
+    """Reads the body and answers 200 with nothing: what the HTTP stack alone costs."""
+    if scope["type"] != "http":
+        return
+    message = await receive()
+    while message.get("more_body"):
+        message = await receive()
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+class Floor(Receiver):
+    """:func:`floor_app` in a subprocess, served as ``otel-diary serve`` serves OTLP/HTTP."""
+
+    def __init__(self) -> None:  # not Receiver's: another program
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--floor-port", str(self.port)],
+            stderr=subprocess.DEVNULL)
+        for _ in range(300):
+            try:
+                if httpx.get(self.url + "/", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        raise RuntimeError("the floor app did not start")
+
+
 class Poster:
     """A keep-alive connection posting OTLP/HTTP protobuf requests."""
 
@@ -246,7 +281,14 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--overload-seconds", type=float, default=20.0)
     parser.add_argument("--overload-clients", type=int, default=12)
+    parser.add_argument("--floor-port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.floor_port:
+        import uvicorn
+
+        uvicorn.run(floor_app, host="127.0.0.1", port=args.floor_port, http="httptools",
+                    lifespan="off", log_config=None, access_log=False, server_header=False)
+        return
 
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -326,6 +368,20 @@ def main() -> None:
         walk = keys_walk()
         print(f"parse and read every span's ids and attribute keys: {walk:,.0f} spans/s "
               f"(ratio {walk / max(bare_parse(), 1):.3f} to bare parse, measured next to it)")
+        floor = Floor()
+        try:
+            post_all(floor.url, warm_up, args.clients, Counter())
+            cpu_before = floor.cpu_seconds()
+            start = time.perf_counter()
+            post_all(floor.url, bodies, args.clients, Counter())
+            elapsed = time.perf_counter() - start
+            cpu = floor.cpu_seconds() - cpu_before
+        finally:
+            floor.stop(graceful=False)
+        print(f"HTTP floor (an ASGI app on the same stack that only reads the bodies): "
+              f"{total_spans / elapsed:,.0f} spans/s, CPU {cpu / total_spans * 1e6:.2f} "
+              f"us/span (ratio {total_spans / elapsed / max(bare_parse(), 1):.3f} to bare "
+              f"parse, measured next to it)")
         tasks = traces_per_request * (len(bodies) + len(warm_up))
         written = len(list((root / f"kb{args.rounds}").rglob("*.md")))
         print(f"pipeline: {written} of {tasks} diaries written during the last round's "
