@@ -998,11 +998,22 @@ error:
     return -1;
 }
 
-/* Whether a field scan_request does not read is valid (always, without a schema). */
+/* The next occurrence of the message field ``number`` in a message of type ``message``
+   at nesting ``depth``; every other field is validated (given a schema) and passed over.
+   1 when one was read into *field, 0 at the end, -1 on error. */
 static int
-check_other(const Wanted *wanted, uint32_t message, const Field *field, int depth)
+next_of(Fields *fields, Field *field, const Wanted *wanted, uint32_t message,
+        uint32_t number, int depth)
 {
-    return wanted->schema == NULL ? 0 : check_field(wanted->schema, message, field, depth);
+    int got;
+    while ((got = next(fields, field)) > 0) {
+        if (field->number == number && field->wire == LEN)
+            return 1;
+        if (wanted->schema != NULL &&
+            check_field(wanted->schema, message, field, depth) < 0)
+            return -1;
+    }
+    return got;
 }
 
 static int
@@ -1011,39 +1022,22 @@ scan_request(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
     Fields request = fields_of(data, size);
     Field resource_spans = {0};
     int got;
-    while ((got = next(&request, &resource_spans)) > 0) {
-        if (resource_spans.number != 1 || resource_spans.wire != LEN) {
-            if (check_other(wanted, M_REQUEST, &resource_spans, 1) < 0)
-                return -1;
-            continue;
-        }
+    while ((got = next_of(&request, &resource_spans, wanted, M_REQUEST, 1, 1)) > 0) {
         scan->group = resource_spans.data;
         scan->group_size = resource_spans.size;
         Py_CLEAR(scan->resource);
         Fields group = fields_of(resource_spans.data, resource_spans.size);
         Field scope_spans = {0};
-        int got_scope;
-        while ((got_scope = next(&group, &scope_spans)) > 0) {
-            if (scope_spans.number != 2 || scope_spans.wire != LEN) {
-                if (check_other(wanted, M_RESOURCE_SPANS, &scope_spans, 2) < 0)
-                    return -1;
-                continue;
-            }
+        while ((got = next_of(&group, &scope_spans, wanted, M_RESOURCE_SPANS, 2, 2)) > 0) {
             Fields scope = fields_of(scope_spans.data, scope_spans.size);
             Field span = {0};
-            int got_span;
-            while ((got_span = next(&scope, &span)) > 0) {
-                if (span.number == 2 && span.wire == LEN) {
-                    if (scan_span(scan, wanted, span.data, span.size) < 0)
-                        return -1;
-                } else if (check_other(wanted, M_SCOPE_SPANS, &span, 3) < 0) {
+            while ((got = next_of(&scope, &span, wanted, M_SCOPE_SPANS, 2, 3)) > 0)
+                if (scan_span(scan, wanted, span.data, span.size) < 0)
                     return -1;
-                }
-            }
-            if (got_span < 0)
+            if (got < 0)
                 return -1;
         }
-        if (got_scope < 0)
+        if (got < 0)
             return -1;
     }
     return got < 0 ? -1 : 0;
