@@ -143,23 +143,46 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class Receiver:
-    """``otel-diary serve`` in a subprocess, HTTP only."""
+class Server:
+    """An HTTP server in a subprocess: ``command`` with ``{port}`` in it, ready once
+    ``ready_path`` answers 200."""
 
-    def __init__(self, root: Path, **env: str) -> None:
+    def __init__(self, command: list[str], ready_path: str,
+                 env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        environment = {**os.environ, "OTEL_DIARY_DIR": str(root), **env}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "otel_diary._cli", "serve", "--http-port", str(self.port),
-             "--grpc-port", "0"], env=environment, stderr=subprocess.DEVNULL)
+            [part.format(port=self.port) for part in command], env=env,
+            stderr=subprocess.DEVNULL)
         for _ in range(300):
             try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                if httpx.get(self.url + ready_path, timeout=1).status_code == 200:
                     return
             except httpx.HTTPError:
                 time.sleep(0.05)
-        raise RuntimeError("the receiver did not start")
+        raise RuntimeError(f"{command} did not start")
+
+    def cpu_seconds(self) -> float:
+        """User and system CPU time the process has used so far."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self, graceful: bool = True) -> None:
+        self.process.send_signal(signal.SIGTERM if graceful else signal.SIGKILL)
+        try:
+            self.process.wait(300)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+class Receiver(Server):
+    """``otel-diary serve`` in a subprocess, HTTP only."""
+
+    def __init__(self, root: Path, **env: str) -> None:
+        super().__init__(
+            [sys.executable, "-m", "otel_diary._cli", "serve", "--http-port", "{port}",
+             "--grpc-port", "0"], "/health",
+            {**os.environ, "OTEL_DIARY_DIR": str(root), **env})
 
     def metrics(self) -> dict[str, float]:
         text = httpx.get(self.url + "/metrics", timeout=10).text
@@ -170,11 +193,6 @@ class Receiver:
                 values[name] = float(value)
         return values
 
-    def cpu_seconds(self) -> float:
-        """User and system CPU time the process has used so far."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
     def rss(self) -> tuple[int, int]:
         """(current, peak) resident set size in bytes."""
         fields = {}
@@ -182,13 +200,6 @@ class Receiver:
             key, _, value = line.partition(":")
             fields[key] = value.strip()
         return (int(fields["VmRSS"].split()[0]) * 1024, int(fields["VmHWM"].split()[0]) * 1024)
-
-    def stop(self, graceful: bool = True) -> None:
-        self.process.send_signal(signal.SIGTERM if graceful else signal.SIGKILL)
-        try:
-            self.process.wait(300)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
 
 
 async def floor_app(scope: Message, receive: Callable[[], Awaitable[Message]],
@@ -204,22 +215,9 @@ async def floor_app(scope: Message, receive: Callable[[], Awaitable[Message]],
     await send({"type": "http.response.body", "body": b""})
 
 
-class Floor(Receiver):
+def floor_server() -> Server:
     """:func:`floor_app` in a subprocess, served as ``otel-diary serve`` serves OTLP/HTTP."""
-
-    def __init__(self) -> None:  # not Receiver's: another program
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, "--floor-port", str(self.port)],
-            stderr=subprocess.DEVNULL)
-        for _ in range(300):
-            try:
-                if httpx.get(self.url + "/", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        raise RuntimeError("the floor app did not start")
+    return Server([sys.executable, __file__, "--floor-port", "{port}"], "/")
 
 
 class Poster:
@@ -368,7 +366,7 @@ def main() -> None:
         walk = keys_walk()
         print(f"parse and read every span's ids and attribute keys: {walk:,.0f} spans/s "
               f"(ratio {walk / max(bare_parse(), 1):.3f} to bare parse, measured next to it)")
-        floor = Floor()
+        floor = floor_server()
         try:
             post_all(floor.url, warm_up, args.clients, Counter())
             cpu_before = floor.cpu_seconds()
