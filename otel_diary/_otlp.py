@@ -349,6 +349,12 @@ def estimate(attrs: Mapping[str, object]) -> int:
     return size
 
 
+def kept_keys(conventions: Conventions) -> tuple[str, ...]:
+    """The attribute keys whose values decoding keeps: the task marker, then the keys of
+    what a span contributes to its task."""
+    return (conventions.task_marker, *sorted(conventions.child_keys))
+
+
 def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
             raw: bytes | None = None) -> Batch:
     """The task spans and contributing spans of ``request``; every other span is counted.
@@ -359,7 +365,7 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
     matter occurs anywhere in it.
     """
     marker = conventions.task_marker
-    keys = (marker, *sorted(conventions.child_keys))
+    keys = kept_keys(conventions)
     wanted = {key: key for key in keys}  # to itself: what is kept shares one str per key
     if raw is not None and not any(key.encode() in raw for key in keys):
         wanted = {}  # no span of this request has a key that matters
@@ -425,7 +431,7 @@ def scan(body: bytes, conventions: Conventions, *, validate: bool = False) -> Ba
     """:func:`extract` for a protobuf body, read by the C extension: only the spans kept
     become Python objects. The body is one ``FromString`` accepted, or, with
     ``validate``, any: :class:`DecodeError` unless the reader finds it valid."""
-    keys = (conventions.task_marker, *sorted(conventions.child_keys))
+    keys = kept_keys(conventions)
     if validate and WIRE_RULES is None:
         raise DecodeError("the C reader has no wire rules to validate with")
     try:

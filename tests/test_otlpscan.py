@@ -63,7 +63,7 @@ def assert_same(body: bytes) -> None:
 
 def validated(body: bytes) -> object | None:
     """What the validating reader makes of ``body``, or None when it refuses it."""
-    keys = (COUNTING.task_marker, *sorted(COUNTING.child_keys))
+    keys = _otlp.kept_keys(COUNTING)
     try:
         result: object = _otlpscan.scan(body, keys, None, True, Contribution,
                                         _otlp._decode_value, 300, 150, 400, _otlp.WIRE_RULES)
@@ -244,7 +244,7 @@ _SAMPLE = protobuf_body([*task_trace("T-1", chats=2), *task_trace("T-2", failed=
 
 def scan_raw(body: bytes) -> object:
     """The extension on unvalidated bytes: a result or ValueError, nothing else."""
-    keys = (COUNTING.task_marker, *sorted(COUNTING.child_keys))
+    keys = _otlp.kept_keys(COUNTING)
     try:
         return _otlpscan.scan(body, keys, None, True, Contribution, _otlp._decode_value,
                               300, 150, 400)
@@ -323,7 +323,7 @@ def test_a_value_member_the_reader_does_not_know_is_read_by_protobuf() -> None:
 def test_bad_utf8_in_a_task_span_is_a_value_error() -> None:
     """Unvalidated bytes with a broken name and status message: ValueError, whichever
     string fails first (never an error raised while another is pending)."""
-    keys = (COUNTING.task_marker, *sorted(COUNTING.child_keys))
+    keys = _otlp.kept_keys(COUNTING)
     for name, message in ((b"\xff", b"\xfe"), (b"ok", b"\xfe"), (b"\xff", b"ok")):
         body = request_of(IDS + field(9, TASK.SerializeToString()) + field(5, name)
                           + field(15, field(2, message)))
