@@ -437,17 +437,17 @@ def scan(body: bytes, conventions: Conventions, *, validate: bool = False) -> Ba
     try:
         parts, held, valid, rejected, size = _otlpscan.scan(
             body, keys, conventions.task_marker_values, conventions.recover_on_child_errors,
-            Contribution, _decode_value, CONTRIBUTION_BYTES, ATTRIBUTE_BYTES, TASK_BYTES,
-            WIRE_RULES if validate else None)
+            Contribution, Part, _decode_value, CONTRIBUTION_BYTES, ATTRIBUTE_BYTES,
+            TASK_BYTES, WIRE_RULES if validate else None)
     except (ValueError, _ProtobufDecodeError) as exc:
         raise DecodeError(str(exc)) from None
-    for index, (trace_id, span_ids, contributions, tasks, part_size) in enumerate(parts):
+    for part in parts:
+        tasks = part.tasks
         for n, (span_id, name, start, end, parent, flags, code, message, span_attributes,
                 resource, task_size) in enumerate(tasks):
-            tasks[n] = (span_id, span_record(trace_id, span_id, name, start, end, parent,
+            tasks[n] = (span_id, span_record(part.trace_id, span_id, name, start, end, parent,
                                              flags, code, message, span_attributes, resource),
                         task_size)
-        parts[index] = Part(trace_id, span_ids, contributions, tasks, part_size)
     return Batch(parts, held, valid, rejected, ZERO_ID if rejected else "", size)
 
 

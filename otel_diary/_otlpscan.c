@@ -514,7 +514,8 @@ typedef struct {
     Py_ssize_t count;
     const char **utf8;
     Py_ssize_t *sizes;
-    PyObject *contribution;    /* the Contribution class (a tuple subclass) */
+    PyTypeObject *contribution;  /* the Contribution class (a tuple subclass) */
+    PyTypeObject *part;        /* the Part class (a tuple subclass) */
     PyObject *decode_any;      /* bytes of an AnyValue -> plain value (arrays, kvlists) */
     const Schema *schema;      /* what to validate against, or NULL */
     Texts *texts;              /* strings decoded so far */
@@ -685,6 +686,15 @@ all_attributes(const Wanted *wanted, PyObject *dict, const uint8_t *data, size_t
     return got < 0 ? -1 : 0;
 }
 
+/* An instance of ``type``, a tuple subclass without fields of its own (a NamedTuple), of
+   ``size`` items the caller sets: what tuple.__new__(type, items) makes, without the
+   tuple of items it copies them from. */
+static PyObject *
+new_tuple(PyTypeObject *type, Py_ssize_t size)
+{
+    return type->tp_alloc(type, size);
+}
+
 /* Appends item to list and drops the caller's reference; -1 when item is NULL. */
 static int
 append_new(PyObject *list, PyObject *item)
@@ -735,7 +745,7 @@ close_part(Scan *scan)
 
 /* The part of trace_id the next kept span goes to: the last one, or a new one. */
 static PyObject *
-part_for(Scan *scan, const uint8_t *trace_id)
+part_for(Scan *scan, const Wanted *wanted, const uint8_t *trace_id)
 {
     PyObject *part = scan->part;
     if (part != NULL &&
@@ -743,7 +753,7 @@ part_for(Scan *scan, const uint8_t *trace_id)
         return part;
     if (close_part(scan) < 0)
         return NULL;
-    part = PyTuple_New(PART_FIELDS);
+    part = new_tuple(wanted->part, PART_FIELDS);
     if (part == NULL)
         return NULL;
     for (int i = 0; i < PART_SIZE; i++) {  /* one at a time: no call with an error set */
@@ -927,7 +937,7 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
     int task = has_marker ? is_task(wanted, found) : 0;
     if (task < 0)
         goto error;
-    PyObject *part = part_for(scan, trace_id);
+    PyObject *part = part_for(scan, wanted, trace_id);
     PyObject *span = part ? PyBytes_FromStringAndSize((const char *)span_id, SPAN_ID) : NULL;
     if (span == NULL)
         goto error;
@@ -969,28 +979,21 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
                         wanted->attribute_bytes * (long long)PyDict_GET_SIZE(found);
     scan->part_size += size_of;
     scan->size += size_of;
-    /* tuple.__new__(Contribution, (found, is_error, end_ns)): the NamedTuple without its
-       Python-level __new__ */
-    PyObject *values = PyTuple_New(3), *end = PyLong_FromUnsignedLongLong(end_ns);
-    PyObject *args = values && end ? PyTuple_Pack(1, values) : NULL;
-    if (args == NULL) {
-        Py_XDECREF(values);
+    PyObject *end = PyLong_FromUnsignedLongLong(end_ns);
+    PyObject *contribution = end ? new_tuple(wanted->contribution, 3) : NULL;
+    if (contribution == NULL) {
         Py_XDECREF(end);
         Py_DECREF(found);
         return -1;
     }
-    PyTuple_SET_ITEM(values, 0, found);
-    PyTuple_SET_ITEM(values, 1, Py_NewRef(is_error ? Py_True : Py_False));
-    PyTuple_SET_ITEM(values, 2, end);
-    PyObject *contribution = PyTuple_Type.tp_new((PyTypeObject *)wanted->contribution,
-                                                 args, NULL);
-    Py_DECREF(args);
-    Py_DECREF(values);
+    PyTuple_SET_ITEM(contribution, 0, found);
+    PyTuple_SET_ITEM(contribution, 1, Py_NewRef(is_error ? Py_True : Py_False));
+    PyTuple_SET_ITEM(contribution, 2, end);
     /* Immutable, and holding nothing the collector tracks (a dict of plain values, a bool,
        an int), it can be in no reference cycle: as CPython does for such exact tuples,
        leave it out of garbage collection, which would otherwise walk every contribution
        held for assembly. */
-    if (contribution != NULL && !PyObject_GC_IsTracked(found))
+    if (!PyObject_GC_IsTracked(found))
         PyObject_GC_UnTrack(contribution);
     return append_new(PyTuple_GET_ITEM(part, PART_CONTRIBUTIONS), contribution);
 error:
@@ -1044,7 +1047,7 @@ scan_request(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
 }
 
 PyDoc_STRVAR(scan_doc,
-"scan(body, keys, marker_values, child_errors, contribution, decode_any,\n"
+"scan(body, keys, marker_values, child_errors, contribution, part, decode_any,\n"
 "     contribution_bytes, attribute_bytes, task_bytes, schema=None)\n"
 "--\n\n"
 "The spans of an OTLP ExportTraceServiceRequest ``body`` that matter to assembly.\n\n"
@@ -1052,7 +1055,7 @@ PyDoc_STRVAR(scan_doc,
 "task marker first), or when ``child_errors`` and its status is ERROR. It is a task span\n"
 "when its marker is set (to one of ``marker_values`` unless that is None), as\n"
 "Conventions.is_task has it. Returns ``(parts, held, valid, rejected, size)``.\n\n"
-"Kept spans of one trace that follow each other make a part: ``(trace id, span ids,\n"
+"Kept spans of one trace that follow each other make a ``part(trace id, span ids,\n"
 "contributions, tasks, contributions' size)``; ``contribution(attributes, is_error,\n"
 "end_ns)`` keeps only the attributes in ``keys``, one per span id. ``tasks`` holds\n"
 "``(span id, name, start_ns, end_ns, parent span id, flags, status code, status\n"
@@ -1060,10 +1063,21 @@ PyDoc_STRVAR(scan_doc,
 "being ``task_bytes + _otlp.estimate(attributes) + len(name)``. ``held`` counts the\n"
 "kept spans; ``valid`` and ``rejected`` (all-zero ids) every span; ``size`` adds the\n"
 "tasks' sizes and ``contribution_bytes + attribute_bytes * len(attributes)`` per\n"
-"contribution.\n"
+"contribution. ``contribution`` and ``part`` are NamedTuple classes (tuple subclasses\n"
+"without fields of their own): their instances are made as tuple.__new__ makes them.\n"
 "``decode_any`` turns the bytes of an AnyValue (or, with a second argument, of a\n"
 "KeyValue) into plain data. Raises ValueError on malformed input or ids of the wrong\n"
 "length; with a ``schema`` (see schema()), also on anything that is not valid by it.");
+
+/* Whether ``type`` is a tuple subclass whose instances are bare tuples (a NamedTuple):
+   what new_tuple() can make. */
+static int
+is_plain_tuple_type(PyTypeObject *type)
+{
+    return PyType_IsSubtype(type, &PyTuple_Type) &&
+           type->tp_basicsize == PyTuple_Type.tp_basicsize &&
+           type->tp_itemsize == PyTuple_Type.tp_itemsize && type->tp_dictoffset == 0;
+}
 
 static PyObject *
 scan(PyObject *Py_UNUSED(module), PyObject *args)
@@ -1072,8 +1086,9 @@ scan(PyObject *Py_UNUSED(module), PyObject *args)
     Wanted wanted = {0};
     PyObject *result = NULL;
     PyObject *schema_capsule = Py_None;
-    if (!PyArg_ParseTuple(args, "y*O!OpOOLLL|O:scan", &body, &PyTuple_Type, &wanted.tuple,
-                          &wanted.marker_values, &wanted.child_errors, &wanted.contribution,
+    if (!PyArg_ParseTuple(args, "y*O!OpO!O!OLLL|O:scan", &body, &PyTuple_Type, &wanted.tuple,
+                          &wanted.marker_values, &wanted.child_errors, &PyType_Type,
+                          &wanted.contribution, &PyType_Type, &wanted.part,
                           &wanted.decode_any, &wanted.contribution_bytes,
                           &wanted.attribute_bytes, &wanted.task_bytes, &schema_capsule))
         return NULL;
@@ -1083,9 +1098,10 @@ scan(PyObject *Py_UNUSED(module), PyObject *args)
     if (schema_capsule != Py_None &&
         (wanted.schema = PyCapsule_GetPointer(schema_capsule, SCHEMA)) == NULL)
         goto done;
-    if (!PyType_Check(wanted.contribution) ||
-        !PyType_IsSubtype((PyTypeObject *)wanted.contribution, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "contribution must be a tuple subclass");
+    if (!is_plain_tuple_type(wanted.contribution) || !is_plain_tuple_type(wanted.part)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "contribution and part must be tuple subclasses without fields of "
+                        "their own");
         goto done;
     }
     wanted.count = PyTuple_GET_SIZE(wanted.tuple);

@@ -29,7 +29,7 @@ from opentelemetry.proto.common.v1.common_pb2 import (
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
 from otel_diary import GENAI, ORCHESTRATOR, Conventions, _otlp
-from otel_diary._otlp import PROTOBUF, Batch, Contribution, DecodeError, decode
+from otel_diary._otlp import PROTOBUF, Batch, Contribution, DecodeError, Part, decode
 from tests.otlp_build import protobuf_body, task_trace
 
 if not _otlp.NATIVE:
@@ -65,7 +65,7 @@ def validated(body: bytes) -> object | None:
     """What the validating reader makes of ``body``, or None when it refuses it."""
     keys = _otlp.kept_keys(COUNTING)
     try:
-        result: object = _otlpscan.scan(body, keys, None, True, Contribution,
+        result: object = _otlpscan.scan(body, keys, None, True, Contribution, Part,
                                         _otlp._decode_value, 300, 150, 400, _otlp.WIRE_RULES)
     except ValueError:
         return None
@@ -246,7 +246,7 @@ def scan_raw(body: bytes) -> object:
     """The extension on unvalidated bytes: a result or ValueError, nothing else."""
     keys = _otlp.kept_keys(COUNTING)
     try:
-        return _otlpscan.scan(body, keys, None, True, Contribution, _otlp._decode_value,
+        return _otlpscan.scan(body, keys, None, True, Contribution, Part, _otlp._decode_value,
                               300, 150, 400)
     except ValueError:
         return None
@@ -284,19 +284,31 @@ def test_deeply_nested_groups_are_refused_not_followed() -> None:
     depth = 1_000_000
     body = request_of(IDS + varint(40 << 3 | 3) * depth + varint(40 << 3 | 4) * depth)
     with pytest.raises(ValueError, match="nested too deeply"):
-        _otlpscan.scan(body, ("k",), None, False, Contribution, _otlp._decode_value, 1, 1, 1)
+        _otlpscan.scan(body, ("k",), None, False, Contribution, Part, _otlp._decode_value,
+                       1, 1, 1)
     assert both(body, ORCHESTRATOR) == ("DecodeError", "DecodeError")
 
 
 def test_bad_arguments_are_type_errors() -> None:
-    with pytest.raises(TypeError):
-        _otlpscan.scan(b"", ("k",), None, False, dict, _otlp._decode_value, 1, 1, 1)
-    with pytest.raises(TypeError):
-        _otlpscan.scan(b"", (1,), None, False, Contribution, _otlp._decode_value, 1, 1, 1)
-    with pytest.raises(TypeError):
-        _otlpscan.scan(b"", (), None, False, Contribution, _otlp._decode_value, 1, 1, 1)
-    with pytest.raises(TypeError):
-        _otlpscan.scan("text", ("k",), None, False, Contribution, _otlp._decode_value, 1, 1, 1)
+    class WithDict(tuple):  # type: ignore[type-arg]  # its instances have a __dict__
+        pass
+
+    def call(body: object, keys: object, contribution: object = Contribution,
+             part: object = Part) -> None:
+        _otlpscan.scan(body, keys, None, False, contribution, part, _otlp._decode_value, 1, 1, 1)
+
+    for body, keys, contribution, part in [
+        (b"", ("k",), dict, Part),
+        (b"", ("k",), Contribution, list),
+        (b"", ("k",), WithDict, Part),
+        (b"", ("k",), Contribution, WithDict),
+        (b"", (1,), Contribution, Part),
+        (b"", (), Contribution, Part),
+        ("text", ("k",), Contribution, Part),
+    ]:
+        with pytest.raises(TypeError):
+            call(body, keys, contribution, part)
+    call(b"", ("k",))
 
 
 def test_what_protobuf_accepts_and_the_reader_refuses_takes_the_python_path() -> None:
@@ -305,7 +317,8 @@ def test_what_protobuf_accepts_and_the_reader_refuses_takes_the_python_path() ->
     body = request_of(IDS) + group(10, varint(0) + varint(1)) + request_of(IDS)
     ExportTraceServiceRequest.FromString(body)
     with pytest.raises(ValueError, match="invalid field number"):
-        _otlpscan.scan(body, ("k",), None, False, Contribution, _otlp._decode_value, 1, 1, 1)
+        _otlpscan.scan(body, ("k",), None, False, Contribution, Part, _otlp._decode_value,
+                       1, 1, 1)
     assert_same(body)
     assert decode(body, PROTOBUF, ORCHESTRATOR).valid == 2
 
@@ -328,7 +341,8 @@ def test_bad_utf8_in_a_task_span_is_a_value_error() -> None:
         body = request_of(IDS + field(9, TASK.SerializeToString()) + field(5, name)
                           + field(15, field(2, message)))
         with pytest.raises(UnicodeDecodeError):
-            _otlpscan.scan(body, keys, None, True, Contribution, _otlp._decode_value, 1, 1, 1)
+            _otlpscan.scan(body, keys, None, True, Contribution, Part, _otlp._decode_value,
+                           1, 1, 1)
 
 
 # -- validation: never laxer than protobuf ------------------------------------------------
