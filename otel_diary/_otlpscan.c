@@ -234,6 +234,7 @@ typedef struct {
 typedef struct {
     Py_ssize_t count;
     MessageRules *messages;
+    int quick_pairs;  /* whether quick_pair() validates KeyValues as these rules have it */
 } Schema;
 
 static const char SCHEMA[] = "otel_diary._otlpscan.Schema";
@@ -397,6 +398,28 @@ PyDoc_STRVAR(schema_doc,
 "``messages``. The first six are ExportTraceServiceRequest, ResourceSpans, ScopeSpans,\n"
 "Span, KeyValue and AnyValue. Scalar fields, repeated or not, are read unpacked only.");
 
+/* The kind of field ``number`` of message ``message`` by the schema. */
+static int
+kind_in(const Schema *schema, uint32_t message, uint32_t number)
+{
+    const MessageRules *rules = &schema->messages[message];
+    return number < rules->count ? rules->rules[number].kind : K_UNKNOWN;
+}
+
+/* Whether the schema has KeyValue and AnyValue as quick_pair() reads them. */
+static int
+quick_pairs_hold(const Schema *schema)
+{
+    return kind_in(schema, M_KEY_VALUE, 1) == K_STRING &&
+           kind_in(schema, M_KEY_VALUE, 2) == K_MESSAGE &&
+           schema->messages[M_KEY_VALUE].rules[2].message == M_ANY_VALUE &&
+           kind_in(schema, M_ANY_VALUE, 1) == K_STRING &&
+           kind_in(schema, M_ANY_VALUE, 2) == K_VARINT &&
+           kind_in(schema, M_ANY_VALUE, 3) == K_VARINT &&
+           kind_in(schema, M_ANY_VALUE, 4) == K_I64 &&
+           kind_in(schema, M_ANY_VALUE, 7) == K_BYTES;
+}
+
 static PyObject *
 schema(PyObject *Py_UNUSED(module), PyObject *messages)
 {
@@ -463,6 +486,7 @@ schema(PyObject *Py_UNUSED(module), PyObject *messages)
         PyMem_Free(read);
     }
     Py_DECREF(list);
+    compiled->quick_pairs = quick_pairs_hold(compiled);
     PyObject *capsule = PyCapsule_New(compiled, SCHEMA, schema_capsule_destructor);
     if (capsule == NULL)
         free_schema(compiled);
@@ -514,6 +538,7 @@ typedef struct {
     Py_ssize_t count;
     const char **utf8;
     Py_ssize_t *sizes;
+    uint64_t lengths;          /* bit n set: a key is n bytes long (bit 63: 63 or more) */
     PyTypeObject *contribution;  /* the Contribution class (a tuple subclass) */
     PyTypeObject *part;        /* the Part class (a tuple subclass) */
     PyObject *decode_any;      /* bytes of an AnyValue -> plain value (arrays, kvlists) */
@@ -529,6 +554,8 @@ typedef struct {
 static Py_ssize_t
 wanted_index(const Wanted *wanted, const uint8_t *key, size_t size)
 {
+    if (!(wanted->lengths >> (size < 63 ? size : 63) & 1))
+        return -1;  /* most keys: no wanted key is that long */
     for (Py_ssize_t i = 0; i < wanted->count; i++)
         if ((size_t)wanted->sizes[i] == size && memcmp(wanted->utf8[i], key, size) == 0)
             return i;
@@ -585,9 +612,62 @@ typedef struct {
     int values;
 } Pair;
 
+/* Reads the usual KeyValue: its key, then its value holding one string, bool, int, double
+   or bytes, every length in one byte. 1 when the KeyValue is of that form (and, when
+   ``validate``, valid as check_message() has it), with *pair filled as read_pair() fills
+   it; 0 when it is not, and the caller reads it field by field. */
+static inline int
+quick_pair(const uint8_t *data, size_t size, Pair *pair, int validate)
+{
+    const uint8_t *end = data + size;
+    if (size < 4 || data[0] != (1 << 3 | LEN) || data[1] >= 0x80)
+        return 0;
+    const uint8_t *key = data + 2, *p = key + data[1];
+    if (end - p < 2 || p[0] != (2 << 3 | LEN) || p[1] >= 0x80 || p[1] != end - p - 2)
+        return 0;
+    const uint8_t *value = p + 2;
+    size_t value_size = p[1];
+    if (value_size > 0) {
+        size_t member = value_size - 1;  /* after the tag */
+        switch (value[0]) {
+        case 1 << 3 | LEN:  /* string_value */
+        case 7 << 3 | LEN:  /* bytes_value */
+            if (member == 0 || value[1] != member - 1)
+                return 0;
+            if (validate && value[0] == (1 << 3 | LEN) && !is_utf8(value + 2, member - 1))
+                return 0;
+            break;
+        case 2 << 3 | VARINT:  /* bool_value */
+        case 3 << 3 | VARINT:  /* int_value: a varint of up to 10 bytes, the last one ends */
+            if (member == 0 || member > 10 || value[value_size - 1] >= 0x80)
+                return 0;
+            for (size_t i = 1; i < value_size - 1; i++)
+                if (value[i] < 0x80)
+                    return 0;
+            break;
+        case 4 << 3 | I64:  /* double_value */
+            if (member != 8)
+                return 0;
+            break;
+        default:
+            return 0;
+        }
+    }
+    if (validate && !is_utf8(key, data[1]))
+        return 0;
+    pair->key = key;
+    pair->key_size = data[1];
+    pair->value = value;
+    pair->value_size = value_size;
+    pair->values = 1;
+    return 1;
+}
+
 static int
 read_pair(const uint8_t *data, size_t size, Pair *pair, const Schema *schema, int depth)
 {
+    if ((schema == NULL || schema->quick_pairs) && quick_pair(data, size, pair, schema != NULL))
+        return 0;
     Field field = {0};
     Fields fields = fields_of(data, size);
     int got;
@@ -1123,6 +1203,7 @@ scan(PyObject *Py_UNUSED(module), PyObject *args)
         }
         if ((wanted.utf8[i] = PyUnicode_AsUTF8AndSize(key, &wanted.sizes[i])) == NULL)
             goto done;
+        wanted.lengths |= (uint64_t)1 << (wanted.sizes[i] < 63 ? wanted.sizes[i] : 63);
     }
     state.parts = PyList_New(0);
     if (state.parts == NULL)

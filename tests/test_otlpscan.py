@@ -345,6 +345,49 @@ def test_bad_utf8_in_a_task_span_is_a_value_error() -> None:
                            1, 1, 1)
 
 
+_VALUES = [  # the bytes of an AnyValue, of every member and around every limit
+    b"", field(1, b""), field(1, b"model"), field(1, "é🙂".encode()), field(1, b"\xff"),
+    field(1, b"\xed\xa0\x80"), field(1, b"x" * 126), field(1, b"x" * 200),
+    field(7, b""), field(7, b"\xff\x00"), field(2, 0, wire=0), field(2, 300, wire=0),
+    *(field(3, value, wire=0) for value in (0, 1, 127, 128, 2**63 - 1, 2**64 - 1)),
+    b"\x18" + b"\xff" * 10 + b"\x01", b"\x18\x80", b"\x18",  # too long, cut short
+    field(4, b"\x00" * 7 + b"\x40", wire=1), b"\x21" + b"\x00" * 7,
+    field(1, b"a") + field(3, 5, wire=0), field(3, 5, wire=0) + field(3, 6, wire=0),
+    field(8, 1, wire=0), b"\x08\x01", b"\x0a\x05ab", field(1, b"a") + b"\x00",
+]
+_KEY_BYTES = [b"gen_ai.usage.input_tokens", b"gen_ai.request.model", b"http.url", b"",
+              b"\xffkey", b"k" * 130]
+
+
+@pytest.mark.parametrize("value", _VALUES)
+def test_attribute_forms_agree_with_protobuf(value: bytes) -> None:
+    """Attributes around the limits of the reader's shortcut for the usual KeyValue (key,
+    then a value holding one member, lengths in one byte), and just past them: the same
+    batch as the pure-Python path, and nothing protobuf refuses is accepted."""
+    for key in _KEY_BYTES:
+        for pair in (field(1, key) + field(2, value),  # the usual form
+                     field(2, value) + field(1, key),  # value first
+                     field(1, key) + field(2, value) + field(3, 1, wire=0),  # more after
+                     field(1, key) + field(2, value) + b"\x00",  # then no valid field
+                     field(1, key) + b"\x12" + varint(len(value) + 1) + value,  # cut short
+                     field(1, key) + b"\x12" + varint(len(value) + 1) + value + b"\x00"):
+            body = request_of(IDS + field(9, pair))
+            assert_no_laxer_than_protobuf(body)
+            assert_same(body)
+
+
+@pytest.mark.parametrize("length", [1, 62, 63, 64, 200])
+def test_kept_keys_of_any_length_are_found(length: int) -> None:
+    marker = "m" * length
+    conventions = dataclasses.replace(ORCHESTRATOR, task_marker=marker)
+    for key, held in ((marker, 1), ("n" * length, 0), (marker + "m", 0)):
+        body = request_of(IDS + field(9, KeyValue(
+            key=key, value=AnyValue(string_value="T-1")).SerializeToString()))
+        native, python = both(body, conventions)
+        assert native == python
+        assert isinstance(native, Batch) and native.held == held
+
+
 # -- validation: never laxer than protobuf ------------------------------------------------
 
 _VARINTS = {FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_INT32,
