@@ -6,24 +6,27 @@ steps), encoded by the OTLP exporter's own encoder into requests of ten traces (
 the 512 the SDK's BatchSpanProcessor sends at once). Every request gets fresh trace ids.
 
   1. rounds (5): each starts ``otel-diary serve`` afresh in a subprocess, warms it up with
-     a few requests, and then times the payloads: client threads post them on loopback
-     with the standard library's ``http.client`` (keep-alive), which costs the client
-     about a sixth of the CPU httpx does per 100 KiB request, so the client side, sharing
-     the machine, does not limit what is measured. A round lasts from the first timed
-     request to the last response: the receiver answers a request once its spans are
-     assembled, and its metrics must then count every span accepted, or the benchmark
-     stops with an error. Its grace period is long enough that no diary is rendered
-     meanwhile (rendering competes for the same interpreter). Right before and right
-     after it, ``ExportTraceServiceRequest.FromString`` parses the same payloads (best of
-     three passes); the faster of the two is the round's reference, and the round's
-     ratio is the receiver's rate over it. The speed of a shared machine drifts by half
-     or more within seconds, so the ratio is taken between measurements seconds apart,
-     and the median round is reported, with the others. Also reported: the receiver's
-     own CPU time per span (both its threads), which the client threads do not blur. For
-     scale, once: parsing plus reading every span's ids and attribute keys, the least a
-     receiver that tells task and LLM spans from the rest does through the protobuf API;
-     and the HTTP floor: an ASGI app on the same server stack (uvicorn with httptools, as
-     ``serve`` runs it) that only reads each body and answers 200, posted to the same way.
+     a few requests, and then times the payloads in slices of 100 requests: client
+     threads post them on loopback with the standard library's ``http.client``
+     (keep-alive), which costs the client about a sixth of the CPU httpx does per 100 KiB
+     request, so the client side, sharing the machine, does not limit what is measured.
+     A slice lasts from its first request to its last response: the receiver answers a
+     request once its spans are assembled, and at the end of the round its metrics must
+     count every span accepted, or the benchmark stops with an error. Its grace period
+     is long enough that no diary is rendered meanwhile (rendering competes for the same
+     interpreter). After each slice (and before the first), bare parsing of that slice's
+     payloads with ``ExportTraceServiceRequest.FromString`` is timed (best of two
+     passes). A slice's reference is the faster of the measurements right before and
+     right after it, and its ratio is the receiver's rate over that. The speed of a
+     shared machine drifts by half or more within seconds, so each ratio is taken between
+     measurements a fraction of a second apart, and the median slice of all rounds is
+     reported, with the quartiles and the range. Also reported: each round's rate and the
+     receiver's own CPU time per span (both its threads), which the client threads do not
+     blur. For scale, once: parsing plus reading every span's ids and attribute keys, the
+     least a receiver that tells task and LLM spans from the rest does through the
+     protobuf API; and the HTTP floor: an ASGI app on the same server stack (uvicorn with
+     httptools, as ``serve`` runs it) that only reads each body and answers 200, posted to
+     the same way.
   2. pipeline: the last round ends with SIGTERM: every task is decided and its diary
      written before the process exits, which gives the pipeline's own rate.
   3. overload: for a while, more clients post fresh traces than the receiver can take,
@@ -32,8 +35,8 @@ the 512 the SDK's BatchSpanProcessor sends at once). Every request gets fresh tr
      resident memory is sampled. Reports peak RSS, the peak in each half of the run
      (bounded: the second is not above the first by much) and the status codes.
 
-    python benchmarks/receiver_throughput.py [--rounds 5] [--requests 400] [--clients 4]
-        [--overload-seconds 20] [--overload-clients 12]
+    python benchmarks/receiver_throughput.py [--rounds 5] [--requests 400] [--slice 100]
+        [--clients 4] [--overload-seconds 20] [--overload-clients 12]
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import random
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -276,6 +280,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=400, help="timed, per round")
+    parser.add_argument("--slice", type=int, default=100,
+                        help="requests per slice, each timed next to bare parsing")
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--overload-seconds", type=float, default=20.0)
     parser.add_argument("--overload-clients", type=int, default=12)
@@ -301,14 +307,15 @@ def main() -> None:
           f"traces of ~{per_request // traces_per_request} spans, one task root each), "
           f"{len(template) / 1024:.0f} KiB per request; {args.rounds} rounds")
 
-    def bare_parse() -> float:
+    def bare_parse(payloads: list[bytes] = bodies, passes: int = 3) -> float:
+        """Spans/s of ``FromString`` over ``payloads``: the best of ``passes``."""
         best = float("inf")
-        for _ in range(3):
+        for _ in range(passes):
             start = time.perf_counter()
-            for body in bodies:
+            for body in payloads:
                 ExportTraceServiceRequest.FromString(body)
             best = min(best, time.perf_counter() - start)
-        return total_spans / best
+        return per_request * len(payloads) / best
 
     def keys_walk() -> float:
         best = float("inf")
@@ -324,22 +331,32 @@ def main() -> None:
 
     shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
     root = Path(tempfile.mkdtemp(prefix="otel-diary-bench-", dir=shm))
-    rounds: list[tuple[float, float, float]] = []  # (ratio, receiver spans/s, bare spans/s)
+    slices = [bodies[at:at + args.slice] for at in range(0, len(bodies), args.slice)]
+    measured: list[tuple[float, float, float]] = []  # (ratio, receiver, bare) per slice
     try:
         for number in range(1, args.rounds + 1):
             last = number == args.rounds
-            bare_before = bare_parse()
             receiver = Receiver(root / f"kb{number}", OTEL_DIARY_SERVE_GRACE_S="600",
                                 OTEL_DIARY_SHUTDOWN_TIMEOUT_MS="300000",
                                 OTEL_DIARY_SERVE_MAX_SPANS=str(4 * total_spans))
             statuses: Counter[int] = Counter()
+            pairs: list[tuple[float, float, float]] = []
             try:
                 post_all(receiver.url, warm_up, args.clients, Counter())
                 expected = total_spans + per_request * len(warm_up)
                 cpu_before = receiver.cpu_seconds()
-                start = time.perf_counter()
-                post_all(receiver.url, bodies, args.clients, statuses)
-                elapsed = time.perf_counter() - start
+                elapsed = 0.0
+                bare_before = bare_parse(slices[0], 2)
+                for part in slices:
+                    start = time.perf_counter()
+                    post_all(receiver.url, part, args.clients, statuses)
+                    took = time.perf_counter() - start
+                    elapsed += took
+                    bare_after = bare_parse(part, 2)
+                    rate = per_request * len(part) / took
+                    bare = max(bare_before, bare_after)
+                    pairs.append((rate / bare, rate, bare))
+                    bare_before = bare_after
                 cpu = receiver.cpu_seconds() - cpu_before
                 accepted = receiver.metrics().get("otel_diary_spans_accepted_total", 0)
                 if accepted != expected or set(statuses) != {200}:
@@ -350,19 +367,22 @@ def main() -> None:
                 stopping = time.perf_counter()
                 receiver.stop(graceful=last)
                 drained = time.perf_counter() - stopping
-            bare = max(bare_before, bare_parse())
-            rate = total_spans / elapsed
-            rounds.append((rate / bare, rate, bare))
-            print(f"round {number}: receiver {rate:,.0f} spans/s (OTLP/HTTP protobuf, "
-                  f"{args.clients} clients; every span assembled after {elapsed:.2f}s; "
-                  f"receiver CPU {cpu / total_spans * 1e6:.2f} us/span), bare FromString "
-                  f"{bare:,.0f} spans/s: ratio {rate / bare:.3f}")
-        ratios = sorted(ratio for ratio, _, _ in rounds)
-        ratio, rate, bare = sorted(rounds)[len(rounds) // 2]
-        print(f"receiver (median round): {rate:,.0f} spans/s assembled into the pipeline; "
-              f"bare ExportTraceServiceRequest.FromString in that round: {bare:,.0f} spans/s")
-        print(f"ratio receiver / bare parse: {ratio:.3f} (median of {len(rounds)} rounds; "
-              f"{ratios[0]:.3f} to {ratios[-1]:.3f}) (goal >= 0.25)")
+            measured += pairs
+            ratios = sorted(ratio for ratio, _, _ in pairs)
+            print(f"round {number}: receiver {total_spans / elapsed:,.0f} spans/s (OTLP/HTTP "
+                  f"protobuf, {args.clients} clients, every span assembled; receiver CPU "
+                  f"{cpu / total_spans * 1e6:.2f} us/span), bare FromString "
+                  f"{statistics.median(bare for _, _, bare in pairs):,.0f} spans/s (median "
+                  f"slice); ratio per slice {' '.join(f'{r:.3f}' for r, _, _ in pairs)}: "
+                  f"median {statistics.median(ratios):.3f}")
+        ratio, rate, bare = sorted(measured)[len(measured) // 2]
+        ratios = sorted(ratio for ratio, _, _ in measured)
+        print(f"receiver (median slice): {rate:,.0f} spans/s assembled into the pipeline; "
+              f"bare ExportTraceServiceRequest.FromString next to it: {bare:,.0f} spans/s")
+        print(f"ratio receiver / bare parse: {ratio:.3f} (median of {len(measured)} slices in "
+              f"{args.rounds} rounds; quartiles {ratios[len(ratios) // 4]:.3f} to "
+              f"{ratios[3 * len(ratios) // 4]:.3f}, range {ratios[0]:.3f} to "
+              f"{ratios[-1]:.3f}) (goal >= 0.25)")
         walk = keys_walk()
         print(f"parse and read every span's ids and attribute keys: {walk:,.0f} spans/s "
               f"(ratio {walk / max(bare_parse(), 1):.3f} to bare parse, measured next to it)")
