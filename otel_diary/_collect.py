@@ -44,15 +44,17 @@ logger = logging.getLogger("otel_diary")
 @dataclass(slots=True)
 class _Trace:
     last_seen: float
-    seen: set[bytes] = field(default_factory=set)
-    """Span ids of every task span and contribution taken (deduplication)."""
+    ids: list[bytes] | set[bytes]
+    """Span ids of every task span and contribution taken (deduplication): a list while
+    they came in one part (decoding leaves no copies within a part), a set once another
+    part came."""
+    contributions: list[Contribution]
+    """Contributions not yet handed to a task."""
+    size: int
     tasks: dict[int, tuple[SpanRecord, int]] = field(default_factory=dict)
     """Task spans not decided yet, by span id, with their estimated bytes."""
     task_spans: dict[int, tuple[int | None, int]] = field(default_factory=dict)
     """Every task span seen, decided or not: span id -> (parent span id, end time)."""
-    contributions: list[Contribution] = field(default_factory=list)
-    """Contributions not yet handed to a task."""
-    size: int = 0
 
 
 class TraceStore:
@@ -108,44 +110,34 @@ class TraceStore:
     def add(self, batch: Batch, now: float) -> list[Ready]:
         """Take in one request's spans; returns what eviction decided early (usually none)."""
         traces = self._traces
-        duplicates = held = size = 0
+        duplicates = batch.duplicates  # copies within a part, which decoding left out
+        held = size = 0
         for trace_id, span_ids, contributions, tasks, part_size in batch.parts:
             entry = traces.get(trace_id)
-            if entry is None:
-                entry = traces[trace_id] = _Trace(last_seen=now)
+            if entry is None:  # the usual case: a trace's kept spans come in one part
+                entry = traces[trace_id] = _Trace(now, list(span_ids), list(contributions),
+                                                  part_size)
+                taken, taken_size = len(span_ids), part_size
             else:
                 entry.last_seen = now
                 traces.move_to_end(trace_id)
-            seen = entry.seen
-            if span_ids:
-                fresh = set(span_ids)
-                if len(fresh) == len(span_ids) and seen.isdisjoint(fresh):
-                    if seen:  # the usual case: no copies, taken at once
-                        seen |= fresh
-                    else:
-                        entry.seen = seen = fresh
-                    entry.contributions.extend(contributions)
-                    held += len(span_ids)
-                    entry.size += part_size
-                    size += part_size
-                else:
-                    for span_id, contribution in zip(span_ids, contributions, strict=True):
-                        if span_id in seen:
-                            duplicates += 1
-                            continue
-                        seen.add(span_id)
-                        entry.contributions.append(contribution)
-                        held += 1
-                        contribution_size = contribution.size
-                        entry.size += contribution_size
-                        size += contribution_size
+                taken, taken_size = self._merge(entry, span_ids, contributions, part_size)
+            held += taken
+            size += taken_size
+            duplicates += len(span_ids) - taken
+            ids = entry.ids
             for span_id, record, task_size in tasks:
                 task_id = record.span_id
                 decided = self._done.get(trace_id)
-                if span_id in seen or (decided is not None and task_id in decided):
+                # A list holds the ids of this part only, which has no copies.
+                if (decided is not None and task_id in decided) or (
+                        isinstance(ids, set) and span_id in ids):
                     duplicates += 1
                     continue
-                seen.add(span_id)
+                if isinstance(ids, set):
+                    ids.add(span_id)
+                else:
+                    ids.append(span_id)
                 entry.tasks[task_id] = (record, task_size)
                 entry.task_spans[task_id] = (record.parent_span_id, record.end_ns)
                 self._deadlines.append((now + self.grace, trace_id, task_id))
@@ -157,6 +149,30 @@ class TraceStore:
         self.duplicates += duplicates
         self.accepted += batch.valid - duplicates
         return self._relieve()
+
+    @staticmethod
+    def _merge(entry: _Trace, span_ids: list[bytes], contributions: list[Contribution],
+               part_size: int) -> tuple[int, int]:
+        """Takes the contributions of another part of a known trace but the copies of
+        spans taken before; returns how many it took and their estimated bytes."""
+        seen = entry.ids
+        if not isinstance(seen, set):
+            seen = entry.ids = set(seen)
+        fresh = set(span_ids)
+        if len(fresh) == len(span_ids) and seen.isdisjoint(fresh):  # no copies: at once
+            seen |= fresh
+            entry.contributions.extend(contributions)
+            entry.size += part_size
+            return len(span_ids), part_size
+        taken = taken_size = 0
+        for span_id, contribution in zip(span_ids, contributions, strict=True):
+            if span_id not in seen:
+                seen.add(span_id)
+                entry.contributions.append(contribution)
+                taken += 1
+                taken_size += contribution.size
+        entry.size += taken_size
+        return taken, taken_size
 
     def _relieve(self) -> list[Ready]:
         """Decide or drop the least recently active traces while over a bound."""

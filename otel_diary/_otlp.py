@@ -154,6 +154,9 @@ class Batch:
     valid: int = 0
     """Spans with valid ids: those held and those only counted."""
     rejected: int = 0
+    duplicates: int = 0
+    """Kept spans left out of the parts: copies of a span before them in the same part
+    (same span id), which decoding drops (assembly drops copies across parts)."""
     reason: str = ""
     """Why the first refused span was refused (for ``partial_success.error_message``)."""
     size: int = 0
@@ -360,9 +363,10 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
     """The task spans and contributing spans of ``request``; every other span is counted.
 
     Spans with an all-zero trace or span id are refused; a trace or span id of the wrong
-    length (or a task span's parent id) makes the request undecodable. With the protobuf
-    ``raw`` body at hand, attribute keys are not read at all when none of the keys that
-    matter occurs anywhere in it.
+    length (or a task span's parent id) makes the request undecodable. A kept span with
+    the span id of one kept before it in the same part is a copy, left out and counted.
+    With the protobuf ``raw`` body at hand, attribute keys are not read at all when none
+    of the keys that matter occurs anywhere in it.
     """
     marker = conventions.task_marker
     keys = kept_keys(conventions)
@@ -373,6 +377,7 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
     batch = Batch()
     parts = batch.parts
     part: Part | None = None
+    part_ids: set[bytes] = set()  # span ids kept in the part: a copy is left out
     valid = held = size = 0
     for resource_spans in request.resource_spans:
         resource: dict[str, object] | None = None
@@ -405,6 +410,11 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
                 if part is None or part.trace_id != trace_id:
                     part = Part(trace_id, [], [], [], 0)  # its size is set below
                     parts.append(part)
+                    part_ids = set()
+                if span_id in part_ids:
+                    batch.duplicates += 1
+                    continue
+                part_ids.add(span_id)
                 held += 1
                 if found is not None and marker in found and conventions.is_task(found):
                     if resource is None:
@@ -435,7 +445,7 @@ def scan(body: bytes, conventions: Conventions, *, validate: bool = False) -> Ba
     if validate and WIRE_RULES is None:
         raise DecodeError("the C reader has no wire rules to validate with")
     try:
-        parts, held, valid, rejected, size = _otlpscan.scan(
+        parts, held, valid, rejected, duplicates, size = _otlpscan.scan(
             body, keys, conventions.task_marker_values, conventions.recover_on_child_errors,
             Contribution, Part, _decode_value, CONTRIBUTION_BYTES, ATTRIBUTE_BYTES,
             TASK_BYTES, WIRE_RULES if validate else None)
@@ -448,7 +458,7 @@ def scan(body: bytes, conventions: Conventions, *, validate: bool = False) -> Ba
             tasks[n] = (span_id, span_record(part.trace_id, span_id, name, start, end, parent,
                                              flags, code, message, span_attributes, resource),
                         task_size)
-    return Batch(parts, held, valid, rejected, ZERO_ID if rejected else "", size)
+    return Batch(parts, held, valid, rejected, duplicates, ZERO_ID if rejected else "", size)
 
 
 def _decode_value(data: bytes, pair: bool = False) -> object:

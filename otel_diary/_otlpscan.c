@@ -797,6 +797,55 @@ is_zero(const uint8_t *data, size_t size)
 
 enum { PART_TRACE, PART_SPAN_IDS, PART_CONTRIBUTIONS, PART_TASKS, PART_SIZE, PART_FIELDS };
 
+/* The span ids kept in one part, by open addressing: slot i holds an id when stamps[i] is
+   the number of the part (starting a part empties the set without touching it). */
+typedef struct {
+    uint64_t *ids;
+    uint32_t *stamps;
+    size_t mask;   /* the number of slots (a power of two) minus one */
+    size_t count;  /* ids in the current part */
+    uint32_t part;
+} IdSet;
+
+/* Whether ``id`` is in the set; adds it if not. 1 if it was, 0 if not, -1 on error. */
+static int
+id_seen(IdSet *set, uint64_t id)
+{
+    if (2 * (set->count + 1) > set->mask + 1) {  /* at most half full: grow */
+        size_t slots = set->ids == NULL ? 64 : 2 * (set->mask + 1);
+        uint64_t *ids = PyMem_Calloc(slots, sizeof *ids);
+        uint32_t *stamps = PyMem_Calloc(slots, sizeof *stamps);
+        if (ids == NULL || stamps == NULL) {
+            PyMem_Free(ids);
+            PyMem_Free(stamps);
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (size_t i = 0; set->ids != NULL && i <= set->mask; i++) {
+            if (set->stamps[i] != set->part)
+                continue;
+            size_t at = (size_t)((set->ids[i] * 0x9E3779B97F4A7C15ULL) >> 32) & (slots - 1);
+            while (stamps[at] == set->part)
+                at = (at + 1) & (slots - 1);
+            ids[at] = set->ids[i];
+            stamps[at] = set->part;
+        }
+        PyMem_Free(set->ids);
+        PyMem_Free(set->stamps);
+        set->ids = ids;
+        set->stamps = stamps;
+        set->mask = slots - 1;
+    }
+    size_t at = (size_t)((id * 0x9E3779B97F4A7C15ULL) >> 32) & set->mask;
+    for (; set->stamps[at] == set->part; at = (at + 1) & set->mask)
+        if (set->ids[at] == id)
+            return 1;
+    set->ids[at] = id;
+    set->stamps[at] = set->part;
+    set->count++;
+    return 0;
+}
+
 typedef struct {
     PyObject *parts;       /* list of parts, see scan_doc */
     PyObject *part;        /* the last one (borrowed from parts) */
@@ -804,7 +853,8 @@ typedef struct {
     const uint8_t *group;  /* the ResourceSpans being read */
     size_t group_size;
     PyObject *resource;    /* its resource attributes, once a task span needed them */
-    long long held, valid, rejected, size;
+    IdSet ids;             /* span ids kept in the last part */
+    long long held, valid, rejected, duplicates, size;
 } Scan;
 
 /* Stores the size of the last part's contributions in it. */
@@ -833,6 +883,8 @@ part_for(Scan *scan, const Wanted *wanted, const uint8_t *trace_id)
         return part;
     if (close_part(scan) < 0)
         return NULL;
+    scan->ids.part++;  /* stamps start at 0, parts at 1 */
+    scan->ids.count = 0;
     part = new_tuple(wanted->part, PART_FIELDS);
     if (part == NULL)
         return NULL;
@@ -1018,7 +1070,13 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
     if (task < 0)
         goto error;
     PyObject *part = part_for(scan, wanted, trace_id);
-    PyObject *span = part ? PyBytes_FromStringAndSize((const char *)span_id, SPAN_ID) : NULL;
+    int copy = part ? id_seen(&scan->ids, little_endian(span_id, SPAN_ID)) : -1;
+    if (copy != 0) {  /* a copy of a span kept before in this part, or an error */
+        scan->duplicates += copy > 0;
+        Py_XDECREF(found);
+        return copy > 0 ? 0 : -1;
+    }
+    PyObject *span = PyBytes_FromStringAndSize((const char *)span_id, SPAN_ID);
     if (span == NULL)
         goto error;
     scan->held++;
@@ -1134,14 +1192,17 @@ PyDoc_STRVAR(scan_doc,
 "A span is kept when it has an attribute whose key is in ``keys`` (a tuple of str, the\n"
 "task marker first), or when ``child_errors`` and its status is ERROR. It is a task span\n"
 "when its marker is set (to one of ``marker_values`` unless that is None), as\n"
-"Conventions.is_task has it. Returns ``(parts, held, valid, rejected, size)``.\n\n"
+"Conventions.is_task has it. Returns ``(parts, held, valid, rejected, duplicates,\n"
+"size)``.\n\n"
 "Kept spans of one trace that follow each other make a ``part(trace id, span ids,\n"
 "contributions, tasks, contributions' size)``; ``contribution(attributes, is_error,\n"
 "end_ns)`` keeps only the attributes in ``keys``, one per span id. ``tasks`` holds\n"
 "``(span id, name, start_ns, end_ns, parent span id, flags, status code, status\n"
 "message, attributes, resource attributes, size)`` with every attribute, its size\n"
-"being ``task_bytes + _otlp.estimate(attributes) + len(name)``. ``held`` counts the\n"
-"kept spans; ``valid`` and ``rejected`` (all-zero ids) every span; ``size`` adds the\n"
+"being ``task_bytes + _otlp.estimate(attributes) + len(name)``. A span whose id a span\n"
+"kept before in the same part has is left out and counted in ``duplicates``: a part's\n"
+"span ids (of contributions and tasks) are unique. ``held`` counts the kept spans;\n"
+"``valid`` and ``rejected`` (all-zero ids) every span; ``size`` adds the\n"
 "tasks' sizes and ``contribution_bytes + attribute_bytes * len(attributes)`` per\n"
 "contribution. ``contribution`` and ``part`` are NamedTuple classes (tuple subclasses\n"
 "without fields of their own): their instances are made as tuple.__new__ makes them.\n"
@@ -1210,8 +1271,8 @@ scan(PyObject *Py_UNUSED(module), PyObject *args)
         goto done;
     if (scan_request(&state, &wanted, body.buf, (size_t)body.len) < 0 || close_part(&state) < 0)
         goto done;
-    result = Py_BuildValue("(OLLLL)", state.parts, state.held, state.valid, state.rejected,
-                           state.size);
+    result = Py_BuildValue("(OLLLLL)", state.parts, state.held, state.valid, state.rejected,
+                           state.duplicates, state.size);
 done:
     for (int i = 0; i < TEXT_SLOTS; i++)
         Py_XDECREF(texts.slots[i]);
@@ -1219,6 +1280,8 @@ done:
     PyMem_Free(wanted.sizes);
     Py_XDECREF(state.parts);
     Py_XDECREF(state.resource);
+    PyMem_Free(state.ids.ids);
+    PyMem_Free(state.ids.stamps);
     PyBuffer_Release(&body);
     return result;
 }

@@ -83,6 +83,26 @@ def test_out_of_order_split_and_duplicated_delivery_yields_one_task() -> None:
     assert traces.duplicates == len(spans)  # the root again, after its decision
 
 
+def test_copies_within_one_request_are_counted_once() -> None:
+    """A request holding a trace twice, back to back; then one holding it again, around
+    another trace, its task span a third time; then the other trace again: one task each,
+    tokens once, every copy counted."""
+    spans = task_trace("T-3", chats=3)
+    other = task_trace("T-4", chats=1)
+    traces = store()
+    traces.add(batch_of(spans + spans), now=0)
+    kept = len(spans) - 1  # all but the plain step span
+    assert (traces.spans, traces.duplicates) == (kept, kept)
+    second = spans[:2] + other + spans[2:] + spans[:2]
+    traces.add(batch_of(second), now=1)
+    assert traces.duplicates == kept + kept + 1
+    traces.add(batch_of(other), now=2)
+    assert traces.duplicates == kept + kept + 1 + len(other) - 1
+    ready = traces.due(10)
+    assert sorted(tokens(item) for item in ready) == [120, 3 * 120]
+    assert traces.accepted == 2 * len(spans) + len(second) + len(other) - traces.duplicates
+
+
 def test_nested_task_spans_belong_to_the_outer_task() -> None:
     """A task span under another task span writes nothing; its children count for the outer."""
     trace_id = new_trace_id()

@@ -388,6 +388,32 @@ def test_kept_keys_of_any_length_are_found(length: int) -> None:
         assert isinstance(native, Batch) and native.held == held
 
 
+def test_copies_within_a_part_are_left_out_and_counted() -> None:
+    """A kept span whose span id a span kept before it in the same part has (the same
+    span twice, or a task span and a contribution sharing an id) is left out and counted;
+    in another part of the request it is kept (assembly tells those copies apart)."""
+    first = task_trace("T-1", chats=2)
+    other = task_trace("T-2", chats=1)
+    big = task_trace("T-3", chats=100)
+    clash = Span()
+    clash.CopyFrom(first[2])
+    clash.span_id = first[0].span_id  # a chat span with the task span's id
+    for spans, duplicates, held in (
+        (first + first, 3, 3),
+        (first[:1] + first[:1] + first[2:] + first[2:3], 2, 3),
+        ([*first, clash], 1, 3),
+        (first + other + first, 0, 8),
+        (big + big[40:] + big[:1], 63, 101),  # more ids than the first table holds
+    ):
+        body = protobuf_body(spans)
+        for conventions in CONVENTIONS[:2]:
+            native, python = both(body, conventions)
+            assert native == python
+            assert isinstance(native, Batch)
+            assert (native.duplicates, native.held) == (duplicates, held)
+            assert native.valid == len(spans)
+
+
 # -- validation: never laxer than protobuf ------------------------------------------------
 
 _VARINTS = {FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_INT32,
