@@ -108,15 +108,17 @@ class TraceStore:
     # -- input ----------------------------------------------------------------------------
 
     def add(self, batch: Batch, now: float) -> list[Ready]:
-        """Take in one request's spans; returns what eviction decided early (usually none)."""
+        """Take in one request's spans; returns what eviction decided early (usually none).
+
+        The store keeps the batch's lists as they are: the batch is not used afterwards.
+        """
         traces = self._traces
         duplicates = batch.duplicates  # copies within a part, which decoding left out
         held = size = 0
         for trace_id, span_ids, contributions, tasks, part_size in batch.parts:
             entry = traces.get(trace_id)
             if entry is None:  # the usual case: a trace's kept spans come in one part
-                entry = traces[trace_id] = _Trace(now, list(span_ids), list(contributions),
-                                                  part_size)
+                entry = traces[trace_id] = _Trace(now, span_ids, contributions, part_size)
                 taken, taken_size = len(span_ids), part_size
             else:
                 entry.last_seen = now

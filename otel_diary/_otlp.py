@@ -132,7 +132,9 @@ Payload = SpanRecord | Contribution
 
 
 class Part(NamedTuple):
-    """Kept spans of one trace that follow each other in a request."""
+    """Kept spans of one trace that follow each other in a request. Assembly keeps its
+    lists; the C reader leaves them out of garbage collection when they can be in no
+    reference cycle (span ids, and contributions holding plain values only)."""
 
     trace_id: bytes
     span_ids: list[bytes]

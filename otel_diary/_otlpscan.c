@@ -850,6 +850,7 @@ typedef struct {
     PyObject *parts;       /* list of parts, see scan_doc */
     PyObject *part;        /* the last one (borrowed from parts) */
     long long part_size;   /* its contributions' size, stored when the part is done */
+    int part_tracked;      /* whether one of its contributions is tracked by the GC */
     const uint8_t *group;  /* the ResourceSpans being read */
     size_t group_size;
     PyObject *resource;    /* its resource attributes, once a task span needed them */
@@ -869,6 +870,13 @@ close_part(Scan *scan)
     PyObject *placeholder = PyTuple_GET_ITEM(scan->part, PART_SIZE);
     PyTuple_SET_ITEM(scan->part, PART_SIZE, size);
     Py_DECREF(placeholder);
+    /* Assembly keeps these lists as they are, and only adds span ids and contributions
+       to them, neither of which can refer to a list. So one of span ids (bytes), or of
+       contributions none of which is tracked, can be in no reference cycle: leave it out
+       of garbage collection, which would otherwise walk it and its items while held. */
+    PyObject_GC_UnTrack(PyTuple_GET_ITEM(scan->part, PART_SPAN_IDS));
+    if (!scan->part_tracked)
+        PyObject_GC_UnTrack(PyTuple_GET_ITEM(scan->part, PART_CONTRIBUTIONS));
     scan->part = NULL;
     return 0;
 }
@@ -906,6 +914,7 @@ part_for(Scan *scan, const Wanted *wanted, const uint8_t *trace_id)
         return NULL;
     scan->part = part;
     scan->part_size = 0;
+    scan->part_tracked = 0;
     return part;
 }
 
@@ -1133,6 +1142,8 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
        held for assembly. */
     if (!PyObject_GC_IsTracked(found))
         PyObject_GC_UnTrack(contribution);
+    else
+        scan->part_tracked = 1;
     return append_new(PyTuple_GET_ITEM(part, PART_CONTRIBUTIONS), contribution);
 error:
     Py_XDECREF(found);

@@ -12,6 +12,7 @@ ValueError.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 from collections.abc import Callable
 
@@ -412,6 +413,24 @@ def test_copies_within_a_part_are_left_out_and_counted() -> None:
             assert isinstance(native, Batch)
             assert (native.duplicates, native.held) == (duplicates, held)
             assert native.valid == len(spans)
+
+
+def test_lists_assembly_keeps_are_left_out_of_garbage_collection() -> None:
+    """A part's span ids, and its contributions when none holds a container, can be in no
+    reference cycle: the garbage collector does not walk them while assembly holds them.
+    A contribution with an array value is tracked, and so is its part's list."""
+    plain = task_trace("T-1", chats=2)
+    listed = task_trace("T-2", chats=1)
+    listed[2].attributes.append(KeyValue(key="gen_ai.request.model", value=AnyValue(
+        array_value=ArrayValue(values=[AnyValue(string_value="m")]))))
+    for spans in (plain + listed, listed + plain):
+        parts = decode(protobuf_body(spans), PROTOBUF, ORCHESTRATOR).parts
+        assert len(parts) == 2 and not any(gc.is_tracked(part.span_ids) for part in parts)
+        for part in parts:
+            values = [item.attributes.get("gen_ai.request.model") for item in part.contributions]
+            assert gc.is_tracked(part.contributions) == (["m"] in values)
+            assert [gc.is_tracked(item) for item in part.contributions] == [
+                value == ["m"] for value in values]
 
 
 # -- validation: never laxer than protobuf ------------------------------------------------
