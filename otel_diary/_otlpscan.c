@@ -620,10 +620,10 @@ static inline int
 quick_pair(const uint8_t *data, size_t size, Pair *pair, int validate)
 {
     const uint8_t *end = data + size;
-    if (size < 4 || data[0] != (1 << 3 | LEN) || data[1] >= 0x80)
-        return 0;
+    if (size < 4 || data[0] != (1 << 3 | LEN) || data[1] >= 0x80 || data[1] > size - 4)
+        return 0;  /* past the key, at least a tag and a length are left */
     const uint8_t *key = data + 2, *p = key + data[1];
-    if (end - p < 2 || p[0] != (2 << 3 | LEN) || p[1] >= 0x80 || p[1] != end - p - 2)
+    if (p[0] != (2 << 3 | LEN) || p[1] >= 0x80 || p[1] != end - p - 2)
         return 0;
     const uint8_t *value = p + 2;
     size_t value_size = p[1];
@@ -797,51 +797,57 @@ is_zero(const uint8_t *data, size_t size)
 
 enum { PART_TRACE, PART_SPAN_IDS, PART_CONTRIBUTIONS, PART_TASKS, PART_SIZE, PART_FIELDS };
 
-/* The span ids kept in one part, by open addressing: slot i holds an id when stamps[i] is
-   the number of the part (starting a part empties the set without touching it). */
+/* The span ids kept in one part, by open addressing: a slot holds an id when its stamp
+   is the number of the part (starting a part empties the set without touching it).
+   Slots are chosen by Python's hash of the id's bytes, which is keyed at random per
+   process as for Python's own sets: ids a sender picks cannot be made to collide. */
 typedef struct {
-    uint64_t *ids;
-    uint32_t *stamps;
+    uint64_t id;
+    Py_hash_t hash;
+    uint32_t stamp;
+} IdSlot;
+
+typedef struct {
+    IdSlot *slots;
     size_t mask;   /* the number of slots (a power of two) minus one */
     size_t count;  /* ids in the current part */
     uint32_t part;
 } IdSet;
 
-/* Whether ``id`` is in the set; adds it if not. 1 if it was, 0 if not, -1 on error. */
+/* Whether the span id ``span`` (a bytes object of 8) is in the set; adds it if not.
+   1 if it was, 0 if not, -1 on error. */
 static int
-id_seen(IdSet *set, uint64_t id)
+id_seen(IdSet *set, PyObject *span)
 {
+    Py_hash_t hash = PyObject_Hash(span);
+    if (hash == -1)
+        return -1;
+    uint64_t id = little_endian((const uint8_t *)PyBytes_AS_STRING(span), SPAN_ID);
     if (2 * (set->count + 1) > set->mask + 1) {  /* at most half full: grow */
-        size_t slots = set->ids == NULL ? 64 : 2 * (set->mask + 1);
-        uint64_t *ids = PyMem_Calloc(slots, sizeof *ids);
-        uint32_t *stamps = PyMem_Calloc(slots, sizeof *stamps);
-        if (ids == NULL || stamps == NULL) {
-            PyMem_Free(ids);
-            PyMem_Free(stamps);
+        size_t size = set->slots == NULL ? 64 : 2 * (set->mask + 1);
+        IdSlot *slots = PyMem_Calloc(size, sizeof *slots);
+        if (slots == NULL) {
             PyErr_NoMemory();
             return -1;
         }
-        for (size_t i = 0; set->ids != NULL && i <= set->mask; i++) {
-            if (set->stamps[i] != set->part)
+        for (size_t i = 0; set->slots != NULL && i <= set->mask; i++) {
+            IdSlot slot = set->slots[i];
+            if (slot.stamp != set->part)
                 continue;
-            size_t at = (size_t)((set->ids[i] * 0x9E3779B97F4A7C15ULL) >> 32) & (slots - 1);
-            while (stamps[at] == set->part)
-                at = (at + 1) & (slots - 1);
-            ids[at] = set->ids[i];
-            stamps[at] = set->part;
+            size_t at = (size_t)slot.hash & (size - 1);
+            while (slots[at].stamp == set->part)
+                at = (at + 1) & (size - 1);
+            slots[at] = slot;
         }
-        PyMem_Free(set->ids);
-        PyMem_Free(set->stamps);
-        set->ids = ids;
-        set->stamps = stamps;
-        set->mask = slots - 1;
+        PyMem_Free(set->slots);
+        set->slots = slots;
+        set->mask = size - 1;
     }
-    size_t at = (size_t)((id * 0x9E3779B97F4A7C15ULL) >> 32) & set->mask;
-    for (; set->stamps[at] == set->part; at = (at + 1) & set->mask)
-        if (set->ids[at] == id)
+    size_t at = (size_t)hash & set->mask;
+    for (; set->slots[at].stamp == set->part; at = (at + 1) & set->mask)
+        if (set->slots[at].id == id)
             return 1;
-    set->ids[at] = id;
-    set->stamps[at] = set->part;
+    set->slots[at] = (IdSlot){id, hash, set->part};
     set->count++;
     return 0;
 }
@@ -1079,15 +1085,14 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
     if (task < 0)
         goto error;
     PyObject *part = part_for(scan, wanted, trace_id);
-    int copy = part ? id_seen(&scan->ids, little_endian(span_id, SPAN_ID)) : -1;
+    PyObject *span = part ? PyBytes_FromStringAndSize((const char *)span_id, SPAN_ID) : NULL;
+    int copy = span ? id_seen(&scan->ids, span) : -1;
     if (copy != 0) {  /* a copy of a span kept before in this part, or an error */
         scan->duplicates += copy > 0;
+        Py_XDECREF(span);
         Py_XDECREF(found);
         return copy > 0 ? 0 : -1;
     }
-    PyObject *span = PyBytes_FromStringAndSize((const char *)span_id, SPAN_ID);
-    if (span == NULL)
-        goto error;
     scan->held++;
     if (task) {
         /* everything a SpanRecord holds, with every attribute */
@@ -1291,8 +1296,7 @@ done:
     PyMem_Free(wanted.sizes);
     Py_XDECREF(state.parts);
     Py_XDECREF(state.resource);
-    PyMem_Free(state.ids.ids);
-    PyMem_Free(state.ids.stamps);
+    PyMem_Free(state.ids.slots);
     PyBuffer_Release(&body);
     return result;
 }
