@@ -62,6 +62,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from otel_diary._collect import metric_values
+
 PROTOBUF = {"content-type": "application/x-protobuf"}
 Message = MutableMapping[str, Any]
 
@@ -189,13 +191,7 @@ class Receiver(Server):
             {**os.environ, "OTEL_DIARY_DIR": str(root), **env})
 
     def metrics(self) -> dict[str, float]:
-        text = httpx.get(self.url + "/metrics", timeout=10).text
-        values = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                values[name] = float(value)
-        return values
+        return metric_values(httpx.get(self.url + "/metrics", timeout=10).text)
 
     def rss(self) -> tuple[int, int]:
         """(current, peak) resident set size in bytes."""

@@ -945,7 +945,7 @@ text_length(PyObject *value)
     return PyBytes_Check(value) ? PyBytes_GET_SIZE(value) : 0;
 }
 
-/* _otlp.estimate(attributes): rough bytes held for a dict of attributes, -1 on error. */
+/* _otlp.estimate(attributes): rough bytes held for a dict of attributes. */
 static long long
 estimate(PyObject *attributes)
 {
@@ -960,12 +960,13 @@ estimate(PyObject *attributes)
             /* 64 per item, and the length of the str items (of the keys, for a dict) */
             Py_ssize_t item_at = 0;
             PyObject *item, *ignored;
-            size += 64 * (long long)PyObject_Length(value);
             if (PyList_Check(value)) {
+                size += 64 * (long long)PyList_GET_SIZE(value);
                 for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); i++)
                     if (PyUnicode_Check(item = PyList_GET_ITEM(value, i)))
                         size += PyUnicode_GET_LENGTH(item);
             } else {
+                size += 64 * (long long)PyDict_GET_SIZE(value);
                 while (PyDict_Next(value, &item_at, &item, &ignored))
                     if (PyUnicode_Check(item))
                         size += PyUnicode_GET_LENGTH(item);
