@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint bench collector clean
 
-$(STAMP): pyproject.toml setup.py otel_diary/_otlpscan.c
+$(STAMP): pyproject.toml setup.py otel_diary/receiver/_otlpscan.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'

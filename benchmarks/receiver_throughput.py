@@ -62,7 +62,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from otel_diary._collect import metric_values
+from otel_diary.assembly.grace import metric_values
 
 PROTOBUF = {"content-type": "application/x-protobuf"}
 Message = MutableMapping[str, Any]
@@ -186,7 +186,7 @@ class Receiver(Server):
 
     def __init__(self, root: Path, **env: str) -> None:
         super().__init__(
-            [sys.executable, "-m", "otel_diary._cli", "serve", "--http-port", "{port}",
+            [sys.executable, "-m", "otel_diary.cli", "serve", "--http-port", "{port}",
              "--grpc-port", "0"], "/health",
             {**os.environ, "OTEL_DIARY_DIR": str(root), **env})
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-from otel_diary._redact import SecretRedactor
+from otel_diary.pipeline.redact import SecretRedactor
 
 MIB = 1024 * 1024
 

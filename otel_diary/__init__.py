@@ -7,22 +7,22 @@ next agent can find. Attach it in one line::
     otel_diary.install()          # the global TracerProvider; KB_DIARIES_ENABLED=1
 """
 
-from ._assemble import TraceAssembler
-from ._classify import ChildSummary, TaskRun, classify
-from ._conventions import ORCHESTRATOR, Conventions
-from ._exporter import DiarySpanExporter
-from ._hub import HubSink
-from ._llm import LLMReflector
-from ._pipeline import Pipeline, Stats
-from ._processor import DiarySpanProcessor, install
-from ._profiles import GENAI, ConventionsError, load_conventions
-from ._record import SpanRecord
-from ._redact import SecretRedactor
-from ._reflect import Reflector, StubReflector
-from ._render import Diary, render
-from ._settings import Settings
-from ._sinks import DiaryError, FolderSink, Sink, UnsafePathError
-from ._spool import SpoolFullError
+from otel_diary.assembly.inprocess import TraceAssembler
+from otel_diary.conventions import ORCHESTRATOR, Conventions
+from otel_diary.pipeline.classify import ChildSummary, TaskRun, classify
+from otel_diary.pipeline.core import Pipeline, Stats
+from otel_diary.pipeline.llm import LLMReflector
+from otel_diary.pipeline.redact import SecretRedactor
+from otel_diary.pipeline.reflect import Reflector, StubReflector
+from otel_diary.pipeline.render import Diary, render
+from otel_diary.profiles import GENAI, ConventionsError, load_conventions
+from otel_diary.record import SpanRecord
+from otel_diary.settings import Settings
+from otel_diary.sinks.folder import DiaryError, FolderSink, Sink, UnsafePathError
+from otel_diary.sinks.hub.sink import HubSink
+from otel_diary.sinks.hub.spool import SpoolFullError
+from otel_diary.sources.exporter import DiarySpanExporter
+from otel_diary.sources.processor import DiarySpanProcessor, install
 
 __all__ = [
     "GENAI",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 
-from ._render import Diary
+from otel_diary.pipeline.render import Diary
 
 __all__ = ["InMemorySink"]
 

@@ -23,12 +23,11 @@ from otel_diary import (
     SpanRecord,
     classify,
 )
-from otel_diary._hub import HubSink
-from otel_diary._llm import LLMReflector
-from otel_diary._pipeline import build_pipeline
-
-from .loopback import ChatServer, HubServer, serve_asgi, wait_until
-from .secret_strategies import Drawn, any_secret
+from otel_diary.pipeline.core import build_pipeline
+from otel_diary.pipeline.llm import LLMReflector
+from otel_diary.sinks.hub.sink import HubSink
+from tests.support.loopback import ChatServer, HubServer, serve_asgi, wait_until
+from tests.support.secret_strategies import Drawn, any_secret
 
 END_NS = 1_785_000_000_000_000_000
 

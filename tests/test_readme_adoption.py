@@ -14,8 +14,17 @@ import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from .loopback import ChatServer, serve_asgi
-from .zero_code import APPS, REPO, clean_env, collector, diaries, explain, outcomes, run
+from tests.support.loopback import ChatServer, serve_asgi
+from tests.support.zero_code import (
+    APPS,
+    REPO,
+    clean_env,
+    collector,
+    diaries,
+    explain,
+    outcomes,
+    run,
+)
 
 SECTION = "Adopt without changing code"
 
@@ -44,7 +53,7 @@ class Scenario:
     """What a README command runs against and what it must leave behind."""
 
     app: str
-    """The app (under tests/apps) copied to the name the command runs."""
+    """The app (under tests/support/apps) copied to the name the command runs."""
     check: Callable[[Path, list[str]], None]
     """Given the diary root and the paths the OTLP collector received."""
     instruments_openai: bool = False

@@ -1,0 +1,202 @@
+"""Trace assembly: child spans are summarized for the task span they belong to.
+
+Children end before their task, so every trace that has a contributing span (tokens,
+models, errors, tool calls) keeps small :class:`ChildSummary` buckets, one per parent
+span id, until its task spans are decided. A task takes the bucket of its direct
+children; a task alone in its trace also takes every other bucket (children of
+intermediate spans), which with several tasks in one trace would be ambiguous.
+
+A task span whose parent lives in this process waits for that parent: if the parent is
+itself a task span the inner one is not a root and writes nothing, its facts counting for
+the outer run. Bounded in traces (oldest evicted, its waiting tasks released), buckets
+per trace and age (idle traces expire); all counted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from otel_diary.conventions import Conventions
+from otel_diary.pipeline.classify import ChildSummary
+from otel_diary.record import SpanRecord
+
+Ready = tuple[SpanRecord, ChildSummary]
+"""A root task span with the summary of its children, ready to classify."""
+
+
+MAX_BUCKETS = 256
+"""Distinct parents summarized per trace; beyond it contributions share one bucket."""
+
+
+@dataclass
+class _Trace:
+    touched: float
+    buckets: dict[int | None, ChildSummary] = field(default_factory=dict)
+    """Contributions by the contributing span's parent span id."""
+    pending: dict[int, SpanRecord] = field(default_factory=dict)
+    """Ended task spans waiting for their in-process parent to end, by span id."""
+    waiting_on: dict[int, list[int]] = field(default_factory=dict)
+    """Parent span id -> pending task span ids under it."""
+    pending_since: float = 0.0
+
+    def bucket(self, parent_span_id: int | None) -> ChildSummary:
+        if parent_span_id not in self.buckets and len(self.buckets) >= MAX_BUCKETS:
+            parent_span_id = None
+        summary = self.buckets.get(parent_span_id)
+        if summary is None:
+            summary = self.buckets[parent_span_id] = ChildSummary()
+        return summary
+
+    def take(self, task_span_id: int, rest: bool) -> ChildSummary:
+        """The summary of a task's direct children; with ``rest`` also every other bucket."""
+        summary = self.buckets.pop(task_span_id, None) or ChildSummary()
+        if rest:
+            for bucket in self.buckets.values():
+                summary.merge(bucket)
+            self.buckets.clear()
+        return summary
+
+    def release(self, tasks: list[SpanRecord]) -> list[Ready]:
+        """Each task takes its own children; a lone task also takes the rest of the trace."""
+        return [(task, self.take(task.span_id, rest=len(tasks) == 1)) for task in tasks]
+
+
+class TraceAssembler:
+    """Groups what a task's child spans contributed until the root task span is decided.
+
+    Not thread-safe: one worker owns it.
+    """
+
+    def __init__(
+        self,
+        conventions: Conventions,
+        *,
+        max_traces: int = 4096,
+        trace_ttl_s: float = 3600.0,
+        pending_timeout_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._conventions = conventions
+        self._traces: dict[int, _Trace] = {}
+        self._max_traces = max_traces
+        self._ttl = trace_ttl_s
+        self._pending_timeout = pending_timeout_s
+        self._clock = clock
+        self._released: list[Ready] = []
+        self._ended_tasks: dict[tuple[int, int | None], None] = {}
+        """Recently ended task spans (bounded), to recognize a late nested one."""
+        self.late_nested = 0
+        """Nested task spans that ended after their parent task span: nothing written."""
+        self.evicted = 0
+        """Traces dropped because ``max_traces`` were open (their tasks' summaries are lost)."""
+        self.expired = 0
+        """Traces forgotten after ``trace_ttl_s`` without activity."""
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+    def __contains__(self, trace_id: int) -> bool:
+        return trace_id in self._traces
+
+    def _touch(self, trace_id: int) -> _Trace:
+        """The trace's entry, moved to the young end (created if new, evicting the oldest)."""
+        traces = self._traces
+        entry = traces.pop(trace_id, None)
+        now = self._clock()
+        if entry is None:
+            if len(traces) >= self._max_traces:
+                oldest = traces.pop(next(iter(traces)))
+                self.evicted += 1
+                # Its waiting task spans are released (without their parent's verdict),
+                # not lost: the next expire() hands them out.
+                self._released.extend(oldest.release(list(oldest.pending.values())))
+            entry = _Trace(touched=now)
+        entry.touched = now
+        traces[trace_id] = entry
+        return entry
+
+    def contribute(self, trace_id: int, attributes: Mapping[str, object], is_error: bool,
+                   parent_span_id: int | None = None) -> None:
+        """Fold a non-task span into its trace, under its parent."""
+        self._touch(trace_id).bucket(parent_span_id).add(attributes, is_error,
+                                                         self._conventions)
+
+    def task_ended(self, record: SpanRecord) -> list[Ready]:
+        """A task span ended: ready at once when it is a local root, else it waits.
+
+        A task span that ends after its parent task span (fire-and-forget work) is part
+        of that run, whose diary is already written: it writes nothing and is counted.
+        """
+        ended = self._ended_tasks
+        ended[(record.trace_id, record.span_id)] = None
+        if len(ended) > self._max_traces:
+            del ended[next(iter(ended))]
+        if (record.trace_id, record.parent_span_id) in ended:
+            self.late_nested += 1
+            return []
+        entry = self._touch(record.trace_id)
+        # Task spans that waited on this one are nested: the outer run owns them, their
+        # own facts and their children's.
+        for nested_id in entry.waiting_on.pop(record.span_id, ()):
+            nested = entry.pending.pop(nested_id, None)
+            if nested is not None:
+                inner = entry.take(nested.span_id, rest=False)
+                inner.add(nested.attributes, nested.is_error, self._conventions)
+                entry.bucket(record.span_id).merge(inner)
+        if record.is_local_root:
+            others = list(entry.pending.values())
+            ready = [(task, entry.take(task.span_id, rest=False)) for task in others]
+            del self._traces[record.trace_id]
+            return [(record, entry.take(record.span_id, rest=True)), *ready]
+        entry.pending[record.span_id] = record
+        if not entry.pending_since:
+            entry.pending_since = entry.touched
+        assert record.parent_span_id is not None
+        entry.waiting_on.setdefault(record.parent_span_id, []).append(record.span_id)
+        return []
+
+    def span_ended(self, trace_id: int, span_id: int, is_local_root: bool) -> list[Ready]:
+        """A non-task span of a known trace ended: release tasks that waited on it."""
+        entry = self._traces.get(trace_id)
+        if entry is None:
+            return []
+        released = [entry.pending.pop(task_id) for task_id in entry.waiting_on.pop(span_id, ())
+                    if task_id in entry.pending]
+        if is_local_root:
+            released.extend(entry.pending.values())
+            entry.pending.clear()
+            del self._traces[trace_id]
+        elif not entry.pending:
+            entry.pending_since = 0.0
+        return entry.release(released)
+
+    def expire(self) -> list[Ready]:
+        """Forget idle traces; release task spans that waited past the pending timeout.
+
+        O(open traces): the worker calls it about once a second.
+        """
+        now = self._clock()
+        ready, self._released = self._released, []
+        traces = self._traces
+        for trace_id in list(traces):
+            entry = traces[trace_id]
+            idle = now - entry.touched >= self._ttl
+            if entry.pending and (idle or now - entry.pending_since >= self._pending_timeout):
+                ready.extend(entry.release(list(entry.pending.values())))
+                entry.pending.clear()
+                entry.waiting_on.clear()
+                entry.pending_since = 0.0
+            if idle:
+                del traces[trace_id]
+                self.expired += 1
+        return ready
+
+    def drain(self) -> list[Ready]:
+        """Release every waiting task span (used at shutdown: nothing is lost)."""
+        ready, self._released = self._released, []
+        for entry in self._traces.values():
+            ready.extend(entry.release(list(entry.pending.values())))
+        self._traces.clear()
+        return ready

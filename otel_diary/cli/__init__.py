@@ -1,0 +1,44 @@
+"""The ``otel-diary`` command line: one sub-command per entry of ``COMMANDS``.
+
+Each command lives in a module with ``add_arguments(parser)`` and ``run(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+from collections.abc import Sequence
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("otel_diary.cli.demo", "run three example tasks and write their diaries"),
+    "search": ("otel_diary.cli.search", "find diaries by words, agent, outcome, task or age"),
+    "show": ("otel_diary.cli.show", "print the diary of a trace (--trace) or an id (--id)"),
+    "reindex": ("otel_diary.cli.reindex", "rebuild the search index from the diary folder"),
+    "serve": ("otel_diary.cli.serve", "receive OTLP traces over HTTP and gRPC and write diaries"),
+    "replay": ("otel_diary.sources.replay", "feed OTLP JSON files through the pipeline offline"),
+    "spool": ("otel_diary.cli.spool", "show the diaries waiting for the knowledge hub; --flush"),
+}
+"""Sub-command -> (module, one-line help)."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="otel-diary",
+        description="Turn an AI-agent orchestrator's OpenTelemetry traces into diaries.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    modules = {}
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        modules[name] = module
+        module.add_arguments(commands.add_parser(name, help=help_text, description=help_text))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return int(modules[args.command].run(args))
+    except KeyboardInterrupt:
+        return 130
+

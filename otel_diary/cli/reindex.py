@@ -1,0 +1,38 @@
+"""``otel-diary reindex``: rebuild the search index from the diary folder.
+
+Also recreates an index that was deleted or damaged; safe while an app writes diaries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from otel_diary.cli.common import add_common_arguments, fail, print_json, root_of
+from otel_diary.index.store import DiaryIndex, IndexUnavailable
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_common_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    root = root_of(args)
+    if not root.is_dir():
+        return fail("reindex", f"no knowledge base at {root}", 1)
+    started = time.perf_counter()
+    with DiaryIndex(root) as index:
+        try:
+            report = index.rebuild()
+        except IndexUnavailable as exc:
+            return fail("reindex", str(exc), 1)
+        seconds = time.perf_counter() - started
+        if args.json:
+            print_json({"indexed": report.indexed, "skipped": report.skipped,
+                        "index": str(index.path), "folder": str(index.folder),
+                        "seconds": round(seconds, 3)})
+            return 0
+        skipped = f" ({report.skipped} other file(s) skipped)" if report.skipped else ""
+        print(f"indexed {report.indexed} diaries from {index.folder} into {index.path} "
+              f"in {seconds:.2f}s{skipped}")
+    return 0

@@ -1,0 +1,108 @@
+"""``otel-diary search QUERY``: the diaries matching some words, best first, with filters.
+
+Words are matched as words (``"a phrase"`` as a phrase, ``word*`` as a prefix); search
+syntax characters in a query are plain text unless ``--fts`` asks for FTS5 syntax.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from datetime import datetime, timedelta, timezone
+
+from otel_diary.cli.common import (
+    add_common_arguments,
+    fail,
+    has_knowledge_base,
+    print_json,
+    root_of,
+)
+from otel_diary.index.store import DiaryIndex, IndexUnavailable, SearchError, SearchResult
+
+_AGE = re.compile(r"(\d{1,6})\s*([mhdw])")
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_since(text: str, now: datetime | None = None) -> str:
+    """``--since`` as a ``created`` timestamp: a date, a date and time, or an age (``7d``)."""
+    value = text.strip()
+    age = _AGE.fullmatch(value.lower())
+    if age:
+        delta = timedelta(**{_UNITS[age.group(2)]: int(age.group(1))})
+        moment = (now or datetime.now(timezone.utc)) - delta
+    else:
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a date (2026-11-30), a UTC time (2026-11-30T12:00) or an "
+                "age (30m, 12h, 7d, 2w)") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+    moment = moment.astimezone(timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{moment.microsecond // 1000:03d}Z"
+
+
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number from 1 to 1000")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("query", nargs="?", default="",
+                        help='words to find ("a phrase", prefix*); none: the newest diaries')
+    parser.add_argument("--agent", help="only diaries of this agent")
+    parser.add_argument("--outcome", choices=("completed", "recovered"),
+                        help="only diaries with this outcome")
+    parser.add_argument("--task", help="only diaries of this task id")
+    parser.add_argument("--since", type=parse_since, metavar="WHEN",
+                        help="only diaries created since a date, a UTC time or an age (7d)")
+    parser.add_argument("--limit", type=_limit, default=10, help="at most this many (10)")
+    parser.add_argument("--fts", action="store_true",
+                        help="read QUERY as an SQLite FTS5 query (AND, OR, NEAR, column:)")
+    add_common_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    root = root_of(args)
+    if not has_knowledge_base(root):
+        result = SearchResult([], "none")
+        if not args.json:
+            return fail("search", f"no diaries under {root} yet", 0)
+    else:
+        with DiaryIndex(root) as index:
+            try:
+                result = index.search(args.query, agent=args.agent, outcome=args.outcome,
+                                      task=args.task, since=args.since, limit=args.limit,
+                                      raw=args.fts)
+            except SearchError as exc:
+                return fail("search", str(exc), 2)
+            except IndexUnavailable as exc:
+                return fail("search", str(exc), 1)
+    if args.json:
+        print_json({
+            "query": args.query,
+            "match": result.match,
+            "count": len(result.hits),
+            "results": [{**hit.as_dict(), "file": str(root / hit.path)} for hit in result.hits],
+        })
+        return 0
+    if not result.hits:
+        print("No diaries match.")
+        return 0
+    if result.match == "any":
+        print("No diary has every word; these have some of them.\n")
+    for hit in result.hits:
+        print(f"{hit.id}  {hit.outcome}  {hit.created[:10]}  {hit.agent}  {hit.task}")
+        print(f"    {hit.title}")
+        print(f"    {root / hit.path}")
+        snippet = hit.snippet or hit.summary
+        if snippet:
+            print(f"    {snippet}")
+        print()
+    return 0

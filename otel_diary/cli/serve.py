@@ -1,0 +1,79 @@
+"""``otel-diary serve``: an OTLP receiver (HTTP and gRPC) feeding the diary pipeline.
+
+Settings come from the environment (``OTEL_DIARY_SERVE_*``); flags override them. On
+SIGTERM or SIGINT the listeners stop taking requests, finish those in flight, and every
+task span still waiting is decided and written before the process exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from otel_diary.settings import Settings
+
+logger = logging.getLogger("otel_diary")
+
+_FLAGS: tuple[tuple[str, str, type, str], ...] = (
+    ("--host", "serve_host", str, "address to listen on (OTEL_DIARY_SERVE_HOST; 127.0.0.1)"),
+    ("--http-port", "serve_http_port", int,
+     "OTLP/HTTP port, 0 for none (OTEL_DIARY_SERVE_HTTP_PORT; 4318)"),
+    ("--grpc-port", "serve_grpc_port", int,
+     "OTLP/gRPC port, 0 for none (OTEL_DIARY_SERVE_GRPC_PORT; 4317)"),
+    ("--dir", "dir", Path, "knowledge-base root the diaries go under (OTEL_DIARY_DIR)"),
+    ("--token", "serve_token", str,
+     "require this bearer token or x-api-key (OTEL_DIARY_SERVE_TOKEN; none)"),
+    ("--grace", "serve_grace_s", float,
+     "seconds to wait for late child spans of a task (OTEL_DIARY_SERVE_GRACE_S; 10)"),
+    ("--trace-timeout", "serve_trace_timeout_s", float,
+     "seconds before a trace without a root task is forgotten "
+     "(OTEL_DIARY_SERVE_TRACE_TIMEOUT_S; 300)"),
+    ("--max-body-bytes", "serve_max_body_bytes", int,
+     "largest OTLP/HTTP body after decompression (OTEL_DIARY_SERVE_MAX_BODY_BYTES; 20 MiB)"),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    for flag, field_name, kind, help_text in _FLAGS:
+        metavar = {str: "TEXT", int: "N", float: "SECONDS", Path: "DIR"}[kind]
+        if flag in ("--host", "--token"):
+            metavar = flag[2:].upper()
+        parser.add_argument(flag, dest=field_name, type=kind, default=None, metavar=metavar,
+                            help=help_text)
+    parser.add_argument("--log-format", choices=("json", "text"), default="json",
+                        help="structured JSON log lines (default) or plain text, on stderr")
+
+
+def settings_from(args: argparse.Namespace, names: Sequence[str]) -> Settings:
+    """Settings from the environment with every flag given on the command line on top."""
+    overrides: dict[str, Any] = {}
+    for name in names:
+        value = getattr(args, name, None)
+        if value is not None:
+            overrides[name] = value
+    return Settings(**overrides)
+
+
+def run(args: argparse.Namespace) -> int:
+    from otel_diary.cli.logs import configure
+
+    configure(args.log_format, bool(getattr(args, "verbose", False)))
+    try:
+        settings = settings_from(args, [field for _, field, _, _ in _FLAGS])
+    except (ValidationError, ValueError) as exc:
+        print(f"otel-diary serve: {exc}", file=sys.stderr)
+        return 2
+    if not settings.serve_http_port and not settings.serve_grpc_port:
+        print("otel-diary serve: both ports are 0; nothing to listen on", file=sys.stderr)
+        return 2
+    from otel_diary.receiver.service import Service
+
+    service = Service(settings)
+    return asyncio.run(service.run())

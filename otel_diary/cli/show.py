@@ -1,0 +1,76 @@
+"""``otel-diary show --trace TRACE_ID`` or ``--id kh-…``: print the diary of a trace or an id."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from otel_diary.cli.common import (
+    add_common_arguments,
+    fail,
+    has_knowledge_base,
+    print_json,
+    root_of,
+)
+from otel_diary.index.store import DiaryIndex, Hit, IndexUnavailable
+from otel_diary.pipeline.render import DIARY_ROOT, parse_front_matter
+
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--trace", metavar="TRACE_ID",
+                       help="the trace id (32 hex digits) whose diaries to print")
+    which.add_argument("--id", metavar="ID", help="the diary id (kh-…) to print")
+    add_common_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    root = root_of(args)
+    wanted = args.trace if args.trace is not None else args.id
+    if args.trace is not None:
+        wanted = args.trace.strip().lower().removeprefix("0x")
+        if not _TRACE_ID.fullmatch(wanted):
+            return fail("show", f"{args.trace!r} is not a trace id (32 hex digits)", 2)
+    hits: list[Hit] = []
+    if has_knowledge_base(root):
+        with DiaryIndex(root) as index:
+            try:
+                if args.trace is not None:
+                    hits = index.by_trace(wanted)
+                else:
+                    found = index.by_id(wanted)
+                    hits = [found] if found is not None else []
+            except IndexUnavailable as exc:
+                return fail("show", str(exc), 1)
+    if not hits:
+        what = "trace" if args.trace is not None else "id"
+        return fail("show", f"no diary for {what} {wanted} under {root}", 1)
+    documents = []
+    folder = (root / DIARY_ROOT).resolve()
+    for hit in hits:
+        file = root / hit.path
+        try:
+            if not file.resolve().is_relative_to(folder):
+                raise OSError(0, "outside the diary folder")
+            content = file.read_text(encoding="utf-8")
+        except OSError as exc:
+            return fail("show", f"diary {hit.id} is indexed at {file} but cannot be read "
+                                f"({exc.strerror}); run `otel-diary reindex`", 1)
+        documents.append((hit, file, content))
+    if args.json:
+        diaries = []
+        for hit, file, content in documents:
+            try:
+                front = parse_front_matter(content)
+                body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
+            except ValueError:
+                front, body = {}, content
+            diaries.append({"id": hit.id, "path": hit.path, "file": str(file),
+                            "front_matter": front, "body": body})
+        print_json({"diaries": diaries})
+        return 0
+    sys.stdout.write("\n".join(content for _hit, _file, content in documents))
+    return 0

@@ -1,0 +1,363 @@
+"""Redaction: text -> the same text with every secret replaced by ``[REDACTED:<kind>]``.
+
+Runs before anything leaves the process (the model call, the hub POST, the file). Every
+pattern is anchored on a literal or a token boundary and uses bounded quantifiers with no
+nested repetition, and private-key blocks are found with plain string search, so the work
+is linear in the input: a megabyte of hostile build log costs milliseconds, not minutes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
+
+from otel_diary.pipeline.render import clean
+
+if TYPE_CHECKING:
+    from otel_diary.settings import Settings
+
+MARK = "[REDACTED:{kind}]"
+LITERAL_MARK = MARK.format(kind="configured_secret")
+MIN_LITERAL = 6
+"""Shorter configured secrets are not searched for literally (they would match prose)."""
+
+_KIND = re.compile(r"[a-z0-9_]{1,40}")
+
+
+def _token_start(prefix_length: int) -> str:
+    """Asserts that the ``prefix_length`` characters just matched start a token.
+
+    A secret glued to a token character is part of a longer word; refusing those starts
+    also keeps every scan linear (a run of token characters is entered once). Placed after
+    a literal prefix so the regex engine can still search for that literal quickly.
+    """
+    return rf"(?<![A-Za-z0-9_.-].{{{prefix_length}}})"
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """One family of secrets and how to find it."""
+
+    kind: str
+    pattern: re.Pattern[str]
+    needles: tuple[str, ...] = ()
+    """Literals that start every match (lower-case when ``anchored``)."""
+    keep_prefix: bool = False
+    """Group 1 is context (``Bearer ``, ``://user:``) kept in front of the marker."""
+    anchored: bool = False
+    """Case-insensitive: tried only where a needle starts in the lower-cased text."""
+
+    def replace(self, match: re.Match[str]) -> str:
+        mark = MARK.format(kind=self.kind)
+        if self.keep_prefix:
+            return match.group(1) + mark
+        if "secret" in self.pattern.groupindex:
+            start, end = match.span("secret")
+            if start >= 0:
+                offset = match.start()
+                whole = match.group(0)
+                return whole[: start - offset] + mark + whole[end - offset:]
+        return mark
+
+
+def _rule(kind: str, pattern: str, needles: tuple[str, ...], *,
+          keep_prefix: bool = False) -> _Rule:
+    return _Rule(kind, re.compile(pattern), needles, keep_prefix)
+
+
+_AWS_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA",
+                 "APKA", "AROA")
+
+BUILTIN_RULES: tuple[_Rule, ...] = (
+    _rule("aws_access_key",
+          r"A(?:KIA|SIA|BIA|CCA|GPA|IDA|IPA|NPA|NVA|PKA|ROA)(?<![A-Z0-9].{4})"
+          r"[A-Z0-9]{16}(?![A-Z0-9])",
+          _AWS_PREFIXES),
+    _rule("github_token", r"gh[pousr]_" + _token_start(4) + r"[A-Za-z0-9]{36,255}",
+          ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
+    _rule("github_token", r"github_pat_" + _token_start(11) + r"[A-Za-z0-9_]{22,255}",
+          ("github_pat_",)),
+    _rule("gitlab_token",
+          r"gl(?<![A-Za-z0-9_.-].{2})(?:pat|dt|rt|ptt|ft|soat|cbt|imt|oas|agent)"
+          r"-[A-Za-z0-9_-]{20,255}",
+          ("gl",)),
+    _rule("slack_token",
+          r"xox(?<![A-Za-z0-9_.-].{3})[abposre]-[A-Za-z0-9-]{10,255}", ("xox",)),
+    _rule("slack_token",
+          r"xapp-(?<![A-Za-z0-9_.-].{5})[0-9]-[A-Za-z0-9-]{10,255}", ("xapp-",)),
+    _rule("slack_token",
+          r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/-]{8,255}",
+          ("hooks.slack.com",)),
+    _rule("api_key", r"sk-" + _token_start(3) + r"[A-Za-z0-9_-]{20,255}", ("sk-",)),
+    _rule("api_key", r"sk_(?:live|test)_" + _token_start(8) + r"[A-Za-z0-9]{16,255}",
+          ("sk_live_", "sk_test_")),
+    _rule("api_key", r"rk_(?:live|test)_" + _token_start(8) + r"[A-Za-z0-9]{16,255}",
+          ("rk_live_", "rk_test_")),
+    _rule("google_api_key", r"AIza" + _token_start(4) + r"[A-Za-z0-9_-]{35}", ("AIza",)),
+    _rule("jwt",
+          r"eyJ" + _token_start(3) + r"[A-Za-z0-9_-]{4,8192}\.[A-Za-z0-9_-]{4,8192}"
+          r"\.[A-Za-z0-9_-]{0,8192}",
+          ("eyJ",)),
+    _rule("huggingface_token", r"hf_" + _token_start(3) + r"[A-Za-z0-9]{30,255}", ("hf_",)),
+    _rule("npm_token", r"npm_" + _token_start(4) + r"[A-Za-z0-9]{36,255}", ("npm_",)),
+    _rule("pypi_token",
+          r"pypi-" + _token_start(5) + r"(?:AgE[A-Za-z0-9_-]{20,4096}|[A-Za-z0-9_-]{50,4096})",
+          ("pypi-",)),
+    _rule("xai_api_key", r"xai-" + _token_start(4) + r"[A-Za-z0-9]{32,255}", ("xai-",)),
+    _rule("url_credentials",
+          r"(://[^\s:/@\"'<>]{1,256}:)[^\s/@\"'<>]{1,256}(?=@)",
+          ("://",), keep_prefix=True),
+)
+"""The case-sensitive families, each scanned by the regex engine from its literal prefix."""
+
+_ASSIGNMENT_KEYS: dict[str, str] = {
+    "password": "password", "passwd": "password", "passphrase": "password",
+    "secret": "secret",
+    "token": "token",
+    "api_key": "api_key", "api-key": "api_key", "apikey": "api_key",
+    "access_key": "api_key", "access-key": "api_key", "accesskey": "api_key",
+}
+
+
+def _assignment(keys: tuple[str, ...]) -> re.Pattern[str]:
+    """``<key>=<value>`` for one of ``keys``, in the usual spellings of config and logs.
+
+    After the key comes (case-sensitively) no lower-case letter, so ``tokens: 5`` and
+    ``secretary:`` are prose; then a separator and a value, quoted up to its quote or the
+    line end, else up to white space.
+    """
+    alternatives = "|".join(re.escape(key) for key in sorted(keys, key=len, reverse=True))
+    return re.compile(
+        r"(?i)(?P<head>(?P<key>" + alternatives + r")(?-i:(?![a-z]))[A-Za-z0-9_.-]{0,40}"
+        r"[\"']?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4})"
+        r"(?![\"']?\[REDACTED:|[=>])"
+        r"(?:(?P<quote>[\"'])[^\"'\r\n]{1,512}|[^\s\"'`]{1,512})"
+    )
+
+
+@dataclass(frozen=True)
+class _AssignmentRule(_Rule):
+    """``password=…``-style assignments; the kind follows the key."""
+
+    def replace(self, match: re.Match[str]) -> str:
+        kind = _ASSIGNMENT_KEYS.get(match.group("key").lower(), "secret")
+        return match.group("head") + (match.group("quote") or "") + MARK.format(kind=kind)
+
+
+@dataclass(frozen=True)
+class _FlagRule(_Rule):
+    """``--password X`` / ``--token=X`` command-line flags; the kind follows the key."""
+
+    def replace(self, match: re.Match[str]) -> str:
+        key = match.group("key").lower()
+        kind = _ASSIGNMENT_KEYS.get(key, "api_key" if key.startswith("api") else "secret")
+        return match.group("head") + (match.group("quote") or "") + MARK.format(kind=kind)
+
+
+FLAG_RULES: tuple[_Rule, ...] = (
+    _FlagRule("secret", re.compile(
+        r"(?P<head>--(?=[A-Za-z])(?i:(?:[a-z0-9]{1,20}[-_](?:[a-z0-9]{1,20}[-_])?)?"
+        r"(?P<key>password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key))"
+        r"(?![A-Za-z0-9_-])(?:[ \t]{1,4}|[ \t]{0,4}=[ \t]{0,4}))"
+        r"(?![\"']?\[REDACTED:)"
+        r"(?:(?P<quote>[\"'])[^\"'\r\n]{1,512}|(?!--)[^\s\"'`]{1,512})"), ("--",)),
+)
+"""Secrets given to a command as a flag's value, with ``=`` or a space."""
+
+ANCHORED_RULES: tuple[_Rule, ...] = (
+    _Rule("bearer", re.compile(r"(?i)(\bbearer[ \t]{1,8})[A-Za-z0-9._~+/=-]{8,4096}"),
+          ("bearer",), keep_prefix=True, anchored=True),
+    _Rule("authorization",
+          re.compile(r"(?i)(\bauthorization[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?"
+                     r"(?:basic|token|digest|apikey|key)[ \t]{1,8})[A-Za-z0-9._~+/=-]{4,4096}"),
+          ("authorization",), keep_prefix=True, anchored=True),
+    *(_AssignmentRule("secret", _assignment(tuple(k for k in _ASSIGNMENT_KEYS
+                                                  if k.startswith(needle))),
+                      (needle,), anchored=True)
+      for needle in ("pass", "secret", "token", "api", "access")),
+)
+"""The case-insensitive families, tried at each occurrence of a needle, leftmost first."""
+
+# Control characters a YAML stream may not carry (the ASCII part of render's cleaning).
+_ASCII_CONTROLS = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
+
+
+def _clean(text: str) -> str:
+    """``render.clean``, with a fast path for ASCII text."""
+    if text.isascii():
+        data = text.encode("ascii")
+        cleaned = data.translate(None, _ASCII_CONTROLS)
+        return text if len(cleaned) == len(data) else cleaned.decode("ascii")
+    return clean(text)
+
+
+class SecretRedactor:
+    """Replaces secrets with ``[REDACTED:<kind>]``; a ``Redactor`` for the pipeline.
+
+    Usage::
+
+        redact = SecretRedactor({"ticket": r"TCK-[0-9]{8}"})
+        redact("password=hunter2 TCK-12345678")
+        # 'password=[REDACTED:password] [REDACTED:ticket]'
+
+    ``extra`` maps a kind (``[a-z0-9_]``) to a regular expression; a group named
+    ``secret`` limits the replacement to that group. Keep extra patterns linear: bounded
+    quantifiers and no nested repetition. ``literals`` are secret values known in advance
+    (the configured API keys): each occurrence becomes ``[REDACTED:configured_secret]``
+    (values shorter than :data:`MIN_LITERAL` characters are ignored). Characters that
+    hide text (zero-width, bidi controls) are removed first, so they cannot split a secret
+    past the patterns.
+    """
+
+    def __init__(self, extra: Mapping[str, str] | None = None, *,
+                 literals: Iterable[str | None] = ()) -> None:
+        self._extra = tuple(compile_extra(kind, pattern)
+                            for kind, pattern in (extra or {}).items())
+        usable = {_clean(value) for value in literals if value and len(value) >= MIN_LITERAL}
+        self._literals = tuple(sorted(usable, key=len, reverse=True))
+
+    def __call__(self, text: str) -> str:
+        if not text:
+            return text
+        text = _clean(text)
+        for literal in self._literals:  # the configured secrets themselves, wherever they are
+            if literal in text:
+                text = text.replace(literal, LITERAL_MARK)
+        text = redact_private_keys(text)
+        for rule in BUILTIN_RULES:
+            text = rule.pattern.sub(rule.replace, text)
+        for rule in FLAG_RULES:
+            text = rule.pattern.sub(rule.replace, text)
+        text = _redact_anchored(text, ANCHORED_RULES)
+        for rule in self._extra:
+            text = rule.pattern.sub(rule.replace, text)
+        return text
+
+
+def _redact_anchored(text: str, rules: tuple[_Rule, ...]) -> str:
+    """Apply case-insensitive ``rules`` at their needles' positions, leftmost match first."""
+    lowered = text.lower()
+    if len(lowered) != len(text):  # a character changed length when lower-cased
+        for rule in rules:
+            text = rule.pattern.sub(rule.replace, text)
+        return text
+    candidates: list[tuple[int, int]] = []
+    for index, rule in enumerate(rules):
+        for needle in rule.needles:
+            position = lowered.find(needle)
+            while position >= 0:
+                candidates.append((position, index))
+                position = lowered.find(needle, position + 1)
+    if not candidates:
+        return text
+    candidates.sort()
+    out: list[str] = []
+    done = 0
+    for position, index in candidates:
+        if position < done:
+            continue
+        rule = rules[index]
+        match = rule.pattern.match(text, position)
+        if match is None:
+            continue
+        out.append(text[done:position])
+        out.append(rule.replace(match))
+        done = match.end()
+    out.append(text[done:])
+    return "".join(out)
+
+
+def compile_extra(kind: str, pattern: str) -> _Rule:
+    """A configured pattern as a rule; ``ValueError`` naming the kind when it is unusable."""
+    if not _KIND.fullmatch(kind):
+        raise ValueError(f"redaction kind {kind!r} must match [a-z0-9_]{{1,40}}")
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"redaction pattern {kind!r} does not compile: {exc}") from None
+    if compiled.fullmatch(""):
+        raise ValueError(f"redaction pattern {kind!r} matches the empty string")
+    return _Rule(kind, compiled)
+
+
+_PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = re.compile(r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_KEY_LINE = re.compile(r"[A-Za-z0-9+/=]{16,4096}|(?:Proc-Type|DEK-Info|Comment): [^\n]{0,200}")
+
+
+def redact_private_keys(text: str) -> str:
+    """PEM private-key blocks replaced by ``[REDACTED:private_key]``.
+
+    A block without its END line (a log tail cut it off) is redacted to the end of the
+    text; an END line without its BEGIN takes the key-looking lines right above it.
+    Each marker is searched for once, so the work is linear in ``text``.
+    """
+    if "PRIVATE KEY" not in text:
+        return text
+    mark = MARK.format(kind="private_key")
+    out: list[str] = []
+    position = 0
+    begin = _PEM_BEGIN.search(text)
+    end = _PEM_END.search(text)
+    while begin is not None or end is not None:
+        if end is not None and (begin is None or end.start() < begin.start()):
+            start = _orphan_start(text, position, end.start())
+            out.append(text[position:start])
+        else:
+            assert begin is not None
+            out.append(text[position:begin.start()])
+            if end is None:
+                out.append(mark)
+                return "".join(out)
+        out.append(mark)
+        position = end.end()
+        if begin is not None and begin.start() < position:
+            begin = _PEM_BEGIN.search(text, position)
+        end = _PEM_END.search(text, position)
+    out.append(text[position:])
+    return "".join(out)
+
+
+def _orphan_start(text: str, floor: int, end_marker: int) -> int:
+    """Where the key lines directly above ``end_marker`` begin (not before ``floor``)."""
+    start = end_marker
+    while start > floor:
+        line_start = text.rfind("\n", floor, start - 1) + 1
+        line_start = max(line_start, floor)
+        line = text[line_start:start].strip()
+        if not line or not _KEY_LINE.fullmatch(line):
+            break
+        start = line_start
+    return start
+
+
+_default: SecretRedactor | None = None
+
+
+def redact(text: str) -> str:
+    """``text`` with the built-in families of secrets replaced (no extra patterns)."""
+    global _default
+    if _default is None:
+        _default = SecretRedactor()
+    return _default(text)
+
+
+def settings_redactor(settings: Settings) -> SecretRedactor:
+    """The redactor ``settings`` describe: the built-in families, the configured extra
+    patterns, and the literal values of the configured keys and tokens."""
+    secrets = (settings.hub_api_key, settings.reflection_api_key, settings.serve_token)
+    return SecretRedactor(settings.redact_patterns,
+                          literals=[s.get_secret_value() for s in secrets if s is not None])
+
+
+def display_url(url: str) -> str:
+    """``url`` fit for a log line: no user name, password, query or fragment, and redacted."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return redact(url)
+    host = parts.netloc.rpartition("@")[2]
+    return redact(urlunsplit((parts.scheme, host, parts.path, "", "")))

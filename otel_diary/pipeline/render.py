@@ -1,0 +1,247 @@
+"""Render a classified run into a :class:`Diary`: path, YAML front matter, markdown body.
+
+The only module that knows markdown. Every value that came from a span is treated as
+hostile: made single-line where it sits on one line, fenced where it is a block, and
+made filesystem-safe where it names a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import yaml
+
+from otel_diary.pipeline.classify import TaskRun
+
+try:
+    _Dumper: Any = yaml.CSafeDumper
+except AttributeError:  # PyYAML built without libyaml
+    _Dumper = yaml.SafeDumper
+
+DIARY_ROOT = "diaries/agents"
+MAX_SLUG = 80
+MAX_TAIL_LINES = 40
+MAX_TAIL_CHARS = 4000
+MAX_TITLE = 200
+
+_UNSAFE_SLUG = re.compile(r"[^A-Za-z0-9._-]+")
+# Characters a YAML stream may not carry raw, and bidi/format controls that hide text.
+_NON_PRINTABLE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069"
+    "\ufeff\ufff0-\uffff\ud800-\udfff]"
+)
+
+
+@dataclass(frozen=True)
+class Diary:
+    """A rendered diary: where it goes (``path``, relative, POSIX) and what it says."""
+
+    id: str
+    path: str
+    title: str
+    agent: str
+    task_id: str
+    outcome: str
+    tags: tuple[str, ...]
+    trace_id: str
+    span_id: str
+    created: str
+    front_matter: dict[str, Any]
+    body: str
+    content: str
+    alternate_path: str = ""
+    """Where this run goes when ``path`` already holds another run's diary."""
+    related: tuple[str, ...] = field(default=())
+
+
+def diary_id(trace_id: int, span_id: int) -> str:
+    """The stable id of the diary of one task span: the same span, the same id."""
+    digest = hashlib.sha256(f"{trace_id:032x}{span_id:016x}".encode()).hexdigest()
+    return f"kh-{digest[:20]}"
+
+
+def clean(text: str) -> str:
+    """``text`` without characters that a YAML stream or a reader's eye cannot take."""
+    return _NON_PRINTABLE.sub("", text)
+
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` as one line of at most ``limit`` characters."""
+    flat = " ".join(clean(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def slug(text: str) -> str:
+    """A filesystem-safe name: ASCII letters, digits, ``.``, ``_``, ``-``; never ``.``/``..``."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    safe = _UNSAFE_SLUG.sub("-", ascii_text).strip("-._")
+    safe = re.sub(r"-{2,}", "-", safe)[:MAX_SLUG].rstrip("-._")
+    if not safe:
+        # Nothing readable survived (e.g. a non-Latin name): keep it distinct anyway.
+        safe = "x-" + hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:12]
+    return safe
+
+
+def fence(block: str) -> str:
+    """``block`` in a backtick fence longer than any backtick run inside it."""
+    longest = max((len(run) for run in re.findall(r"`+", block)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}text\n{block}\n{ticks}"
+
+
+def tail(text: str, max_lines: int = MAX_TAIL_LINES, max_chars: int = MAX_TAIL_CHARS) -> str:
+    """The last lines of ``text``, capped in lines and characters."""
+    lines = clean(text.replace("\r\n", "\n").replace("\r", "\n")).rstrip().split("\n")
+    kept = "\n".join(lines[-max_lines:])
+    if len(kept) > max_chars:
+        kept = kept[-max_chars:]
+        kept = kept.split("\n", 1)[1] if "\n" in kept else kept
+    return kept
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}(s)"
+
+
+def what_was_done(run: TaskRun) -> str:
+    first: list[str] = []
+    if run.route and run.model:
+        first.append(f"Route: {one_line(run.route, 120)} via {one_line(run.model, 120)}.")
+    elif run.route:
+        first.append(f"Route: {one_line(run.route, 120)}.")
+    elif run.model:
+        first.append(f"Model: {one_line(run.model, 120)}.")
+    if run.tokens is not None:
+        first.append(f"Tokens: {run.tokens}.")
+    first.append(f"Latency: {run.latency_ms}ms.")
+    second: list[str] = []
+    if run.file_operations is not None:
+        second.append(f"Applied {_plural(run.file_operations, 'file operation')}.")
+    if run.tool_calls:
+        second.append(f"Made {_plural(run.tool_calls, 'tool call')}.")
+    if run.build_attempts is not None:
+        second.append(f"Build verified in {_plural(run.build_attempts, 'attempt')}.")
+    lines = [" ".join(first)]
+    if second:
+        lines.append(" ".join(second))
+    return "\n".join(lines)
+
+
+def error_encountered(run: TaskRun) -> str:
+    parts: list[str] = []
+    if run.escalations:
+        parts.append(_plural(run.escalations, "escalation"))
+    if run.build_attempts is not None and run.build_attempts > 1:
+        parts.append(f"build repaired in {_plural(run.build_attempts, 'attempt')}")
+    if run.repair_no_files:
+        parts.append("a repair attempt changed no files")
+    if run.failed_children:
+        kinds = ", ".join(one_line(kind, 80) for kind in run.child_error_types)
+        parts.append(f"{_plural(run.failed_children, 'failed call')}" +
+                     (f" ({kinds})" if kinds else ""))
+    text = "; ".join(parts) if parts else "The run needed recovery"
+    if run.stderr_tail:
+        text += "\nLast build stderr tail:\n" + fence(tail(run.stderr_tail))
+    return text
+
+
+def how_it_was_recovered(run: TaskRun) -> str:
+    if run.failed_children and not (run.escalations or (run.build_attempts or 0) > 1
+                                    or run.repair_no_files):
+        return "The agent retried after the failed call(s); the run still ended successfully."
+    return "Orchestrator engaged automatic recovery; the final attempt exited cleanly."
+
+
+def _iso(end_ns: int) -> tuple[str, str]:
+    seconds, nanos = divmod(max(end_ns, 0), 1_000_000_000)
+    try:
+        moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        moment = datetime(9999, 12, 31, tzinfo=timezone.utc)
+    stamp = moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos // 1_000_000:03d}Z"
+    return stamp, moment.strftime("%Y-%m-%d")
+
+
+def render(run: TaskRun, learned: str, related: Sequence[str] = (),
+           trace_url: str | None = None) -> Diary:
+    """The diary of ``run`` with ``learned`` as its "What was learned" section."""
+    ident = diary_id(run.trace_id, run.span_id)
+    created, date = _iso(run.end_ns)
+    title = one_line(run.title, MAX_TITLE) or "task"
+    agent = one_line(run.agent, 200) or "unknown"
+    task_id = one_line(run.task_id, 200) or run.span_id_hex
+    trace_hex, span_hex = run.trace_id_hex, run.span_id_hex
+
+    tags = [f"outcome:{run.outcome}", f"task:{task_id}", f"agent:{agent}", f"trace:{trace_hex}"]
+    if run.trigger:
+        tags.append(f"trigger:{one_line(run.trigger, 200)}")
+    if run.workflow:
+        tags.append(f"workflow:{one_line(run.workflow, 200)}")
+    related_ids = tuple(dict.fromkeys(one_line(r, 200) for r in related if one_line(r, 200)))
+
+    front: dict[str, Any] = {
+        "id": ident,
+        "source_type": "diary",
+        "title": title,
+        "agent": agent,
+        "task": task_id,
+        "outcome": run.outcome,
+        "tags": tags,
+        "trace_id": trace_hex,
+        "span_id": span_hex,
+        "created": created,
+    }
+    optional: dict[str, Any] = {
+        "trigger": run.trigger and one_line(run.trigger, 200),
+        "workflow": run.workflow and one_line(run.workflow, 200),
+        "route": run.route and one_line(run.route, 200),
+        "model": run.model and one_line(run.model, 200),
+        "tokens": run.tokens,
+        "latency_ms": run.latency_ms,
+        "trace_url": trace_url,
+    }
+    front.update({key: value for key, value in optional.items() if value is not None})
+    if related_ids:
+        front["related"] = list(related_ids)
+
+    sections = [f"# {title}", "## What was done\n" + what_was_done(run)]
+    if trace_url:
+        sections[1] += f"\nTrace: <{one_line(trace_url, 2000)}>"
+    if run.outcome == "recovered":
+        sections.append("## Error encountered\n" + error_encountered(run))
+        sections.append("## How it was recovered\n" + how_it_was_recovered(run))
+    sections.append("## What was learned\n" + clean(learned).strip())
+    related_body = "\n".join(f"- {r}" for r in related_ids) or "_No related documents._"
+    sections.append("## Related\n" + related_body)
+    body = "\n\n".join(sections) + "\n"
+
+    header = yaml.dump(front, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+                       width=2**31 - 1, default_flow_style=False)
+    content = f"---\n{header}---\n\n{body}"
+    name = f"{date}-{slug(task_id)}"
+    directory = f"{DIARY_ROOT}/{slug(agent)}"
+    return Diary(
+        id=ident, path=f"{directory}/{name}.md", title=title, agent=agent, task_id=task_id,
+        outcome=run.outcome, tags=tuple(tags), trace_id=trace_hex, span_id=span_hex,
+        created=created, front_matter=front, body=body, content=content,
+        alternate_path=f"{directory}/{name}-{span_hex[:8]}.md", related=related_ids,
+    )
+
+
+def parse_front_matter(content: str) -> dict[str, Any]:
+    """The front matter of a diary document (for tests, the index and reindexing)."""
+    if not content.startswith("---\n"):
+        raise ValueError("document has no front matter")
+    end = content.find("\n---\n", 3)
+    if end < 0:
+        raise ValueError("front matter is not closed")
+    loaded = yaml.load(content[4:end + 1], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    if not isinstance(loaded, dict):
+        raise ValueError("front matter is not a mapping")
+    return loaded

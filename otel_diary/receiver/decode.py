@@ -1,0 +1,525 @@
+"""OTLP trace payloads in, the spans trace assembly needs out; OTLP responses back.
+
+:func:`decode` turns an ``ExportTraceServiceRequest`` body (protobuf or OTLP/JSON) into a
+:class:`Batch`. What cannot be decoded raises :class:`DecodeError` (a permanent error:
+HTTP 400, gRPC INVALID_ARGUMENT). Together with the receivers, the only module that
+knows OTLP types.
+
+Most spans of an agent's trace (HTTP calls, internal steps) add nothing to a diary, so
+per span this reads only the trace and span ids (to validate them) and the attribute
+keys. A span becomes an item only when it is a task span (copied whole, as a
+:class:`SpanRecord`) or contributes to its task (tokens, models, operation; errors when
+the conventions count failed children): then it keeps the values of those attributes
+and its end time. Every other span is only counted. Reading a protobuf field from
+Python costs far more than parsing it, so nothing else is read.
+
+Protobuf bodies are read from the bytes by the C extension ``_otlpscan`` when it is
+built: it creates Python objects only for what is kept, and validates the request as it
+reads it, against rules compiled from the descriptors protobuf itself decodes with (wire
+types, nested messages, UTF-8 in strings). It is stricter than protobuf: a body it
+refuses goes to ``ExportTraceServiceRequest.FromString`` for the verdict, and is then
+read through the parsed message. Both paths give the same :class:`Batch`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError as _ProtobufDecodeError
+from google.rpc import status_pb2  # type: ignore[import-untyped]
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import (
+    ResourceSpans,
+    ScopeSpans,
+    Span,
+    SpanFlags,
+    Status,
+)
+
+from otel_diary.conventions import Conventions
+from otel_diary.record import SpanRecord
+
+try:
+    from otel_diary.receiver import _otlpscan  # type: ignore[attr-defined]
+except ImportError:  # built without a C compiler: the pure-Python path is used
+    _otlpscan = None
+
+NATIVE = _otlpscan is not None
+"""Whether protobuf requests are read by the C extension."""
+
+
+def _wire_rules() -> object | None:
+    """What the C reader validates a request against: for every message type in an
+    ``ExportTraceServiceRequest``, each field's number, type and (for a message field)
+    the index of its type, the six types it reads itself first. None when the reader
+    cannot take them (field numbers past its tables): then ``FromString`` validates."""
+    order = [message.DESCRIPTOR for message in (
+        ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span, KeyValue, AnyValue)]
+    index = {descriptor.full_name: n for n, descriptor in enumerate(order)}
+    for descriptor in order:  # grows while it is walked: every type reachable
+        for item in descriptor.fields:
+            inner = item.message_type
+            if inner is not None and inner.full_name not in index:
+                index[inner.full_name] = len(order)
+                order.append(inner)
+    try:
+        rules: object = _otlpscan.schema([
+            [(item.number, item.type, index[item.message_type.full_name]
+              if item.message_type is not None else 0) for item in descriptor.fields]
+            for descriptor in order])
+    except ValueError:
+        return None
+    return rules
+
+
+WIRE_RULES = _wire_rules() if NATIVE else None
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+MEDIA_TYPES = (PROTOBUF, JSON)
+
+_STATUS_ERROR = Status.STATUS_CODE_ERROR
+_HAS_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
+_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
+_ZERO_TRACE = bytes(16)
+_ZERO_SPAN = bytes(8)
+ZERO_ID = "a span has an all-zero trace id or span id"
+
+TASK_BYTES = 400
+"""Estimated memory the collector holds for a task span besides its attributes."""
+CONTRIBUTION_BYTES = 300
+ATTRIBUTE_BYTES = 150
+"""Estimated memory of a contributing span and of each attribute it keeps."""
+
+
+class DecodeError(ValueError):
+    """The payload is not an OTLP trace request; retrying it cannot help."""
+
+
+class TooLarge(ValueError):
+    """The payload exceeds the size cap (checked while inflating, not after)."""
+
+
+class Contribution(NamedTuple):
+    """What a non-task span adds to its task's summary."""
+
+    attributes: dict[str, object]
+    """Only the attributes that matter (tokens, models, operation, error type)."""
+    is_error: bool
+    end_ns: int
+    """When it ended: with several root tasks in a trace, it goes to the one that ends
+    next (as in-process, where a task span takes what ended before it)."""
+
+    @property
+    def size(self) -> int:
+        """Estimated bytes held for it."""
+        return CONTRIBUTION_BYTES + ATTRIBUTE_BYTES * len(self.attributes)
+
+
+Payload = SpanRecord | Contribution
+
+
+class Part(NamedTuple):
+    """Kept spans of one trace that follow each other in a request. Assembly keeps its
+    lists; the C reader leaves them out of garbage collection when they can be in no
+    reference cycle (span ids, and contributions holding plain values only)."""
+
+    trace_id: bytes
+    span_ids: list[bytes]
+    """Of the contributions, one each."""
+    contributions: list[Contribution]
+    tasks: list[tuple[bytes, SpanRecord, int]]
+    """(span id, record, estimated bytes) of each task span."""
+    size: int
+    """Estimated bytes of the contributions."""
+
+
+@dataclass(slots=True)
+class Batch:
+    """The spans of one request that assembly needs, and how many were valid or refused."""
+
+    parts: list[Part] = field(default_factory=list)
+    held: int = 0
+    """Task spans and contributions in the parts."""
+    valid: int = 0
+    """Spans with valid ids: those held and those only counted."""
+    rejected: int = 0
+    duplicates: int = 0
+    """Kept spans left out of the parts: copies of a span before them in the same part
+    (same span id), which decoding drops (assembly drops copies across parts)."""
+    reason: str = ""
+    """Why the first refused span was refused (for ``partial_success.error_message``)."""
+    size: int = 0
+    """Estimated bytes the collector holds while assembling the parts."""
+
+    @property
+    def spans(self) -> int:
+        """Every span of the request, valid or refused."""
+        return self.valid + self.rejected
+
+
+def weight(payload: Payload) -> int:
+    """Estimated bytes held for an item's payload."""
+    if type(payload) is Contribution:
+        return payload.size
+    assert isinstance(payload, SpanRecord)
+    return TASK_BYTES + estimate(payload.attributes) + len(payload.name)
+
+
+# -- bodies ------------------------------------------------------------------------------
+
+
+class Inflater:
+    """Inflates a gzip body chunk by chunk and stops as soon as the output passes ``limit``.
+
+    A small body that would inflate to gigabytes (a gzip bomb) costs at most ``limit``
+    bytes of memory. Concatenated gzip members are inflated one after another.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._size = 0
+        self._chunks: list[bytes] = []
+        self._inflater = zlib.decompressobj(wbits=31)
+        self._started = False
+
+    @property
+    def size(self) -> int:
+        """Bytes inflated so far."""
+        return self._size
+
+    def feed(self, data: bytes) -> None:
+        """Inflate ``data``; raises :class:`TooLarge` past the limit, :class:`DecodeError`."""
+        inflater = self._inflater
+        while data:
+            if inflater.eof:  # a new member follows the last one
+                inflater = self._inflater = zlib.decompressobj(wbits=31)
+            self._started = True
+            try:
+                chunk = inflater.decompress(data, self._limit - self._size + 1)
+            except zlib.error as exc:
+                raise DecodeError(f"invalid gzip data: {exc}") from None
+            self._size += len(chunk)
+            if self._size > self._limit:
+                raise TooLarge(f"body inflates past {self._limit} bytes")
+            if chunk:
+                self._chunks.append(chunk)
+            # Output short of max_length means all input was consumed or the member ended.
+            data = inflater.unused_data if inflater.eof else inflater.unconsumed_tail
+
+    def finish(self) -> bytes:
+        """The inflated body; raises :class:`DecodeError` when the gzip stream is cut short."""
+        if self._started and not self._inflater.eof:
+            raise DecodeError("truncated gzip data")
+        if not self._started:
+            raise DecodeError("empty gzip body")
+        return b"".join(self._chunks)
+
+
+def inflate(body: bytes, limit: int) -> bytes:
+    """``body`` gunzipped, at most ``limit`` bytes (else :class:`TooLarge`)."""
+    inflater = Inflater(limit)
+    inflater.feed(body)
+    return inflater.finish()
+
+
+# -- decoding ----------------------------------------------------------------------------
+
+
+def decode(body: bytes, media_type: str, conventions: Conventions, *,
+           native: bool = NATIVE) -> Batch:
+    """The items of an OTLP trace request in ``media_type`` (protobuf or JSON)."""
+    if media_type == JSON:
+        return extract(parse_json(body), conventions)
+    if native and WIRE_RULES is not None:
+        try:
+            return scan(body, conventions, validate=True)
+        except DecodeError:
+            pass  # invalid, or valid in a way the reader does not vouch for
+    request = parse_protobuf(body)  # the verdict
+    if native:
+        try:
+            return scan(body, conventions)
+        except DecodeError:
+            pass  # protobuf accepted what the reader refuses (e.g. odd unknown groups)
+    return extract(request, conventions, raw=body)
+
+
+def parse_protobuf(body: bytes) -> ExportTraceServiceRequest:
+    """The request a protobuf body holds; :class:`DecodeError` when it holds none."""
+    try:
+        return ExportTraceServiceRequest.FromString(body)
+    except (_ProtobufDecodeError, RecursionError, ValueError) as exc:
+        raise DecodeError(f"invalid protobuf: {exc}") from None
+
+
+_HEX = {16: re.compile(r"[0-9a-fA-F]{32}"), 8: re.compile(r"[0-9a-fA-F]{16}")}
+_ID_FIELDS = (("traceId", "trace_id", 16), ("spanId", "span_id", 8),
+              ("parentSpanId", "parent_span_id", 8))
+
+
+def parse_json(body: bytes) -> ExportTraceServiceRequest:
+    """The request an OTLP/JSON body holds; ids are read as hex, as OTLP/JSON has them.
+
+    ``json_format`` alone would read a hex id as base64 and silently make a 24-byte trace
+    id of it, so ids are converted here first. Unknown fields are ignored.
+    """
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise DecodeError(f"invalid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise DecodeError("invalid JSON: expected an object with resourceSpans")
+    _hex_ids_to_base64(data)
+    try:
+        return json_format.ParseDict(data, ExportTraceServiceRequest(),
+                                     ignore_unknown_fields=True)
+    except (json_format.ParseError, ValueError, TypeError, AttributeError, KeyError,
+            RecursionError) as exc:
+        raise DecodeError(f"invalid OTLP/JSON: {exc}") from None
+
+
+def _members(container: object, *names: str) -> Iterable[dict[str, Any]]:
+    """The objects of the list that ``container`` holds under one of ``names``."""
+    if not isinstance(container, dict):
+        return ()
+    for name in names:
+        value = container.get(name)
+        if isinstance(value, list):
+            return [item for item in value if isinstance(item, dict)]
+    return ()
+
+
+def _hex_ids_to_base64(data: dict[str, Any]) -> None:
+    for r, resource_spans in enumerate(_members(data, "resourceSpans", "resource_spans")):
+        for s, scope_spans in enumerate(_members(resource_spans, "scopeSpans", "scope_spans")):
+            for n, span in enumerate(_members(scope_spans, "spans")):
+                where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{n}]"
+                _convert_ids(span, where)
+                for k, link in enumerate(_members(span, "links")):
+                    _convert_ids(link, f"{where}.links[{k}]")
+
+
+def _convert_ids(obj: dict[str, Any], where: str) -> None:
+    for camel, snake, size in _ID_FIELDS:
+        for name in (camel, snake):
+            value = obj.get(name)
+            if not isinstance(value, str) or value == "":
+                continue
+            if not _HEX[size].fullmatch(value):
+                raise DecodeError(
+                    f"{where}.{camel}: expected {2 * size} hex digits (OTLP/JSON ids are hex, "
+                    f"not base64), got {value[:48]!r}")
+            obj[name] = base64.b64encode(bytes.fromhex(value)).decode("ascii")
+
+
+def any_value(value: AnyValue) -> object:
+    """An attribute value as plain data: str, bool, int, float, bytes, list or dict."""
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return [any_value(item) for item in value.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
+    return getattr(value, kind)
+
+
+def attributes(pairs: Iterable[KeyValue]) -> dict[str, object]:
+    return {kv.key: any_value(kv.value) for kv in pairs}
+
+
+def estimate(attrs: Mapping[str, object]) -> int:
+    """Rough bytes held for ``attrs`` (keys and values with Python's object overhead)."""
+    size = 64 + 120 * len(attrs)
+    for key, value in attrs.items():
+        size += len(key)
+        kind = type(value)
+        if kind is str or kind is bytes:
+            size += len(value)  # type: ignore[arg-type]
+        elif isinstance(value, (list, dict)):
+            size += 64 * len(value) + sum(len(v) for v in value if isinstance(v, str))
+    return size
+
+
+def kept_keys(conventions: Conventions) -> tuple[str, ...]:
+    """The attribute keys whose values decoding keeps: the task marker, then the keys of
+    what a span contributes to its task."""
+    return (conventions.task_marker, *sorted(conventions.child_keys))
+
+
+def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
+            raw: bytes | None = None) -> Batch:
+    """The task spans and contributing spans of ``request``; every other span is counted.
+
+    Spans with an all-zero trace or span id are refused; a trace or span id of the wrong
+    length (or a task span's parent id) makes the request undecodable. A kept span with
+    the span id of one kept before it in the same part is a copy, left out and counted.
+    With the protobuf ``raw`` body at hand, attribute keys are not read at all when none
+    of the keys that matter occurs anywhere in it.
+    """
+    marker = conventions.task_marker
+    keys = kept_keys(conventions)
+    wanted = {key: key for key in keys}  # to itself: what is kept shares one str per key
+    if raw is not None and not any(key.encode() in raw for key in keys):
+        wanted = {}  # no span of this request has a key that matters
+    child_errors = conventions.recover_on_child_errors
+    batch = Batch()
+    parts = batch.parts
+    part: Part | None = None
+    part_ids: set[bytes] = set()  # span ids kept in the part: a copy is left out
+    valid = held = size = 0
+    for resource_spans in request.resource_spans:
+        resource: dict[str, object] | None = None
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                trace_id = span.trace_id
+                span_id = span.span_id
+                if len(trace_id) != 16 or len(span_id) != 8:
+                    raise DecodeError(
+                        f"span {span.name[:64]!r}: trace id must be 16 bytes and span id 8 "
+                        f"(got {len(trace_id)} and {len(span_id)})")
+                if trace_id == _ZERO_TRACE or span_id == _ZERO_SPAN:
+                    batch.rejected += 1
+                    batch.reason = batch.reason or ZERO_ID
+                    continue
+                valid += 1
+                found: dict[str, object] | None = None
+                if wanted:
+                    for kv in span.attributes:
+                        key = wanted.get(kv.key)
+                        if key is not None:
+                            if found is None:
+                                found = {}
+                            value = kv.value  # most are strings or integers: one read
+                            found[key] = (value.string_value or value.int_value
+                                          or any_value(value))
+                is_error = child_errors and span.status.code == _STATUS_ERROR
+                if found is None and not is_error:
+                    continue
+                if part is None or part.trace_id != trace_id:
+                    part = Part(trace_id, [], [], [], 0)  # its size is set below
+                    parts.append(part)
+                    part_ids = set()
+                if span_id in part_ids:
+                    batch.duplicates += 1
+                    continue
+                part_ids.add(span_id)
+                held += 1
+                if found is not None and marker in found and conventions.is_task(found):
+                    if resource is None:
+                        resource = attributes(resource_spans.resource.attributes)
+                    record = task_record(span, resource)
+                    task_size = weight(record)
+                    size += task_size
+                    part.tasks.append((span_id, record, task_size))
+                    continue
+                part.span_ids.append(span_id)
+                part.contributions.append(
+                    Contribution(found or {}, is_error, span.end_time_unix_nano))
+    for index, part in enumerate(parts):
+        part_size = sum(contribution.size for contribution in part.contributions)
+        parts[index] = part._replace(size=part_size)
+        size += part_size
+    batch.held = held
+    batch.valid = valid
+    batch.size = size
+    return batch
+
+
+def scan(body: bytes, conventions: Conventions, *, validate: bool = False) -> Batch:
+    """:func:`extract` for a protobuf body, read by the C extension: only the spans kept
+    become Python objects. The body is one ``FromString`` accepted, or, with
+    ``validate``, any: :class:`DecodeError` unless the reader finds it valid."""
+    keys = kept_keys(conventions)
+    if validate and WIRE_RULES is None:
+        raise DecodeError("the C reader has no wire rules to validate with")
+    try:
+        parts, held, valid, rejected, duplicates, size = _otlpscan.scan(
+            body, keys, conventions.task_marker_values, conventions.recover_on_child_errors,
+            Contribution, Part, _decode_value, CONTRIBUTION_BYTES, ATTRIBUTE_BYTES,
+            TASK_BYTES, WIRE_RULES if validate else None)
+    except (ValueError, _ProtobufDecodeError) as exc:
+        raise DecodeError(str(exc)) from None
+    for part in parts:
+        tasks = part.tasks
+        for n, (span_id, name, start, end, parent, flags, code, message, span_attributes,
+                resource, task_size) in enumerate(tasks):
+            tasks[n] = (span_id, span_record(part.trace_id, span_id, name, start, end, parent,
+                                             flags, code, message, span_attributes, resource),
+                        task_size)
+    return Batch(parts, held, valid, rejected, duplicates, ZERO_ID if rejected else "", size)
+
+
+def _decode_value(data: bytes, pair: bool = False) -> object:
+    """An AnyValue's bytes (a KeyValue's with ``pair``) as plain data, for the extension."""
+    if pair:
+        return any_value(KeyValue.FromString(data).value)
+    return any_value(AnyValue.FromString(data))
+
+
+def task_record(span: Span, resource: Mapping[str, object]) -> SpanRecord:
+    """A task span of a request, whole."""
+    status = span.status
+    return span_record(span.trace_id, span.span_id, span.name, span.start_time_unix_nano,
+                       span.end_time_unix_nano, span.parent_span_id, span.flags, status.code,
+                       status.message, attributes(span.attributes), resource)
+
+
+def span_record(trace_id: bytes, span_id: bytes, name: str, start_ns: int, end_ns: int,
+                parent: bytes, flags: int, code: int, message: str,
+                span_attributes: Mapping[str, object],
+                resource: Mapping[str, object]) -> SpanRecord:
+    """A task span from its OTLP fields; a parent id of the wrong length is undecodable."""
+    if parent and len(parent) != 8:
+        raise DecodeError(f"span {name[:64]!r}: parent span id must be 8 bytes "
+                          f"(got {len(parent)})")
+    return SpanRecord(  # positional: noticeably faster than keywords, per task span
+        int.from_bytes(trace_id, "big"),  # trace_id
+        int.from_bytes(span_id, "big"),  # span_id
+        name,
+        start_ns,
+        end_ns or start_ns,  # end_ns
+        int.from_bytes(parent, "big") or None,  # parent_span_id
+        bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),  # parent_is_remote
+        code == _STATUS_ERROR,  # is_error
+        message,  # status_message
+        span_attributes,  # attributes
+        resource,
+    )
+
+
+# -- responses ---------------------------------------------------------------------------
+
+
+def export_response(media_type: str, rejected: int = 0, message: str = "") -> bytes:
+    """An ``ExportTraceServiceResponse`` in ``media_type``; ``partial_success`` when spans
+    were refused."""
+    response = ExportTraceServiceResponse()
+    if rejected:
+        response.partial_success.CopyFrom(
+            ExportTracePartialSuccess(rejected_spans=rejected, error_message=message))
+    if media_type == JSON:
+        return json.dumps(json_format.MessageToDict(response),
+                          separators=(",", ":")).encode()
+    return response.SerializeToString()
+
+
+def status_body(media_type: str, code: int, message: str) -> bytes:
+    """A ``google.rpc.Status`` error body in ``media_type`` (``code`` is a gRPC code)."""
+    status = status_pb2.Status(code=code, message=message)
+    if media_type == PROTOBUF:
+        return bytes(status.SerializeToString())
+    return json.dumps(json_format.MessageToDict(status), separators=(",", ":")).encode()

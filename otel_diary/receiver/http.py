@@ -1,0 +1,301 @@
+"""OTLP/HTTP receiver: an ASGI app for ``POST /v1/traces``, ``GET /health``, ``GET /metrics``.
+
+Status codes follow the OTLP specification and the Collector's receiver: 200 with an
+``ExportTraceServiceResponse`` (``partial_success`` when spans were refused), 400 for what
+cannot be decoded, 401, 404, 405, 413 past the size cap (checked while reading and
+inflating), 415, and 429/503 with ``Retry-After`` when saturated. Error bodies are
+``google.rpc.Status``. The handler decodes and assembles; it never waits on I/O or the pipeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from otel_diary.assembly.grace import Admission, Collector, metrics_text
+from otel_diary.conventions import Conventions
+from otel_diary.receiver.decode import (
+    JSON,
+    MEDIA_TYPES,
+    PROTOBUF,
+    Batch,
+    DecodeError,
+    Inflater,
+    TooLarge,
+    decode,
+    export_response,
+    status_body,
+)
+
+logger = logging.getLogger("otel_diary")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+TRACES_PATH = "/v1/traces"
+OFFLOAD_BYTES = 1 << 20
+"""Bodies at least this large are decoded on a worker thread, keeping the loop responsive."""
+
+# gRPC status codes used in google.rpc.Status bodies.
+_INVALID_ARGUMENT = 3
+_NOT_FOUND = 5
+_RESOURCE_EXHAUSTED = 8
+_UNIMPLEMENTED = 12
+_UNAVAILABLE = 14
+_UNAUTHENTICATED = 16
+
+_ACCEPTED = {media_type: export_response(media_type) for media_type in MEDIA_TYPES}
+"""The response to a request whose spans were all taken, by content type."""
+
+_SATURATED = {
+    Admission.BUSY: (429, _RESOURCE_EXHAUSTED, 1,
+                     "the receiver is busy; retry after the delay given"),
+    Admission.STORE_FULL: (503, _UNAVAILABLE, 5,
+                           "assembly memory is full; retry after the delay given"),
+    Admission.CLOSED: (503, _UNAVAILABLE, 5, "the receiver is shutting down"),
+}
+
+
+def token_offered(headers: Mapping[str, str], token: bytes) -> bool:
+    """True when lower-cased ``headers`` carry ``token`` as ``x-api-key`` or a bearer token.
+
+    Both receivers (HTTP headers, gRPC metadata) authenticate with it.
+    """
+    offered = headers.get("x-api-key")
+    if offered is None:
+        scheme, _, credentials = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        offered = credentials.strip()
+    return hmac.compare_digest(offered.encode(), token)
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, code: int, message: str, reason: str,
+                 headers: tuple[tuple[bytes, bytes], ...] = (), spans: int = 0) -> None:
+        super().__init__(message)
+        self.spans = spans
+        self.status = status
+        self.code = code
+        self.message = message
+        self.reason = reason
+        self.headers = headers
+
+
+class OtlpHttpApp:
+    """The OTLP/HTTP receiver as an ASGI application.
+
+    Usage::
+
+        app = OtlpHttpApp(collector, conventions, token="s3cret")
+        uvicorn.run(app, host="127.0.0.1", port=4318)
+    """
+
+    def __init__(
+        self,
+        collector: Collector,
+        conventions: Conventions,
+        *,
+        token: str | None = None,
+        max_body_bytes: int = 20 * 2**20,
+        inflight_bytes: int | None = None,
+    ) -> None:
+        self.collector = collector
+        self.conventions = conventions
+        self._token = token.encode() if token else None
+        self.max_body_bytes = max_body_bytes
+        self._budget = inflight_bytes or max(2 * max_body_bytes, 64 * 2**20)
+        self._inflight = 0
+        self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="otel-diary-decode")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        path = scope.get("path", "")
+        method = scope.get("method", "GET")
+        if path == TRACES_PATH:
+            await self._traces(scope, receive, send, method)
+        elif path == "/health" and method in ("GET", "HEAD"):
+            closed = self.collector.closed
+            body = json.dumps({"status": "stopping" if closed else "ok"}).encode()
+            await _respond(send, 503 if closed else 200, JSON, body)
+        elif path == "/metrics" and method in ("GET", "HEAD"):
+            await _respond(send, 200, "text/plain; version=0.0.4; charset=utf-8",
+                           metrics_text(self.collector).encode())
+        else:
+            self.collector.counters.add("requests_rejected_total:reason", "not_found")
+            await _respond(send, 404, JSON, status_body(JSON, _NOT_FOUND, f"no route {path}"))
+
+    async def _traces(self, scope: Scope, receive: Receive, send: Send, method: str) -> None:
+        headers = _headers(scope)
+        media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        reply_type = media_type if media_type in MEDIA_TYPES else JSON
+        try:
+            if method != "POST":
+                raise _Refused(405, _UNIMPLEMENTED, f"{method} is not allowed; use POST",
+                               "method_not_allowed", ((b"allow", b"POST"),))
+            if self._token is not None and not token_offered(headers, self._token):
+                raise _Refused(401, _UNAUTHENTICATED, "missing or wrong credentials",
+                               "unauthenticated",
+                               ((b"www-authenticate", b'Bearer realm="otel-diary"'),))
+            if media_type not in MEDIA_TYPES:
+                raise _Refused(415, _INVALID_ARGUMENT,
+                               f"unsupported content type {media_type!r}; use {PROTOBUF} or "
+                               f"{JSON}", "unsupported_media_type")
+            encoding = headers.get("content-encoding", "identity").strip().lower()
+            if encoding not in ("identity", "gzip", ""):
+                raise _Refused(415, _INVALID_ARGUMENT,
+                               f"unsupported content encoding {encoding!r}; use gzip",
+                               "unsupported_media_type")
+            length = headers.get("content-length")
+            if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+                raise _too_large(self.max_body_bytes)
+            self._check_saturation()
+            body = await self._read(receive, gzip=encoding == "gzip")
+            batch = await self._decode(body, media_type)
+            del body
+            admission = self.collector.offer(batch)
+            if admission is Admission.TOO_LARGE:
+                raise _too_large(self.max_body_bytes, "the request holds more spans than the "
+                                 "receiver can assemble at once", batch.spans)
+            if admission is not Admission.ACCEPTED:
+                raise _saturated(admission, batch.spans)
+        except _Refused as refused:
+            self.collector.counters.add("requests_rejected_total:reason", refused.reason)
+            if refused.spans:
+                self.collector.counters.add("spans_rejected_total:reason", refused.reason,
+                                            refused.spans)
+            await _respond(send, refused.status, reply_type,
+                           status_body(reply_type, refused.code, refused.message),
+                           refused.headers)
+            return
+        except _ClientGone:
+            return
+        counters = self.collector.counters
+        counters.add("spans_received_total:protocol", "http", batch.spans)
+        if batch.rejected:
+            counters.add("spans_rejected_total:reason", "invalid_id", batch.rejected)
+        reply = (export_response(media_type, batch.rejected, batch.reason) if batch.rejected
+                 else _ACCEPTED[media_type])
+        await _respond(send, 200, media_type, reply)
+
+    @property
+    def inflight(self) -> int:
+        """Bytes held by the requests being read and decoded now."""
+        return self._inflight
+
+    def _check_saturation(self) -> None:
+        admission = self.collector.saturation()
+        if admission is not Admission.ACCEPTED:
+            raise _saturated(admission, 0)
+
+    async def _read(self, receive: Receive, *, gzip: bool) -> bytes:
+        """The body, inflated; 413 past the cap, 503 past the in-flight memory budget."""
+        cap = self.max_body_bytes
+        inflater = Inflater(cap) if gzip else None
+        chunks: list[bytes] = []
+        raw = 0
+        held = 0
+        try:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise _ClientGone
+                chunk = message.get("body", b"")
+                if chunk:
+                    raw += len(chunk)
+                    if raw > cap:
+                        raise _too_large(cap)
+                    before = held
+                    if inflater is not None:
+                        try:
+                            inflater.feed(chunk)
+                        except TooLarge:
+                            raise _too_large(cap) from None
+                        except DecodeError as exc:
+                            raise _Refused(400, _INVALID_ARGUMENT, str(exc),
+                                           "undecodable") from None
+                        held = raw + inflater.size
+                    else:
+                        chunks.append(chunk)
+                        held = raw
+                    self._inflight += held - before
+                    if self._inflight > self._budget:
+                        raise _saturated(Admission.BUSY, 0)
+                if not message.get("more_body", False):
+                    break
+            if inflater is None:
+                return b"".join(chunks)
+            try:
+                return inflater.finish()
+            except DecodeError as exc:
+                raise _Refused(400, _INVALID_ARGUMENT, str(exc), "undecodable") from None
+        finally:
+            self._inflight -= held
+
+    async def _decode(self, body: bytes, media_type: str) -> Batch:
+        try:
+            if len(body) >= OFFLOAD_BYTES:
+                loop = asyncio.get_running_loop()
+                return await loop.run_in_executor(self._executor, decode, body, media_type,
+                                                  self.conventions)
+            return decode(body, media_type, self.conventions)
+        except DecodeError as exc:
+            raise _Refused(400, _INVALID_ARGUMENT, str(exc), "undecodable") from None
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+
+
+class _ClientGone(Exception):
+    pass
+
+
+def _too_large(cap: int, message: str = "", spans: int = 0) -> _Refused:
+    return _Refused(413, _RESOURCE_EXHAUSTED,
+                    message or f"the body exceeds {cap} bytes (after decompression)",
+                    "too_large", spans=spans)
+
+
+def _saturated(admission: Admission, spans: int) -> _Refused:
+    status, code, retry_after, message = _SATURATED[admission]
+    return _Refused(status, code, message, admission.value,
+                    ((b"retry-after", str(retry_after).encode()),), spans)
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for name, value in scope.get("headers", ()):
+        headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+    return headers
+
+
+async def _respond(send: Send, status: int, content_type: str, body: bytes,
+                   headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [(b"content-type", content_type.encode("latin-1")),
+                    (b"content-length", str(len(body)).encode()), *headers],
+    })
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

@@ -1,0 +1,540 @@
+"""The knowledge-hub sink: each diary POSTed to ``<MOTHER_AI_URL>/v1/kb/edit``.
+
+:meth:`HubSink.write` only spools the diary (a durable file) and wakes a delivery thread,
+so the pipeline never waits on the network. That thread sends spooled diaries oldest
+first with a timeout on every call; connection errors, timeouts and 408/429/502/503/504
+are retried with exponential backoff and jitter (honouring ``Retry-After``); any other
+refusal is logged with the hub's answer and set aside in ``failed/``; an acknowledged
+diary leaves the spool. Any other error while sending counts as retryable. Its HTTP calls
+run with instrumentation suppressed; URLs and the hub's answers are redacted before they
+are logged or kept. A process forked from one with a hub sink gets its own client and
+delivery thread.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import enum
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from otel_diary.fork import renew_after_fork
+from otel_diary.pipeline.redact import display_url, redact, settings_redactor
+from otel_diary.pipeline.render import Diary
+from otel_diary.runner import suppressed
+from otel_diary.settings import Settings, check_header_value
+from otel_diary.sinks.folder import FolderSink, Sink
+from otel_diary.sinks.hub.spool import Spool, SpoolFullError
+
+logger = logging.getLogger("otel_diary")
+
+KB_EDIT_PATH = "/v1/kb/edit"
+RETRYABLE_STATUS = frozenset({408, 429, 502, 503, 504})
+"""Answers that may succeed later; every other non-2xx answer is final."""
+MAX_RETRY_AFTER_S = 3600.0
+MAX_ANSWER_BYTES = 64 * 1024
+_POLL_S = 2.0
+"""How often an idle delivery thread looks for entries spooled by another process."""
+
+
+def _version() -> str:
+    from otel_diary import __version__
+
+    return __version__
+
+
+def hub_body(diary: Diary, path: str | None = None) -> dict[str, Any]:
+    """The JSON document POSTed for ``diary`` (``path`` overrides ``diary.path``)."""
+    return {
+        "path": path or diary.path,
+        "content": diary.content,
+        "source_type": "diary",
+        "title": diary.title,
+        "tags": list(diary.tags),
+        "metadata": {
+            "id": diary.id,
+            "trace_id": diary.trace_id,
+            "span_id": diary.span_id,
+            "agent": diary.agent,
+            "task": diary.task_id,
+            "outcome": diary.outcome,
+            "created": diary.created,
+        },
+    }
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (delay or HTTP date), capped at an hour."""
+    if not value:
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            moment = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        seconds = moment.timestamp() - (time.time() if now is None else now)
+    if seconds != seconds:  # NaN
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+
+
+class Outcome(enum.Enum):
+    DELIVERED = "delivered"
+    RETRY = "retry"
+    REJECTED = "rejected"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What one POST came to: the outcome, the status (if any) and the hub's answer."""
+
+    outcome: Outcome
+    status: int | None = None
+    retry_after: float | None = None
+    detail: str = ""
+
+
+@dataclass
+class HubStats:
+    """Counters of the hub sink; read them, never reset them."""
+
+    spooled: int = 0
+    delivered: int = 0
+    rejected: int = 0
+    retries: int = 0
+    spool_full: int = 0
+    spool_errors: int = 0
+    failed_removed: int = 0
+    """Refused diaries removed from ``failed/`` (oldest first) to keep it bounded."""
+    last_retry_delay_s: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+class HubClient:
+    """POSTs one spooled diary to the hub and classifies the answer. Never raises.
+
+    ``api_key`` must be printable ASCII (``ValueError`` otherwise). ``redactor`` scrubs
+    the hub's answers and error messages before they are logged or kept in ``failed/``.
+    """
+
+    def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 10.0,
+                 transport: httpx.BaseTransport | None = None,
+                 redactor: Callable[[str], str] | None = None) -> None:
+        if api_key:
+            check_header_value(api_key, "the knowledge hub's API key")
+        self.url = url.rstrip("/")
+        self.endpoint = self.url + KB_EDIT_PATH
+        self.timeout_s = timeout_s
+        self._api_key = api_key
+        self._transport = transport
+        self._redact = redactor or redact
+        self._client = self._new_client()
+        renew_after_fork(self)
+
+    def _new_client(self) -> httpx.Client:
+        return httpx.Client(timeout=httpx.Timeout(self.timeout_s), transport=self._transport,
+                            follow_redirects=False)
+
+    def _after_fork_in_child(self) -> None:
+        # The parent's pooled connections are its own: left unclosed, never used here.
+        self._client = self._new_client()
+
+    def headers(self, ident: str) -> dict[str, str]:
+        headers = {"content-type": "application/json", "idempotency-key": ident,
+                   "user-agent": f"otel-diary/{_version()}"}
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        return headers
+
+    def send(self, ident: str, body: dict[str, Any], timeout_s: float | None = None) -> Attempt:
+        """One POST; any error (even one httpx did not foresee) is a retryable attempt."""
+        timeout = httpx.Timeout(timeout_s if timeout_s is not None else self.timeout_s)
+        try:
+            data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+            with suppressed(), self._client.stream(
+                    "POST", self.endpoint, content=data, headers=self.headers(ident),
+                    timeout=timeout) as response:
+                answer = _read_capped(response)
+        except httpx.TimeoutException as exc:
+            return Attempt(Outcome.RETRY, detail=f"timed out ({type(exc).__name__})")
+        except httpx.TransportError as exc:
+            return Attempt(Outcome.RETRY, detail=self._error(exc))
+        except Exception as exc:
+            logger.debug("otel-diary hub request failed unexpectedly", exc_info=True)
+            return Attempt(Outcome.RETRY, detail="unexpected " + self._error(exc))
+        status = response.status_code
+        if 200 <= status < 300:
+            return Attempt(Outcome.DELIVERED, status)
+        detail = self._redact(f"HTTP {status}: {_one_line(answer)}")
+        if status in RETRYABLE_STATUS:
+            return Attempt(Outcome.RETRY, status,
+                           parse_retry_after(response.headers.get("retry-after")), detail)
+        return Attempt(Outcome.REJECTED, status, detail=detail)
+
+    def _error(self, exc: BaseException) -> str:
+        return self._redact(_one_line(f"{type(exc).__name__}: {exc}"))
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _read_capped(response: httpx.Response) -> str:
+    """The start of the answer; a note instead when it cannot be decoded (the status
+    alone decides what happened)."""
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        for chunk in response.iter_bytes():
+            chunks.append(chunk)
+            size += len(chunk)
+            if size >= MAX_ANSWER_BYTES:
+                break
+    except httpx.DecodingError as exc:
+        return f"(an answer that could not be decoded: {exc})"
+    return b"".join(chunks)[:MAX_ANSWER_BYTES].decode("utf-8", "replace")
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+class Backoff:
+    """Exponential backoff with equal jitter: ``d/2 + U(0, d/2)``, ``d`` doubling to a cap."""
+
+    def __init__(self, initial_s: float = 1.0, maximum_s: float = 60.0,
+                 rng: Callable[[], float] = random.random) -> None:
+        if initial_s <= 0 or maximum_s <= 0:
+            raise ValueError("backoff delays must be positive")
+        self.initial_s = initial_s
+        self.maximum_s = max(maximum_s, initial_s)
+        self.failures = 0
+        self._rng = rng
+
+    def next(self, retry_after: float | None = None) -> float:
+        """The wait before the next attempt; never shorter than ``retry_after``."""
+        ceiling = min(self.maximum_s, self.initial_s * 2.0 ** min(self.failures, 62))
+        self.failures += 1
+        delay = ceiling / 2 + self._rng() * ceiling / 2
+        return delay if retry_after is None else max(delay, float(retry_after))
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """One pass over the spool: what it did, and how long to wait after a retryable failure."""
+
+    delivered: int = 0
+    rejected: int = 0
+    skipped: int = 0
+    retry_in: float | None = None
+    failure: str = ""
+
+
+class Deliverer:
+    """Sends what waits in a spool, oldest first; shared by the delivery thread and the CLI."""
+
+    def __init__(self, spool: Spool, client: HubClient, backoff: Backoff,
+                 stats: HubStats | None = None) -> None:
+        self.spool = spool
+        self.client = client
+        self.backoff = backoff
+        self.stats = stats or HubStats()
+
+    def deliver_pass(self, deadline: float | None = None) -> PassResult:
+        """Try every waiting entry once; stop at the first retryable failure or ``deadline``.
+
+        ``deadline`` is a ``time.monotonic()`` value; each call's timeout ends by it.
+        """
+        delivered = rejected = skipped = 0
+        for entry in self.spool.pending():
+            timeout = None
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                timeout = min(self.client.timeout_s, remaining)
+            claim = self.spool.claim(entry)
+            if claim is None:
+                skipped += 1
+                continue
+            try:  # whatever happens, the entry is unlocked for the next attempt
+                if claim.record is None:
+                    self.spool.fail(claim, None, "unreadable spool entry")
+                    self.stats.rejected += 1
+                    self.stats.failed_removed = self.spool.failed_removed
+                    logger.warning("otel-diary set aside an unreadable spool entry %s",
+                                   entry.path)
+                    continue
+                attempt = self.client.send(claim.id, claim.record["body"], timeout)
+                if attempt.outcome is Outcome.DELIVERED:
+                    self.stats.delivered += 1  # counted first: flush() returns once it is gone
+                    self.backoff.reset()
+                    delivered += 1
+                    self.spool.done(claim)
+                elif attempt.outcome is Outcome.REJECTED:
+                    self.stats.rejected += 1
+                    rejected += 1
+                    target = self.spool.fail(claim, attempt.status, attempt.detail)
+                    self.stats.failed_removed = self.spool.failed_removed
+                    logger.warning("knowledge hub refused diary %s (%s); not retried, "
+                                   "kept in %s", claim.id, attempt.detail, target)
+                else:
+                    claim.release()
+                    self.stats.retries += 1
+                    delay = self.backoff.next(attempt.retry_after)
+                    self.stats.last_retry_delay_s = delay
+                    return PassResult(delivered, rejected, skipped, delay,
+                                      f"diary {claim.id}: {attempt.detail}")
+            finally:
+                claim.release()
+        return PassResult(delivered, rejected, skipped)
+
+
+class HubSink:
+    """Delivers diaries to a knowledge hub through a durable spool and a delivery thread.
+
+    Usage::
+
+        sink = HubSink("https://hub.example", api_key="...", spool_dir="/var/lib/diary/spool")
+        pipeline = Pipeline(conventions, [FolderSink(root), sink])
+
+    ``write`` returns once the diary is on disk; ``flush`` waits for the spool to empty;
+    ``close`` delivers what it can within ``shutdown_timeout_s`` and leaves the rest for
+    the next process. Entries left by an earlier process are delivered on start.
+
+    Each diary is sent under the path ``path_of`` gives (the folder sink's, when there is
+    one); without it, under ``diary.alternate_path``, which names the span, so two runs
+    of one task on one day never share a hub path. In a forked child the sink gets a new
+    HTTP client, and a new delivery thread with its first ``write`` or ``flush``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        spool_dir: str | Path,
+        api_key: str | None = None,
+        timeout_s: float = 10.0,
+        initial_backoff_s: float = 1.0,
+        max_backoff_s: float = 60.0,
+        max_entries: int = 10_000,
+        max_bytes: int = 256 * 1024 * 1024,
+        max_failed_entries: int = 1000,
+        shutdown_timeout_s: float = 10.0,
+        path_of: Callable[[Diary], str] | None = None,
+        poll_s: float = _POLL_S,
+        transport: httpx.BaseTransport | None = None,
+        redactor: Callable[[str], str] | None = None,
+    ) -> None:
+        if timeout_s <= 0 or shutdown_timeout_s < 0 or poll_s <= 0:
+            raise ValueError("timeouts must be positive")
+        self.url = url.rstrip("/")
+        self._client = HubClient(self.url, api_key=api_key, timeout_s=timeout_s,
+                                 transport=transport, redactor=redactor)
+        self.spool = Spool(spool_dir, max_entries=max_entries, max_bytes=max_bytes,
+                           max_failed_entries=max_failed_entries)
+        self.stats = HubStats()
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self._path_of = path_of
+        self._poll_s = poll_s
+        self._deliverer = Deliverer(self.spool, self._client,
+                                    Backoff(initial_backoff_s, max_backoff_s), self.stats)
+        self._full_logged = False
+        self._closed = False
+        self._reset_delivery_state()
+        self._thread = self._start_thread()
+        self._needs_thread = False
+        renew_after_fork(self)
+
+    def _reset_delivery_state(self) -> None:
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread_lock = threading.Lock()
+        self._closing = False
+        self._deadline = float("inf")
+        self._retry_at = 0.0
+        self._failing = False
+
+    def _start_thread(self) -> threading.Thread:
+        thread = threading.Thread(target=self._run, name="otel-diary-hub", daemon=True)
+        thread.start()
+        return thread
+
+    def _after_fork_in_child(self) -> None:
+        """The parent's delivery thread does not exist here and its events and locks may
+        be held: new ones, and a new thread once this process writes or flushes."""
+        self._reset_delivery_state()
+        self._needs_thread = not self._closed
+
+    def _ensure_thread(self) -> None:
+        if not self._needs_thread:
+            return
+        with self._thread_lock:
+            if self._needs_thread and not self._closed:
+                self._thread = self._start_thread()
+            self._needs_thread = False
+
+    # -- Sink -----------------------------------------------------------------------------
+
+    def write(self, diary: Diary) -> str:
+        self._ensure_thread()
+        path = diary.alternate_path or diary.path  # unique per run, stable per span
+        if self._path_of is not None:
+            try:
+                path = self._path_of(diary)
+            except Exception:
+                logger.debug("otel-diary could not resolve the folder path of %s", diary.id,
+                             exc_info=True)
+        try:
+            self.spool.put(diary.id, hub_body(diary, path))
+        except SpoolFullError:
+            self.stats.spool_full += 1
+            if not self._full_logged:
+                self._full_logged = True
+                logger.warning("otel-diary spool %s is full: diaries for the knowledge hub "
+                               "are dropped until it drains (see OTEL_DIARY_SPOOL_MAX_*)",
+                               self.spool.directory)
+            raise
+        except OSError:
+            self.stats.spool_errors += 1
+            raise
+        self.stats.spooled += 1
+        self._wake.set()
+        return f"hub:{path}"
+
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """Wait until nothing waits in the spool; False when ``timeout_s`` passed first."""
+        self._ensure_thread()
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        while True:
+            if not self.spool.pending():
+                return True
+            if time.monotonic() >= deadline or not self._thread.is_alive():
+                return False
+            self._wake.set()
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        """Deliver what can be delivered within ``shutdown_timeout_s``; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._deadline = time.monotonic() + self.shutdown_timeout_s
+        self._closing = True
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(self.shutdown_timeout_s + 0.5)
+        waiting = len(self.spool)
+        if waiting:
+            logger.warning("otel-diary stopped with %d diaries for the knowledge hub in %s; "
+                           "the next start (or `otel-diary spool --flush`) delivers them",
+                           waiting, self.spool.directory)
+        if not self._thread.is_alive():
+            self._client.close()
+
+    # -- delivery thread --------------------------------------------------------------------
+
+    def _run(self) -> None:
+        with suppressed():
+            while True:
+                try:
+                    if not self._step():
+                        return
+                except Exception:
+                    logger.exception("otel-diary hub delivery failed; continuing")
+                    self._wake.wait(self._poll_s)
+
+    def _step(self) -> bool:
+        """One round of the delivery loop; False when the thread should end."""
+        now = time.monotonic()
+        if self._closing and now >= self._deadline:
+            return False
+        if now < self._retry_at:  # backing off: new diaries wait too
+            if not self._closing:
+                self._stop.wait(self._retry_at - now)
+            elif self._retry_at < self._deadline:
+                time.sleep(self._retry_at - now)
+            else:
+                return False  # the next try would come after the deadline
+            return True
+        self._wake.clear()
+        result = self._deliverer.deliver_pass(self._deadline if self._closing else None)
+        if result.retry_in is not None:
+            self._retry_at = time.monotonic() + result.retry_in
+            if not self._failing:
+                self._failing = True
+                logger.warning("otel-diary could not deliver to the knowledge hub at %s "
+                               "(%s); diaries wait in %s, retrying in %.1fs",
+                               display_url(self.url), result.failure, self.spool.directory,
+                               result.retry_in)
+            else:
+                logger.debug("knowledge hub still failing (%s); retrying in %.1fs",
+                             result.failure, result.retry_in)
+            return True
+        if self._failing and result.delivered:
+            self._failing = False
+            logger.info("otel-diary reached the knowledge hub again")
+        if self._closing:  # done once a pass finds nothing more to send
+            return bool(result.delivered or result.rejected)
+        self._wake.wait(self._poll_s)
+        return True
+
+
+def default_sinks(settings: Settings) -> list[Sink]:
+    """The sinks ``settings`` describe: the folder, the hub, or both.
+
+    With no hub URL the folder serves; with a hub URL the hub does, and the folder too
+    when ``OTEL_DIARY_DIR`` is set explicitly.
+    """
+    if not settings.hub_url:
+        return [FolderSink(settings.root)]
+    sinks: list[Sink] = []
+    folder: FolderSink | None = None
+    if settings.dir is not None:
+        folder = FolderSink(settings.root)
+        sinks.append(folder)
+    sinks.append(HubSink(
+        settings.hub_url,
+        redactor=settings_redactor(settings),
+        spool_dir=settings.spool_root,
+        api_key=settings.hub_api_key.get_secret_value() if settings.hub_api_key else None,
+        timeout_s=settings.hub_timeout_s,
+        initial_backoff_s=settings.retry_initial_backoff_s,
+        max_backoff_s=settings.retry_max_backoff_s,
+        max_entries=settings.spool_max_entries,
+        max_bytes=settings.spool_max_bytes,
+        shutdown_timeout_s=settings.shutdown_timeout_ms / 1000,
+        path_of=_folder_path(folder) if folder is not None else None,
+    ))
+    return sinks
+
+
+def _folder_path(folder: FolderSink) -> Callable[[Diary], str]:
+    """The path a diary has in ``folder`` (its alternate path when another run took the
+    usual one), so the hub and the folder name every diary alike."""
+    base = folder.root.resolve()
+
+    def path_of(diary: Diary) -> str:
+        return folder.target(diary).relative_to(base).as_posix()
+
+    return path_of

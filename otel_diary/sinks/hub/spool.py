@@ -1,0 +1,372 @@
+"""The delivery spool: diaries waiting for the knowledge hub, one JSON file each.
+
+A diary is on disk (written atomically, then synced) from the moment the hub sink takes it
+until the hub acknowledges it, so a process that dies or restarts loses nothing: the next
+one delivers what is left. Bounded in entries and bytes. A delivery holds a lock on its
+entry, so processes sharing a spool never send one diary at the same time; what the hub
+refuses moves to ``failed/`` with the hub's answer. ``failed/`` has its own bound (the
+oldest refused entries make room for new ones), so refusals never stop new diaries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from otel_diary.fork import renew_after_fork
+from otel_diary.sinks.folder import DiaryError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no cross-process lock
+    fcntl = None  # type: ignore[assignment]
+
+logger = logging.getLogger("otel_diary")
+
+SPOOL_VERSION = 1
+FAILED_DIR = "failed"
+SUFFIX = ".json"
+_STALE_TEMP_S = 300.0
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+class SpoolFullError(DiaryError):
+    """The spool holds its maximum of entries or bytes; the diary was not spooled."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One spooled diary as the directory shows it (the content is read on claim)."""
+
+    id: str
+    path: Path
+    size: int
+    mtime_ns: int
+
+    @property
+    def spooled_at(self) -> datetime:
+        return datetime.fromtimestamp(self.mtime_ns / 1e9, tz=timezone.utc)
+
+    def load(self) -> dict[str, Any] | None:
+        """The entry's record, ``None`` when it is gone or unreadable."""
+        try:
+            return _parse(self.path.read_bytes())
+        except OSError:
+            return None
+
+
+class Claim:
+    """An entry locked for delivery by this process; ``record`` is ``None`` if unreadable."""
+
+    def __init__(self, entry: Entry, fd: int, inode: int, record: dict[str, Any] | None):
+        self.entry = entry
+        self.record = record
+        self._fd: int | None = fd
+        self._inode = inode
+
+    @property
+    def id(self) -> str:
+        return self.entry.id
+
+    def still_current(self) -> bool:
+        """True while the entry's path still names the file this claim locked."""
+        try:
+            return os.stat(self.entry.path).st_ino == self._inode
+        except FileNotFoundError:
+            return False
+
+    def release(self) -> None:
+        """Unlock (idempotent): another deliverer may take the entry from now on."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+class Spool:
+    """Diaries waiting for delivery under ``directory``; safe across threads and processes.
+
+    Usage::
+
+        spool = Spool(path, max_entries=10_000, max_bytes=256 << 20)
+        spool.put("kh-...", {"path": ..., "content": ...})
+        for entry in spool.pending():
+            claim = spool.claim(entry)
+            if claim is not None:
+                ... deliver claim.record["body"] ...
+                spool.done(claim)
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, max_entries: int = 10_000,
+                 max_bytes: int = 256 * 1024 * 1024, max_failed_entries: int = 1000) -> None:
+        if max_entries <= 0 or max_bytes <= 0 or max_failed_entries <= 0:
+            raise ValueError("spool bounds must be positive")
+        self.directory = Path(directory)
+        self.failed_directory = self.directory / FAILED_DIR
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.max_failed_entries = max_failed_entries
+        """Most entries kept in ``failed/``; the oldest go beyond it (counted, logged once)."""
+        self.failed_removed = 0
+        """Refused entries removed from ``failed/`` to keep it within its bound."""
+        self._failed_cap_logged = False
+        self._lock = threading.Lock()
+        self._claims: weakref.WeakSet[Claim] = weakref.WeakSet()
+        renew_after_fork(self)
+        try:
+            self._make_directories()
+        except OSError as exc:  # never fail the app at start: writes fail (and count) instead
+            logger.warning("otel-diary cannot create the spool %s (%s); diaries for the "
+                           "knowledge hub are not kept until it can", self.directory, exc)
+        self._remove_stale_temp_files()
+        self._count, self._bytes = self._measure()
+
+    # -- writing ------------------------------------------------------------------------
+
+    def put(self, ident: str, body: dict[str, Any]) -> Path:
+        """Spool ``body`` under ``ident`` (replacing a waiting entry of the same id).
+
+        Raises :class:`SpoolFullError` over the bounds and ``OSError`` when the disk fails.
+        """
+        record = {"version": SPOOL_VERSION, "id": ident, "spooled_at": _now_iso(),
+                  "body": body}
+        data = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        path = self.directory / (file_stem(ident) + SUFFIX)
+        with self._lock:
+            try:
+                replaced = path.stat().st_size
+            except FileNotFoundError:
+                replaced = None
+            count = self._count + (0 if replaced is not None else 1)
+            size = self._bytes + len(data) - (replaced or 0)
+            if count > self.max_entries or size > self.max_bytes:
+                raise SpoolFullError(
+                    f"spool {self.directory} is full ({self._count} entries, {self._bytes} "
+                    f"bytes; limits {self.max_entries} and {self.max_bytes})")
+            self._make_directories()
+            durable_write(path, data)
+            self._count, self._bytes = count, size
+        return path
+
+    # -- reading ------------------------------------------------------------------------
+
+    def pending(self) -> list[Entry]:
+        """Entries waiting for delivery, oldest first (also refreshes the bound counters)."""
+        with self._lock:  # a put between the scan and the update would be lost otherwise
+            entries = _scan(self.directory)
+            self._count = len(entries)
+            self._bytes = sum(e.size for e in entries)
+        return entries
+
+    def failed(self) -> list[Entry]:
+        """Entries the hub refused, oldest first."""
+        return _scan(self.failed_directory)
+
+    def __len__(self) -> int:
+        """Entries waiting for delivery."""
+        return len(_scan(self.directory))
+
+    # -- delivering ---------------------------------------------------------------------
+
+    def claim(self, entry: Entry) -> Claim | None:
+        """Lock ``entry`` for delivery; ``None`` if it is gone or another process has it."""
+        try:
+            fd = os.open(entry.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            if fcntl is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    return None
+            inode = os.fstat(fd).st_ino
+            claim = Claim(entry, fd, inode, None)
+            if not claim.still_current():  # delivered (or replaced) while we opened it
+                claim.release()
+                return None
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                claim.record = _parse(handle.read())
+            self._claims.add(claim)
+            return claim
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            raise
+
+    def done(self, claim: Claim) -> None:
+        """The hub acknowledged ``claim``: forget it (unless it was replaced meanwhile)."""
+        try:
+            if claim.still_current():
+                self._unlink(claim.entry.path)
+        finally:
+            claim.release()
+
+    def fail(self, claim: Claim, status: int | None, answer: str) -> Path:
+        """The hub refused ``claim``: move it to ``failed/`` with the hub's answer."""
+        try:
+            record = claim.record or {"version": SPOOL_VERSION, "id": claim.id, "body": None}
+            record = {**record, "answer": {"status": status, "text": answer,
+                                           "at": _now_iso()}}
+            target = self.failed_directory / claim.entry.path.name
+            self._make_directories()
+            durable_write(target, json.dumps(record, ensure_ascii=False).encode("utf-8"))
+            if claim.still_current():
+                self._unlink(claim.entry.path)
+            self.pending()
+            self._trim_failed()
+            return target
+        finally:
+            claim.release()
+
+    def _trim_failed(self) -> None:
+        """Remove the oldest refused entries beyond ``max_failed_entries``."""
+        excess = _scan(self.failed_directory)[: -self.max_failed_entries]
+        removed = 0
+        for entry in excess:
+            with contextlib.suppress(FileNotFoundError):
+                entry.path.unlink()
+                removed += 1
+        if not removed:
+            return
+        self.failed_removed += removed
+        if not self._failed_cap_logged:
+            self._failed_cap_logged = True
+            logger.warning("otel-diary removed the oldest %d diar%s the knowledge hub refused "
+                           "from %s (it keeps at most %d); further removals are counted only",
+                           removed, "y" if removed == 1 else "ies", self.failed_directory,
+                           self.max_failed_entries)
+
+    def requeue_failed(self) -> int:
+        """Move every refused entry back to the waiting ones; returns how many moved."""
+        moved = 0
+        for entry in self.failed():
+            record = entry.load()
+            if record is None or not isinstance(record.get("body"), dict):
+                continue
+            record.pop("answer", None)
+            durable_write(self.directory / entry.path.name,
+                          json.dumps(record, ensure_ascii=False).encode("utf-8"))
+            self._unlink(entry.path)
+            moved += 1
+        self.pending()
+        return moved
+
+    def _unlink(self, path: Path) -> None:
+        try:
+            size = path.stat().st_size
+            path.unlink()
+        except FileNotFoundError:
+            return
+        with self._lock:
+            self._count = max(self._count - 1, 0)
+            self._bytes = max(self._bytes - size, 0)
+
+    # -- housekeeping -------------------------------------------------------------------
+
+    def _make_directories(self) -> None:
+        if not self.failed_directory.is_dir():
+            self.failed_directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def _measure(self) -> tuple[int, int]:
+        entries = _scan(self.directory)
+        return len(entries), sum(entry.size for entry in entries)
+
+    def _after_fork_in_child(self) -> None:
+        """A lock another thread held at the fork is never released here: a new one. The
+        claims of the parent's deliveries stay the parent's."""
+        self._lock = threading.Lock()
+        for claim in list(self._claims):
+            claim.release()  # closes this process's copy only: the parent's lock holds
+        self._claims = weakref.WeakSet()
+
+    def _remove_stale_temp_files(self) -> None:
+        """Half-written files of a process that died mid-write (never visible as entries)."""
+        cutoff = time.time() - _STALE_TEMP_S
+        for folder in (self.directory, self.failed_directory):
+            for path in folder.glob(".*.tmp"):
+                with contextlib.suppress(OSError):
+                    if path.stat().st_mtime < cutoff:
+                        path.unlink()
+
+
+def file_stem(ident: str) -> str:
+    """A file name for ``ident``: itself when it is a plain id, else a digest of it."""
+    if _SAFE_ID.fullmatch(ident):
+        return ident
+    return "id-" + hashlib.sha256(ident.encode("utf-8", "replace")).hexdigest()[:32]
+
+
+def durable_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically and sync it, so a crash leaves old or new."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _sync_directory(path.parent)
+
+
+def _sync_directory(directory: Path) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _scan(directory: Path) -> list[Entry]:
+    entries: list[Entry] = []
+    try:
+        iterator = os.scandir(directory)
+    except OSError:  # missing or unreadable: nothing to deliver from it
+        return entries
+    with iterator:
+        for item in iterator:
+            name = item.name
+            if name.startswith(".") or not name.endswith(SUFFIX):
+                continue
+            try:
+                stat = item.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if not item.is_file(follow_symlinks=False):
+                continue
+            entries.append(Entry(name[: -len(SUFFIX)], Path(item.path), stat.st_size,
+                                 stat.st_mtime_ns))
+    entries.sort(key=lambda entry: (entry.mtime_ns, entry.id))
+    return entries
+
+
+def _parse(data: bytes) -> dict[str, Any] | None:
+    try:
+        record = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("body"), dict):
+        return None
+    return record
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+

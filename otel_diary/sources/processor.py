@@ -1,0 +1,365 @@
+"""The in-process source: a ``SpanProcessor`` that turns task spans into diaries.
+
+``on_end`` does O(1) work: it appends the span to a bounded queue (or counts a drop).
+A daemon worker turns queued spans into plain data, assembles traces and runs the
+pipeline. Nothing raises out of ``on_start``, ``on_end``, ``force_flush`` or ``shutdown``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.trace import StatusCode
+
+from otel_diary.assembly.inprocess import TraceAssembler
+from otel_diary.conventions import Conventions
+from otel_diary.fork import renew_after_fork
+from otel_diary.pipeline.core import Pipeline, Stats, build_pipeline
+from otel_diary.pipeline.reflect import Reflector
+from otel_diary.profiles import conventions_for
+from otel_diary.record import SpanRecord
+from otel_diary.runner import suppressed
+from otel_diary.settings import Settings
+from otel_diary.sinks.folder import Sink
+from otel_diary.sources.diary_span import DiaryWriteSpans
+
+logger = logging.getLogger("otel_diary")
+
+_EXPIRE_EVERY_S = 1.0
+_ERROR = StatusCode.ERROR
+_STOP = object()
+"""Ends the delivery thread once everything before it was delivered."""
+_WAKE_BATCH = 512
+"""Spans queued before the worker is woken early (else it wakes every schedule delay)."""
+
+
+def to_record(span: ReadableSpan) -> SpanRecord:
+    """A plain-data copy of an ended SDK span."""
+    ctx = span.context
+    parent = span.parent
+    status = span.status
+    resource = span.resource
+    return SpanRecord(
+        trace_id=ctx.trace_id if ctx is not None else 0,
+        span_id=ctx.span_id if ctx is not None else 0,
+        name=span.name,
+        start_ns=span.start_time or 0,
+        end_ns=span.end_time or span.start_time or 0,
+        parent_span_id=parent.span_id if parent is not None else None,
+        parent_is_remote=bool(parent is not None and parent.is_remote),
+        is_error=status.status_code is StatusCode.ERROR,
+        status_message=status.description or "",
+        attributes=dict(span.attributes or {}),
+        resource=dict(resource.attributes) if resource is not None else {},
+    )
+
+
+class DiarySpanProcessor(SpanProcessor):
+    """Writes a diary for every root task span that ends successfully.
+
+    Usage::
+
+        provider = TracerProvider()
+        provider.add_span_processor(DiarySpanProcessor())  # honours KB_DIARIES_ENABLED
+
+    Keyword arguments override the environment (see :class:`otel_diary.Settings`).
+    With diaries disabled the processor does nothing: no thread, no file. Given the
+    ``tracer_provider`` it is attached to (:func:`install` passes it), each diary written
+    also emits a ``diary.write`` span there, linked to the task span.
+    """
+
+    def __init__(
+        self,
+        *,
+        settings: Settings | None = None,
+        sinks: Sequence[Sink] | None = None,
+        reflector: Reflector | None = None,
+        conventions: Conventions | str | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
+        **overrides: Any,
+    ) -> None:
+        if settings is None:
+            settings = Settings(**overrides)
+        elif overrides:
+            settings = Settings.model_validate({**settings.model_dump(), **overrides})
+        self.settings = settings
+        self.stats = Stats()
+        self.enabled = settings.enabled
+        self._queue: deque[ReadableSpan] = deque()
+        self._capacity = settings.queue_size if self.enabled else 0
+        self._wake_at = min(_WAKE_BATCH, settings.queue_size // 2)
+        self._awaited: set[int] = set()
+        """Span ids of in-process parents that ended task spans wait for."""
+        self._accepting = self.enabled
+        """False once shut down: later spans are ignored rather than counted as drops."""
+        self._drops = itertools.count(1)
+        self._drops_logged = 0
+        self._shutdown = False
+        self._stopping = False
+        self._wake = threading.Event()
+        self._flush_requests: deque[threading.Event] = deque()
+        self._ready: deque[Any] = deque()
+        """Task runs (and flush markers) waiting for the delivery thread."""
+        self._ready_capacity = max(64, settings.queue_size // 16)
+        self._ready_wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._delivery: threading.Thread | None = None
+        self.conventions = conventions_for(conventions, settings.conventions)
+        self._marker = self.conventions.task_marker
+        self._is_task = self.conventions.is_task
+        self._unremarkable = (self.conventions.child_keys | {self._marker}).isdisjoint
+        if not self.enabled:
+            self.pipeline: Pipeline | None = None
+            return
+        self.pipeline = build_pipeline(settings, self.conventions, sinks=sinks,
+                                       reflector=reflector, stats=self.stats)
+        if tracer_provider is not None:
+            self.pipeline.listeners.append(DiaryWriteSpans(tracer_provider))
+        self._assembler = self._new_assembler()
+        self._start_threads()
+        renew_after_fork(self)  # a forked child gets fresh queues and threads
+
+    # -- hot path ---------------------------------------------------------------------
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        pass
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Queue the span if a diary may need it; most spans are dismissed in a few lookups.
+
+        A diary needs task spans, spans with something for the summary (usage, model,
+        operation, error), local roots (they close a trace) and parents that a task span
+        waits for. SDK spans are read through their private fields, since a property or a
+        ``MappingProxyType`` per read would cost more than the whole check; any other
+        span type is queued and read through the public API by the worker.
+        """
+        try:
+            if not self._accepting:
+                return
+            try:
+                attributes = span._attributes._dict  # type: ignore[union-attr]
+                parent = span._parent
+                if self._unremarkable(attributes):  # no task marker, nothing to summarize
+                    if not (span._status._status_code is _ERROR
+                            or parent is None or parent[2]  # [2] is_remote: a local root
+                            or span._context[1] in self._awaited):  # type: ignore[index]
+                        return
+                elif (parent is not None and self._marker in attributes
+                      and self._is_task(attributes) and len(self._awaited) < self._capacity):
+                    self._awaited.add(parent[1])  # its end decides whether this is a root
+            except (AttributeError, TypeError, IndexError):
+                pass
+            queue = self._queue
+            size = len(queue)
+            if size < self._capacity:
+                queue.append(span)
+                if size == self._wake_at:  # a batch is waiting: wake the worker once
+                    self._wake.set()
+            else:
+                self._drop()
+        except Exception:  # never reach the app's `with` block
+            logger.debug("otel-diary on_end failed", exc_info=True)
+
+    def _drop(self) -> None:
+        dropped = next(self._drops)
+        self.stats.dropped_spans = dropped
+        if dropped == 1:
+            logger.warning("otel-diary queue is full (%d spans): dropping spans; see "
+                           "OTEL_DIARY_QUEUE_SIZE", self._capacity)
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Process every span ended so far and deliver its diaries; False on timeout."""
+        try:
+            thread = self._thread
+            if thread is None or not thread.is_alive() or self._stopping:
+                return True
+            done = threading.Event()
+            self._flush_requests.append(done)
+            self._wake.set()
+            return done.wait(max(timeout_millis, 0) / 1000)
+        except Exception:
+            logger.debug("otel-diary force_flush failed", exc_info=True)
+            return False
+
+    def shutdown(self) -> None:
+        """Deliver what is queued (within ``shutdown_timeout_ms``) and stop; idempotent."""
+        try:
+            if self._shutdown:
+                return
+            self._shutdown = True
+            self._accepting = False
+            self._capacity = 0
+            deadline = time.monotonic() + self.settings.shutdown_timeout_ms / 1000
+            if self._thread is not None:
+                self._stopping = True
+                self._wake.set()
+                for thread in (self._thread, self._delivery):
+                    if thread is not None:
+                        thread.join(max(deadline - time.monotonic(), 0))
+                waiting = len(self._queue) + sum(1 for item in self._ready
+                                                 if isinstance(item, tuple))
+                if waiting:
+                    logger.warning("otel-diary shutdown timed out: %d spans and task runs "
+                                   "not turned into diaries", waiting)
+            if self.pipeline is not None:
+                self.pipeline.close()
+        except Exception:
+            logger.debug("otel-diary shutdown failed", exc_info=True)
+
+    # -- worker -----------------------------------------------------------------------
+
+    def _start_threads(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="otel-diary", daemon=True)
+        self._delivery = threading.Thread(target=self._deliver_forever,
+                                          name="otel-diary-deliver", daemon=True)
+        self._thread.start()
+        self._delivery.start()
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child starts with fresh queues and threads (the parent's are gone)."""
+        self._queue = deque()
+        self._ready = deque()
+        self._awaited = set()
+        self._flush_requests = deque()
+        self._wake = threading.Event()
+        self._ready_wake = threading.Event()
+        self._assembler = self._new_assembler()
+        if not self._shutdown:
+            self._start_threads()
+
+    def _new_assembler(self) -> TraceAssembler:
+        return TraceAssembler(
+            self.conventions,
+            max_traces=self.settings.max_traces,
+            trace_ttl_s=self.settings.trace_ttl_s,
+            pending_timeout_s=self.settings.pending_timeout_s,
+        )
+
+    def _run(self) -> None:
+        """Assemble queued spans; hand ready task runs to the delivery thread."""
+        delay = self.settings.schedule_delay_ms / 1000
+        next_expiry = time.monotonic() + _EXPIRE_EVERY_S
+        with suppressed():
+            while True:
+                self._wake.wait(delay)
+                self._wake.clear()
+                # Flush requests made before this drain are answered after it, not earlier.
+                requests = [self._flush_requests.popleft()
+                            for _ in range(len(self._flush_requests))]
+                stopping = self._stopping
+                try:
+                    self._drain_queue()
+                    if time.monotonic() >= next_expiry:
+                        next_expiry = time.monotonic() + _EXPIRE_EVERY_S
+                        self._hand_over(self._assembler.expire())
+                    if stopping:
+                        self._hand_over(self._assembler.drain())
+                except Exception:
+                    self.stats.pipeline_errors += 1
+                    logger.exception("otel-diary worker failed; continuing")
+                self._ready.extend(requests)  # answered once the runs before them landed
+                if stopping:
+                    self._ready.append(_STOP)
+                if requests or stopping:
+                    self._ready_wake.set()
+                if stopping:
+                    return
+
+    def _hand_over(self, ready: list[Any]) -> None:
+        for item in ready:
+            record = item[0]
+            if record.parent_span_id is not None:
+                self._awaited.discard(record.parent_span_id)
+            if len(self._ready) < self._ready_capacity:
+                self._ready.append(item)
+            else:
+                self.stats.dropped_tasks += 1
+                if self.stats.dropped_tasks == 1:
+                    logger.warning("otel-diary is %d task runs behind (reflection or a sink "
+                                   "is slow): dropping task runs", self._ready_capacity)
+        if ready:
+            self._ready_wake.set()
+        self.stats.traces_evicted = self._assembler.evicted
+        self.stats.traces_expired = self._assembler.expired
+        if self.stats.dropped_spans > self._drops_logged:
+            if self._drops_logged:
+                logger.warning("otel-diary dropped %d spans so far (queue full)",
+                               self.stats.dropped_spans)
+            self._drops_logged = self.stats.dropped_spans
+
+    def _deliver_forever(self) -> None:
+        """Turn ready task runs into diaries (reflection and sinks may be slow)."""
+        assert self.pipeline is not None
+        ready = self._ready
+        with suppressed():
+            while True:
+                self._ready_wake.wait(1.0)
+                self._ready_wake.clear()
+                while ready:
+                    item = ready.popleft()
+                    if item is _STOP:
+                        return
+                    if isinstance(item, threading.Event):
+                        item.set()
+                        continue
+                    self.pipeline.handle(item)
+
+    def _drain_queue(self) -> None:
+        """Fold every queued span into the assembler; deliver the task spans it releases."""
+        queue = self._queue
+        popleft = queue.popleft
+        conv = self.conventions
+        assembler = self._assembler
+        awaited = self._awaited
+        while queue:
+            span = popleft()
+            try:
+                ctx = span.context
+                parent = span.parent
+                trace_id, span_id = (ctx.trace_id, ctx.span_id) if ctx is not None else (0, 0)
+                attributes = span.attributes or {}
+                is_error = span.status.status_code is _ERROR
+                awaited.discard(span_id)
+                if conv.is_task(attributes):
+                    record = to_record(span)
+                    late = assembler.late_nested
+                    self._hand_over(assembler.task_ended(record))
+                    if assembler.late_nested != late and record.parent_span_id is not None:
+                        awaited.discard(record.parent_span_id)  # that parent ended already
+                    continue
+                if is_error or not conv.child_keys.isdisjoint(attributes):
+                    assembler.contribute(trace_id, attributes, is_error,
+                                         parent.span_id if parent is not None else None)
+                if trace_id in assembler:
+                    self._hand_over(assembler.span_ended(
+                        trace_id, span_id, parent is None or parent.is_remote))
+            except Exception:
+                self.stats.pipeline_errors += 1
+                logger.debug("otel-diary could not read a span", exc_info=True)
+        if self.stats.dropped_spans > self._drops_logged:
+            self._hand_over([])
+
+
+def install(tracer_provider: TracerProvider | None = None, **overrides: Any) -> \
+        DiarySpanProcessor | None:
+    """Attach a :class:`DiarySpanProcessor` to ``tracer_provider`` (default: the global one).
+
+    Attaching twice to one provider returns the first processor; so does a provider whose
+    spans already reach a ``diary`` exporter (its engine is returned). Returns ``None`` when
+    the provider cannot take span processors (the global one before any SDK is configured).
+    """
+    from otel_diary.sources.attach import attach  # the registry builds on this module
+
+    provider: Any = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+    return attach(provider, **overrides)

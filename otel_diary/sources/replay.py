@@ -1,0 +1,217 @@
+"""``otel-diary replay FILE…``: OTLP/JSON trace files through the pipeline, offline.
+
+Reads the OpenTelemetry Collector file exporter's JSON lines (one ``ExportTraceServiceRequest``
+per line) and plain ``ExportTraceServiceRequest`` JSON documents, ``.gz`` or not. Spans are
+assembled as ``serve`` assembles them, with the grace period counted in spans read instead
+of seconds; at the end every waiting task span is decided. Prints a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any, cast
+
+from otel_diary.conventions import Conventions
+from otel_diary.pipeline.core import Pipeline
+from otel_diary.settings import Settings
+
+PROGRESS_MIN_BYTES = 8 * 2**20
+"""Files at least this large (together) get a progress bar on a terminal."""
+MAX_EXAMPLES = 5
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", type=Path, metavar="FILE",
+                        help="OTLP/JSON trace files (JSON lines or one document; .gz too)")
+    parser.add_argument("--dir", dest="dir", type=Path, default=None,
+                        help="knowledge-base root the diaries go under (OTEL_DIARY_DIR)")
+    parser.add_argument("--grace-spans", type=int, default=100_000, metavar="N",
+                        help="decide a task span once N more spans were read (default 100000)")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="show a progress bar on stderr (default: on a terminal, for "
+                        "large input)")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+@dataclass
+class ReplayReport:
+    """What a replay read, found, wrote and skipped."""
+
+    files: int = 0
+    documents: int = 0
+    spans_read: int = 0
+    spans_accepted: int = 0
+    tasks_found: int = 0
+    diaries_written: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    """Reason -> count (failed runs, nested tasks, duplicate spans, invalid ids, ...)."""
+    problems: list[str] = field(default_factory=list)
+    """The first few undecodable documents and unreadable files, with their place."""
+
+    def skip(self, reason: str, count: int = 1, example: str | None = None) -> None:
+        if count:
+            self.skipped[reason] = self.skipped.get(reason, 0) + count
+        if example is not None and len(self.problems) < MAX_EXAMPLES:
+            self.problems.append(example)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def text(self) -> str:
+        lines = [
+            f"files: {self.files}  documents: {self.documents}",
+            f"spans read: {self.spans_read}  accepted: {self.spans_accepted}",
+            f"tasks found: {self.tasks_found}",
+            f"diaries written: {self.diaries_written}",
+        ]
+        if self.skipped:
+            lines.append("skipped: " + ", ".join(
+                f"{count} {reason}" for reason, count in sorted(self.skipped.items())))
+        lines.extend(f"  {problem}" for problem in self.problems)
+        return "\n".join(lines)
+
+
+class Progress:
+    """A one-line progress bar on a stream, redrawn at most ten times a second."""
+
+    def __init__(self, total: int, stream: IO[str], width: int = 30) -> None:
+        self.total = max(total, 1)
+        self.stream = stream
+        self.width = width
+        self._last = 0.0
+
+    def update(self, done: int, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < 0.1:
+            return
+        self._last = now
+        fraction = min(done / self.total, 1.0)
+        filled = int(fraction * self.width)
+        bar = "#" * filled + " " * (self.width - filled)
+        self.stream.write(f"\rreplay {fraction:4.0%} |{bar}| "
+                          f"{done / 2**20:.1f}/{self.total / 2**20:.1f} MiB")
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.update(self.total, force=True)
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+def _documents(path: Path) -> Iterator[tuple[int, bytes, int]]:
+    """(line number, JSON document, bytes of the file read so far) for each document."""
+    with path.open("rb") as raw:
+        handle = cast(IO[bytes], gzip.GzipFile(fileobj=raw)) if path.suffix == ".gz" \
+            else cast(IO[bytes], raw)
+        first = handle.readline()
+        if first.strip():
+            try:
+                json.loads(first)
+            except ValueError:  # not JSON lines: one (pretty-printed) document
+                yield 1, first + handle.read(), raw.tell()
+                return
+        number = 1
+        line = first
+        while line:
+            if line.strip():
+                yield number, line, raw.tell()
+            line = handle.readline()
+            number += 1
+
+
+def replay(paths: list[Path], pipeline: Pipeline, conventions: Conventions, *,
+           settings: Settings, grace_spans: int = 100_000,
+           progress: bool | None = None) -> ReplayReport:
+    """Feed ``paths`` through assembly and ``pipeline``; returns what happened."""
+    from otel_diary.assembly.grace import TraceStore
+    from otel_diary.receiver.decode import DecodeError, extract, parse_json
+
+    store = TraceStore(conventions, grace=grace_spans, trace_timeout=10 * grace_spans,
+                       max_traces=settings.serve_max_traces, max_spans=settings.serve_max_spans,
+                       max_bytes=settings.serve_max_bytes)
+    report = ReplayReport()
+    sizes = []
+    for path in paths:
+        try:
+            sizes.append(path.stat().st_size)
+        except OSError:
+            sizes.append(0)
+    total = sum(sizes)
+    if progress is None:
+        progress = sys.stderr.isatty() and total >= PROGRESS_MIN_BYTES
+    bar = Progress(total, sys.stderr) if progress else None
+    before = 0
+    clock = 0
+
+    def deliver(ready: list[Any]) -> None:
+        for item in ready:
+            pipeline.handle(item)
+
+    for path, size in zip(paths, sizes, strict=True):
+        try:
+            for number, document, position in _documents(path):
+                report.documents += 1
+                if bar is not None:
+                    bar.update(before + position)
+                try:
+                    batch = extract(parse_json(document), conventions)
+                except DecodeError as exc:
+                    report.skip("undecodable documents", 1, f"{path}:{number}: {exc}")
+                    continue
+                if not batch.spans:
+                    report.skip("documents without spans")
+                    continue
+                report.spans_read += batch.spans
+                report.skip("spans with invalid ids", batch.rejected)
+                clock += batch.spans
+                deliver(store.add(batch, clock))
+                deliver(store.due(clock))
+            report.files += 1
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            report.skip("unreadable files", 1, f"{path}: {exc}")
+        before += size
+    deliver(store.drain())
+    if bar is not None:
+        bar.close()
+    stats = pipeline.stats
+    report.spans_accepted = store.accepted
+    report.tasks_found = store.root_tasks
+    report.diaries_written = stats.diaries
+    report.skip("failed task runs", stats.failed_runs)
+    report.skip("nested task spans", store.nested_tasks)
+    report.skip("duplicate spans", store.duplicates)
+    report.skip("traces without a root task", store.rootless_expired)
+    report.skip("diaries the sinks refused", stats.sink_errors)
+    return report
+
+
+def run(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from otel_diary.pipeline.core import build_pipeline
+    from otel_diary.profiles import load_conventions
+
+    try:
+        settings = Settings(**({"dir": args.dir} if args.dir is not None else {}))
+    except (ValidationError, ValueError) as exc:
+        print(f"otel-diary replay: {exc}", file=sys.stderr)
+        return 2
+    if args.grace_spans < 0:
+        print("otel-diary replay: --grace-spans must be 0 or more", file=sys.stderr)
+        return 2
+    conventions = load_conventions(settings.conventions)
+    pipeline = build_pipeline(settings, conventions)
+    try:
+        report = replay(list(args.files), pipeline, conventions, settings=settings,
+                        grace_spans=args.grace_spans, progress=args.progress)
+    finally:
+        pipeline.close()
+    print(json.dumps(report.as_dict(), indent=2) if args.json else report.text())
+    return 1 if report.skipped.get("unreadable files") else 0

@@ -1,0 +1,255 @@
+"""Assembly across requests: any order, split, duplicated; nested tasks; expiry; bounds."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from otel_diary import ORCHESTRATOR, Settings
+from otel_diary.assembly.grace import Admission, Collector, TraceStore, metric_values, metrics_text
+from otel_diary.assembly.inprocess import Ready
+from otel_diary.pipeline.core import build_pipeline
+from otel_diary.receiver.decode import PROTOBUF, Batch, decode
+from otel_diary.testing import InMemorySink
+from tests.support.otlp_build import new_span_id, new_trace_id, protobuf_body, span, task_trace
+
+
+def batch_of(spans: Sequence[Span]) -> Batch:
+    return decode(protobuf_body(spans), PROTOBUF, ORCHESTRATOR)
+
+
+def store(**bounds: float) -> TraceStore:
+    return TraceStore(ORCHESTRATOR, grace=5, trace_timeout=60, **bounds)  # type: ignore[arg-type]
+
+
+def tokens(ready: Ready) -> int:
+    return ready[1].input_tokens + ready[1].output_tokens
+
+
+def test_children_after_their_task_within_grace_are_counted() -> None:
+    """Children arriving in a later request, before the grace ends, join the task."""
+    spans = task_trace("T-1", chats=3)
+    traces = store()
+    traces.add(batch_of(spans[:1]), now=0)
+    traces.add(batch_of(spans[1:]), now=2)
+    assert traces.due(4.9) == []
+    ready = traces.due(5)
+    assert len(ready) == 1 and tokens(ready[0]) == 3 * 120
+    assert ready[0][0].attributes["orchestrator.task.id"] == "T-1"
+    assert len(traces) == 0 and traces.spans == 0 and traces.bytes == 0
+
+
+def test_due_decides_at_most_the_limit_at_a_time() -> None:
+    """The timer thread decides a backlog in slices, so receivers never wait long."""
+    traces = store()
+    for n in range(3):
+        traces.add(batch_of(task_trace(f"T-{n}", chats=1)), now=0)
+    assert not traces.is_due(4.9) and traces.is_due(5)
+    assert len(traces.due(5, limit=2)) == 2 and traces.is_due(5)
+    assert len(traces.due(5, limit=2)) == 1 and not traces.is_due(5)
+    assert (len(traces), traces.spans, traces.bytes) == (0, 0, 0)
+
+
+def test_plain_spans_are_counted_not_held() -> None:
+    """Only the task span and the contributing spans are held; every valid span counts."""
+    spans = task_trace("T-plain", chats=2)
+    traces = store()
+    traces.add(batch_of(spans), now=0)
+    assert (traces.accepted, traces.spans, len(traces)) == (4, 3, 1)
+    assert traces.bytes > 0
+    assert len(traces.due(5)) == 1
+    assert (traces.spans, traces.bytes, len(traces)) == (0, 0, 0)
+    traces.add(batch_of([span(new_trace_id(), new_span_id(), name="GET /")]), now=6)
+    assert (traces.accepted, traces.spans, len(traces)) == (5, 0, 0)
+
+
+def test_out_of_order_split_and_duplicated_delivery_yields_one_task() -> None:
+    """Reversed order, one span per request, every request twice: one task, tokens once.
+
+    Duplicates are counted among the spans assembly holds (all but the plain step span).
+    """
+    spans = task_trace("T-2", chats=4)
+    traces = store()
+    ready: list[Ready] = []
+    for now, item in enumerate(reversed(spans)):
+        for _ in range(2):
+            ready += traces.add(batch_of([item]), now=now / 10)
+    ready += traces.due(10)
+    assert len(ready) == 1 and tokens(ready[0]) == 4 * 120
+    assert traces.duplicates == len(spans) - 1
+    assert traces.accepted == len(spans) + 1  # the plain span's copy holds nothing: not seen
+    assert traces.add(batch_of(spans[:1]), now=11) == [] and traces.due(100) == []
+    assert traces.duplicates == len(spans)  # the root again, after its decision
+
+
+def test_copies_within_one_request_are_counted_once() -> None:
+    """A request holding a trace twice, back to back; then one holding it again, around
+    another trace, its task span a third time; then the other trace again: one task each,
+    tokens once, every copy counted."""
+    spans = task_trace("T-3", chats=3)
+    other = task_trace("T-4", chats=1)
+    traces = store()
+    traces.add(batch_of(spans + spans), now=0)
+    kept = len(spans) - 1  # all but the plain step span
+    assert (traces.spans, traces.duplicates) == (kept, kept)
+    second = spans[:2] + other + spans[2:] + spans[:2]
+    traces.add(batch_of(second), now=1)
+    assert traces.duplicates == kept + kept + 1
+    traces.add(batch_of(other), now=2)
+    assert traces.duplicates == kept + kept + 1 + len(other) - 1
+    ready = traces.due(10)
+    assert sorted(tokens(item) for item in ready) == [120, 3 * 120]
+    assert traces.accepted == 2 * len(spans) + len(second) + len(other) - traces.duplicates
+
+
+def test_nested_task_spans_belong_to_the_outer_task() -> None:
+    """A task span under another task span writes nothing; its children count for the outer."""
+    trace_id = new_trace_id()
+    outer = task_trace("OUTER", chats=1, trace_id=trace_id)
+    inner = task_trace("INNER", chats=2, trace_id=trace_id, parent=outer[0].span_id)
+    traces = store()
+    traces.add(batch_of(inner), now=0)
+    traces.add(batch_of(outer), now=1)
+    ready = traces.due(10)
+    assert [r[0].attributes["orchestrator.task.id"] for r in ready] == ["OUTER"]
+    assert tokens(ready[0]) == 3 * 120
+    assert (traces.root_tasks, traces.nested_tasks) == (1, 1)
+
+
+def later(spans: list[Span], seconds: float) -> list[Span]:
+    """``spans`` moved ``seconds`` later in time."""
+    for item in spans:
+        item.start_time_unix_nano += int(seconds * 1e9)
+        item.end_time_unix_nano += int(seconds * 1e9)
+    return spans
+
+
+def test_two_root_tasks_in_one_trace_keep_their_own_children() -> None:
+    """Two task spans run one after the other under a plain request span: each gets what
+    ended during its run; what ends after the last one still counts for the last one."""
+    trace_id = new_trace_id()
+    request_span = span(trace_id, new_span_id(), name="POST /run", duration_ms=5000)
+    first = task_trace("A", chats=1, trace_id=trace_id, parent=request_span.span_id)
+    second = later(task_trace("B", chats=3, trace_id=trace_id, parent=request_span.span_id),
+                   1)
+    straggler = later(task_trace("C", chats=1, trace_id=trace_id)[2:], 3)
+    traces = store()
+    traces.add(batch_of([request_span, *second, *straggler, *first]), now=0)
+    ready = {r[0].attributes["orchestrator.task.id"]: tokens(r) for r in traces.due(5)}
+    assert ready == {"A": 120, "B": 480}
+    assert (len(traces), traces.spans, traces.late) == (0, 0, 0)
+
+
+def test_rootless_trace_expires_and_is_counted() -> None:
+    """A trace whose task span never comes is forgotten after the timeout, and counted."""
+    spans = task_trace("LOST", chats=2)
+    traces = store()
+    traces.add(batch_of(spans[1:]), now=0)
+    traces.expire(59)
+    assert len(traces) == 1
+    traces.expire(60)
+    assert (len(traces), traces.rootless_expired, traces.spans) == (0, 1, 0)
+
+
+def test_children_after_the_decision_are_counted_late() -> None:
+    """A child arriving after its task's diary was decided is late, not a rootless trace."""
+    spans = task_trace("T-late", chats=2)
+    traces = store()
+    traces.add(batch_of(spans[:3]), now=0)
+    assert len(traces.due(5)) == 1
+    traces.add(batch_of(spans[3:]), now=6)
+    traces.expire(100)
+    assert (traces.late, traces.rootless_expired) == (1, 0)
+
+
+def test_trace_bound_decides_the_oldest_trace_early() -> None:
+    """Past max_traces the least recently active trace is decided now, not lost."""
+    traces = store(max_traces=2)
+    ready: list[Ready] = []
+    for n in range(3):
+        ready += traces.add(batch_of(task_trace(f"T-{n}", chats=1)), now=n)
+    assert [r[0].attributes["orchestrator.task.id"] for r in ready] == ["T-0"]
+    assert (len(traces), traces.evicted) == (2, 1)
+
+
+def test_drain_decides_every_waiting_task() -> None:
+    """At the end of input every waiting task span is decided at once."""
+    traces = store()
+    traces.add(batch_of(task_trace("A") + task_trace("B")), now=0)
+    traces.add(batch_of(task_trace("C")[1:]), now=0)
+    assert len(traces.drain()) == 2
+    assert (len(traces), traces.rootless_expired) == (0, 1)
+
+
+def collector(sink: InMemorySink, *, start: bool = True, **bounds: float) -> Collector:
+    settings = Settings(dir=None, index=False)
+    pipeline = build_pipeline(settings, ORCHESTRATOR, sinks=[sink])
+    traces = TraceStore(ORCHESTRATOR, grace=0.05, trace_timeout=60, **bounds)  # type: ignore[arg-type]
+    return Collector(traces, pipeline, start=start)
+
+
+def test_collector_assembles_offered_batches_into_diaries() -> None:
+    """Batches offered from a handler become diaries on the pipeline thread."""
+    sink = InMemorySink()
+    service = collector(sink)
+    try:
+        spans = task_trace("T-c", chats=2)
+        assert service.offer(batch_of(spans[2:])) is Admission.ACCEPTED
+        assert service.offer(batch_of(spans[:2])) is Admission.ACCEPTED
+        diaries = sink.wait_for(1, timeout=10)
+        assert [d.task_id for d in diaries] == ["T-c"]
+        assert "Tokens: 240" in diaries[0].body
+    finally:
+        assert service.close(10)
+
+
+def test_offer_assembles_the_batch_at_once() -> None:
+    """An accepted batch is in the store when offer returns (no thread involved); a
+    batch of refused spans only is accepted and holds nothing."""
+    service = collector(InMemorySink(), start=False)
+    assert service.offer(batch_of(task_trace("A", chats=2))) is Admission.ACCEPTED
+    assert (len(service.store), service.store.spans, service.store.accepted) == (1, 3, 4)
+    zero = batch_of([span(bytes(16), b"\x01" * 8)])
+    assert (zero.valid, zero.rejected) == (0, 1)
+    assert service.offer(zero) is Admission.ACCEPTED
+    assert (len(service.store), service.store.accepted) == (1, 4)
+
+
+def test_collector_says_store_full_at_the_span_bound() -> None:
+    """Past the held-span bound the collector refuses batches (503) instead of growing."""
+    service = collector(InMemorySink(), start=False, max_spans=5)  # task + chats are held
+    assert service.offer(batch_of(task_trace("A", chats=2))) is Admission.ACCEPTED
+    assert service.offer(batch_of(task_trace("B", chats=2))) is Admission.STORE_FULL
+    assert service.offer(batch_of(task_trace("C", chats=9))) is Admission.TOO_LARGE
+
+
+def test_close_writes_waiting_diaries_before_their_grace_ends() -> None:
+    """Shutting down decides every waiting task now and delivers its diary."""
+    sink = InMemorySink()
+    settings = Settings(index=False)
+    pipeline = build_pipeline(settings, ORCHESTRATOR, sinks=[sink])
+    service = Collector(TraceStore(ORCHESTRATOR, grace=3600), pipeline)
+    assert service.offer(batch_of(task_trace("T-close"))) is Admission.ACCEPTED
+    assert service.close(10)
+    assert [d.task_id for d in sink.diaries] == ["T-close"]
+    assert service.offer(batch_of(task_trace("T-after"))) is Admission.CLOSED
+
+
+def test_metrics_text_is_prometheus_exposition() -> None:
+    """Counters come out in the Prometheus text format with HELP and TYPE lines."""
+    sink = InMemorySink()
+    service = collector(sink)
+    try:
+        service.counters.add("spans_received_total:protocol", "http", 4)
+        service.offer(batch_of(task_trace("T-m")))
+        sink.wait_for(1, timeout=10)
+        assert service.flush(10)
+        text = metrics_text(service)
+    finally:
+        service.close(10)
+    assert "# TYPE otel_diary_spans_received_total counter" in text
+    values = metric_values(text)
+    assert values['otel_diary_spans_received_total{protocol="http"}'] == 4
+    assert values["otel_diary_diaries_written_total"] == 1
+    assert values['otel_diary_tasks_total{kind="root"}'] == 1

@@ -1,0 +1,285 @@
+"""`otel-diary search`, `show` and `reindex` on a small knowledge base written by the pipeline."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from otel_diary import ORCHESTRATOR, Diary, TaskRun
+from otel_diary.cli import main
+from otel_diary.cli.search import parse_since
+from otel_diary.index.store import INDEX_FILE
+from otel_diary.pipeline.core import build_pipeline
+from otel_diary.settings import Settings
+from tests.support.kb import PY_STDERR, TS_STDERR, task_record, write
+
+NOTES = {
+    "T-101": "Cursor pagination beats offsets on large tables.",
+    "T-102": "Narrow optional strings before passing them to typed helpers.",
+    "T-201": "Parse integers defensively from user input.",
+}
+
+
+class Notes:
+    """A reflector with a fixed insight per task, so tests can search for its words."""
+
+    def reflect(self, run: TaskRun) -> str:
+        return NOTES.get(run.task_id, "Nothing special happened.")
+
+
+@pytest.fixture(scope="module")
+def kb_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Diary]]:
+    root = tmp_path_factory.mktemp("kb")
+    pipeline = build_pipeline(Settings(enabled=True, dir=root), ORCHESTRATOR, reflector=Notes())
+    diaries = {
+        "pagination": write(pipeline, task_record(1, "T-101", title="Add pagination to orders")),
+        "types": write(pipeline, task_record(2, "T-102", stderr=TS_STDERR,
+                                             title="Tighten types in orders")),
+        "parsing": write(pipeline, task_record(3, "T-201", stderr=PY_STDERR, agent="reviewer",
+                                               title="Harden the parser")),
+        "late": write(pipeline, task_record(60 * 24 * 3, "T-101", title="Paginate invoices")),
+    }
+    pipeline.close()
+    return root, diaries
+
+
+@pytest.fixture
+def kb(kb_template: tuple[Path, dict[str, Diary]],
+       tmp_path: Path) -> tuple[Path, dict[str, Diary]]:
+    """A private copy of the knowledge base, free to damage."""
+    root, diaries = kb_template
+    copy = tmp_path / "kb"
+    shutil.copytree(root, copy)
+    return copy, diaries
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def search_ids(capsys: pytest.CaptureFixture[str], root: Path, *argv: str) -> list[str]:
+    code, out, err = cli(capsys, "search", "--dir", str(root), "--json", *argv)
+    assert code == 0, err
+    return [hit["id"] for hit in json.loads(out)["results"]]
+
+
+def test_search_finds_a_diary_by_a_word_of_its_reflection(
+        capsys: pytest.CaptureFixture[str], kb: tuple[Path, dict[str, Diary]]) -> None:
+    """A word of "What was learned" (stemmed: "defensive") finds that diary."""
+    root, diaries = kb
+    assert search_ids(capsys, root, "defensive") == [diaries["parsing"].id]
+    code, out, _ = cli(capsys, "search", "--dir", str(root), "narrow")
+    assert code == 0
+    assert "Tighten types in orders" in out and str(root / diaries["types"].path) in out
+    assert "**Narrow**" in out
+
+
+def test_search_finds_a_diary_by_its_error_code(
+        capsys: pytest.CaptureFixture[str], kb: tuple[Path, dict[str, Diary]]) -> None:
+    """An error code or exception name from the stderr tail finds the diary that met it."""
+    root, diaries = kb
+    assert search_ids(capsys, root, "TS2345") == [diaries["types"].id]
+    assert search_ids(capsys, root, "ValueError") == [diaries["parsing"].id]
+
+
+@pytest.mark.parametrize(("filters", "expected"), [
+    (["--agent", "reviewer"], ["parsing"]),
+    (["--outcome", "recovered"], ["parsing", "types"]),
+    (["--outcome", "completed"], ["late", "pagination"]),
+    (["--task", "T-101"], ["late", "pagination"]),
+    (["--since", "2026-07-27"], ["late"]),
+    (["--task", "T-101", "--since", "2026-07-27T00:00Z"], ["late"]),
+    (["--limit", "1"], ["late"]),
+    (["--agent", "nobody"], []),
+])
+def test_filters_narrow_the_results(capsys: pytest.CaptureFixture[str],
+                                    kb: tuple[Path, dict[str, Diary]], filters: list[str],
+                                    expected: list[str]) -> None:
+    """--agent, --outcome, --task, --since and --limit each narrow an empty query's listing
+    (newest first)."""
+    root, diaries = kb
+    assert search_ids(capsys, root, *filters) == [diaries[name].id for name in expected]
+
+
+def test_filters_apply_to_word_searches(capsys: pytest.CaptureFixture[str],
+                                        kb: tuple[Path, dict[str, Diary]]) -> None:
+    """Filters combine with words: "orders" is in two diaries, one of them recovered."""
+    root, diaries = kb
+    assert set(search_ids(capsys, root, "orders")) == {diaries["pagination"].id,
+                                                      diaries["types"].id}
+    assert search_ids(capsys, root, "orders", "--outcome", "recovered") == [diaries["types"].id]
+
+
+def test_json_output_is_one_valid_document(capsys: pytest.CaptureFixture[str],
+                                           kb: tuple[Path, dict[str, Diary]]) -> None:
+    """--json prints one JSON document with each hit's id, title, path, outcome, snippet."""
+    root, diaries = kb
+    code, out, _ = cli(capsys, "search", "--dir", str(root), "--json", "TS2345")
+    document = json.loads(out)
+    assert code == 0 and document["count"] == 1 and document["match"] == "all"
+    [hit] = document["results"]
+    types = diaries["types"]
+    assert (hit["id"], hit["title"], hit["path"], hit["outcome"]) == (
+        types.id, types.title, types.path, "recovered")
+    assert "**TS2345**" in hit["snippet"] and hit["file"] == str(root / types.path)
+    assert hit["trace_id"] == types.trace_id and hit["score"] > 0
+
+
+def test_show_by_trace_and_by_id_prints_the_diary(capsys: pytest.CaptureFixture[str],
+                                                  kb: tuple[Path, dict[str, Diary]]) -> None:
+    """show --trace and show --id print the stored diary of that trace or id."""
+    root, diaries = kb
+    types = diaries["types"]
+    code, out, _ = cli(capsys, "show", "--dir", str(root), "--trace", types.trace_id.upper())
+    assert code == 0 and out == (root / types.path).read_text()
+    code, out, _ = cli(capsys, "show", "--dir", str(root), "--id", diaries["late"].id)
+    assert code == 0 and out == (root / diaries["late"].path).read_text()
+    code, out, _ = cli(capsys, "show", "--dir", str(root), "--json", "--trace", types.trace_id)
+    [shown] = json.loads(out)["diaries"]
+    assert code == 0 and shown["id"] == types.id
+    assert shown["front_matter"]["trace_id"] == types.trace_id
+    assert shown["body"] == types.body
+
+
+@pytest.mark.parametrize(("argv", "code", "message"), [
+    (["--trace", "0" * 32], 1, "no diary for trace"),
+    (["--trace", "not-a-trace"], 2, "not a trace id"),
+    (["--id", "kh-unknown"], 1, "no diary for id"),
+])
+def test_show_explains_what_it_could_not_find(capsys: pytest.CaptureFixture[str],
+                                              kb: tuple[Path, dict[str, Diary]],
+                                              argv: list[str], code: int, message: str) -> None:
+    """Unknown or malformed ids give a one-line message and a non-zero exit code."""
+    root, _ = kb
+    result, out, err = cli(capsys, "show", "--dir", str(root), *argv)
+    assert (result, out) == (code, "") and message in err
+
+
+QUERIES = [["TS2345"], ["orders"], ["defensive"], ["--outcome", "recovered"], ["ledger orders"],
+           ["pagina*"]]
+
+
+def snapshot(capsys: pytest.CaptureFixture[str], root: Path) -> list[str]:
+    outputs = []
+    for query in QUERIES:
+        code, out, _ = cli(capsys, "search", "--dir", str(root), "--json", *query)
+        assert code == 0
+        outputs.append(out)
+    return outputs
+
+
+def test_reindex_after_deleting_the_database_restores_identical_results(
+        capsys: pytest.CaptureFixture[str], kb: tuple[Path, dict[str, Diary]]) -> None:
+    """Deleting the database and running reindex gives byte-identical search output."""
+    root, _ = kb
+    before = snapshot(capsys, root)
+    assert any(json.loads(out)["count"] for out in before)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{root / INDEX_FILE}{suffix}").unlink(missing_ok=True)
+    code, out, _ = cli(capsys, "reindex", "--dir", str(root))
+    assert code == 0 and out.startswith("indexed 4 diaries")
+    assert snapshot(capsys, root) == before
+
+
+def test_reindex_repairs_a_corrupted_database(capsys: pytest.CaptureFixture[str],
+                                              kb: tuple[Path, dict[str, Diary]]) -> None:
+    """A damaged database makes search say so and name reindex; reindex repairs it."""
+    root, _ = kb
+    before = snapshot(capsys, root)
+    with (root / INDEX_FILE).open("r+b") as handle:
+        handle.write(b"\x00garbage" * 64)
+    code, out, err = cli(capsys, "search", "--dir", str(root), "TS2345")
+    assert code == 1 and out == "" and "otel-diary reindex" in err
+    code, out, _ = cli(capsys, "reindex", "--dir", str(root), "--json")
+    assert code == 0 and json.loads(out)["indexed"] == 4
+    assert snapshot(capsys, root) == before
+
+
+@pytest.mark.parametrize("query", ['"', "NEAR(", "a NEAR/2 b", "*", "(((", '"unbalanced', "AND",
+                                   "OR NOT", "title:x", "^start", "-", "+", "TS2345)", "{}"])
+def test_search_syntax_characters_never_raise(capsys: pytest.CaptureFixture[str],
+                                              kb: tuple[Path, dict[str, Diary]],
+                                              query: str) -> None:
+    """Queries made of FTS5 syntax return results (exit 0) or a one-line message (exit 2)."""
+    root, _ = kb
+    code, out, err = cli(capsys, "search", "--dir", str(root), "--", query)
+    assert (code == 0 and out) or (code == 2 and err.startswith("otel-diary search:"))
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(query=st.text(max_size=40), raw=st.booleans())
+def test_any_query_on_the_command_line_returns_results_or_a_message(
+        capsys: pytest.CaptureFixture[str], kb_template: tuple[Path, dict[str, Diary]],
+        query: str, raw: bool) -> None:
+    """For arbitrary query text, with or without --fts, search exits 0 with output or 2 with
+    a message: never a traceback."""
+    root, _ = kb_template
+    argv = ["search", "--dir", str(root), "--json"] + (["--fts"] if raw else []) + ["--", query]
+    code, out, err = cli(capsys, *argv)
+    if code == 0:
+        assert isinstance(json.loads(out)["results"], list)
+    else:
+        assert code == 2 and err.startswith("otel-diary search:") and "Traceback" not in err
+
+
+def test_bad_fts_syntax_gives_a_clear_message(capsys: pytest.CaptureFixture[str],
+                                              kb: tuple[Path, dict[str, Diary]]) -> None:
+    """With --fts the query is FTS5 syntax: valid ones work, broken ones are explained."""
+    root, diaries = kb
+    assert set(search_ids(capsys, root, "--fts", "TS2345 OR defensive")) == {
+        diaries["parsing"].id, diaries["types"].id}
+    code, out, err = cli(capsys, "search", "--dir", str(root), "--fts", "--", "NEAR(")
+    assert (code, out) == (2, "") and "invalid FTS5 query" in err
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("2026-11-30", "2026-11-30T00:00:00.000Z"),
+    ("2026-11-30T12:30:00Z", "2026-11-30T12:30:00.000Z"),
+    ("2026-11-30T12:30:00+02:00", "2026-11-30T10:30:00.000Z"),
+    ("7d", "2026-11-23T00:00:00.000Z"),
+    ("12h", "2026-11-29T12:00:00.000Z"),
+    ("2w", "2026-11-16T00:00:00.000Z"),
+])
+def test_since_accepts_dates_times_and_ages(text: str, expected: str) -> None:
+    """--since takes a date, a time with or without offset, or an age before now."""
+    now = datetime(2026, 11, 30, tzinfo=timezone.utc)
+    assert parse_since(text, now) == expected
+
+
+def test_bad_since_is_a_usage_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """An unreadable --since stops with argparse's usage message naming the forms accepted."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["search", "--dir", str(tmp_path), "--since", "yesterday"])
+    assert stopped.value.code == 2
+    assert "age (30m, 12h, 7d, 2w)" in capsys.readouterr().err
+
+
+def test_search_without_a_knowledge_base_creates_nothing(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Searching a root that holds no diaries says so, succeeds, and writes no file."""
+    root = tmp_path / "empty"
+    code, out, err = cli(capsys, "search", "--dir", str(root), "anything")
+    assert (code, out) == (0, "") and "no diaries under" in err
+    code, out, _ = cli(capsys, "search", "--dir", str(root), "--json", "anything")
+    assert code == 0 and json.loads(out)["results"] == []
+    assert not root.exists()
+
+
+def test_index_is_current_after_each_diary(capsys: pytest.CaptureFixture[str],
+                                           tmp_path: Path) -> None:
+    """Each diary the pipeline writes is searchable at once, without a reindex."""
+    pipeline = build_pipeline(Settings(enabled=True, dir=tmp_path), ORCHESTRATOR)
+    first = write(pipeline, task_record(1, "T-1", title="Rotate the signing keys"))
+    assert search_ids(capsys, tmp_path, "signing") == [first.id]
+    second = write(pipeline, task_record(2, "T-2", title="Rotate the session keys"))
+    assert search_ids(capsys, tmp_path, "session") == [second.id]
+    pipeline.close()

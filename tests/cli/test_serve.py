@@ -1,0 +1,218 @@
+"""``otel-diary serve`` as a subprocess, fed by real OTLP exporters (Python SDK and Node.js)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+from otel_diary.assembly.grace import metric_values
+from otel_diary.pipeline.render import parse_front_matter
+from tests.support.loopback import free_port
+from tests.support.otlp_build import protobuf_body, task_trace
+
+NODE_DIR = Path(__file__).resolve().parents[1] / "support" / "node"
+
+
+class Serve:
+    """One ``otel-diary serve`` process on free loopback ports."""
+
+    def __init__(self, root: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.root = root
+        self.http_port = free_port()
+        self.grpc_port = free_port()
+        self.url = f"http://127.0.0.1:{self.http_port}"
+        self.stderr = root / f"serve-{self.http_port}.log"
+        environment = {**os.environ, **(env or {})}
+        with self.stderr.open("wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "otel_diary.cli", "serve", "--dir", str(root / "kb"),
+                 "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port),
+                 "--grace", "0.2", *args],
+                env=environment, stderr=log, stdout=subprocess.DEVNULL)
+        for _ in range(400):  # bounded: about 20 s
+            try:
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.process.kill()
+        raise AssertionError("serve did not start:\n" + self.stderr.read_text())
+
+    def metrics(self) -> dict[str, float]:
+        return metric_values(httpx.get(self.url + "/metrics", timeout=10).text)
+
+    def wait_for_diaries(self, count: int) -> None:
+        """Until the service reports ``count`` diaries written (bounded: about 20 s)."""
+        for _ in range(400):
+            if self.metrics().get("otel_diary_diaries_written_total", 0) >= count:
+                return
+            time.sleep(0.05)
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+
+    def diaries(self) -> dict[str, dict[str, object]]:
+        """Front matter of every diary on disk, by task id."""
+        found = {}
+        for path in sorted((self.root / "kb" / "diaries").rglob("*.md")):
+            front = parse_front_matter(path.read_text())
+            found[str(front["task"])] = front
+        return found
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Serve]:
+    server = Serve(tmp_path)
+    try:
+        yield server
+    finally:
+        if server.process.poll() is None:
+            server.stop()
+
+
+def send_with(exporter: SpanExporter, prefix: str, tasks: int) -> None:
+    """Run ``tasks`` orchestrator tasks on a real TracerProvider exporting with ``exporter``."""
+    provider = TracerProvider(resource=Resource.create({"service.name": prefix}),
+                              shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    tracer = provider.get_tracer("orchestrator")
+    for n in range(tasks):
+        with tracer.start_as_current_span("orchestrator.task", attributes={
+            "orchestrator.task.id": f"{prefix}-{n}", "orchestrator.task.title": f"Task {n}",
+            "orchestrator.agent.name": prefix, "orchestrator.build_verify.attempts": 1 + n % 2,
+        }):
+            for _ in range(3):
+                with tracer.start_as_current_span("chat", attributes={
+                    "gen_ai.request.model": "m-py", "gen_ai.usage.input_tokens": 10,
+                    "gen_ai.usage.output_tokens": 5}):
+                    pass
+    assert provider.force_flush(30_000)
+    provider.shutdown()
+
+
+def test_python_http_exporter_gets_diaries(serve: Serve) -> None:
+    """The SDK's OTLP/HTTP protobuf exporter (gzip) delivers tasks that become diaries."""
+    from opentelemetry.exporter.otlp.proto.http import Compression
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    send_with(OTLPSpanExporter(endpoint=serve.url + "/v1/traces",
+                               compression=Compression.Gzip), "py-http", 3)
+    serve.wait_for_diaries(3)
+    assert serve.stop() == 0
+    diaries = serve.diaries()
+    assert sorted(diaries) == ["py-http-0", "py-http-1", "py-http-2"]
+    assert diaries["py-http-0"]["outcome"] == "completed"
+    assert diaries["py-http-1"]["outcome"] == "recovered"
+    assert diaries["py-http-0"]["tokens"] == 45
+
+
+def test_python_grpc_exporter_gets_diaries(serve: Serve) -> None:
+    """The SDK's OTLP/gRPC exporter (gzip) delivers tasks that become diaries."""
+    from grpc import Compression
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+    send_with(OTLPSpanExporter(endpoint=f"127.0.0.1:{serve.grpc_port}", insecure=True,
+                               compression=Compression.Gzip), "py-grpc", 2)
+    serve.wait_for_diaries(2)
+    assert serve.stop() == 0
+    diaries = serve.diaries()
+    assert sorted(diaries) == ["py-grpc-0", "py-grpc-1"]
+    assert diaries["py-grpc-1"]["tokens"] == 45
+
+
+@pytest.fixture(scope="session")
+def node_client() -> Path:
+    """tests/support/node with its npm packages installed (``npm ci``); skipped without node/npm."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("node and npm are needed for the Node.js exporter tests")
+    if not (NODE_DIR / "node_modules" / "@opentelemetry" / "sdk-trace-base").is_dir():
+        result = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR,
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stdout + result.stderr
+    return NODE_DIR / "send.mjs"
+
+
+@pytest.mark.parametrize("protocol", ["json", "proto"])
+def test_node_exporters_get_diaries(serve: Serve, node_client: Path, protocol: str) -> None:
+    """The Node.js SDK's OTLP/HTTP JSON and protobuf exporters deliver tasks as diaries."""
+    result = subprocess.run(
+        ["node", str(node_client), protocol, serve.url + "/v1/traces", f"node-{protocol}", "3"],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    serve.wait_for_diaries(3)
+    received = serve.metrics()['otel_diary_spans_received_total{protocol="http"}']
+    assert serve.stop() == 0
+    diaries = serve.diaries()
+    assert sorted(diaries) == [f"node-{protocol}-{n}" for n in range(3)]
+    assert diaries[f"node-{protocol}-0"]["tokens"] == 240
+    assert diaries[f"node-{protocol}-1"]["outcome"] == "recovered"
+    assert diaries[f"node-{protocol}-0"]["agent"] == f"node-{protocol}"
+    assert received == 9
+
+
+def test_token_is_required_when_set(tmp_path: Path) -> None:
+    """With OTEL_DIARY_SERVE_TOKEN set, an exporter without it is refused and counted."""
+    server = Serve(tmp_path, env={"OTEL_DIARY_SERVE_TOKEN": "s3cret"})
+    try:
+        body = protobuf_body(task_trace("T-tok"))
+        headers = {"content-type": "application/x-protobuf"}
+        assert httpx.post(server.url + "/v1/traces", content=body,
+                          headers=headers).status_code == 401
+        ok = httpx.post(server.url + "/v1/traces", content=body,
+                        headers={**headers, "authorization": "Bearer s3cret"})
+        assert ok.status_code == 200
+        server.wait_for_diaries(1)
+        values = server.metrics()
+    finally:
+        assert server.stop() == 0
+    assert values['otel_diary_requests_rejected_total{reason="unauthenticated"}'] == 1
+    assert list(server.diaries()) == ["T-tok"]
+
+
+def test_redelivery_after_a_restart_keeps_one_diary(tmp_path: Path) -> None:
+    """The same root task span delivered to two successive processes leaves one diary."""
+    body = protobuf_body(task_trace("T-again", chats=1))
+    headers = {"content-type": "application/x-protobuf"}
+    for _ in range(2):
+        server = Serve(tmp_path)
+        try:
+            for _ in range(2):  # and twice to the same process
+                assert httpx.post(server.url + "/v1/traces", content=body,
+                                  headers=headers).status_code == 200
+            server.wait_for_diaries(1)
+        finally:
+            assert server.stop() == 0
+    assert len(list((tmp_path / "kb" / "diaries").rglob("*.md"))) == 1
+
+
+def test_sigterm_writes_waiting_diaries_before_exit(tmp_path: Path) -> None:
+    """A task still in its grace period is written during a graceful shutdown."""
+    server = Serve(tmp_path, "--grace", "600")
+    body = protobuf_body(task_trace("T-term"))
+    response = httpx.post(server.url + "/v1/traces", content=body,
+                          headers={"content-type": "application/x-protobuf"})
+    assert response.status_code == 200
+    assert server.stop() == 0
+    assert list(server.diaries()) == ["T-term"]
+    assert '"event": "serve.stopped"' in server.stderr.read_text()

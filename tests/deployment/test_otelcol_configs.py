@@ -1,0 +1,354 @@
+"""A real OpenTelemetry Collector (``collector/manifest.yaml``) running ``collector-config/``.
+
+The ``otelcol`` fixture builds the Collector with ``bash collector/build.sh`` (``make
+collector``), which reuses a cached build of the same manifest at once. Without Go and no
+cached build the tests here are skipped; on CI (``CI=true``) a failed build fails them.
+Everything listens on 127.0.0.1 on free ports, and every process started here is stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.trace import SpanKind
+
+from otel_diary.assembly.grace import metric_values
+from otel_diary.pipeline.render import parse_front_matter
+from tests.cli.test_serve import Serve
+from tests.support.loopback import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = REPO / "collector" / "build.sh"
+CONFIG_DIR = REPO / "collector-config"
+CONFIGS = sorted(path for path in CONFIG_DIR.rglob("*") if path.suffix in (".yaml", ".yml"))
+TOKEN = "collector-test-token"
+GRACE_S = "1"
+"""otel-diary's grace period in these tests: short, yet long enough for reordered batches."""
+BUILD_TIMEOUT_S = 3600
+"""A guard against a hung build, not an assertion: a cold build takes about ten minutes."""
+READY_LINE = "Everything is ready. Begin running and processing data."
+
+
+def _on_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+@pytest.fixture(scope="session")
+def otelcol() -> Path:
+    """The ``otelcol-diary`` binary, built (or taken from the cache) by collector/build.sh."""
+    result = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True,
+                            timeout=BUILD_TIMEOUT_S, check=False)
+    if result.returncode == 0:
+        binary = Path(result.stdout.strip().splitlines()[-1])
+        assert binary.is_file(), f"collector/build.sh printed {binary}, which does not exist"
+        return binary
+    log_tail = "\n".join(result.stderr.strip().splitlines()[-30:])
+    if result.returncode == 3:  # build.sh: the Go toolchain is not installed
+        pytest.skip("the OpenTelemetry Collector tests need Go to build the Collector: "
+                    "install Go, then run `make collector`")
+    message = (f"`make collector` (collector/build.sh) failed with exit code "
+               f"{result.returncode}:\n{log_tail}")
+    if _on_ci():
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def wait_until(condition: Callable[[], bool], seconds: float, what: str,
+               diagnostics: Callable[[], str] = lambda: "") -> None:
+    """Poll ``condition`` every 0.1 s; fail naming ``what`` if ``seconds`` pass first."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}\n{diagnostics()}")
+        time.sleep(0.1)
+
+
+class Otelcol:
+    """One Collector process running a file of collector-config/ on loopback ports."""
+
+    def __init__(self, binary: Path, config: Path, log: Path, env: dict[str, str]) -> None:
+        self.grpc_port = free_port()
+        self.http_port = free_port()
+        self.metrics_port = free_port()
+        self.log = log
+        environment = {
+            **os.environ,
+            "OTELCOL_GRPC_ENDPOINT": f"127.0.0.1:{self.grpc_port}",
+            "OTELCOL_HTTP_ENDPOINT": f"127.0.0.1:{self.http_port}",
+            "OTELCOL_METRICS_HOST": "127.0.0.1",
+            "OTELCOL_METRICS_PORT": str(self.metrics_port),
+            **env,
+        }
+        with log.open("wb") as handle:
+            self.process = subprocess.Popen([str(binary), f"--config={config}"], env=environment,
+                                            stdout=subprocess.DEVNULL, stderr=handle)
+        try:
+            wait_until(self._ready, 30, f"the Collector running {config.name} to start",
+                       self.log_text)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _ready(self) -> bool:
+        if self.process.poll() is not None:
+            raise AssertionError(f"the Collector exited with {self.process.returncode}:\n"
+                                 + self.log_text())
+        return READY_LINE in self.log_text()
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def metrics(self) -> dict[str, float]:
+        """The Collector's own Prometheus metrics, ``name{labels}`` -> value."""
+        text = httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).text
+        return metric_values(text)
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The sum of the samples of ``name`` (with or without ``_total``) carrying ``labels``."""
+        names = (name, name + "_total")
+        wanted = [f'{key}="{value}"' for key, value in labels.items()]
+        total = 0.0
+        for sample, value in self.metrics().items():
+            base, _, rest = sample.partition("{")
+            if base in names and all(label in rest for label in wanted):
+                total += value
+        return total
+
+    def stop(self) -> None:
+        """SIGTERM (a graceful shutdown), then SIGKILL if it is still running after 30 s."""
+        if self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+
+
+def start_serves(stack: ExitStack, *roots: tuple[Path, tuple[str, ...]]) -> list[Serve]:
+    """``otel-diary serve`` processes started side by side, one per ``(root, extra args)``.
+
+    Each is stopped (SIGTERM, else SIGKILL) with ``stack``, also when another failed to start.
+    """
+    for root, _ in roots:
+        root.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=len(roots)) as pool:
+        futures = [pool.submit(Serve, root, "--grace", GRACE_S, *args) for root, args in roots]
+    servers: list[Serve] = []
+    for future in futures:
+        if future.exception() is None:
+            server = future.result()
+            stack.callback(_stop_serve, server)
+            servers.append(server)
+    for future in futures:
+        future.result()  # re-raises the first failure to start
+    return servers
+
+
+def _stop_serve(server: Serve) -> None:
+    if server.process.poll() is None:
+        server.stop()
+
+
+def start_otelcol(stack: ExitStack, binary: Path, config: str, log: Path,
+                  env: dict[str, str]) -> Otelcol:
+    """A Collector running ``collector-config/<config>``, stopped with ``stack``."""
+    collector = Otelcol(binary, CONFIG_DIR / config, log, env)
+    stack.callback(collector.stop)
+    return collector
+
+
+def run_tasks(exporter: SpanExporter, prefix: str, tasks: int, *, chats: int = 3,
+              probes: int = 0) -> None:
+    """An app's tasks (a root task span with ``chats`` model calls each), exported via OTLP.
+
+    ``probes`` health-check server spans, each its own trace, are sent along.
+    """
+    provider = TracerProvider(resource=Resource.create({"service.name": prefix}),
+                              shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=200))
+    tracer = provider.get_tracer("orchestrator")
+    for n in range(tasks):
+        with tracer.start_as_current_span("orchestrator.task", attributes={
+            "orchestrator.task.id": f"{prefix}-{n}", "orchestrator.task.title": f"Task {n}",
+            "orchestrator.agent.name": prefix, "orchestrator.build_verify.attempts": 1 + n % 2,
+        }):
+            for _ in range(chats):
+                with tracer.start_as_current_span("chat", attributes={
+                    "gen_ai.request.model": "m-1", "gen_ai.usage.input_tokens": 10,
+                    "gen_ai.usage.output_tokens": 5}):
+                    pass
+    for _ in range(probes):
+        with tracer.start_as_current_span("GET /healthz", kind=SpanKind.SERVER, attributes={
+                "http.request.method": "GET", "url.path": "/healthz"}):
+            pass
+    assert provider.force_flush(30_000)
+    provider.shutdown()
+
+
+def diary_files(server: Serve) -> list[dict[str, object]]:
+    """Front matter of every diary file ``server`` wrote, one entry per file."""
+    return [parse_front_matter(path.read_text())
+            for path in sorted((server.root / "kb" / "diaries").rglob("*.md"))]
+
+
+def stopped_event(server: Serve) -> dict[str, object]:
+    """The ``serve.stopped`` log record of a server that has exited."""
+    for line in server.stderr.read_text().splitlines():
+        if line.startswith("{"):
+            record = json.loads(line)
+            if record.get("event") == "serve.stopped":
+                return dict(record)
+    raise AssertionError("no serve.stopped record in\n" + server.stderr.read_text())
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[path.name for path in CONFIGS])
+def test_config_validates(otelcol: Path, config: Path) -> None:
+    """`otelcol-diary validate` accepts the configuration with an operator's variables set."""
+    env = {
+        **os.environ,
+        "TRACING_BACKEND_ENDPOINT": "tempo.observability.svc.cluster.local:4317",
+        "TRACING_BACKEND_TLS_INSECURE": "true",
+        "OTEL_DIARY_ENDPOINT": "http://otel-diary-lb.observability.svc:4318",
+        "OTEL_DIARY_TOKEN": TOKEN,
+        "OTEL_DIARY_REPLICAS": "[otel-diary-0.otel-diary:4317, otel-diary-1.otel-diary:4317]",
+        "OTEL_DIARY_TLS_INSECURE": "true",
+        "OTELCOL_GRPC_ENDPOINT": f"127.0.0.1:{free_port()}",
+        "OTELCOL_HTTP_ENDPOINT": f"127.0.0.1:{free_port()}",
+        "OTELCOL_METRICS_HOST": "127.0.0.1",
+        "OTELCOL_METRICS_PORT": str(free_port()),
+    }
+    result = subprocess.run([str(otelcol), "validate", f"--config={config}"], env=env,
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_validate_rejects_a_gateway_without_its_backend(otelcol: Path) -> None:
+    """Validation is real: gateway.yaml without TRACING_BACKEND_ENDPOINT is refused."""
+    env = {name: value for name, value in os.environ.items()
+           if name != "TRACING_BACKEND_ENDPOINT"}
+    env["OTEL_DIARY_TOKEN"] = TOKEN
+    result = subprocess.run([str(otelcol), "validate",
+                             f"--config={CONFIG_DIR / 'gateway.yaml'}"], env=env,
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode != 0
+    assert "otlp_grpc/backend" in result.stderr
+
+
+def test_gateway_delivers_task_traces_to_otel_diary_and_the_backend(
+        otelcol: Path, tmp_path: Path) -> None:
+    """SDK apps export to gateway.yaml; diaries land and the tracing backend gets every span."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+        OTLPSpanExporter as GrpcExporter,
+    )
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        OTLPSpanExporter as HttpExporter,
+    )
+
+    with ExitStack() as stack:
+        diary, backend = start_serves(stack, (tmp_path / "diary", ("--token", TOKEN)),
+                                      (tmp_path / "backend", ()))
+        gateway = start_otelcol(stack, otelcol, "gateway.yaml", tmp_path / "gateway.log", {
+            "TRACING_BACKEND_ENDPOINT": f"127.0.0.1:{backend.grpc_port}",
+            "TRACING_BACKEND_TLS_INSECURE": "true",
+            "OTEL_DIARY_ENDPOINT": diary.url,
+            "OTEL_DIARY_TOKEN": TOKEN,
+        })
+        run_tasks(GrpcExporter(endpoint=f"127.0.0.1:{gateway.grpc_port}", insecure=True),
+                  "app-grpc", 3, probes=1)
+        run_tasks(HttpExporter(endpoint=f"http://127.0.0.1:{gateway.http_port}/v1/traces"),
+                  "app-http", 3)
+        task_spans = 6 * 4
+
+        def diagnostics() -> str:
+            return (f"diary: {diary.metrics()}\nbackend: {backend.metrics()}\n"
+                    f"gateway log:\n{gateway.log_text()}")
+
+        wait_until(lambda: diary.metrics().get("otel_diary_diaries_written_total", 0) >= 6,
+                   60, "six diaries from the gateway", diagnostics)
+        wait_until(lambda: backend.metrics().get(
+            'otel_diary_spans_received_total{protocol="grpc"}', 0) >= task_spans + 1,
+                   60, "every span at the tracing backend", diagnostics)
+        diary_metrics = diary.metrics()
+        backend_received = backend.metrics()['otel_diary_spans_received_total{protocol="grpc"}']
+        sent_to_diary = gateway.metric("otelcol_exporter_sent_spans", exporter="otlp_http/diary")
+        sent_to_backend = gateway.metric("otelcol_exporter_sent_spans",
+                                         exporter="otlp_grpc/backend")
+        filtered = gateway.metric("otelcol_processor_filter_spans_filtered",
+                                  filter="filter/noise")
+        assert diary.stop() == 0
+
+    # The diary pipeline: every task span and child, never the health check, with the token.
+    assert diary_metrics['otel_diary_spans_received_total{protocol="http"}'] == task_spans
+    assert diary_metrics.get(
+        'otel_diary_requests_rejected_total{reason="unauthenticated"}', 0) == 0
+    assert sent_to_diary == task_spans
+    assert filtered == 1
+    # The backend pipeline: everything, the health check included.
+    assert backend_received == task_spans + 1
+    assert sent_to_backend == task_spans + 1
+
+    diaries = {str(front["task"]): front for front in diary_files(diary)}
+    assert sorted(diaries) == [f"app-{kind}-{n}" for kind in ("grpc", "http") for n in range(3)]
+    assert {front["tokens"] for front in diaries.values()} == {45}
+    assert diaries["app-grpc-0"]["outcome"] == "completed"
+    assert diaries["app-http-1"]["outcome"] == "recovered"
+    assert diaries["app-http-2"]["agent"] == "app-http"
+
+
+def test_loadbalancing_routes_each_trace_to_one_replica(otelcol: Path, tmp_path: Path) -> None:
+    """loadbalancing.yaml spreads 200 task traces over two replicas, each trace whole on one."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+    tasks, chats = 200, 2
+    with ExitStack() as stack:
+        replicas = start_serves(stack, *((tmp_path / f"replica-{n}", ("--token", TOKEN))
+                                         for n in range(2)))
+        balancer = start_otelcol(stack, otelcol, "loadbalancing.yaml", tmp_path / "lb.log", {
+            "OTEL_DIARY_REPLICAS": "[" + ", ".join(
+                f"127.0.0.1:{replica.grpc_port}" for replica in replicas) + "]",
+            "OTEL_DIARY_TLS_INSECURE": "true",
+            "OTEL_DIARY_TOKEN": TOKEN,
+        })
+        run_tasks(OTLPSpanExporter(endpoint=f"127.0.0.1:{balancer.grpc_port}", insecure=True),
+                  "lb", tasks, chats=chats)
+
+        def written() -> float:
+            return sum(replica.metrics().get("otel_diary_diaries_written_total", 0)
+                       for replica in replicas)
+
+        wait_until(lambda: written() >= tasks, 90, f"{tasks} diaries over both replicas",
+                   lambda: f"written: {written()}\nbalancer log:\n{balancer.log_text()}")
+        balancer.stop()
+        for replica in replicas:
+            assert replica.stop() == 0
+
+    by_replica = [diary_files(replica) for replica in replicas]
+    task_ids = [str(front["task"]) for files in by_replica for front in files]
+    assert len(task_ids) == tasks
+    assert sorted(task_ids) == sorted(f"lb-{n}" for n in range(tasks))
+    assert all(files for files in by_replica), "one replica got no work"
+    for replica, files in zip(replicas, by_replica, strict=True):
+        event = stopped_event(replica)
+        # Every span of a trace reached the replica that had its task span: each diary
+        # sums all of its children, and no replica held a span without its task.
+        assert {front["tokens"] for front in files} == {15 * chats}
+        assert event["root_tasks"] == event["diaries_written"] == len(files)
+        assert event["spans_accepted"] == len(files) * (1 + chats)
+        assert event["rootless_traces"] == 0
+    trace_ids = [{front["trace_id"] for front in files} for files in by_replica]
+    assert not trace_ids[0] & trace_ids[1]

@@ -1,0 +1,154 @@
+"""Redaction: every family of secret is replaced, prose is left alone, and it is configurable."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from otel_diary import ORCHESTRATOR, Settings
+from otel_diary.pipeline.core import Pipeline, build_pipeline
+from otel_diary.pipeline.redact import SecretRedactor, redact, redact_private_keys
+from tests.support.secret_strategies import FAMILIES, filler, in_context
+
+EXAMPLES = [
+    ("aws_access_key", "id AKIAIOSFODNN7EXAMPLE ok", "id [REDACTED:aws_access_key] ok"),
+    ("github_token", "GITHUB_TOKEN=ghp_" + "a1" * 18, "GITHUB_TOKEN=[REDACTED:github_token]"),
+    ("github_token", "github_pat_" + "B" * 30, "[REDACTED:github_token]"),
+    ("gitlab_token", "glpat-" + "x_Y-" * 5, "[REDACTED:gitlab_token]"),
+    ("slack_token", "xoxb-123456789012-abcdefABCDEF", "[REDACTED:slack_token]"),
+    ("slack_token", "https://hooks.slack.com/services/T0/B0/abcdefgh",
+     "https://[REDACTED:slack_token]"),
+    ("api_key", "key: sk-proj-" + "Q" * 40, "key: [REDACTED:api_key]"),
+    ("jwt", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl", "[REDACTED:jwt]"),
+    ("bearer", "Authorization: Bearer abc.def-123_456", "Authorization: Bearer [REDACTED:bearer]"),
+    ("authorization", "authorization: Basic dXNlcjpwYXNz",
+     "authorization: Basic [REDACTED:authorization]"),
+    ("private_key", "a\n-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----\nb",
+     "a\n[REDACTED:private_key]\nb"),
+    ("url_credentials", "git clone https://ci:hunter2@git.example.com/app.git",
+     "git clone https://ci:[REDACTED:url_credentials]@git.example.com/app.git"),
+    ("password", "DB_PASSWORD=hunter2 next", "DB_PASSWORD=[REDACTED:password] next"),
+    ("secret", '{"client_secret": "two words"}', '{"client_secret": "[REDACTED:secret]"}'),
+    ("token", "token: abc123", "token: [REDACTED:token]"),
+    ("api_key", "x-api-key: 0123abcd", "x-api-key: [REDACTED:api_key]"),
+    ("huggingface_token", "HF_TOKEN=hf_" + "aB3" * 12, "HF_TOKEN=[REDACTED:huggingface_token]"),
+    ("npm_token", "//registry.npmjs.org/:_authToken=npm_" + "x9" * 18,
+     "//registry.npmjs.org/:_authToken=[REDACTED:npm_token]"),
+    ("pypi_token", "twine upload -p pypi-AgEIcHlwaS5vcmc" + "Q_-z" * 20 + " dist/*",
+     "twine upload -p [REDACTED:pypi_token] dist/*"),
+    ("xai_api_key", "key xai-" + "Zq7" * 27, "key [REDACTED:xai_api_key]"),
+    ("password", "mysql --password hunter2 -h db", "mysql --password [REDACTED:password] -h db"),
+    ("token", "gh auth --token=abc123 ok", "gh auth --token=[REDACTED:token] ok"),
+    ("api_key", "cli --api-key 'two words' run", "cli --api-key '[REDACTED:api_key]' run"),
+    ("password", "login --db-password\ts3cr3t!", "login --db-password\t[REDACTED:password]"),
+]
+
+
+@pytest.mark.parametrize(("kind", "text", "expected"), EXAMPLES)
+def test_each_family_becomes_its_marker(kind: str, text: str, expected: str) -> None:
+    """Each built-in family is replaced by ``[REDACTED:<kind>]``, keeping its context."""
+    assert redact(text) == expected
+    assert f"[REDACTED:{kind}]" in expected
+
+
+@pytest.mark.parametrize("text", [
+    "Tokens: 5132. Latency: 8421ms.",
+    "max_tokens=300 tokens: 12 secretary: Jane passes: 3",
+    "src/orders/api.ts(42,17): error TS2345: Argument of type 'string' is not assignable",
+    "https://github.com/acme/app/pull/12 and ask-for-review-please-now-thanks",
+    "The build failed because the password field was empty.",
+    "docker login --password-stdin --token-file ~/.t --api-key --verbose",
+    "pip install hf_transfer npm_config pypi-simple xai-sdk",
+])
+def test_prose_and_build_output_stay_as_they_are(text: str) -> None:
+    """Ordinary log lines and numbers named like secrets are not redacted."""
+    assert redact(text) == text
+
+
+def test_key_block_cut_off_by_a_log_tail_is_still_redacted() -> None:
+    """A private key whose END (or BEGIN) line a tail cut away is redacted to the cut."""
+    head_only = "build\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5v"
+    tail_only = "ZXktdjEAAAAABG5vbmUAAAAEbm9uZQ==\nQUJDREVGR0hJSktMTU5PUA==\n" \
+                "-----END PRIVATE KEY-----\nnext step"
+    assert redact_private_keys(head_only) == "build\n[REDACTED:private_key]"
+    assert redact_private_keys(tail_only) == "[REDACTED:private_key]\nnext step"
+
+
+def test_hidden_characters_cannot_split_a_secret() -> None:
+    """Zero-width and bidi characters inside a secret are removed before matching."""
+    assert redact("AKIA\u200bIOSFODNN7\u202eEXAMPLE") == "[REDACTED:aws_access_key]"
+
+
+def test_extra_patterns_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OTEL_DIARY_REDACT_PATTERNS adds kinds; a ``secret`` group limits what is replaced."""
+    monkeypatch.setenv("OTEL_DIARY_REDACT_PATTERNS",
+                       '{"ticket": "TCK-[0-9]{8}", "pin": "pin (?P<secret>[0-9]{4})"}')
+    redactor = SecretRedactor(Settings().redact_patterns)
+    assert redactor("see TCK-12345678, pin 0420") == "see [REDACTED:ticket], pin [REDACTED:pin]"
+
+
+@pytest.mark.parametrize("value", ['{"x": "("}', "not json", '{"Bad Kind": "a"}',
+                                   '{"empty": "a*"}', '["a"]'])
+def test_bad_extra_patterns_in_the_environment_warn_and_fall_back(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, value: str) -> None:
+    """An unusable OTEL_DIARY_REDACT_PATTERNS is logged, named, and ignored."""
+    monkeypatch.setenv("OTEL_DIARY_REDACT_PATTERNS", value)
+    with caplog.at_level(logging.WARNING, logger="otel_diary"):
+        assert Settings().redact_patterns == {}
+    assert any("OTEL_DIARY_REDACT_PATTERNS" in r.getMessage() for r in caplog.records)
+
+
+def test_bad_extra_pattern_argument_raises_value_error() -> None:
+    """An unusable pattern given in code raises ValueError."""
+    with pytest.raises(ValueError, match="does not compile"):
+        Settings(redact_patterns={"x": "("})
+    with pytest.raises(ValueError, match="empty string"):
+        SecretRedactor({"x": "a?"})
+
+
+def test_configured_secrets_are_redacted_wherever_they_appear(tmp_path: Path) -> None:
+    """build_pipeline's redactor replaces the literal values of the hub key, the reflection
+    key and the serve token, even where no pattern would recognize them."""
+    hub_key, model_key, token = "hub-Key.42~x", "Mdl#key/7", "serve-Tok-9"
+    settings = Settings(dir=tmp_path, index=False, hub_api_key=hub_key,
+                        reflection_api_key=model_key, serve_token=token)
+    pipeline = build_pipeline(settings, ORCHESTRATOR, sinks=[])
+    text = f"curl -H 'x-api-key: {hub_key}' then {model_key}; echo {token}."
+    redacted = pipeline.redactor(text)
+    assert redacted == ("curl -H 'x-api-key: [REDACTED:configured_secret]' then "
+                        "[REDACTED:configured_secret]; echo [REDACTED:configured_secret].")
+    assert SecretRedactor(literals=["short", None])("short") == "short"
+
+
+def test_a_pipeline_redacts_by_default() -> None:
+    """A Pipeline built without a redactor still redacts (redaction is always on)."""
+    from otel_diary import ORCHESTRATOR
+
+    pipeline = Pipeline(ORCHESTRATOR, [])
+    assert pipeline.redactor is not None
+    assert pipeline.redactor("password=hunter2") == "password=[REDACTED:password]"
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_no_generated_secret_survives(family: str, data: st.DataObject) -> None:
+    """No string a family's generator produces survives redaction, whatever surrounds it."""
+    text, secrets = data.draw(in_context(FAMILIES[family]))
+    redacted = redact(text)
+    for secret in secrets:
+        assert secret not in redacted
+    assert "[REDACTED:" in redacted
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(filler, *(in_context(s).map(lambda d: d[0])
+                                    for s in FAMILIES.values())), max_size=6).map("".join))
+def test_redaction_is_idempotent(text: str) -> None:
+    """Redacting redacted text changes nothing (markers are never redacted again)."""
+    once = redact(text)
+    assert redact(once) == once

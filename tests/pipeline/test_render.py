@@ -1,0 +1,135 @@
+"""Rendering: the diary format to the letter (golden files) and safety on any input."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from otel_diary import ORCHESTRATOR, FolderSink, SpanRecord, StubReflector, classify, render
+from otel_diary.pipeline.classify import TaskRun
+from otel_diary.pipeline.render import fence, parse_front_matter, slug, tail
+
+GOLDEN = Path(__file__).resolve().parents[1] / "support" / "golden"
+END_NS = 1_764_460_800_123_000_000  # 2025-11-30T00:00:00.123Z
+
+COMPLETED = TaskRun(
+    trace_id=0x4BF92F3577B34DA6A3CE929D0E0E4736, span_id=0x00F067AA0BA902B7,
+    task_id="T-101", title="Add pagination to the orders API", agent="coder",
+    outcome="completed", end_ns=END_NS, latency_ms=8421, trigger="issue",
+    route="paid_model", model="anthropic/claude-sonnet-4-7", tokens=5132,
+    file_operations=3, build_attempts=1, related=("kh-0123456789abcdef0123",),
+)
+RECOVERED = TaskRun(
+    trace_id=0x5CE0E9A56015FEC5AADFA328AE398115, span_id=0x7A085853722DC6D2,
+    task_id="T-102", title="Tighten types in the orders API", agent="coder",
+    outcome="recovered", end_ns=END_NS, latency_ms=23355, route="paid_model",
+    model="anthropic/claude-sonnet-4-7", tokens=14500, file_operations=5, build_attempts=3,
+    escalations=2, workflow="wf-7",
+    stderr_tail="src/orders/api.ts(42,17): error TS2345: Argument of type 'string' is not "
+                "assignable to parameter of type 'OrderId'.\n```\nFound 1 error.\n",
+)
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(text, encoding="utf-8")
+    assert text == path.read_text(encoding="utf-8")
+
+
+def test_completed_diary_matches_golden_file() -> None:
+    """A completed run renders exactly as the golden file (front matter and body)."""
+    diary = render(COMPLETED, StubReflector().reflect(COMPLETED), COMPLETED.related)
+    check_golden("completed.md", diary.content)
+    assert diary.path == "diaries/agents/coder/2025-11-30-T-101.md"
+
+
+def test_recovered_diary_matches_golden_file() -> None:
+    """A recovered run renders its error, recovery and a fenced stderr tail as golden."""
+    diary = render(RECOVERED, StubReflector().reflect(RECOVERED))
+    check_golden("recovered.md", diary.content)
+
+
+def test_missing_facts_are_left_out() -> None:
+    """A run with no route, model, tokens or counts prints no sentence about them."""
+    bare = TaskRun(trace_id=1, span_id=2, task_id="t", title="t", agent="a",
+                   outcome="completed", end_ns=END_NS, latency_ms=5)
+    diary = render(bare, StubReflector().reflect(bare))
+    done = diary.body.split("## What was done\n")[1].split("\n\n")[0]
+    assert done == "Latency: 5ms."
+    assert "None" not in diary.content and "route" not in diary.front_matter
+
+
+def test_stderr_fence_survives_backticks() -> None:
+    """A stderr tail containing ``` cannot close the fence around it."""
+    block = "a\n````\nb ``` c"
+    fenced = fence(block)
+    assert fenced.startswith("`````text\n") and fenced.endswith("\n`````")
+
+
+def test_stderr_tail_is_capped() -> None:
+    """A huge stderr keeps only its last lines, within the character cap."""
+    kept = tail("\n".join(f"line {n}" for n in range(10_000)))
+    assert kept.splitlines()[-1] == "line 9999" and len(kept.splitlines()) == 40
+
+
+def test_slug_blocks_traversal_and_separators() -> None:
+    """Names become safe single path components, never `.`, `..` or with separators."""
+    for name in ["..", ".", "../../etc/passwd", "a/b\\c", "", "\x00", "日本語", "-" * 500]:
+        safe = slug(name)
+        assert safe not in ("", ".", "..") and "/" not in safe and "\\" not in safe
+        assert len(safe) <= 80
+
+
+attribute_values = st.one_of(
+    st.text(), st.integers(), st.floats(allow_nan=True), st.booleans(), st.none(),
+    st.lists(st.text(max_size=20), max_size=5), st.lists(st.integers(), max_size=5),
+    st.binary(max_size=20),
+)
+fact_names = st.sampled_from([
+    "orchestrator.task.id", "orchestrator.task.title", "orchestrator.agent.name",
+    "orchestrator.route", "gen_ai.request.model", "orchestrator.tokens",
+    "orchestrator.latency_ms", "orchestrator.file_operations",
+    "orchestrator.build_verify.attempts", "orchestrator.build_verify.passed",
+    "orchestrator.build_verify.stderr_tail", "orchestrator.escalation_count",
+    "orchestrator.repair_no_files", "orchestrator.related", "orchestrator.task.trigger",
+    "orchestrator.workflow.id",
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    attributes=st.dictionaries(st.one_of(fact_names, st.text(max_size=30)), attribute_values,
+                               max_size=12),
+    task_id=st.text(min_size=1),
+    agent=st.text(),
+    name=st.text(),
+    trace_id=st.integers(1, 2**128 - 1),
+    span_id=st.integers(1, 2**64 - 1),
+    end_ns=st.integers(0, 2**63 - 1),
+)
+def test_any_span_renders_safely(tmp_path_factory: object, attributes: dict[str, object],
+                                 task_id: str, agent: str, name: str, trace_id: int,
+                                 span_id: int, end_ns: int) -> None:
+    """For arbitrary attributes, rendering never raises, the file stays inside the diary
+    folder, and the front matter parses back to the same id, tags and trace id."""
+    attributes = {**attributes, "orchestrator.task.id": task_id,
+                  "orchestrator.agent.name": agent}
+    record = SpanRecord(trace_id=trace_id, span_id=span_id, name=name, start_ns=0,
+                        end_ns=end_ns, attributes=attributes)
+    run = classify(record, None, ORCHESTRATOR)
+    if run is None:
+        return
+    diary = render(run, StubReflector().reflect(run), run.related)
+    root = Path(str(tmp_path_factory.mktemp("kb")))  # type: ignore[attr-defined]
+    target = FolderSink(root).target(diary)
+    assert target.resolve().is_relative_to((root / "diaries" / "agents").resolve())
+    assert target.parent.parent == (root / "diaries" / "agents").resolve()
+    front = parse_front_matter(diary.content)
+    assert front["id"] == diary.id
+    assert front["tags"] == list(diary.tags)
+    assert front["trace_id"] == f"{trace_id:032x}"
+    assert front["source_type"] == "diary"

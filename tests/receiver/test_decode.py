@@ -1,0 +1,225 @@
+"""OTLP decoding: protobuf and JSON bodies into per-span items; gzip inflation with a cap."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gzip
+import json
+import zlib
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from otel_diary import ORCHESTRATOR, SpanRecord
+from otel_diary.receiver.decode import (
+    JSON,
+    PROTOBUF,
+    Contribution,
+    DecodeError,
+    Inflater,
+    TooLarge,
+    decode,
+    export_response,
+    inflate,
+    parse_json,
+    status_body,
+    weight,
+)
+from tests.support.otlp_build import (
+    json_body,
+    json_document,
+    new_span_id,
+    new_trace_id,
+    protobuf_body,
+    span,
+    task_trace,
+)
+
+
+def test_protobuf_task_span_becomes_a_full_record() -> None:
+    """The task span of a protobuf request is decoded whole, with ids as integers."""
+    spans = task_trace("T-1", chats=2)
+    batch = decode(protobuf_body(spans), PROTOBUF, ORCHESTRATOR)
+    assert (batch.held, batch.valid, batch.rejected) == (3, 4, 0)  # the step: counted
+    [part] = batch.parts
+    assert (part.trace_id, len(part.contributions)) == (spans[0].trace_id, 2)
+    assert part.size == sum(c.size for c in part.contributions)
+    [(span_id, payload, size)] = part.tasks
+    assert isinstance(payload, SpanRecord) and size == weight(payload)
+    assert payload.trace_id == int.from_bytes(spans[0].trace_id, "big")
+    assert payload.span_id == int.from_bytes(span_id, "big")
+    assert payload.attributes["orchestrator.task.id"] == "T-1"
+    assert payload.resource["service.name"] == "orchestrator"
+    assert payload.parent_span_id is None
+
+
+def test_contributing_spans_keep_only_the_attributes_that_matter() -> None:
+    """A chat span keeps its token and model attributes and its end; plain spans are
+    counted, not kept; a failed span counts where the conventions count failed children."""
+    trace_id = new_trace_id()
+    chat = span(trace_id, b"\x01" * 8, b"\x02" * 8, attributes={
+        "gen_ai.usage.input_tokens": 7, "gen_ai.request.model": "m", "http.url": "x"})
+    plain = span(trace_id, b"\x03" * 8, b"\x02" * 8, attributes={"http.url": "x"})
+    failed = span(trace_id, b"\x04" * 8, b"\x02" * 8, error=True)
+    body = protobuf_body([chat, plain, failed])
+    batch = decode(body, PROTOBUF, ORCHESTRATOR)
+    [part] = batch.parts
+    assert part.span_ids == [b"\x01" * 8] and batch.valid == 3 and not part.tasks
+    assert part.contributions == [Contribution(
+        {"gen_ai.usage.input_tokens": 7, "gen_ai.request.model": "m"}, False,
+        chat.end_time_unix_nano)]
+    counting = dataclasses.replace(ORCHESTRATOR, recover_on_child_errors=True)
+    [part] = decode(body, PROTOBUF, counting).parts
+    assert part.span_ids == [b"\x01" * 8, b"\x04" * 8]
+    assert part.contributions[1] == Contribution({}, True, failed.end_time_unix_nano)
+
+
+def test_requests_without_any_key_that_matters_are_only_counted() -> None:
+    """A request none of whose spans carries a task or contribution key yields no items."""
+    trace_id = new_trace_id()
+    spans = [span(trace_id, new_span_id(), attributes={"http.url": "x", "n": n})
+             for n in range(5)]
+    batch = decode(protobuf_body(spans), PROTOBUF, ORCHESTRATOR)
+    assert (batch.parts, batch.valid, batch.spans, batch.size) == ([], 5, 5, 0)
+
+
+def test_json_ids_are_hex_and_match_the_protobuf_decoding() -> None:
+    """OTLP/JSON (hex ids, integer enums) decodes to the same items as protobuf."""
+    spans = task_trace("T-2", chats=1)
+    from_json = decode(json_body(spans), JSON, ORCHESTRATOR)
+    from_protobuf = decode(protobuf_body(spans), PROTOBUF, ORCHESTRATOR)
+    assert from_json == from_protobuf
+    assert len(from_json.parts[0].trace_id) == 16
+
+
+def test_json_accepts_string_integers_and_snake_case() -> None:
+    """64-bit integers may be strings and field names may be the proto names."""
+    document = json_document(task_trace("T-3", chats=1))
+    scope = document["resourceSpans"][0]["scopeSpans"][0]
+    for item in scope["spans"]:
+        item["start_time_unix_nano"] = str(item.pop("startTimeUnixNano"))
+    batch = decode(json.dumps(document).encode(), JSON, ORCHESTRATOR)
+    record = batch.parts[0].tasks[0][1]
+    assert isinstance(record, SpanRecord) and record.start_ns > 0
+
+
+def test_json_base64_ids_are_refused_with_a_clear_message() -> None:
+    """A base64 trace id (what a naive encoder sends) is a decode error naming the field."""
+    document = json_document(task_trace("T-4", chats=0))
+    item = document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    import base64
+
+    item["traceId"] = base64.b64encode(bytes.fromhex(item["traceId"])).decode()
+    with pytest.raises(DecodeError, match=r"traceId: expected 32 hex digits"):
+        decode(json.dumps(document).encode(), JSON, ORCHESTRATOR)
+
+
+def test_truncated_protobuf_is_a_decode_error() -> None:
+    """A protobuf body cut short cannot be decoded."""
+    body = protobuf_body(task_trace("T-5"))
+    with pytest.raises(DecodeError):
+        decode(body[:-7], PROTOBUF, ORCHESTRATOR)
+
+
+def test_wrong_length_ids_are_a_decode_error() -> None:
+    """A 5-byte trace id is not an OTLP span."""
+    with pytest.raises(DecodeError, match="16 bytes"):
+        decode(protobuf_body([span(b"\x01" * 5, b"\x02" * 8)]), PROTOBUF, ORCHESTRATOR)
+
+
+def test_zero_ids_are_refused_span_by_span() -> None:
+    """Spans with an all-zero id are counted as rejected; the others are kept."""
+    good = span(new_trace_id(), b"\x05" * 8)
+    zero = span(bytes(16), b"\x06" * 8)
+    batch = decode(protobuf_body([good, zero]), PROTOBUF, ORCHESTRATOR)
+    assert (batch.valid, batch.rejected, batch.spans) == (1, 1, 2)
+    assert "zero" in batch.reason
+
+
+def test_partial_success_response_in_both_content_types() -> None:
+    """The response carries rejected spans as protobuf and as OTLP/JSON."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceResponse,
+    )
+
+    response = ExportTraceServiceResponse.FromString(export_response(PROTOBUF, 3, "bad ids"))
+    assert response.partial_success.rejected_spans == 3
+    assert json.loads(export_response(JSON, 3, "bad ids")) == {
+        "partialSuccess": {"rejectedSpans": "3", "errorMessage": "bad ids"}}
+    assert json.loads(export_response(JSON)) == {}
+
+
+def test_status_body_is_a_google_rpc_status() -> None:
+    """Error bodies are google.rpc.Status in the request's content type."""
+    from google.rpc import status_pb2  # type: ignore[import-untyped]
+
+    status = status_pb2.Status.FromString(status_body(PROTOBUF, 3, "no"))
+    assert (status.code, status.message) == (3, "no")
+    assert json.loads(status_body(JSON, 14, "later")) == {"code": 14, "message": "later"}
+
+
+def test_inflate_stops_a_gzip_bomb_before_it_grows() -> None:
+    """A small body inflating far past the cap raises after at most the cap is held."""
+    bomb = gzip.compress(bytes(64 * 2**20), 9)
+    assert len(bomb) < 2**20
+    inflater = Inflater(2**20)
+    with pytest.raises(TooLarge):
+        inflater.feed(bomb)
+    assert inflater.size <= 2**20 + 1
+
+
+def test_inflate_reads_concatenated_members() -> None:
+    """Two gzip members inflate to their concatenation."""
+    assert inflate(gzip.compress(b"abc") + gzip.compress(b"def"), 100) == b"abcdef"
+
+
+def test_inflate_refuses_truncated_and_garbage_data() -> None:
+    """Cut-short or non-gzip data is a decode error."""
+    with pytest.raises(DecodeError):
+        inflate(gzip.compress(b"x" * 1000)[:-10], 10_000)
+    with pytest.raises(DecodeError):
+        inflate(b"not gzip at all", 10_000)
+    with pytest.raises(DecodeError):
+        inflate(zlib.compress(b"zlib, not gzip"), 10_000)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=2048))
+def test_arbitrary_bytes_never_escape_as_anything_but_decode_error(body: bytes) -> None:
+    """Any bytes as protobuf, JSON or gzip either decode or raise DecodeError/TooLarge."""
+    for media_type in (PROTOBUF, JSON):
+        with contextlib.suppress(DecodeError):
+            decode(body, media_type, ORCHESTRATOR)
+    with contextlib.suppress(DecodeError, TooLarge):
+        inflate(body, 4096)
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True)
+    | st.text(max_size=40) | st.sampled_from(["", "00" * 16, "ab" * 8, "AAAA==", "zz"]),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(
+        st.sampled_from(["resourceSpans", "scopeSpans", "spans", "traceId", "spanId",
+                         "parentSpanId", "attributes", "key", "value", "stringValue",
+                         "intValue", "arrayValue", "kvlistValue", "values", "status", "code",
+                         "name", "links", "flags", "resource", "startTimeUnixNano",
+                         "resource_spans", "unknownField"]) | st.text(max_size=8),
+        children, max_size=5),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_json_values)
+def test_arbitrary_json_never_escapes_as_anything_but_decode_error(value: object) -> None:
+    """Any JSON value, shaped like OTLP or not, decodes or raises DecodeError."""
+    try:
+        body = json.dumps(value).encode()
+    except ValueError:
+        return
+    try:
+        parse_json(body)
+        decode(body, JSON, ORCHESTRATOR)
+    except DecodeError:
+        pass

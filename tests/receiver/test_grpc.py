@@ -1,0 +1,127 @@
+"""OTLP/gRPC receiver protocol: status codes, gzip, auth and retry hints on 127.0.0.1."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import grpc
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceStub
+
+from otel_diary import ORCHESTRATOR, Settings
+from otel_diary.assembly.grace import Collector, TraceStore
+from otel_diary.pipeline.core import build_pipeline
+from otel_diary.receiver.grpc import INFLIGHT_BYTES, SERVICE, TraceService, grpc_server
+from otel_diary.testing import InMemorySink
+from tests.support.otlp_build import request, span, task_trace
+
+
+@dataclass
+class Receiver:
+    channel: grpc.Channel
+    stub: TraceServiceStub
+    collector: Collector
+    sink: InMemorySink
+
+    def raw(self, body: bytes) -> bytes:
+        call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self.channel.unary_unary(
+            f"/{SERVICE}/Export")
+        return bytes(call(body, timeout=30))
+
+
+@contextmanager
+def receiver(*, token: str | None = None, start: bool = True,
+             inflight_bytes: int = INFLIGHT_BYTES) -> Iterator[Receiver]:
+    sink = InMemorySink()
+    pipeline = build_pipeline(Settings(index=False), ORCHESTRATOR, sinks=[sink])
+    collector = Collector(TraceStore(ORCHESTRATOR, grace=0), pipeline, start=start)
+    service = TraceService(collector, ORCHESTRATOR, token=token, inflight_bytes=inflight_bytes)
+    server, port = grpc_server(service, "127.0.0.1", 0)
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[
+        ("grpc.max_send_message_length", 128 * 2**20)])
+    try:
+        stub = TraceServiceStub(channel)  # type: ignore[no-untyped-call]
+        yield Receiver(channel, stub, collector, sink)
+    finally:
+        channel.close()
+        server.stop(1).wait(5)
+        collector.close(10)
+
+
+def test_export_is_accepted_and_becomes_a_diary() -> None:
+    """A gzip-compressed Export succeeds and the task's diary is written."""
+    with receiver() as server:
+        response = server.stub.Export(request(task_trace("T-grpc", chats=2)), timeout=30,
+                                      compression=grpc.Compression.Gzip)
+        assert not response.HasField("partial_success")
+        diaries = server.sink.wait_for(1, timeout=10)
+    assert [d.task_id for d in diaries] == ["T-grpc"]
+
+
+def test_zero_ids_give_partial_success() -> None:
+    """Spans with all-zero ids are counted in partial_success."""
+    with receiver() as server:
+        response = server.stub.Export(request([span(bytes(16), b"\x01" * 8)]), timeout=30)
+    assert response.partial_success.rejected_spans == 1
+
+
+def test_undecodable_request_is_invalid_argument() -> None:
+    """Bytes that are not an ExportTraceServiceRequest get INVALID_ARGUMENT."""
+    with receiver() as server, pytest.raises(grpc.RpcError) as caught:
+        server.raw(b"\x0a\xff\xff\xff\x0f truncated")
+    assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_missing_credentials_are_unauthenticated() -> None:
+    """With a token set, a call without it is UNAUTHENTICATED; with it, accepted."""
+    body = request(task_trace("T-auth"))
+    with receiver(token="s3cret") as server:
+        with pytest.raises(grpc.RpcError) as caught:
+            server.stub.Export(body, timeout=30)
+        assert caught.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        ok = server.stub.Export(body, timeout=30, metadata=[("authorization", "Bearer s3cret")])
+        assert isinstance(ok, ExportTraceServiceResponse)
+        server.stub.Export(body, timeout=30, metadata=[("x-api-key", "s3cret")])
+
+
+def test_busy_receiver_is_resource_exhausted_with_retry_info() -> None:
+    """A request that would take the bytes being decoded past their budget:
+    RESOURCE_EXHAUSTED carrying a RetryInfo delay."""
+    from google.rpc import error_details_pb2  # type: ignore[import-untyped]
+
+    small = request(task_trace("A", chats=0))
+    with receiver(inflight_bytes=small.ByteSize() + 10) as server:
+        server.stub.Export(small, timeout=30)
+        with pytest.raises(grpc.RpcError) as caught:
+            server.stub.Export(request(task_trace("B", chats=3)), timeout=30)
+    error = caught.value
+    assert isinstance(error, grpc.Call)
+    assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    retry = [value for key, value in error.trailing_metadata() or ()
+             if key == "google.rpc.retryinfo-bin"]
+    info = error_details_pb2.RetryInfo.FromString(retry[0])
+    assert info.retry_delay.seconds == 1
+
+
+def test_stopping_receiver_is_unavailable() -> None:
+    """After the collector closes, exports are UNAVAILABLE (retryable)."""
+    with receiver() as server:
+        server.collector.close(10)
+        with pytest.raises(grpc.RpcError) as caught:
+            server.stub.Export(request(task_trace("late")), timeout=30)
+    assert caught.value.code() is grpc.StatusCode.UNAVAILABLE
+
+
+def test_message_over_64_mib_is_refused() -> None:
+    """A message past the 64 MiB limit is refused by the transport, not read."""
+    big = ExportTraceServiceRequest()
+    big.resource_spans.add().schema_url = "x" * (65 * 2**20)
+    with receiver() as server, pytest.raises(grpc.RpcError) as caught:
+        server.stub.Export(big, timeout=60)
+    assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED

@@ -1,0 +1,75 @@
+"""FolderSink: atomic, idempotent per span, never overwriting another run, never escaping."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from otel_diary import FolderSink, StubReflector, render
+from otel_diary.sinks.folder import UnsafePathError
+from tests.pipeline.test_render import COMPLETED
+
+
+def write(root: Path, **changes: object) -> Path:
+    run = replace(COMPLETED, **changes)  # type: ignore[arg-type]
+    return Path(FolderSink(root).write(render(run, StubReflector().reflect(run))))
+
+
+def test_same_span_same_file(tmp_path: Path) -> None:
+    """Delivering the same task span twice leaves one file."""
+    first = write(tmp_path)
+    second = write(tmp_path)
+    assert first == second
+    assert len(list(tmp_path.rglob("*.md"))) == 1
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_other_run_of_same_task_does_not_overwrite(tmp_path: Path) -> None:
+    """Another run of the same task on the same day gets its own file; both survive."""
+    first = write(tmp_path)
+    second = write(tmp_path, span_id=0x1111)
+    third = write(tmp_path, span_id=0x2222)
+    again = write(tmp_path, span_id=0x1111)
+    assert len({first, second, third}) == 3 and again == second
+    assert len(list(tmp_path.rglob("*.md"))) == 3
+    assert "id: " + render(COMPLETED, "x").id in first.read_text()
+
+
+def test_symlinked_agent_folder_cannot_escape(tmp_path: Path) -> None:
+    """A symlink planted as an agent folder pointing outside the root is refused."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    agents = tmp_path / "kb" / "diaries" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "coder").symlink_to(outside)
+    with pytest.raises(UnsafePathError):
+        write(tmp_path / "kb")
+    assert not any(outside.iterdir())
+
+
+def test_a_name_taken_meanwhile_is_never_overwritten(tmp_path: Path) -> None:
+    """If another process creates the file between the check and the write, this run
+    lands in its alternate file instead of replacing the other run's diary."""
+    from otel_diary.sinks.folder import atomic_write
+
+    first = render(COMPLETED, "x")
+    path = tmp_path / first.path
+    path.parent.mkdir(parents=True)
+    path.write_text("---\nid: kh-someone-else\n---\n")
+    with pytest.raises(FileExistsError):
+        atomic_write(path, b"mine", replace=False)
+    assert path.read_text().startswith("---\nid: kh-someone-else")
+    assert Path(FolderSink(tmp_path).write(first)).name.endswith(f"-{first.span_id[:8]}.md")
+
+
+def test_diary_files_are_readable_by_others(tmp_path: Path) -> None:
+    """Diaries are created with the usual umask-based mode, not a private 0600."""
+    import os
+    import stat
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    written = write(tmp_path)
+    assert stat.S_IMODE(written.stat().st_mode) == 0o666 & ~mask

@@ -1,0 +1,154 @@
+"""The `genai` profile on a real TracerProvider: agent spans are tasks, their child spans
+give tokens, models, tool calls and recoveries. (The run with the real OpenAI
+instrumentation and client is the README's GenAI command in test_readme_adoption.py.)"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import Status, StatusCode, Tracer
+
+from otel_diary import GENAI, Diary, DiarySpanProcessor
+from otel_diary.pipeline.render import parse_front_matter
+from otel_diary.testing import InMemorySink
+
+
+class GenAIHarness:
+    """A provider whose diary processor uses the `genai` profile."""
+
+    def __init__(self) -> None:
+        self.sink = InMemorySink()
+        self.provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
+                                       shutdown_on_exit=False)
+        self.processor = DiarySpanProcessor(enabled=True, sinks=[self.sink],
+                                            conventions="genai")
+        self.provider.add_span_processor(self.processor)
+        self.tracer: Tracer = self.provider.get_tracer("tests")
+
+    def diaries(self) -> list[Diary]:
+        assert self.processor.force_flush(10_000)
+        return self.sink.diaries
+
+    def agent(self, name: str = "researcher", **attributes: Any) -> Any:
+        return self.tracer.start_as_current_span(f"invoke_agent {name}", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name,
+            **attributes})
+
+    def chat(self, model: str = "gpt-4o", tokens: tuple[int, int] = (10, 5),
+             error: str | None = None, older_names: bool = False) -> None:
+        usage = ("gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens") \
+            if older_names else ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
+        attributes: dict[str, Any] = {"gen_ai.operation.name": "chat",
+                                      "gen_ai.request.model": model}
+        if error is None:
+            attributes.update(zip(usage, tokens, strict=True))
+        else:
+            attributes["error.type"] = error
+        with self.tracer.start_as_current_span(f"chat {model}", attributes=attributes) as span:
+            if error is not None:
+                span.set_status(Status(StatusCode.ERROR, error))
+
+    def tool(self, name: str = "search") -> None:
+        with self.tracer.start_as_current_span(f"execute_tool {name}", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}):
+            pass
+
+
+@pytest.fixture
+def genai() -> Iterator[GenAIHarness]:
+    harness = GenAIHarness()
+    yield harness
+    harness.provider.shutdown()
+
+
+def test_profile_is_selected_by_name(genai: GenAIHarness) -> None:
+    """`conventions="genai"` selects the GenAI profile."""
+    assert genai.processor.conventions is GENAI
+
+
+def test_agent_run_sums_its_children(genai: GenAIHarness) -> None:
+    """An agent's diary sums its chat spans' tokens (current and older names) and counts tools."""
+    with genai.agent(**{"gen_ai.conversation.id": "conv-7",
+                        "gen_ai.provider.name": "openai"}):
+        genai.chat(tokens=(100, 20))
+        genai.tool()
+        genai.tool("fetch")
+        genai.chat(model="gpt-4o-mini", tokens=(30, 4), older_names=True)
+    [diary] = genai.diaries()
+    front = parse_front_matter(diary.content)
+    assert (diary.outcome, diary.agent, diary.task_id) == ("completed", "researcher", "conv-7")
+    assert front["tokens"] == 154
+    assert front["model"] == "gpt-4o"
+    assert front["route"] == "openai"
+    assert "Made 2 tool call(s)." in diary.body
+    assert "## Error encountered" not in diary.body
+
+
+def test_older_provider_name_and_missing_conversation(genai: GenAIHarness) -> None:
+    """`gen_ai.system` stands in for the provider; without a conversation id the span id is the
+    task id."""
+    with genai.agent(**{"gen_ai.system": "anthropic"}) as span:
+        genai.chat(model="claude")
+    [diary] = genai.diaries()
+    assert diary.task_id == f"{span.get_span_context().span_id:016x}"
+    assert "Route: anthropic via claude." in diary.body
+
+
+def test_failed_call_then_success_is_recovered(genai: GenAIHarness) -> None:
+    """A successful agent run after a failed child call is `recovered`, naming the error."""
+    with genai.agent():
+        genai.chat(error="openai.RateLimitError")
+        genai.chat(tokens=(10, 5))
+    [diary] = genai.diaries()
+    assert diary.outcome == "recovered"
+    error_section = diary.body.split("## Error encountered\n", 1)[1].split("##", 1)[0]
+    assert "1 failed call(s) (openai.RateLimitError)" in error_section
+    assert "retried" in diary.body.split("## How it was recovered\n", 1)[1]
+    assert "Tokens: 15." in diary.body
+
+
+def test_stringified_exception_class_is_named_plainly(genai: GenAIHarness) -> None:
+    """An `error.type` recorded as ``<class 'pkg.Error'>`` is reported as ``pkg.Error``."""
+    with genai.agent():
+        genai.chat(error="<class 'openai.InternalServerError'>")
+        genai.chat()
+    [diary] = genai.diaries()
+    assert "(openai.InternalServerError)" in diary.body
+    assert "<class" not in diary.body
+
+
+def test_failed_agent_writes_nothing(genai: GenAIHarness) -> None:
+    """An agent span that ends in error writes no diary, whatever its children did."""
+    with genai.agent() as span:
+        genai.chat()
+        span.set_status(Status(StatusCode.ERROR, "gave up"))
+    assert genai.diaries() == []
+
+
+def test_nested_sub_agent_belongs_to_the_outer_agent(genai: GenAIHarness) -> None:
+    """A sub-agent invoked directly by its agent adds to the outer diary, not one of its own."""
+    with genai.agent("planner", **{"gen_ai.conversation.id": "outer"}):
+        genai.chat(tokens=(10, 1))
+        with genai.agent("coder", **{"gen_ai.conversation.id": "inner"}):
+            genai.chat(tokens=(20, 2))
+            genai.tool()
+    [diary] = genai.diaries()
+    assert (diary.agent, diary.task_id) == ("planner", "outer")
+    assert "Tokens: 33." in diary.body
+    assert "Made 1 tool call(s)." in diary.body
+
+
+def test_workflow_is_a_task_and_plain_chats_are_not(genai: GenAIHarness) -> None:
+    """`invoke_workflow` spans are tasks; chat spans outside any agent write nothing."""
+    genai.chat()
+    with genai.tracer.start_as_current_span("invoke_workflow triage", attributes={
+            "gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": "triage"}):
+        genai.chat()
+    [diary] = genai.diaries()
+    front = parse_front_matter(diary.content)
+    assert front["workflow"] == "triage"
+    assert diary.title == "invoke_workflow triage"

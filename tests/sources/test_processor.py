@@ -1,0 +1,413 @@
+"""DiarySpanProcessor with a real TracerProvider: what gets a diary, and staying harmless."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import Status, StatusCode
+
+from otel_diary import Conventions, Diary, DiarySpanProcessor, install
+from otel_diary.testing import InMemorySink
+from tests.conftest import Harness
+
+TASK = {"orchestrator.task.id": "T-1", "orchestrator.task.title": "Fix the build",
+        "orchestrator.agent.name": "coder"}
+
+
+def run_task(h: Harness, extra: dict[str, Any] | None = None,
+             status: Status | None = None) -> None:
+    with h.tracer.start_as_current_span("task", attributes={**TASK, **(extra or {})}) as span:
+        with h.tracer.start_as_current_span("chat", attributes={
+                "gen_ai.request.model": "m-1", "gen_ai.usage.input_tokens": 10,
+                "gen_ai.usage.output_tokens": 5}):
+            pass
+        if status is not None:
+            span.set_status(status)
+
+
+def test_completed_run_writes_one_completed_diary(harness: Harness) -> None:
+    """A successful task span with no recovery signal becomes one `completed` diary."""
+    run_task(harness, {"orchestrator.build_verify.attempts": 1})
+    harness.flush()
+    [diary] = harness.sink.diaries
+    assert diary.outcome == "completed"
+    assert "outcome:completed" in diary.tags and "task:T-1" in diary.tags
+    assert "Tokens: 15." in diary.body and "via" not in diary.body
+    assert "## Error encountered" not in diary.body
+
+
+@pytest.mark.parametrize("signal", [
+    {"orchestrator.escalation_count": 2},
+    {"orchestrator.build_verify.attempts": 3},
+    {"orchestrator.repair_no_files": True},
+])
+def test_each_recovery_signal_marks_the_run_recovered(harness: Harness,
+                                                      signal: dict[str, Any]) -> None:
+    """Escalations, several build attempts and a no-op repair each make a run `recovered`."""
+    run_task(harness, signal)
+    harness.flush()
+    [diary] = harness.sink.diaries
+    assert diary.outcome == "recovered"
+    assert "## Error encountered" in diary.body and "## How it was recovered" in diary.body
+
+
+def test_error_status_writes_nothing(harness: Harness) -> None:
+    """A task span that ended with status ERROR is a failed run: no diary."""
+    run_task(harness, status=Status(StatusCode.ERROR, "boom"))
+    harness.flush()
+    assert harness.sink.diaries == []
+    assert harness.processor.stats.failed_runs == 1
+
+
+def test_failed_build_verify_writes_nothing(harness: Harness) -> None:
+    """`orchestrator.build_verify.passed=false` is a failed run even with status OK."""
+    run_task(harness, {"orchestrator.build_verify.passed": False})
+    harness.flush()
+    assert harness.sink.diaries == []
+    assert harness.processor.stats.failed_runs == 1
+
+
+def test_nested_task_spans_write_one_diary_for_the_outer(harness: Harness) -> None:
+    """A task span inside a task span is part of the outer run: one diary, the outer's."""
+    with harness.tracer.start_as_current_span("outer", attributes=TASK):
+        with harness.tracer.start_as_current_span(
+                "inner", attributes={**TASK, "orchestrator.task.id": "T-inner"}):
+            pass
+    harness.flush()
+    [diary] = harness.sink.diaries
+    assert diary.task_id == "T-1"
+
+
+def test_task_under_a_non_task_local_parent_is_a_root(harness: Harness) -> None:
+    """A task span whose in-process parent is not a task span gets its diary once that
+    parent ends."""
+    with harness.tracer.start_as_current_span("http.request"):
+        with harness.tracer.start_as_current_span("task", attributes=TASK):
+            pass
+        harness.flush()
+        assert harness.sink.diaries == []
+    harness.flush()
+    assert [d.task_id for d in harness.sink.diaries] == ["T-1"]
+
+
+def test_task_under_a_plain_intermediate_span_is_decided_when_it_ends(
+        harness: Harness) -> None:
+    """The plain span a task waits for is noticed when it ends, long before the trace's
+    root ends or the pending timeout passes."""
+    with harness.tracer.start_as_current_span("session"):
+        with harness.tracer.start_as_current_span("request"):
+            with harness.tracer.start_as_current_span("task", attributes=TASK):
+                pass
+        harness.flush()
+        assert [d.task_id for d in harness.sink.diaries] == ["T-1"]
+    assert harness.processor._awaited == set()
+
+
+def test_task_ending_after_its_parent_task_writes_no_second_diary(harness: Harness) -> None:
+    """Work started by a task that ends after the task belongs to that task's run."""
+    outer = harness.tracer.start_span("outer", attributes=TASK)
+    inner = harness.tracer.start_span(
+        "inner", context=trace.set_span_in_context(outer),
+        attributes={**TASK, "orchestrator.task.id": "T-late"})
+    outer.end()
+    inner.end()
+    harness.flush()
+    harness.provider.shutdown()  # would release a waiting task span as a root
+    assert [d.task_id for d in harness.sink.diaries] == ["T-1"]
+    assert harness.processor._awaited == set()
+
+
+def test_task_under_a_remote_parent_is_a_root(harness: Harness) -> None:
+    """A task span continuing a remote trace is a local root and gets a diary at once."""
+    remote = trace.SpanContext(trace_id=0xABC, span_id=0xDEF, is_remote=True,
+                               trace_flags=trace.TraceFlags(1))
+    ctx = trace.set_span_in_context(trace.NonRecordingSpan(remote))
+    with harness.tracer.start_as_current_span("task", context=ctx, attributes=TASK):
+        pass
+    harness.flush()
+    [diary] = harness.sink.diaries
+    assert diary.trace_id == f"{0xABC:032x}"
+
+
+def test_non_task_spans_write_nothing(harness: Harness) -> None:
+    """Spans without the task marker, however many, produce no diary."""
+    for _ in range(20):
+        with harness.tracer.start_as_current_span("root"):
+            with harness.tracer.start_as_current_span("chat", attributes={
+                    "gen_ai.usage.input_tokens": 3}):
+                pass
+    harness.flush()
+    assert harness.sink.diaries == []
+    assert harness.processor.stats.tasks == 0
+
+
+def test_disabled_starts_no_thread_and_writes_no_file(tmp_path: Path) -> None:
+    """With KB_DIARIES_ENABLED unset the processor starts no thread and writes nothing."""
+    before = {t.ident for t in threading.enumerate()}
+    provider = TracerProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor(dir=tmp_path)
+    provider.add_span_processor(processor)
+    with provider.get_tracer("t").start_as_current_span("task", attributes=TASK):
+        pass
+    assert processor.force_flush()
+    provider.shutdown()
+    assert not processor.enabled
+    assert {t.ident for t in threading.enumerate()} - before == set()
+    assert not any(tmp_path.iterdir())
+    assert processor.stats.dropped_spans == 0
+
+
+def test_enabled_by_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """KB_DIARIES_ENABLED=1 and OTEL_DIARY_DIR are enough to get a diary file."""
+    monkeypatch.setenv("KB_DIARIES_ENABLED", "1")
+    monkeypatch.setenv("OTEL_DIARY_DIR", str(tmp_path))
+    provider = TracerProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor()
+    provider.add_span_processor(processor)
+    with provider.get_tracer("t").start_as_current_span("task", attributes=TASK):
+        pass
+    provider.shutdown()
+    files = list((tmp_path / "diaries" / "agents" / "coder").glob("*.md"))
+    assert len(files) == 1 and files[0].name.endswith("-T-1.md")
+
+
+class RaisingSink:
+    def write(self, diary: Diary) -> str:
+        raise OSError("disk on fire")
+
+    def close(self) -> None:
+        raise RuntimeError("close failed too")
+
+
+def test_raising_sink_never_reaches_the_app(caplog: pytest.LogCaptureFixture) -> None:
+    """A sink that raises: the app's span ends normally; the error is logged and counted."""
+    provider = TracerProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, sinks=[RaisingSink()])
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    with caplog.at_level(logging.ERROR, logger="otel_diary"):
+        for _ in range(3):
+            with tracer.start_as_current_span("task", attributes=TASK):
+                pass
+        assert processor.force_flush()
+        provider.shutdown()
+    assert processor.stats.sink_errors == 3
+    assert processor.stats.diaries == 0
+    assert sum("disk on fire" in r.exc_text for r in caplog.records if r.exc_text) == 1
+
+
+class BlockingSink:
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.written: list[Diary] = []
+
+    def write(self, diary: Diary) -> str:
+        self.entered.set()
+        self.release.wait(30)
+        self.written.append(diary)
+        return "blocked"
+
+    def close(self) -> None:
+        pass
+
+
+def test_blocking_sink_does_not_block_span_end() -> None:
+    """While a sink is stuck, the app's `span.end()` still returns (the sink runs elsewhere)."""
+    sink = BlockingSink()
+    provider = TracerProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, sinks=[sink], schedule_delay_ms=10)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("task", attributes=TASK):
+        pass
+    assert sink.entered.wait(10)
+    for n in range(5):  # the sink is still blocked while these spans end
+        with tracer.start_as_current_span("task", attributes={**TASK, "x": n}):
+            pass
+    assert not sink.release.is_set() and sink.written == []
+    sink.release.set()
+    assert processor.force_flush(10_000)
+    provider.shutdown()
+    assert len(sink.written) == 6
+
+
+def test_shutdown_twice_is_a_no_op(harness: Harness) -> None:
+    """A second shutdown returns quietly; spans after shutdown are ignored."""
+    run_task(harness)
+    harness.provider.shutdown()
+    harness.processor.shutdown()
+    with harness.tracer.start_as_current_span("task", attributes=TASK):
+        pass
+    assert len(harness.sink.diaries) == 1
+    assert harness.processor.force_flush()
+    assert harness.processor.stats.dropped_spans == 0
+
+
+@dataclass(frozen=True)
+class WorkerHoldingConventions(Conventions):
+    """The default conventions, except that reading a span marked `test.hold` holds the
+    worker thread until `release` is set (the app thread never reads it)."""
+
+    entered: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def is_task(self, attributes: object) -> bool:
+        if "test.hold" in attributes:  # type: ignore[operator]
+            self.entered.set()
+            self.release.wait(30)
+        return super().is_task(attributes)
+
+
+def test_full_queue_drops_counts_and_logs_once(caplog: pytest.LogCaptureFixture) -> None:
+    """Over the queue bound spans are dropped, counted and logged once, never blocking."""
+    conventions = WorkerHoldingConventions()
+    provider = TracerProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, sinks=[InMemorySink()], queue_size=4,
+                                   schedule_delay_ms=10, conventions=conventions)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("hold", attributes={"test.hold": True}):
+        pass
+    assert conventions.entered.wait(10)  # the worker is held: nothing leaves the queue
+    with caplog.at_level(logging.WARNING, logger="otel_diary"):
+        for _ in range(10):
+            with tracer.start_as_current_span("other"):
+                pass
+    assert processor.stats.dropped_spans == 6
+    assert sum("queue is full" in r.getMessage() for r in caplog.records) == 1
+    conventions.release.set()
+    provider.shutdown()
+
+
+def test_slow_delivery_never_stalls_span_intake() -> None:
+    """While a sink is stuck, spans keep flowing through assembly; task runs beyond the
+    delivery backlog are dropped and counted instead of blocking anything."""
+    sink = BlockingSink()
+    provider = TracerProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, sinks=[sink], queue_size=1024,
+                                   schedule_delay_ms=10)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    for n in range(201):
+        with tracer.start_as_current_span("task", attributes={**TASK, "n": n}):
+            with tracer.start_as_current_span("chat", attributes={
+                    "gen_ai.usage.input_tokens": 1}):
+                pass
+    assert sink.entered.wait(10)  # the delivery thread is stuck in the sink
+    deadline = time.monotonic() + 20
+    while processor.stats.dropped_tasks == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)  # the worker assembles while the delivery thread is stuck
+    assert sink.written == []
+    assert processor.stats.dropped_spans == 0 and processor.stats.dropped_tasks > 0
+    sink.release.set()
+    provider.shutdown()
+    assert len(sink.written) + processor.stats.dropped_tasks == 201
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_forked_child_gets_its_own_worker(tmp_path: Path) -> None:
+    """A child process forked after set-up (a prefork server) still writes diaries."""
+    provider = TracerProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, dir=tmp_path, index=False)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    pid = os.fork()
+    if pid == 0:  # the child: exit code 0 only if its diary was written
+        code = 1
+        try:
+            with tracer.start_as_current_span("task", attributes={
+                    **TASK, "orchestrator.task.id": "FORKED"}):
+                pass
+            processor.force_flush(10_000)
+            code = 0 if processor.stats.diaries == 1 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    provider.shutdown()
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert [p.name[-10:] for p in tmp_path.rglob("*.md")] == ["-FORKED.md"]
+
+
+def test_bad_attribute_types_still_give_a_safe_diary(harness: Harness) -> None:
+    """Wrong attribute types are coerced or left out, never crash and never print None."""
+    run_task(harness, {"orchestrator.escalation_count": "two",
+                       "orchestrator.build_verify.attempts": "3",
+                       "orchestrator.tokens": [1, 2],
+                       "orchestrator.route": ["a", "b"],
+                       "orchestrator.task.title": "x" * 10_000,
+                       "orchestrator.agent.name": "../../etc"})
+    harness.flush()
+    [diary] = harness.sink.diaries
+    assert diary.outcome == "recovered"  # attempts "3" is read as 3
+    assert "None" not in diary.body
+    assert diary.path.startswith("diaries/agents/etc/")
+    assert len(diary.title) <= 200
+
+
+def test_install_attaches_once() -> None:
+    """install() on the same provider twice attaches one processor and returns it."""
+    provider = TracerProvider(shutdown_on_exit=False)
+    first = install(provider, enabled=True, dir="/nonexistent-never-written")
+    second = install(provider)
+    assert first is not None and first is second
+    provider.shutdown()
+
+
+def test_install_on_a_proxy_provider_returns_none() -> None:
+    """Without an SDK provider install() logs and returns None instead of raising."""
+    assert install(trace.ProxyTracerProvider()) is None  # type: ignore[arg-type]
+
+
+def test_bad_argument_raises_value_error() -> None:
+    """A bad argument in code is a programming error: ValueError naming the field."""
+    with pytest.raises(ValueError, match="queue_size"):
+        DiarySpanProcessor(enabled=True, queue_size=0)
+
+
+def test_spans_without_sdk_internals_are_read_through_the_public_api(harness: Harness) -> None:
+    """A ReadableSpan built by hand (no SDK internals) still becomes a diary."""
+    from opentelemetry.sdk.trace import ReadableSpan
+
+    context = trace.SpanContext(trace_id=7, span_id=8, is_remote=False)
+    child = ReadableSpan(name="chat", context=trace.SpanContext(7, 9, False),
+                         parent=context, attributes={"gen_ai.usage.input_tokens": 4},
+                         start_time=1, end_time=2)
+    task = ReadableSpan(name="task", context=context, attributes=TASK, start_time=1,
+                        end_time=2_000_001)
+    harness.processor.on_end(child)
+    harness.processor.on_end(task)
+    harness.flush()
+    [diary] = harness.sink.diaries
+    assert diary.trace_id == f"{7:032x}" and "Tokens: 4." in diary.body
+
+
+def test_flush_at_interpreter_exit(tmp_path: Path) -> None:
+    """A process that never calls shutdown still writes its diary: the SDK's atexit does."""
+    script = textwrap.dedent("""
+        from opentelemetry.sdk.trace import TracerProvider
+        from otel_diary import DiarySpanProcessor
+        provider = TracerProvider()
+        provider.add_span_processor(DiarySpanProcessor(schedule_delay_ms=60_000))
+        tracer = provider.get_tracer("t")
+        with tracer.start_as_current_span("task", attributes={
+                "orchestrator.task.id": "EXIT-1", "orchestrator.agent.name": "a"}):
+            pass
+    """)
+    env = {"KB_DIARIES_ENABLED": "1", "OTEL_DIARY_DIR": str(tmp_path), "PATH": "/usr/bin"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, timeout=60,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert len(list((tmp_path / "diaries" / "agents" / "a").glob("*-EXIT-1.md"))) == 1

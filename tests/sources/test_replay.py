@@ -1,0 +1,104 @@
+"""``otel-diary replay``: Collector file-exporter JSON lines and plain OTLP/JSON, offline."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from otel_diary.cli import main
+from tests.support.otlp_build import json_document, new_trace_id, task_trace
+
+
+def write_lines(path: Path, documents: list[object]) -> Path:
+    path.write_text("".join(json.dumps(doc) + "\n" for doc in documents))
+    return path
+
+
+def summary(capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    result: dict[str, object] = json.loads(capsys.readouterr().out)
+    return result
+
+
+def test_json_lines_split_duplicated_and_broken(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Split and repeated lines give one diary per task; bad lines and rootless traces count.
+
+    The repeated line holds a task span and a plain span: the task span is the duplicate
+    counted (plain spans are not kept, so their copies are not told apart).
+    """
+    first = task_trace("R-1", chats=2)
+    second = task_trace("R-2", chats=1, failed=True)
+    rootless = task_trace("R-lost", chats=2)[1:]
+    lines = [json_document(first[2:]), json_document(second), "{not json",
+             json_document(first[:2]), json_document(first[:2]), json_document(rootless),
+             {"resourceMetrics": []}]
+    path = tmp_path / "traces.jsonl"
+    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n"
+                            for line in lines))
+    assert main(["replay", str(path), "--dir", str(tmp_path / "kb"), "--json"]) == 0
+    report = summary(capsys)
+    assert report["spans_read"] == 2 + 3 + 2 + 2 + 3
+    assert report["tasks_found"] == 2
+    assert report["diaries_written"] == 1
+    assert report["skipped"] == {
+        "undecodable documents": 1, "documents without spans": 1, "failed task runs": 1,
+        "duplicate spans": 1, "traces without a root task": 1}
+    assert "traces.jsonl:3" in str(report["problems"])
+    files = list((tmp_path / "kb" / "diaries").rglob("*.md"))
+    assert [f.name for f in files] == ["2026-09-21-R-1.md"]
+    assert "Tokens: 240" in files[0].read_text()
+
+
+def test_plain_pretty_printed_request_and_gzip(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A pretty-printed ExportTraceServiceRequest and a .gz JSON-lines file both replay."""
+    plain = tmp_path / "request.json"
+    plain.write_text(json.dumps(json_document(task_trace("P-1")), indent=2))
+    packed = tmp_path / "more.jsonl.gz"
+    packed.write_bytes(gzip.compress(
+        (json.dumps(json_document(task_trace("P-2"))) + "\n").encode()))
+    assert main(["replay", str(plain), str(packed), "--dir", str(tmp_path / "kb"),
+                 "--json"]) == 0
+    report = summary(capsys)
+    assert (report["files"], report["tasks_found"], report["diaries_written"]) == (2, 2, 2)
+
+
+def test_grace_in_spans_splits_far_apart_children(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A task is decided once --grace-spans more spans were read, not only at the end."""
+    trace_id = new_trace_id()
+    spans = task_trace("G-1", chats=1, trace_id=trace_id)
+    filler = [json_document(task_trace(f"F-{n}", chats=0)[1:]) for n in range(5)]
+    path = write_lines(tmp_path / "g.jsonl", [json_document(spans[:1]), *filler,
+                                             json_document(spans[1:])])
+    assert main(["replay", str(path), "--dir", str(tmp_path / "kb"), "--grace-spans", "3",
+                 "--json"]) == 0
+    report = summary(capsys)
+    assert report["diaries_written"] == 1
+    text = next((tmp_path / "kb" / "diaries").rglob("*.md")).read_text()
+    assert "Tokens:" not in text  # its child came after the decision
+
+
+def test_progress_bar_and_text_summary(tmp_path: Path) -> None:
+    """With --progress a bar is drawn on stderr; the summary goes to stdout."""
+    path = write_lines(tmp_path / "t.jsonl", [json_document(task_trace("B-1"))])
+    result = subprocess.run(
+        [sys.executable, "-m", "otel_diary.cli", "replay", str(path), "--dir",
+         str(tmp_path / "kb"), "--progress"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "replay 100% |" in result.stderr
+    assert "diaries written: 1" in result.stdout and "tasks found: 1" in result.stdout
+
+
+def test_missing_file_is_reported_and_fails(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """An unreadable file is named in the summary and the exit code is 1."""
+    assert main(["replay", str(tmp_path / "nope.jsonl"), "--dir", str(tmp_path / "kb"),
+                 "--json"]) == 1
+    report = summary(capsys)
+    assert report["skipped"] == {"unreadable files": 1}
