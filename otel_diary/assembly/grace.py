@@ -30,11 +30,11 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from otel_diary.assembly.batch import Batch, Contribution, weight
 from otel_diary.assembly.inprocess import Ready
 from otel_diary.conventions import Conventions
 from otel_diary.pipeline.classify import ChildSummary
 from otel_diary.pipeline.core import Pipeline
-from otel_diary.receiver.decode import Batch, Contribution, weight
 from otel_diary.record import SpanRecord
 from otel_diary.runner import suppressed
 

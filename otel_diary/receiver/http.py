@@ -17,13 +17,13 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from otel_diary.assembly.batch import Batch
 from otel_diary.assembly.grace import Admission, Collector, metrics_text
 from otel_diary.conventions import Conventions
 from otel_diary.receiver.decode import (
     JSON,
     MEDIA_TYPES,
     PROTOBUF,
-    Batch,
     DecodeError,
     Inflater,
     TooLarge,

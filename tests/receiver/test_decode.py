@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from otel_diary import ORCHESTRATOR, SpanRecord
+from otel_diary.assembly.batch import Contribution, weight
 from otel_diary.receiver.decode import (
     JSON,
     PROTOBUF,
-    Contribution,
     DecodeError,
     Inflater,
     TooLarge,
@@ -25,7 +25,6 @@ from otel_diary.receiver.decode import (
     inflate,
     parse_json,
     status_body,
-    weight,
 )
 from tests.support.otlp_build import (
     json_body,

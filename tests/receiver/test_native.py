@@ -30,8 +30,9 @@ from opentelemetry.proto.common.v1.common_pb2 import (
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
 from otel_diary import GENAI, ORCHESTRATOR, Conventions
+from otel_diary.assembly.batch import Batch, Contribution, Part
 from otel_diary.receiver import decode as _otlp
-from otel_diary.receiver.decode import PROTOBUF, Batch, Contribution, DecodeError, Part, decode
+from otel_diary.receiver.decode import PROTOBUF, DecodeError, decode
 from tests.support.otlp_build import protobuf_body, task_trace
 
 if not _otlp.NATIVE:

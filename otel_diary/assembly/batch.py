@@ -1,0 +1,101 @@
+"""What a decoder hands to assembly: the kept spans of one request, grouped per trace.
+
+Decoding keeps only task spans (as :class:`~otel_diary.record.SpanRecord`) and spans that
+contribute to a task (as :class:`Contribution`); every other span is only counted. Sizes
+are estimates of the memory assembly holds for them, so its bounds are in bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from otel_diary.record import SpanRecord
+
+TASK_BYTES = 400
+"""Estimated memory the collector holds for a task span besides its attributes."""
+CONTRIBUTION_BYTES = 300
+ATTRIBUTE_BYTES = 150
+"""Estimated memory of a contributing span and of each attribute it keeps."""
+
+
+class Contribution(NamedTuple):
+    """What a non-task span adds to its task's summary."""
+
+    attributes: dict[str, object]
+    """Only the attributes that matter (tokens, models, operation, error type)."""
+    is_error: bool
+    end_ns: int
+    """When it ended: with several root tasks in a trace, it goes to the one that ends
+    next (as in-process, where a task span takes what ended before it)."""
+
+    @property
+    def size(self) -> int:
+        """Estimated bytes held for it."""
+        return CONTRIBUTION_BYTES + ATTRIBUTE_BYTES * len(self.attributes)
+
+
+Payload = SpanRecord | Contribution
+
+
+class Part(NamedTuple):
+    """Kept spans of one trace that follow each other in a request. Assembly keeps its
+    lists; the C reader leaves them out of garbage collection when they can be in no
+    reference cycle (span ids, and contributions holding plain values only)."""
+
+    trace_id: bytes
+    span_ids: list[bytes]
+    """Of the contributions, one each."""
+    contributions: list[Contribution]
+    tasks: list[tuple[bytes, SpanRecord, int]]
+    """(span id, record, estimated bytes) of each task span."""
+    size: int
+    """Estimated bytes of the contributions."""
+
+
+@dataclass(slots=True)
+class Batch:
+    """The spans of one request that assembly needs, and how many were valid or refused."""
+
+    parts: list[Part] = field(default_factory=list)
+    held: int = 0
+    """Task spans and contributions in the parts."""
+    valid: int = 0
+    """Spans with valid ids: those held and those only counted."""
+    rejected: int = 0
+    duplicates: int = 0
+    """Kept spans left out of the parts: copies of a span before them in the same part
+    (same span id), which decoding drops (assembly drops copies across parts)."""
+    reason: str = ""
+    """Why the first refused span was refused (for ``partial_success.error_message``)."""
+    size: int = 0
+    """Estimated bytes the collector holds while assembling the parts."""
+
+    @property
+    def spans(self) -> int:
+        """Every span of the request, valid or refused."""
+        return self.valid + self.rejected
+
+
+def weight(payload: Payload) -> int:
+    """Estimated bytes held for an item's payload."""
+    if type(payload) is Contribution:
+        return payload.size
+    assert isinstance(payload, SpanRecord)
+    return TASK_BYTES + estimate(payload.attributes) + len(payload.name)
+
+
+def estimate(attrs: Mapping[str, object]) -> int:
+    """Rough bytes held for ``attrs`` (keys and values with Python's object overhead)."""
+    size = 64 + 120 * len(attrs)
+    for key, value in attrs.items():
+        size += len(key)
+        kind = type(value)
+        if kind is str or kind is bytes:
+            size += len(value)  # type: ignore[arg-type]
+        elif isinstance(value, (list, dict)):
+            size += 64 * len(value) + sum(len(v) for v in value if isinstance(v, str))
+    return size
+
+
