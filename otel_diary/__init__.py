@@ -9,18 +9,18 @@ next agent can find. Attach it in one line::
 
 from otel_diary.assembly.inprocess import TraceAssembler
 from otel_diary.conventions import ORCHESTRATOR, Conventions
-from otel_diary.pipeline.classify import ChildSummary, TaskRun, classify
+from otel_diary.errors import ConventionsError, DiaryError, SpoolFullError, UnsafePathError
+from otel_diary.pipeline.classify import TaskRun, classify
 from otel_diary.pipeline.core import Pipeline, Stats
 from otel_diary.pipeline.llm import LLMReflector
 from otel_diary.pipeline.redact import SecretRedactor
 from otel_diary.pipeline.reflect import Reflector, StubReflector
 from otel_diary.pipeline.render import Diary, render
-from otel_diary.profiles import GENAI, ConventionsError, load_conventions
-from otel_diary.record import SpanRecord
+from otel_diary.profiles import GENAI, load_conventions
+from otel_diary.record import ChildSummary, SpanRecord
 from otel_diary.settings import Settings
-from otel_diary.sinks.folder import DiaryError, FolderSink, Sink, UnsafePathError
+from otel_diary.sinks.folder import FolderSink, Sink
 from otel_diary.sinks.hub.sink import HubSink
-from otel_diary.sinks.hub.spool import SpoolFullError
 from otel_diary.sources.exporter import DiarySpanExporter
 from otel_diary.sources.processor import DiarySpanProcessor, install
 

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from otel_diary.conventions import ORCHESTRATOR, Conventions
-from otel_diary.sinks.folder import DiaryError
+from otel_diary.errors import ConventionsError
 
 GENAI = Conventions(
     task_id=("gen_ai.conversation.id",),
@@ -49,9 +49,6 @@ FACTS: tuple[str, ...] = tuple(
 _TOP_KEYS = ("extends", "attributes", "task")
 _TASK_KEYS = ("marker", "marker_values", "tool_operation", "recover_on_child_errors")
 
-
-class ConventionsError(DiaryError, ValueError):
-    """An attribute mapping that cannot be used; the message names the key at fault."""
 
 
 def load_conventions(spec: str | Path) -> Conventions:

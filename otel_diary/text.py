@@ -1,13 +1,59 @@
-"""Trace links: a URL template (``OTEL_DIARY_TRACE_URL``) -> the URL of one task span's trace.
+"""Text helpers shared by every stage: one line, a cut at a boundary, timestamps, links.
 
-A template names its trace backend's view of a trace with the placeholders
-``{trace_id}`` (32 hex digits) and ``{span_id}`` (16 hex digits); literal braces are
-written ``{{`` and ``}}``. Anything else in braces is rejected when the template is set.
+Values that came from a span are hostile: :func:`clean` drops what a YAML stream or a
+reader's eye cannot take, :func:`one_line` flattens and caps, :func:`cut` shortens prose
+at a sentence or word boundary. A trace-link template is checked once, when it is set.
 """
 
 from __future__ import annotations
 
+import re
 import string
+from datetime import datetime, timezone
+
+# Characters a YAML stream may not carry raw, and bidi/format controls that hide text.
+_NON_PRINTABLE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069"
+    "\ufeff\ufff0-\uffff\ud800-\udfff]"
+)
+
+
+def clean(text: str) -> str:
+    """``text`` without characters that a YAML stream or a reader's eye cannot take."""
+    return _NON_PRINTABLE.sub("", text)
+
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` as one line of at most ``limit`` characters."""
+    flat = " ".join(clean(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters at a sentence end, else at a word boundary."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    sentence_end = max(head.rfind(". "), head.rfind("! "), head.rfind("? "))
+    if head.endswith((".", "!", "?")):
+        return head
+    if sentence_end >= limit // 3:
+        return head[: sentence_end + 1]
+    space = head.rfind(" ", 0, limit - 1)
+    return (head[:space] if space > 0 else head[: limit - 1]).rstrip(" ,;:") + "…"
+
+
+def utc_stamp(end_ns: int) -> tuple[str, str]:
+    """``end_ns`` as the diaries' ``created`` stamp (UTC, milliseconds) and its UTC date."""
+    seconds, nanos = divmod(max(end_ns, 0), 1_000_000_000)
+    try:
+        moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        moment = datetime(9999, 12, 31, tzinfo=timezone.utc)
+    stamp = moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos // 1_000_000:03d}Z"
+    return stamp, moment.strftime("%Y-%m-%d")
+
 
 PLACEHOLDERS = frozenset({"trace_id", "span_id"})
 
@@ -30,7 +76,3 @@ def check_trace_url_template(template: str) -> str:
                              "a conversion or format spec")
     return template
 
-
-def trace_url(template: str, trace_id_hex: str, span_id_hex: str) -> str:
-    """The URL ``template`` gives for one span."""
-    return template.format(trace_id=trace_id_hex, span_id=span_id_hex)

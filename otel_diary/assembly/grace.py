@@ -31,11 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from otel_diary.assembly.batch import Batch, Contribution, weight
-from otel_diary.assembly.inprocess import Ready
 from otel_diary.conventions import Conventions
-from otel_diary.pipeline.classify import ChildSummary
 from otel_diary.pipeline.core import Pipeline
-from otel_diary.record import SpanRecord
+from otel_diary.record import ChildSummary, Ready, SpanRecord
 from otel_diary.runner import suppressed
 
 logger = logging.getLogger("otel_diary")

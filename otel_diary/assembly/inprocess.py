@@ -19,12 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from otel_diary.conventions import Conventions
-from otel_diary.pipeline.classify import ChildSummary
-from otel_diary.record import SpanRecord
-
-Ready = tuple[SpanRecord, ChildSummary]
-"""A root task span with the summary of its children, ready to classify."""
-
+from otel_diary.record import ChildSummary, Ready, SpanRecord
 
 MAX_BUCKETS = 256
 """Distinct parents summarized per trace; beyond it contributions share one bucket."""

@@ -9,7 +9,8 @@ import argparse
 import time
 
 from otel_diary.cli.common import add_common_arguments, fail, print_json, root_of
-from otel_diary.index.store import DiaryIndex, IndexUnavailable
+from otel_diary.errors import IndexUnavailable
+from otel_diary.index.store import DiaryIndex
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

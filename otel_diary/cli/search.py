@@ -17,7 +17,8 @@ from otel_diary.cli.common import (
     print_json,
     root_of,
 )
-from otel_diary.index.store import DiaryIndex, IndexUnavailable, SearchError, SearchResult
+from otel_diary.errors import IndexUnavailable, SearchError
+from otel_diary.index.store import DiaryIndex, SearchResult
 
 _AGE = re.compile(r"(\d{1,6})\s*([mhdw])")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}

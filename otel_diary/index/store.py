@@ -19,10 +19,11 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from otel_diary.errors import IndexUnavailable, SearchError
 from otel_diary.fork import renew_after_fork
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.render import (
@@ -30,10 +31,10 @@ from otel_diary.pipeline.render import (
     Diary,
     diary_id,
     error_encountered,
-    one_line,
     parse_front_matter,
 )
-from otel_diary.sinks.folder import DiaryError, FolderSink
+from otel_diary.sinks.folder import FolderSink
+from otel_diary.text import one_line, utc_stamp
 
 if TYPE_CHECKING:
     from otel_diary.pipeline.core import Pipeline, Stats
@@ -54,12 +55,6 @@ Match = Literal["all", "any", "none"]
 """How a search matched: every word, any word (when no diary had every word), no words."""
 
 
-class IndexUnavailable(DiaryError):
-    """The index database cannot be opened or read (missing folder, damage, locking)."""
-
-
-class SearchError(DiaryError):
-    """A search the index cannot run, with a message meant for the person who typed it."""
 
 
 # -- error signatures ----------------------------------------------------------------------
@@ -316,16 +311,6 @@ _SCHEMA = (
     )""",
 )
 _TABLES = ("diaries_fts", "signatures", "diaries", "meta")
-
-
-def created_stamp(end_ns: int) -> str:
-    """``end_ns`` in the diaries' ``created`` format (UTC, milliseconds), for comparisons."""
-    seconds, nanos = divmod(max(end_ns, 0), 1_000_000_000)
-    try:
-        moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        moment = datetime(9999, 12, 31, tzinfo=timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos // 1_000_000:03d}Z"
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -793,7 +778,7 @@ class IndexRelatedFinder:
                 task=one_line(run.task_id, 200) or run.span_id_hex,
                 trigger=one_line(run.trigger, 200) if run.trigger else None,
                 signatures=run_signatures(run),
-                before=created_stamp(run.end_ns),
+                before=utc_stamp(run.end_ns)[0],
                 limit=self.limit,
             )
         except Exception:

@@ -7,72 +7,24 @@ child spans where the conventions say so), otherwise *completed*.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from otel_diary.conventions import Conventions
-from otel_diary.record import SpanRecord
+from otel_diary.record import (
+    ChildSummary,
+    SpanRecord,
+    as_bool,
+    as_int,
+    as_list,
+    as_text,
+    first,
+)
 
 Outcome = Literal["completed", "recovered"]
 
-MAX_TEXT = 4096
-"""Longest single-line fact kept (titles, names, ids); longer values are cut."""
 MAX_STDERR = 64 * 1024
 """Longest stderr tail kept before rendering caps it further."""
-MAX_LIST = 16
-
-
-@dataclass
-class ChildSummary:
-    """What the spans under a task contributed: token sums, models, failures, tool calls."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    has_tokens: bool = False
-    models: list[str] = field(default_factory=list)
-    error_types: list[str] = field(default_factory=list)
-    failed_spans: int = 0
-    tool_calls: int = 0
-    spans: int = 0
-
-    def add(self, attributes: Mapping[str, object], is_error: bool,
-            conventions: Conventions) -> None:
-        """Fold one child span's attributes into the summary."""
-        self.spans += 1
-        tokens_in = as_int(first(attributes, conventions.input_tokens))
-        tokens_out = as_int(first(attributes, conventions.output_tokens))
-        if tokens_in is not None and tokens_in >= 0:
-            self.input_tokens += tokens_in
-            self.has_tokens = True
-        if tokens_out is not None and tokens_out >= 0:
-            self.output_tokens += tokens_out
-            self.has_tokens = True
-        model = as_text(first(attributes, conventions.model))
-        if model and model not in self.models and len(self.models) < MAX_LIST:
-            self.models.append(model)
-        if as_text(first(attributes, conventions.operation)) == conventions.tool_operation:
-            self.tool_calls += 1
-        if is_error:
-            self.failed_spans += 1
-            error_type = error_name(first(attributes, conventions.error_type)) or "error"
-            if error_type not in self.error_types and len(self.error_types) < MAX_LIST:
-                self.error_types.append(error_type)
-
-    def merge(self, other: ChildSummary) -> None:
-        self.input_tokens += other.input_tokens
-        self.output_tokens += other.output_tokens
-        self.has_tokens = self.has_tokens or other.has_tokens
-        for model in other.models:
-            if model not in self.models and len(self.models) < MAX_LIST:
-                self.models.append(model)
-        for error_type in other.error_types:
-            if error_type not in self.error_types and len(self.error_types) < MAX_LIST:
-                self.error_types.append(error_type)
-        self.failed_spans += other.failed_spans
-        self.tool_calls += other.tool_calls
-        self.spans += other.spans
 
 
 @dataclass(frozen=True)
@@ -110,81 +62,6 @@ class TaskRun:
     @property
     def span_id_hex(self) -> str:
         return f"{self.span_id:016x}"
-
-
-def first(attributes: Mapping[str, object], names: tuple[str, ...]) -> object:
-    """The value of the first of ``names`` present in ``attributes``, else ``None``."""
-    for name in names:
-        value = attributes.get(name)
-        if value is not None:
-            return value
-    return None
-
-
-def as_text(value: object, limit: int = MAX_TEXT) -> str | None:
-    """A single-line string of at most ``limit`` characters, or ``None`` for nothing."""
-    if value is None or isinstance(value, (bytes, bytearray)):
-        return None
-    if not isinstance(value, str):
-        if isinstance(value, (list, tuple)):
-            return None
-        value = str(value)
-    text = " ".join(value.split())
-    return text[:limit] or None
-
-
-def error_name(value: object) -> str | None:
-    """An ``error.type`` as text; a stringified class (``<class 'a.B'>``) becomes ``a.B``."""
-    text = as_text(value, 256)
-    if text and text.startswith("<class '") and text.endswith("'>"):
-        return text[8:-2] or None
-    return text
-
-
-def as_int(value: object) -> int | None:
-    """An integer from an int, an integral float or a numeric string; bools are not ints."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value) if math.isfinite(value) else None
-    if isinstance(value, str):
-        text = value.strip()
-        if len(text) > 32:
-            return None
-        try:
-            return int(text)
-        except ValueError:
-            return None
-    return None
-
-
-def as_bool(value: object) -> bool | None:
-    """A bool from a bool or a conventional string (``"true"``/``"false"``, ``"1"``/``"0"``)."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        lowered = value.strip().lower()
-        if lowered in ("true", "1", "yes"):
-            return True
-        if lowered in ("false", "0", "no"):
-            return False
-    if isinstance(value, int):
-        return value != 0
-    return None
-
-
-def as_list(value: object) -> tuple[str, ...]:
-    """Strings from a string list (or one string), each single-line, at most ``MAX_LIST``."""
-    if isinstance(value, str):
-        items: list[object] = [value]
-    elif isinstance(value, (list, tuple)):
-        items = list(value)
-    else:
-        return ()
-    texts = (as_text(item, 256) for item in items[:MAX_LIST])
-    return tuple(dict.fromkeys(text for text in texts if text))
 
 
 def succeeded(record: SpanRecord, conventions: Conventions) -> bool:

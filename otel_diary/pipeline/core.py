@@ -11,18 +11,18 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 
-from otel_diary.assembly.inprocess import Ready
 from otel_diary.conventions import Conventions
 from otel_diary.index.store import attach_index
 from otel_diary.pipeline.classify import TaskRun, classify
 from otel_diary.pipeline.llm import reflector_from
 from otel_diary.pipeline.redact import SecretRedactor, settings_redactor
-from otel_diary.pipeline.reflect import MAX_LEARNED, Reflector, StubReflector, cut
+from otel_diary.pipeline.reflect import MAX_LEARNED, Reflector, StubReflector
 from otel_diary.pipeline.render import Diary, render
+from otel_diary.record import Ready
 from otel_diary.settings import Settings
 from otel_diary.sinks.folder import Sink
 from otel_diary.sinks.hub.sink import default_sinks
-from otel_diary.text import check_trace_url_template
+from otel_diary.text import check_trace_url_template, cut
 
 logger = logging.getLogger("otel_diary")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
-from otel_diary.pipeline.render import clean
+from otel_diary.text import clean
 
 if TYPE_CHECKING:
     from otel_diary.settings import Settings

@@ -10,9 +10,10 @@ import re
 from typing import Protocol, runtime_checkable
 
 from otel_diary.pipeline.classify import TaskRun
-from otel_diary.pipeline.render import one_line
+from otel_diary.text import cut, one_line
 
 MAX_LEARNED = 800
+"""Longest "What was learned" paragraph, in characters."""
 _ERROR_LINE = re.compile(r"\b(error|exception|failed|fatal)\b", re.IGNORECASE)
 
 
@@ -32,21 +33,6 @@ def first_error_line(stderr: str | None) -> str | None:
         if _ERROR_LINE.search(line):
             return line
     return lines[-1] if lines else None
-
-
-def cut(text: str, limit: int = MAX_LEARNED) -> str:
-    """``text`` cut to ``limit`` characters at a sentence end, else at a word boundary."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    head = text[:limit]
-    sentence_end = max(head.rfind(". "), head.rfind("! "), head.rfind("? "))
-    if head.endswith((".", "!", "?")):
-        return head
-    if sentence_end >= limit // 3:
-        return head[: sentence_end + 1]
-    space = head.rfind(" ", 0, limit - 1)
-    return (head[:space] if space > 0 else head[: limit - 1]).rstrip(" ,;:") + "…"
 
 
 class StubReflector:
@@ -93,7 +79,7 @@ class StubReflector:
             sentences.append("Try the same route and model first on tasks like this one.")
         else:
             sentences.append("Check for this failure early on tasks like this one.")
-        return cut(" ".join(sentences[:5]))
+        return cut(" ".join(sentences[:5]), MAX_LEARNED)
 
 
 def _how(run: TaskRun) -> str:

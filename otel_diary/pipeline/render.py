@@ -12,12 +12,12 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
 import yaml
 
 from otel_diary.pipeline.classify import TaskRun
+from otel_diary.text import clean, one_line, utc_stamp
 
 try:
     _Dumper: Any = yaml.CSafeDumper
@@ -31,11 +31,6 @@ MAX_TAIL_CHARS = 4000
 MAX_TITLE = 200
 
 _UNSAFE_SLUG = re.compile(r"[^A-Za-z0-9._-]+")
-# Characters a YAML stream may not carry raw, and bidi/format controls that hide text.
-_NON_PRINTABLE = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069"
-    "\ufeff\ufff0-\uffff\ud800-\udfff]"
-)
 
 
 @dataclass(frozen=True)
@@ -64,17 +59,6 @@ def diary_id(trace_id: int, span_id: int) -> str:
     """The stable id of the diary of one task span: the same span, the same id."""
     digest = hashlib.sha256(f"{trace_id:032x}{span_id:016x}".encode()).hexdigest()
     return f"kh-{digest[:20]}"
-
-
-def clean(text: str) -> str:
-    """``text`` without characters that a YAML stream or a reader's eye cannot take."""
-    return _NON_PRINTABLE.sub("", text)
-
-
-def one_line(text: str, limit: int) -> str:
-    """``text`` as one line of at most ``limit`` characters."""
-    flat = " ".join(clean(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 def slug(text: str) -> str:
@@ -158,21 +142,11 @@ def how_it_was_recovered(run: TaskRun) -> str:
     return "Orchestrator engaged automatic recovery; the final attempt exited cleanly."
 
 
-def _iso(end_ns: int) -> tuple[str, str]:
-    seconds, nanos = divmod(max(end_ns, 0), 1_000_000_000)
-    try:
-        moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        moment = datetime(9999, 12, 31, tzinfo=timezone.utc)
-    stamp = moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos // 1_000_000:03d}Z"
-    return stamp, moment.strftime("%Y-%m-%d")
-
-
 def render(run: TaskRun, learned: str, related: Sequence[str] = (),
            trace_url: str | None = None) -> Diary:
     """The diary of ``run`` with ``learned`` as its "What was learned" section."""
     ident = diary_id(run.trace_id, run.span_id)
-    created, date = _iso(run.end_ns)
+    created, date = utc_stamp(run.end_ns)
     title = one_line(run.title, MAX_TITLE) or "task"
     agent = one_line(run.agent, 200) or "unknown"
     task_id = one_line(run.task_id, 200) or run.span_id_hex

@@ -57,6 +57,7 @@ from otel_diary.assembly.batch import (
     weight,
 )
 from otel_diary.conventions import Conventions
+from otel_diary.errors import DecodeError, TooLarge
 from otel_diary.record import SpanRecord
 
 try:
@@ -105,12 +106,6 @@ _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)
 ZERO_ID = "a span has an all-zero trace id or span id"
 
-class DecodeError(ValueError):
-    """The payload is not an OTLP trace request; retrying it cannot help."""
-
-
-class TooLarge(ValueError):
-    """The payload exceeds the size cap (checked while inflating, not after)."""
 
 
 # -- bodies ------------------------------------------------------------------------------

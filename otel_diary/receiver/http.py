@@ -20,13 +20,12 @@ from typing import Any
 from otel_diary.assembly.batch import Batch
 from otel_diary.assembly.grace import Admission, Collector, metrics_text
 from otel_diary.conventions import Conventions
+from otel_diary.errors import DecodeError, TooLarge
 from otel_diary.receiver.decode import (
     JSON,
     MEDIA_TYPES,
     PROTOBUF,
-    DecodeError,
     Inflater,
-    TooLarge,
     decode,
     export_response,
     status_body,

@@ -12,15 +12,8 @@ import os
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from otel_diary.errors import DiaryError, UnsafePathError
 from otel_diary.pipeline.render import DIARY_ROOT, Diary
-
-
-class DiaryError(Exception):
-    """Base of otel-diary's errors."""
-
-
-class UnsafePathError(DiaryError):
-    """A diary path would leave the diary folder."""
 
 
 @runtime_checkable

@@ -131,7 +131,8 @@ def replay(paths: list[Path], pipeline: Pipeline, conventions: Conventions, *,
            progress: bool | None = None) -> ReplayReport:
     """Feed ``paths`` through assembly and ``pipeline``; returns what happened."""
     from otel_diary.assembly.grace import TraceStore
-    from otel_diary.receiver.decode import DecodeError, extract, parse_json
+    from otel_diary.errors import DecodeError
+    from otel_diary.receiver.decode import extract, parse_json
 
     store = TraceStore(conventions, grace=grace_spans, trace_timeout=10 * grace_spans,
                        max_traces=settings.serve_max_traces, max_spans=settings.serve_max_spans,

@@ -14,11 +14,10 @@ from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
 
 from otel_diary import DiarySpanProcessor
+from otel_diary.errors import IndexUnavailable, SearchError
 from otel_diary.index.store import (
     INDEX_FILE,
     DiaryIndex,
-    IndexUnavailable,
-    SearchError,
     entry_from_document,
     entry_from_parts,
     error_signatures,

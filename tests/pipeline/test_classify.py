@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from otel_diary import ORCHESTRATOR, ChildSummary, SpanRecord, classify
-from otel_diary.pipeline.classify import as_bool, as_int
+from otel_diary.record import as_bool, as_int
 
 
 def record(**attributes: Any) -> SpanRecord:

@@ -14,12 +14,11 @@ from hypothesis import strategies as st
 
 from otel_diary import ORCHESTRATOR, SpanRecord
 from otel_diary.assembly.batch import Contribution, weight
+from otel_diary.errors import DecodeError, TooLarge
 from otel_diary.receiver.decode import (
     JSON,
     PROTOBUF,
-    DecodeError,
     Inflater,
-    TooLarge,
     decode,
     export_response,
     inflate,

@@ -31,8 +31,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 from otel_diary import GENAI, ORCHESTRATOR, Conventions
 from otel_diary.assembly.batch import Batch, Contribution, Part
+from otel_diary.errors import DecodeError
 from otel_diary.receiver import decode as _otlp
-from otel_diary.receiver.decode import PROTOBUF, DecodeError, decode
+from otel_diary.receiver.decode import PROTOBUF, decode
 from tests.support.otlp_build import protobuf_body, task_trace
 
 if not _otlp.NATIVE:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from otel_diary import FolderSink, StubReflector, render
-from otel_diary.sinks.folder import UnsafePathError
+from otel_diary.errors import UnsafePathError
 from tests.pipeline.test_render import COMPLETED
 
 

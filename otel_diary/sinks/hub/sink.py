@@ -28,13 +28,15 @@ from typing import Any
 
 import httpx
 
+from otel_diary.errors import SpoolFullError
 from otel_diary.fork import renew_after_fork
 from otel_diary.pipeline.redact import display_url, redact, settings_redactor
 from otel_diary.pipeline.render import Diary
 from otel_diary.runner import suppressed
 from otel_diary.settings import Settings, check_header_value
 from otel_diary.sinks.folder import FolderSink, Sink
-from otel_diary.sinks.hub.spool import Spool, SpoolFullError
+from otel_diary.sinks.hub.spool import Spool
+from otel_diary.text import one_line
 
 logger = logging.getLogger("otel_diary")
 
@@ -182,14 +184,14 @@ class HubClient:
         status = response.status_code
         if 200 <= status < 300:
             return Attempt(Outcome.DELIVERED, status)
-        detail = self._redact(f"HTTP {status}: {_one_line(answer)}")
+        detail = self._redact(f"HTTP {status}: {one_line(answer, 500)}")
         if status in RETRYABLE_STATUS:
             return Attempt(Outcome.RETRY, status,
                            parse_retry_after(response.headers.get("retry-after")), detail)
         return Attempt(Outcome.REJECTED, status, detail=detail)
 
     def _error(self, exc: BaseException) -> str:
-        return self._redact(_one_line(f"{type(exc).__name__}: {exc}"))
+        return self._redact(one_line(f"{type(exc).__name__}: {exc}", 500))
 
     def close(self) -> None:
         self._client.close()
@@ -209,11 +211,6 @@ def _read_capped(response: httpx.Response) -> str:
     except httpx.DecodingError as exc:
         return f"(an answer that could not be decoded: {exc})"
     return b"".join(chunks)[:MAX_ANSWER_BYTES].decode("utf-8", "replace")
-
-
-def _one_line(text: str, limit: int = 500) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 class Backoff:

@@ -25,8 +25,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from otel_diary.errors import SpoolFullError
 from otel_diary.fork import renew_after_fork
-from otel_diary.sinks.folder import DiaryError
 
 try:
     import fcntl
@@ -41,9 +41,6 @@ SUFFIX = ".json"
 _STALE_TEMP_S = 300.0
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
-
-class SpoolFullError(DiaryError):
-    """The spool holds its maximum of entries or bytes; the diary was not spooled."""
 
 
 @dataclass(frozen=True)

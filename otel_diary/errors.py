@@ -1,0 +1,50 @@
+"""Every exception otel-diary raises on purpose, in one tree.
+
+::
+
+    DiaryError
+    ├── UnsafePathError        a diary path would leave the diary folder
+    ├── ConventionsError       an attribute mapping that cannot be used (also a ValueError)
+    ├── SpoolFullError         the hub spool is at its bound; the diary was not spooled
+    ├── IndexUnavailable       the index database cannot be opened or read
+    ├── SearchError            a search the index cannot run (a message for the person)
+    ├── DecodeError            a payload that is not an OTLP trace request (also a ValueError)
+    └── TooLarge               a payload past the size cap, found while inflating (a ValueError)
+
+Errors of dependencies are translated where they are met (``raise ... from exc``);
+nothing here is raised into an instrumented app, whose spans never see an exception.
+"""
+
+from __future__ import annotations
+
+
+class DiaryError(Exception):
+    """Base of otel-diary's errors."""
+
+
+class UnsafePathError(DiaryError):
+    """A diary path would leave the diary folder."""
+
+
+class ConventionsError(DiaryError, ValueError):
+    """An attribute mapping that cannot be used; the message names the key at fault."""
+
+
+class SpoolFullError(DiaryError):
+    """The spool holds its maximum of entries or bytes; the diary was not spooled."""
+
+
+class IndexUnavailable(DiaryError):
+    """The index database cannot be opened or read (missing folder, damage, locking)."""
+
+
+class SearchError(DiaryError):
+    """A search the index cannot run, with a message meant for the person who typed it."""
+
+
+class DecodeError(DiaryError, ValueError):
+    """The payload is not an OTLP trace request; retrying it cannot help (HTTP 400)."""
+
+
+class TooLarge(DiaryError, ValueError):
+    """The payload exceeds the size cap (checked while inflating, not after; HTTP 413)."""
