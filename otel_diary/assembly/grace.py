@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from otel_diary.assembly.batch import Batch, Contribution, weight
 from otel_diary.conventions import Conventions
+from otel_diary.counters import Counters
 from otel_diary.pipeline.core import Pipeline
 from otel_diary.record import ChildSummary, Ready, SpanRecord
 from otel_diary.runner import suppressed
@@ -315,27 +316,6 @@ class Admission(enum.Enum):
     """The batch alone exceeds what the collector can ever hold (HTTP 413)."""
 
 
-class Counters:
-    """Labelled counters, safe to bump from any thread."""
-
-    def __init__(self) -> None:
-        self._values: dict[tuple[str, str], int] = {}
-        self._lock = threading.Lock()
-
-    def add(self, name: str, label: str = "", amount: int = 1) -> None:
-        with self._lock:
-            key = (name, label)
-            self._values[key] = self._values.get(key, 0) + amount
-
-    def get(self, name: str, label: str = "") -> int:
-        with self._lock:
-            return self._values.get((name, label), 0)
-
-    def items(self) -> list[tuple[tuple[str, str], int]]:
-        with self._lock:
-            return sorted(self._values.items())
-
-
 DECIDE_AT_ONCE = 256
 """Task spans the timer thread decides per hold of the lock receivers assemble under."""
 
@@ -583,7 +563,7 @@ def _samples(collector: Collector) -> dict[str, list[tuple[str, int]]]:
     samples["errors_total"] += [('stage="sink"', stats.sink_errors),
                                 ('stage="pipeline"', stats.pipeline_errors),
                                 ('stage="reflection"', stats.reflection_fallbacks),
-                                ('stage="assembly"', collector.counters.get("worker_errors"))]
+                                ('stage="assembly"', int(collector.counters.get("worker_errors")))]
     samples["open_traces"].append(("", len(store)))
     samples["held_spans"].append(("", store.spans + collector.pending_diaries))
     samples["held_bytes"].append(("", max(store.bytes, 0)))

@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from otel_diary.counters import LogOnce
 from otel_diary.errors import IndexUnavailable, SearchError
 from otel_diary.fork import renew_after_fork
 from otel_diary.pipeline.classify import TaskRun
@@ -721,30 +722,14 @@ class DiaryIndex:
 
 # -- pipeline stages -----------------------------------------------------------------------
 
-class _Failures:
-    """Counts index failures in ``stats.index_errors``; logs the first with its traceback."""
-
-    def __init__(self, stats: Stats | None) -> None:
-        self._stats = stats
-        self._logged = False
-
-    def __call__(self, message: str, *args: object) -> None:
-        if self._stats is not None:
-            self._stats.index_errors += 1
-        if self._logged:
-            logger.debug(message, *args, exc_info=True)
-        else:
-            self._logged = True
-            logger.exception(message + " (further index errors are logged at debug)", *args)
-
-
 class IndexListener:
     """A pipeline listener: indexes each diary the folder sink wrote. Never raises."""
 
     def __init__(self, index: DiaryIndex, folder: FolderSink, stats: Stats | None = None) -> None:
         self.index = index
         self._root = folder.root.resolve()
-        self._failed = _Failures(stats)
+        self._stats = stats
+        self._log_once = LogOnce()
 
     def __call__(self, diary: Diary, run: TaskRun, locations: Sequence[str]) -> None:
         try:
@@ -755,8 +740,10 @@ class IndexListener:
                                                     diary.front_matter, diary.content))
                     return
         except Exception:
-            self._failed("otel-diary could not index diary %s; `otel-diary reindex` adds it",
-                         diary.id)
+            if self._stats is not None:
+                self._stats.add("index_errors")
+            self._log_once("index", "otel-diary could not index diary %s; "
+                           "`otel-diary reindex` adds it", diary.id)
 
     def close(self) -> None:
         self.index.close()
@@ -769,7 +756,8 @@ class IndexRelatedFinder:
                  limit: int = MAX_RELATED) -> None:
         self.index = index
         self.limit = limit
-        self._failed = _Failures(stats)
+        self._stats = stats
+        self._log_once = LogOnce()
 
     def __call__(self, run: TaskRun) -> list[str]:
         try:
@@ -782,7 +770,9 @@ class IndexRelatedFinder:
                 limit=self.limit,
             )
         except Exception:
-            self._failed("otel-diary could not look up related diaries for %s",
+            if self._stats is not None:
+                self._stats.add("index_errors")
+            self._log_once("related", "otel-diary could not look up related diaries for %s",
                          diary_id(run.trace_id, run.span_id))
             return []
 

@@ -7,11 +7,11 @@ Nothing raises out of :meth:`Pipeline.handle`: failures are logged once and coun
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 
 from otel_diary.conventions import Conventions
+from otel_diary.counters import Counters, LogOnce
 from otel_diary.index.store import attach_index
 from otel_diary.pipeline.classify import TaskRun, classify
 from otel_diary.pipeline.llm import reflector_from
@@ -36,42 +36,20 @@ DiaryListener = Callable[[Diary, TaskRun, Sequence[str]], None]
 """Called after a diary was delivered, with the locations the sinks returned."""
 
 
-@dataclass
-class Stats:
-    """Counters of what the pipeline did; read them, never reset them."""
+class Stats(Counters):
+    """Counters of what the pipeline (and the source feeding it) did; read, never reset."""
 
-    tasks: int = 0
-    diaries: int = 0
-    failed_runs: int = 0
-    dropped_spans: int = 0
-    dropped_tasks: int = 0
-    sink_errors: int = 0
-    pipeline_errors: int = 0
-    reflection_fallbacks: int = 0
-    traces_evicted: int = 0
-    traces_expired: int = 0
-    index_errors: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
-
-
-class _LogOnce:
-    """Logs the first failure of each kind with its traceback, later ones at debug level."""
-
-    def __init__(self) -> None:
-        self._seen: set[str] = set()
-        self._lock = threading.Lock()
-
-    def __call__(self, kind: str, message: str, *args: object) -> None:
-        with self._lock:
-            first = kind not in self._seen
-            self._seen.add(kind)
-        if first:
-            logger.exception(message + " (further errors of this kind are logged at debug)",
-                             *args)
-        else:
-            logger.debug(message, *args, exc_info=True)
+    tasks: int
+    diaries: int
+    failed_runs: int
+    dropped_spans: int
+    dropped_tasks: int
+    sink_errors: int
+    pipeline_errors: int
+    reflection_fallbacks: int
+    traces_evicted: int
+    traces_expired: int
+    index_errors: int
 
 
 class Pipeline:
@@ -99,7 +77,7 @@ class Pipeline:
         self.listeners = list(listeners)
         self.stats = stats or Stats()
         self._stub = StubReflector()
-        self._log_once = _LogOnce()
+        self._log_once = LogOnce()
 
     def handle(self, ready: Ready) -> Diary | None:
         """Classify, render and deliver one root task span; ``None`` when nothing is written."""

@@ -16,11 +16,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import httpx
 
+from otel_diary.counters import Counters
 from otel_diary.fork import renew_after_fork
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.redact import SecretRedactor, display_url
@@ -49,20 +49,16 @@ SYSTEM_PROMPT = (
 )
 
 
-@dataclass
-class ReflectionStats:
+class ReflectionStats(Counters):
     """Counters of the model calls; read them, never reset them."""
 
-    calls: int = 0
-    answers: int = 0
-    empty: int = 0
-    errors: int = 0
-    timeouts: int = 0
-    over_budget: int = 0
-    busy: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+    calls: int
+    answers: int
+    empty: int
+    errors: int
+    timeouts: int
+    over_budget: int
+    busy: int
 
 
 def facts(run: TaskRun) -> list[str]:

@@ -14,11 +14,11 @@ import json
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
 
 from otel_diary.conventions import Conventions
+from otel_diary.counters import Counters
 from otel_diary.pipeline.core import Pipeline
 from otel_diary.settings import Settings
 
@@ -40,20 +40,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
-@dataclass
-class ReplayReport:
+class ReplayReport(Counters):
     """What a replay read, found, wrote and skipped."""
 
-    files: int = 0
-    documents: int = 0
-    spans_read: int = 0
-    spans_accepted: int = 0
-    tasks_found: int = 0
-    diaries_written: int = 0
-    skipped: dict[str, int] = field(default_factory=dict)
-    """Reason -> count (failed runs, nested tasks, duplicate spans, invalid ids, ...)."""
-    problems: list[str] = field(default_factory=list)
-    """The first few undecodable documents and unreadable files, with their place."""
+    files: int
+    documents: int
+    spans_read: int
+    spans_accepted: int
+    tasks_found: int
+    diaries_written: int
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.skipped: dict[str, int] = {}
+        """Reason -> count (failed runs, nested tasks, duplicate spans, invalid ids, ...)."""
+        self.problems: list[str] = []
+        """The first few undecodable documents and unreadable files, with their place."""
 
     def skip(self, reason: str, count: int = 1, example: str | None = None) -> None:
         if count:
@@ -62,7 +64,8 @@ class ReplayReport:
             self.problems.append(example)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**super().as_dict(), "skipped": dict(self.skipped),
+                "problems": list(self.problems)}
 
     def text(self) -> str:
         lines = [

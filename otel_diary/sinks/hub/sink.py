@@ -21,13 +21,14 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import timezone
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from otel_diary.counters import Counters
 from otel_diary.errors import SpoolFullError
 from otel_diary.fork import renew_after_fork
 from otel_diary.pipeline.redact import display_url, redact, settings_redactor
@@ -111,22 +112,18 @@ class Attempt:
     detail: str = ""
 
 
-@dataclass
-class HubStats:
+class HubStats(Counters):
     """Counters of the hub sink; read them, never reset them."""
 
-    spooled: int = 0
-    delivered: int = 0
-    rejected: int = 0
-    retries: int = 0
-    spool_full: int = 0
-    spool_errors: int = 0
-    failed_removed: int = 0
+    spooled: int
+    delivered: int
+    rejected: int
+    retries: int
+    spool_full: int
+    spool_errors: int
+    failed_removed: int
     """Refused diaries removed from ``failed/`` (oldest first) to keep it bounded."""
-    last_retry_delay_s: float = 0.0
-
-    def as_dict(self) -> dict[str, float]:
-        return asdict(self)
+    last_retry_delay_s: float
 
 
 class HubClient:
