@@ -62,7 +62,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from otel_diary.assembly.grace import metric_values
+from otel_diary.receiver.metrics import metric_values
 
 PROTOBUF = {"content-type": "application/x-protobuf"}
 Message = MutableMapping[str, Any]

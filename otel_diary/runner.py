@@ -1,16 +1,39 @@
-"""Instrumentation suppression for otel-diary's own I/O, so it never traces itself.
+"""Background work: the one runner every stage's worker thread is, fork safety, and
+instrumentation suppression for otel-diary's own I/O.
 
-Contextvars do not cross into a new thread: every thread that makes HTTP calls for the
-pipeline (the delivery thread, a model call from any caller) enters :func:`suppressed`.
+A :class:`Runner` is a daemon thread that runs one ``work`` callable in rounds: when woken,
+when the delay the last round asked for has passed, and, once stopped, until the work
+says it is finished or the stop deadline passes. ``flush`` waits for a round that started
+after it was called, ``stop`` drains within a timeout and is idempotent. The in-process
+processor, the receiver's assembly and delivery, and the hub's delivery all run on it.
+
+Contextvars do not cross into a new thread, so every round runs inside
+:func:`suppressed`: instrumentations (httpx, requests, ...) make no spans of the
+pipeline's own calls. Objects that own threads, locks, sockets or database handles renew
+them in a forked child (:func:`renew_after_fork`), so a prefork server never shares them
+with its parent.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from opentelemetry import context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
+
+logger = logging.getLogger("otel_diary")
+
+Work = Callable[[bool], "float | None"]
+"""One round of a runner's work, told whether the runner is stopping. Returns how many
+seconds until it wants its next round (``None``: the runner's interval). Once stopping,
+``None`` means the work is finished; a number asks for another round after that delay."""
 
 
 @contextlib.contextmanager
@@ -21,3 +44,154 @@ def suppressed() -> Iterator[None]:
         yield
     finally:
         context.detach(token)
+
+
+class ForkAware(Protocol):
+    def _after_fork_in_child(self) -> None: ...
+
+
+def renew_after_fork(owner: ForkAware) -> None:
+    """Call ``owner._after_fork_in_child()`` in every child forked from now on.
+
+    The hook holds ``owner`` through a weak reference, so it never keeps it alive. Does
+    nothing where ``fork`` does not exist.
+    """
+    register = getattr(os, "register_at_fork", None)
+    if register is None:  # pragma: no cover - not POSIX
+        return
+    ref = weakref.ref(owner)
+
+    def after_in_child() -> None:
+        target = ref()
+        if target is None:
+            return
+        try:
+            target._after_fork_in_child()
+        except Exception:  # a fork must never fail because of a diary
+            logger.debug("otel-diary could not renew %s after fork", type(target).__name__,
+                         exc_info=True)
+
+    register(after_in_child=after_in_child)
+
+
+class Runner:
+    """A daemon thread running ``work`` in rounds; never raises into its callers.
+
+    Usage::
+
+        runner = Runner("otel-diary-hub", deliver, interval_s=2.0, on_error=count)
+        runner.start()
+        runner.wake()            # a new item: run a round soon
+        runner.flush(5.0)        # True once a round started after this call has ended
+        runner.stop(10.0)        # last rounds until the work is finished or 10 s passed
+
+    The thread is a daemon: the SDK's exit hook (or the owner) stops it, and a process
+    never hangs at exit on it. An owner that renews itself after a fork calls
+    :meth:`after_fork` once its own state is fresh.
+    """
+
+    def __init__(self, name: str, work: Work, *, interval_s: float = 1.0,
+                 on_error: Callable[[], None] | None = None) -> None:
+        self.name = name
+        self._work = work
+        self._interval_s = interval_s
+        self._on_error = on_error
+        self.deadline = float("inf")
+        """When the runner stops for good (``time.monotonic()``); infinite until stopped."""
+        self._thread: threading.Thread | None = None
+        self._started = False
+        self._stopped = False
+        self._renew()
+
+    def _renew(self) -> None:
+        self._wake = threading.Event()
+        self._rounds = threading.Condition()
+        self._begun = 0
+        self._ended = 0
+        self.stopping = False
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Start the thread (once; again after :meth:`after_fork` with ``restart=False``)."""
+        if self.alive or self._stopped:
+            return
+        self._started = True
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait until a round that began after this call has ended; False on timeout."""
+        if not self.alive:
+            return True
+        with self._rounds:
+            target = self._begun + 1
+            self._wake.set()
+            return self._rounds.wait_for(lambda: self._ended >= target or not self.alive,
+                                         max(timeout_s, 0.0))
+
+    def stop(self, timeout_s: float) -> bool:
+        """Run the last rounds (until the work is finished or ``timeout_s`` passed) and end
+        the thread; True when it ended in time. Idempotent."""
+        if not self._stopped:
+            self._stopped = True
+            self.deadline = time.monotonic() + max(timeout_s, 0.0)
+            self.stopping = True
+            self._wake.set()
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            return True
+        thread.join(max(self.deadline - time.monotonic(), 0.0) + 0.05)
+        return not thread.is_alive()
+
+    def after_fork(self, restart: bool = True) -> None:
+        """In a forked child: fresh events and, with ``restart``, a new thread (the
+        parent's does not exist here)."""
+        was_started = self._started
+        self._thread = None
+        self._renew()
+        if self._stopped:
+            self.stopping = True
+        elif restart and was_started:
+            self.start()
+
+    # -- thread ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        with suppressed():
+            delay: float | None = 0.0
+            while True:
+                stopping = self.stopping
+                if not stopping:
+                    self._wake.wait(self._interval_s if delay is None else max(delay, 0.0))
+                    self._wake.clear()
+                    stopping = self.stopping
+                with self._rounds:
+                    self._begun += 1
+                try:
+                    delay = self._work(stopping)
+                except Exception:
+                    delay = None if stopping else self._interval_s
+                    if self._on_error is not None:
+                        self._on_error()
+                    logger.exception("otel-diary %s failed; continuing", self.name)
+                finally:
+                    with self._rounds:
+                        self._ended += 1
+                        self._rounds.notify_all()
+                if stopping:
+                    if delay is None:
+                        return
+                    left = self.deadline - time.monotonic()
+                    if left <= 0 or delay > left:
+                        return
+                    time.sleep(delay)

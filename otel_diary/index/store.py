@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from otel_diary.counters import LogOnce
 from otel_diary.errors import IndexUnavailable, SearchError
-from otel_diary.fork import renew_after_fork
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.render import (
     DIARY_ROOT,
@@ -34,6 +33,7 @@ from otel_diary.pipeline.render import (
     error_encountered,
     parse_front_matter,
 )
+from otel_diary.runner import renew_after_fork
 from otel_diary.sinks.folder import FolderSink
 from otel_diary.text import one_line, utc_stamp
 

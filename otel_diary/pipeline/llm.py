@@ -21,12 +21,11 @@ from typing import Any
 import httpx
 
 from otel_diary.counters import Counters
-from otel_diary.fork import renew_after_fork
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.redact import SecretRedactor, display_url
 from otel_diary.pipeline.reflect import MAX_LEARNED, Reflector
 from otel_diary.pipeline.render import tail
-from otel_diary.runner import suppressed
+from otel_diary.runner import renew_after_fork, suppressed
 from otel_diary.settings import Settings, check_header_value
 from otel_diary.text import cut
 

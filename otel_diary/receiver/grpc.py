@@ -23,9 +23,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from otel_diary.assembly.grace import Admission, Collector
 from otel_diary.conventions import Conventions
 from otel_diary.errors import DecodeError
+from otel_diary.receiver.admission import Admission, Collector
 from otel_diary.receiver.decode import PROTOBUF, decode
 from otel_diary.receiver.http import token_offered
 

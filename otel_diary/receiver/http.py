@@ -18,9 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from otel_diary.assembly.batch import Batch
-from otel_diary.assembly.grace import Admission, Collector, metrics_text
 from otel_diary.conventions import Conventions
 from otel_diary.errors import DecodeError, TooLarge
+from otel_diary.receiver.admission import Admission, Collector
 from otel_diary.receiver.decode import (
     JSON,
     MEDIA_TYPES,
@@ -30,6 +30,7 @@ from otel_diary.receiver.decode import (
     export_response,
     status_body,
 )
+from otel_diary.receiver.metrics import metrics_text
 
 logger = logging.getLogger("otel_diary")
 

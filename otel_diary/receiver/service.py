@@ -17,9 +17,10 @@ from typing import Any
 
 import uvicorn
 
-from otel_diary.assembly.grace import Collector, TraceStore
+from otel_diary.assembly.grace import TraceStore
 from otel_diary.pipeline.core import build_pipeline
 from otel_diary.profiles import load_conventions
+from otel_diary.receiver.admission import Collector
 from otel_diary.receiver.grpc import TraceService, grpc_server
 from otel_diary.receiver.http import OtlpHttpApp
 from otel_diary.settings import Settings

@@ -22,12 +22,11 @@ from opentelemetry.trace import StatusCode
 
 from otel_diary.assembly.inprocess import TraceAssembler
 from otel_diary.conventions import Conventions
-from otel_diary.fork import renew_after_fork
 from otel_diary.pipeline.core import Pipeline, Stats, build_pipeline
 from otel_diary.pipeline.reflect import Reflector
 from otel_diary.profiles import conventions_for
-from otel_diary.record import SpanRecord
-from otel_diary.runner import suppressed
+from otel_diary.record import Ready, SpanRecord
+from otel_diary.runner import Runner, renew_after_fork
 from otel_diary.settings import Settings
 from otel_diary.sinks.folder import Sink
 from otel_diary.sources.diary_span import DiaryWriteSpans
@@ -36,8 +35,6 @@ logger = logging.getLogger("otel_diary")
 
 _EXPIRE_EVERY_S = 1.0
 _ERROR = StatusCode.ERROR
-_STOP = object()
-"""Ends the delivery thread once everything before it was delivered."""
 _WAKE_BATCH = 512
 """Spans queued before the worker is woken early (else it wakes every schedule delay)."""
 
@@ -104,15 +101,12 @@ class DiarySpanProcessor(SpanProcessor):
         self._drops = itertools.count(1)
         self._drops_logged = 0
         self._shutdown = False
-        self._stopping = False
-        self._wake = threading.Event()
-        self._flush_requests: deque[threading.Event] = deque()
-        self._ready: deque[Any] = deque()
-        """Task runs (and flush markers) waiting for the delivery thread."""
+        self._ready: deque[Ready] = deque()
+        """Task runs waiting for the delivery runner."""
         self._ready_capacity = max(64, settings.queue_size // 16)
-        self._ready_wake = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._delivery: threading.Thread | None = None
+        self._intake: Runner | None = None
+        self._delivery: Runner | None = None
+        self._next_expiry = 0.0
         self.conventions = conventions_for(conventions, settings.conventions)
         self._marker = self.conventions.task_marker
         self._is_task = self.conventions.is_task
@@ -125,7 +119,13 @@ class DiarySpanProcessor(SpanProcessor):
         if tracer_provider is not None:
             self.pipeline.listeners.append(DiaryWriteSpans(tracer_provider))
         self._assembler = self._new_assembler()
-        self._start_threads()
+        self._intake = Runner("otel-diary", self._assemble,
+                              interval_s=settings.schedule_delay_ms / 1000,
+                              on_error=self._count_error)
+        self._delivery = Runner("otel-diary-deliver", self._deliver,
+                                on_error=self._count_error)
+        self._delivery.start()
+        self._intake.start()
         renew_after_fork(self)  # a forked child gets fresh queues and threads
 
     # -- hot path ---------------------------------------------------------------------
@@ -163,7 +163,7 @@ class DiarySpanProcessor(SpanProcessor):
             if size < self._capacity:
                 queue.append(span)
                 if size == self._wake_at:  # a batch is waiting: wake the worker once
-                    self._wake.set()
+                    self._intake.wake()  # type: ignore[union-attr]
             else:
                 self._drop()
         except Exception:  # never reach the app's `with` block
@@ -178,16 +178,20 @@ class DiarySpanProcessor(SpanProcessor):
 
     # -- lifecycle --------------------------------------------------------------------
 
+    @property
+    def _thread(self) -> threading.Thread | None:
+        """The worker that assembles traces (``None`` while diaries are disabled)."""
+        return self._intake.thread if self._intake is not None else None
+
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Process every span ended so far and deliver its diaries; False on timeout."""
         try:
-            thread = self._thread
-            if thread is None or not thread.is_alive() or self._stopping:
+            intake, delivery = self._intake, self._delivery
+            if intake is None or delivery is None or not intake.alive or intake.stopping:
                 return True
-            done = threading.Event()
-            self._flush_requests.append(done)
-            self._wake.set()
-            return done.wait(max(timeout_millis, 0) / 1000)
+            deadline = time.monotonic() + max(timeout_millis, 0) / 1000
+            return intake.flush(deadline - time.monotonic()) and delivery.flush(
+                deadline - time.monotonic())
         except Exception:
             logger.debug("otel-diary force_flush failed", exc_info=True)
             return False
@@ -201,14 +205,10 @@ class DiarySpanProcessor(SpanProcessor):
             self._accepting = False
             self._capacity = 0
             deadline = time.monotonic() + self.settings.shutdown_timeout_ms / 1000
-            if self._thread is not None:
-                self._stopping = True
-                self._wake.set()
-                for thread in (self._thread, self._delivery):
-                    if thread is not None:
-                        thread.join(max(deadline - time.monotonic(), 0))
-                waiting = len(self._queue) + sum(1 for item in self._ready
-                                                 if isinstance(item, tuple))
+            if self._intake is not None and self._delivery is not None:
+                self._intake.stop(deadline - time.monotonic())
+                self._delivery.stop(deadline - time.monotonic())
+                waiting = len(self._queue) + len(self._ready)
                 if waiting:
                     logger.warning("otel-diary shutdown timed out: %d spans and task runs "
                                    "not turned into diaries", waiting)
@@ -219,24 +219,18 @@ class DiarySpanProcessor(SpanProcessor):
 
     # -- worker -----------------------------------------------------------------------
 
-    def _start_threads(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="otel-diary", daemon=True)
-        self._delivery = threading.Thread(target=self._deliver_forever,
-                                          name="otel-diary-deliver", daemon=True)
-        self._thread.start()
-        self._delivery.start()
-
     def _after_fork_in_child(self) -> None:
         """A forked child starts with fresh queues and threads (the parent's are gone)."""
         self._queue = deque()
         self._ready = deque()
         self._awaited = set()
-        self._flush_requests = deque()
-        self._wake = threading.Event()
-        self._ready_wake = threading.Event()
         self._assembler = self._new_assembler()
-        if not self._shutdown:
-            self._start_threads()
+        for runner in (self._delivery, self._intake):
+            if runner is not None:
+                runner.after_fork()
+
+    def _count_error(self) -> None:
+        self.stats.pipeline_errors += 1
 
     def _new_assembler(self) -> TraceAssembler:
         return TraceAssembler(
@@ -246,37 +240,18 @@ class DiarySpanProcessor(SpanProcessor):
             pending_timeout_s=self.settings.pending_timeout_s,
         )
 
-    def _run(self) -> None:
-        """Assemble queued spans; hand ready task runs to the delivery thread."""
-        delay = self.settings.schedule_delay_ms / 1000
-        next_expiry = time.monotonic() + _EXPIRE_EVERY_S
-        with suppressed():
-            while True:
-                self._wake.wait(delay)
-                self._wake.clear()
-                # Flush requests made before this drain are answered after it, not earlier.
-                requests = [self._flush_requests.popleft()
-                            for _ in range(len(self._flush_requests))]
-                stopping = self._stopping
-                try:
-                    self._drain_queue()
-                    if time.monotonic() >= next_expiry:
-                        next_expiry = time.monotonic() + _EXPIRE_EVERY_S
-                        self._hand_over(self._assembler.expire())
-                    if stopping:
-                        self._hand_over(self._assembler.drain())
-                except Exception:
-                    self.stats.pipeline_errors += 1
-                    logger.exception("otel-diary worker failed; continuing")
-                self._ready.extend(requests)  # answered once the runs before them landed
-                if stopping:
-                    self._ready.append(_STOP)
-                if requests or stopping:
-                    self._ready_wake.set()
-                if stopping:
-                    return
+    def _assemble(self, stopping: bool) -> None:
+        """One round of the worker: fold queued spans into traces, hand ready task runs to
+        the delivery runner; when stopping, release every waiting task span too."""
+        self._drain_queue()
+        now = time.monotonic()
+        if now >= self._next_expiry:
+            self._next_expiry = now + _EXPIRE_EVERY_S
+            self._hand_over(self._assembler.expire())
+        if stopping:
+            self._hand_over(self._assembler.drain())
 
-    def _hand_over(self, ready: list[Any]) -> None:
+    def _hand_over(self, ready: list[Ready]) -> None:
         for item in ready:
             record = item[0]
             if record.parent_span_id is not None:
@@ -288,8 +263,8 @@ class DiarySpanProcessor(SpanProcessor):
                 if self.stats.dropped_tasks == 1:
                     logger.warning("otel-diary is %d task runs behind (reflection or a sink "
                                    "is slow): dropping task runs", self._ready_capacity)
-        if ready:
-            self._ready_wake.set()
+        if ready and self._delivery is not None:
+            self._delivery.wake()
         self.stats.traces_evicted = self._assembler.evicted
         self.stats.traces_expired = self._assembler.expired
         if self.stats.dropped_spans > self._drops_logged:
@@ -298,22 +273,12 @@ class DiarySpanProcessor(SpanProcessor):
                                self.stats.dropped_spans)
             self._drops_logged = self.stats.dropped_spans
 
-    def _deliver_forever(self) -> None:
+    def _deliver(self, stopping: bool) -> None:
         """Turn ready task runs into diaries (reflection and sinks may be slow)."""
         assert self.pipeline is not None
         ready = self._ready
-        with suppressed():
-            while True:
-                self._ready_wake.wait(1.0)
-                self._ready_wake.clear()
-                while ready:
-                    item = ready.popleft()
-                    if item is _STOP:
-                        return
-                    if isinstance(item, threading.Event):
-                        item.set()
-                        continue
-                    self.pipeline.handle(item)
+        while ready:
+            self.pipeline.handle(ready.popleft())  # never raises
 
     def _drain_queue(self) -> None:
         """Fold every queued span into the assembler; deliver the task spans it releases."""

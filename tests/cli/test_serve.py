@@ -17,8 +17,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
-from otel_diary.assembly.grace import metric_values
 from otel_diary.pipeline.render import parse_front_matter
+from otel_diary.receiver.metrics import metric_values
 from tests.support.loopback import free_port
 from tests.support.otlp_build import protobuf_body, task_trace
 

@@ -25,8 +25,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import SpanKind
 
-from otel_diary.assembly.grace import metric_values
 from otel_diary.pipeline.render import parse_front_matter
+from otel_diary.receiver.metrics import metric_values
 from tests.cli.test_serve import Serve
 from tests.support.loopback import free_port
 

@@ -30,10 +30,9 @@ import httpx
 
 from otel_diary.counters import Counters
 from otel_diary.errors import SpoolFullError
-from otel_diary.fork import renew_after_fork
 from otel_diary.pipeline.redact import display_url, redact, settings_redactor
 from otel_diary.pipeline.render import Diary
-from otel_diary.runner import suppressed
+from otel_diary.runner import Runner, renew_after_fork, suppressed
 from otel_diary.settings import Settings, check_header_value
 from otel_diary.sinks.folder import FolderSink, Sink
 from otel_diary.sinks.hub.spool import Spool
@@ -355,29 +354,19 @@ class HubSink:
                                     Backoff(initial_backoff_s, max_backoff_s), self.stats)
         self._full_logged = False
         self._closed = False
-        self._reset_delivery_state()
-        self._thread = self._start_thread()
-        self._needs_thread = False
-        renew_after_fork(self)
-
-    def _reset_delivery_state(self) -> None:
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread_lock = threading.Lock()
-        self._closing = False
-        self._deadline = float("inf")
         self._retry_at = 0.0
         self._failing = False
-
-    def _start_thread(self) -> threading.Thread:
-        thread = threading.Thread(target=self._run, name="otel-diary-hub", daemon=True)
-        thread.start()
-        return thread
+        self._thread_lock = threading.Lock()
+        self._runner = Runner("otel-diary-hub", self._deliver, interval_s=poll_s)
+        self._runner.start()
+        self._needs_thread = False
+        renew_after_fork(self)
 
     def _after_fork_in_child(self) -> None:
         """The parent's delivery thread does not exist here and its events and locks may
         be held: new ones, and a new thread once this process writes or flushes."""
-        self._reset_delivery_state()
+        self._thread_lock = threading.Lock()
+        self._runner.after_fork(restart=False)
         self._needs_thread = not self._closed
 
     def _ensure_thread(self) -> None:
@@ -385,7 +374,7 @@ class HubSink:
             return
         with self._thread_lock:
             if self._needs_thread and not self._closed:
-                self._thread = self._start_thread()
+                self._runner.start()
             self._needs_thread = False
 
     # -- Sink -----------------------------------------------------------------------------
@@ -413,7 +402,7 @@ class HubSink:
             self.stats.spool_errors += 1
             raise
         self.stats.spooled += 1
-        self._wake.set()
+        self._runner.wake()
         return f"hub:{path}"
 
     def flush(self, timeout_s: float = 30.0) -> bool:
@@ -423,9 +412,9 @@ class HubSink:
         while True:
             if not self.spool.pending():
                 return True
-            if time.monotonic() >= deadline or not self._thread.is_alive():
+            if time.monotonic() >= deadline or not self._runner.alive:
                 return False
-            self._wake.set()
+            self._runner.wake()
             time.sleep(0.01)
 
     def close(self) -> None:
@@ -433,46 +422,28 @@ class HubSink:
         if self._closed:
             return
         self._closed = True
-        self._deadline = time.monotonic() + self.shutdown_timeout_s
-        self._closing = True
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(self.shutdown_timeout_s + 0.5)
+        stopped = self._runner.stop(self.shutdown_timeout_s)
         waiting = len(self.spool)
         if waiting:
             logger.warning("otel-diary stopped with %d diaries for the knowledge hub in %s; "
                            "the next start (or `otel-diary spool --flush`) delivers them",
                            waiting, self.spool.directory)
-        if not self._thread.is_alive():
+        if stopped:
             self._client.close()
 
     # -- delivery thread --------------------------------------------------------------------
 
-    def _run(self) -> None:
-        with suppressed():
-            while True:
-                try:
-                    if not self._step():
-                        return
-                except Exception:
-                    logger.exception("otel-diary hub delivery failed; continuing")
-                    self._wake.wait(self._poll_s)
+    def _deliver(self, stopping: bool) -> float | None:
+        """One round of the delivery runner: a pass over the spool, unless backing off.
 
-    def _step(self) -> bool:
-        """One round of the delivery loop; False when the thread should end."""
+        Returns the wait before the next round: the backoff after a retryable failure,
+        else the poll interval. Once stopping, rounds go on while they deliver something
+        and end at the runner's deadline.
+        """
         now = time.monotonic()
-        if self._closing and now >= self._deadline:
-            return False
         if now < self._retry_at:  # backing off: new diaries wait too
-            if not self._closing:
-                self._stop.wait(self._retry_at - now)
-            elif self._retry_at < self._deadline:
-                time.sleep(self._retry_at - now)
-            else:
-                return False  # the next try would come after the deadline
-            return True
-        self._wake.clear()
-        result = self._deliverer.deliver_pass(self._deadline if self._closing else None)
+            return self._retry_at - now
+        result = self._deliverer.deliver_pass(self._runner.deadline if stopping else None)
         if result.retry_in is not None:
             self._retry_at = time.monotonic() + result.retry_in
             if not self._failing:
@@ -484,14 +455,13 @@ class HubSink:
             else:
                 logger.debug("knowledge hub still failing (%s); retrying in %.1fs",
                              result.failure, result.retry_in)
-            return True
+            return result.retry_in
         if self._failing and result.delivered:
             self._failing = False
             logger.info("otel-diary reached the knowledge hub again")
-        if self._closing:  # done once a pass finds nothing more to send
-            return bool(result.delivered or result.rejected)
-        self._wake.wait(self._poll_s)
-        return True
+        if stopping:  # done once a pass finds nothing more to send
+            return 0.0 if result.delivered or result.rejected else None
+        return None
 
 
 def default_sinks(settings: Settings) -> list[Sink]:

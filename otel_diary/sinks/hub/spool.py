@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_diary.errors import SpoolFullError
-from otel_diary.fork import renew_after_fork
+from otel_diary.runner import renew_after_fork
 
 try:
     import fcntl
