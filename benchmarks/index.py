@@ -25,7 +25,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from otel_diary import TaskRun, render
-from otel_diary.index.store import INDEX_FILE, DiaryIndex, IndexRelatedFinder, SearchResult
+from otel_diary.index.query import SearchResult
+from otel_diary.index.store import INDEX_FILE, DiaryIndex, IndexRelatedFinder
 
 AGENTS = ["coder", "reviewer", "planner", "tester", "docs", "migrator", "ops", "triage"]
 TRIGGERS = ["issue", "ci-red", "review", "schedule", "chat"]

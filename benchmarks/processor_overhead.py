@@ -122,8 +122,8 @@ def instructions(mode: str, traces: int) -> int:
 def cpu_per_diary(count: int, index: bool) -> tuple[float, float]:
     """CPU ms per diary for the pipeline alone, and for just writing the same bytes."""
     from otel_diary import ORCHESTRATOR, ChildSummary, Settings, SpanRecord
-    from otel_diary.pipeline.core import build_pipeline
     from otel_diary.sinks.folder import atomic_write
+    from otel_diary.wiring import build_pipeline
 
     with tempfile.TemporaryDirectory() as root:
         pipeline = build_pipeline(Settings(enabled=True, dir=root, index=index), ORCHESTRATOR)

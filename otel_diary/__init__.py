@@ -8,7 +8,7 @@ next agent can find. Attach it in one line::
 """
 
 from otel_diary.assembly.inprocess import TraceAssembler
-from otel_diary.conventions import ORCHESTRATOR, Conventions
+from otel_diary.conventions import GENAI, ORCHESTRATOR, Conventions, load_conventions
 from otel_diary.errors import ConventionsError, DiaryError, SpoolFullError, UnsafePathError
 from otel_diary.pipeline.classify import TaskRun, classify
 from otel_diary.pipeline.core import Pipeline, Stats
@@ -16,13 +16,14 @@ from otel_diary.pipeline.llm import LLMReflector
 from otel_diary.pipeline.redact import SecretRedactor
 from otel_diary.pipeline.reflect import Reflector, StubReflector
 from otel_diary.pipeline.render import Diary, render
-from otel_diary.profiles import GENAI, load_conventions
 from otel_diary.record import ChildSummary, SpanRecord
 from otel_diary.settings import Settings
 from otel_diary.sinks.folder import FolderSink, Sink
 from otel_diary.sinks.hub.sink import HubSink
+from otel_diary.sources.attach import install
 from otel_diary.sources.exporter import DiarySpanExporter
-from otel_diary.sources.processor import DiarySpanProcessor, install
+from otel_diary.sources.processor import DiarySpanProcessor
+from otel_diary.version import __version__ as __version__
 
 __all__ = [
     "GENAI",
@@ -54,4 +55,3 @@ __all__ = [
     "load_conventions",
     "render",
 ]
-__version__ = "0.1.0"

@@ -1,12 +1,26 @@
-"""Which span attributes carry which fact of a diary.
+"""Which span attributes carry which fact of a diary, and the profiles that name them.
 
 A :class:`Conventions` maps every fact of the design's attribute table to the attribute
 names that may carry it (first present wins) and says what marks a task span.
+``OTEL_DIARY_CONVENTIONS`` names one: a built-in profile (``orchestrator``, ``genai``) or
+the path of a TOML or YAML file that starts from a profile, renames any fact and says
+what marks a task span. Every key of a file is checked: an unknown key or a wrong type is
+an error naming it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from otel_diary.errors import ConventionsError
 
 
 @dataclass(frozen=True)
@@ -71,3 +85,145 @@ class Conventions:
 
 
 ORCHESTRATOR = Conventions()
+
+
+GENAI = Conventions(
+    task_id=("gen_ai.conversation.id",),
+    workflow=("gen_ai.workflow.name",),
+    agent=("gen_ai.agent.name", "gen_ai.agent.id"),
+    route=("gen_ai.provider.name", "gen_ai.system"),
+    model=("gen_ai.request.model", "gen_ai.response.model"),
+    tokens=(),
+    task_marker="gen_ai.operation.name",
+    task_marker_values=frozenset({"invoke_agent", "invoke_workflow"}),
+    recover_on_child_errors=True,
+)
+"""OpenTelemetry GenAI conventions: an ``invoke_agent``/``invoke_workflow`` span whose parent
+is not one is the task; tokens and models come from its child spans; a run that succeeded
+after failed child spans is recovered. The task id is ``gen_ai.conversation.id``, else the
+span id. Current and older attribute names are read (``gen_ai.provider.name`` or
+``gen_ai.system``; ``gen_ai.usage.input_tokens`` or ``gen_ai.usage.prompt_tokens``)."""
+
+PROFILES: dict[str, Conventions] = {"orchestrator": ORCHESTRATOR, "genai": GENAI}
+"""Built-in profiles by the name ``OTEL_DIARY_CONVENTIONS`` gives them."""
+
+FACTS: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(Conventions)
+    if f.init and f.name not in ("task_marker", "task_marker_values", "tool_operation",
+                                 "recover_on_child_errors")
+)
+"""The facts a mapping file may rename under ``[attributes]``."""
+
+_TOP_KEYS = ("extends", "attributes", "task")
+_TASK_KEYS = ("marker", "marker_values", "tool_operation", "recover_on_child_errors")
+
+
+
+def load_conventions(spec: str | Path) -> Conventions:
+    """The conventions ``spec`` names: a built-in profile or a TOML/YAML mapping file."""
+    text = str(spec).strip()
+    profile = PROFILES.get(text.lower())
+    if profile is not None:
+        return profile
+    path = Path(text).expanduser()
+    if not text or not path.is_file():
+        raise ConventionsError(
+            f"conventions {text!r}: no built-in profile ({', '.join(PROFILES)}) "
+            "and no such file")
+    return conventions_from_mapping(_read(path), source=str(path))
+
+
+def conventions_for(conventions: Conventions | str | Path | None, default: str) -> Conventions:
+    """``conventions`` itself, the profile or file it names, or else the one ``default`` names."""
+    if isinstance(conventions, Conventions):
+        return conventions
+    return load_conventions(default if conventions is None else conventions)
+
+
+def _read(path: Path) -> object:
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".toml":
+            toml = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
+            with path.open("rb") as handle:
+                return toml.load(handle)
+        if suffix in (".yaml", ".yml", ".json"):
+            with path.open("rb") as handle:
+                return yaml.safe_load(handle)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise ConventionsError(f"{path}: cannot be read: {exc}") from exc
+    raise ConventionsError(f"{path}: a conventions file ends in .toml, .yaml, .yml or .json")
+
+
+def conventions_from_mapping(data: object, source: str = "conventions") -> Conventions:
+    """Validate a parsed mapping file and build its :class:`Conventions`.
+
+    ``extends`` names the profile to start from (default ``orchestrator``); ``attributes``
+    maps facts to an attribute name or a list of names (first present wins); ``task`` holds
+    ``marker``, ``marker_values``, ``tool_operation`` and ``recover_on_child_errors``.
+    """
+    top = _table(data, source)
+    _no_unknown(top, _TOP_KEYS, source)
+    base_name = top.get("extends", "orchestrator")
+    if not isinstance(base_name, str) or base_name.lower() not in PROFILES:
+        raise ConventionsError(f"{source}: extends must be one of {', '.join(PROFILES)}, "
+                               f"got {base_name!r}")
+    base = PROFILES[base_name.lower()]
+    changes: dict[str, Any] = {}
+
+    attributes = _table(top.get("attributes", {}), f"{source}: attributes")
+    _no_unknown(attributes, FACTS, f"{source}: attributes")
+    for fact, names in attributes.items():
+        changes[fact] = _names(names, f"{source}: attributes.{fact}")
+
+    task = _table(top.get("task", {}), f"{source}: task")
+    _no_unknown(task, _TASK_KEYS, f"{source}: task")
+    if "marker" in task:
+        changes["task_marker"] = _name(task["marker"], f"{source}: task.marker")
+    elif "task_id" in changes and base.task_marker == base.task_id[0]:
+        # The base marks tasks by their id: a renamed id marks them now.
+        changes["task_marker"] = changes["task_id"][0] if changes["task_id"] else ""
+    if "marker_values" in task:
+        values = task["marker_values"]
+        changes["task_marker_values"] = (
+            None if values is None
+            else frozenset(_names(values, f"{source}: task.marker_values")))
+    if "tool_operation" in task:
+        changes["tool_operation"] = _name(task["tool_operation"], f"{source}: task.tool_operation")
+    if "recover_on_child_errors" in task:
+        flag = task["recover_on_child_errors"]
+        if not isinstance(flag, bool):
+            raise ConventionsError(
+                f"{source}: task.recover_on_child_errors must be true or false, got {flag!r}")
+        changes["recover_on_child_errors"] = flag
+    conventions = dataclasses.replace(base, **changes)
+    if not conventions.task_marker:
+        raise ConventionsError(f"{source}: task.marker is empty: nothing would mark a task span")
+    return conventions
+
+
+def _table(value: object, where: str) -> Mapping[str, object]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
+        raise ConventionsError(f"{where}: expected a table of names, got {type(value).__name__}")
+    return value
+
+
+def _no_unknown(table: Mapping[str, object], known: tuple[str, ...], where: str) -> None:
+    for key in table:
+        if key not in known:
+            raise ConventionsError(f"{where}: unknown key {key!r} (known: {', '.join(known)})")
+
+
+def _name(value: object, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConventionsError(f"{where}: expected an attribute name, got {value!r}")
+    return value.strip()
+
+
+def _names(value: object, where: str) -> tuple[str, ...]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list):
+        raise ConventionsError(f"{where}: expected a name or a list of names, got {value!r}")
+    return tuple(dict.fromkeys(_name(item, where) for item in items))

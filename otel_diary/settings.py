@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from pathlib import Path
 from typing import Annotated, Any, get_args
 from urllib.parse import urlsplit
@@ -25,7 +24,9 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from otel_diary.text import check_trace_url_template
+from otel_diary.conventions import load_conventions
+from otel_diary.pipeline.redact import compile_extra, display_url, redact
+from otel_diary.text import check_header_value, check_trace_url_template
 
 logger = logging.getLogger("otel_diary")
 
@@ -82,10 +83,6 @@ class _LenientEnvSource(EnvSettingsSource):
 
 
 def _redacted(text: str) -> str:
-    from otel_diary.pipeline.redact import (
-        redact,  # imported on first use: it needs more of the package
-    )
-
     return redact(text)
 
 
@@ -94,8 +91,6 @@ def _shown(name: str, info: FieldInfo, value: object) -> str:
     if info.annotation is SecretStr or SecretStr in get_args(info.annotation):
         return "<hidden>"
     if name in ("hub_url", "reflection_url") and isinstance(value, str):
-        from otel_diary.pipeline.redact import display_url
-
         return repr(display_url(value))
     return _redacted(repr(value))
 
@@ -236,8 +231,6 @@ class Settings(BaseSettings):
     @field_validator("conventions")
     @classmethod
     def _conventions(cls, value: str) -> str:
-        from otel_diary.profiles import load_conventions  # parses a mapping file: only when set
-
         load_conventions(value)
         return value
 
@@ -267,8 +260,6 @@ class Settings(BaseSettings):
     @field_validator("redact_patterns", mode="before")
     @classmethod
     def _redact_patterns(cls, value: object) -> object:
-        from otel_diary.pipeline.redact import compile_extra
-
         if isinstance(value, str):
             value = json.loads(value) if value.strip() else {}
         if not isinstance(value, dict) or not all(
@@ -305,21 +296,7 @@ def check_base_url(value: str) -> str:
     url = value.strip().rstrip("/")
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        from otel_diary.pipeline.redact import display_url
-
         raise ValueError(f"expected an http:// or https:// URL, got {display_url(value)!r}")
     return url
 
 
-_HEADER_VALUE = re.compile(r"[!-~](?:[ -~]{0,8190}[!-~])?")
-
-
-def check_header_value(value: str, what: str = "the value") -> str:
-    """``value`` when it can be sent as an HTTP header value; ``ValueError`` otherwise.
-
-    The message never repeats ``value`` (it is usually a secret).
-    """
-    if not _HEADER_VALUE.fullmatch(value):
-        raise ValueError(f"{what} must be printable ASCII without leading or trailing "
-                         "spaces: it is sent as an HTTP header")
-    return value

@@ -76,3 +76,16 @@ def check_trace_url_template(template: str) -> str:
                              "a conversion or format spec")
     return template
 
+
+_HEADER_VALUE = re.compile(r"[!-~](?:[ -~]{0,8190}[!-~])?")
+
+
+def check_header_value(value: str, what: str = "the value") -> str:
+    """``value`` when it can be sent as an HTTP header value; ``ValueError`` otherwise.
+
+    The message never repeats ``value`` (it is usually a secret).
+    """
+    if not _HEADER_VALUE.fullmatch(value):
+        raise ValueError(f"{what} must be printable ASCII without leading or trailing "
+                         "spaces: it is sent as an HTTP header")
+    return value

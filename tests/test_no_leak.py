@@ -23,9 +23,9 @@ from otel_diary import (
     SpanRecord,
     classify,
 )
-from otel_diary.pipeline.core import build_pipeline
 from otel_diary.pipeline.llm import LLMReflector
 from otel_diary.sinks.hub.sink import HubSink
+from otel_diary.wiring import build_pipeline
 from tests.support.loopback import ChatServer, HubServer, serve_asgi, wait_until
 from tests.support.secret_strategies import Drawn, any_secret
 

@@ -16,7 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("otel_diary.cli.show", "print the diary of a trace (--trace) or an id (--id)"),
     "reindex": ("otel_diary.cli.reindex", "rebuild the search index from the diary folder"),
     "serve": ("otel_diary.cli.serve", "receive OTLP traces over HTTP and gRPC and write diaries"),
-    "replay": ("otel_diary.sources.replay", "feed OTLP JSON files through the pipeline offline"),
+    "replay": ("otel_diary.cli.replay", "feed OTLP JSON files through the pipeline offline"),
     "spool": ("otel_diary.cli.spool", "show the diaries waiting for the knowledge hub; --flush"),
 }
 """Sub-command -> (module, one-line help)."""

@@ -18,7 +18,8 @@ from otel_diary.cli.common import (
     root_of,
 )
 from otel_diary.errors import IndexUnavailable, SearchError
-from otel_diary.index.store import DiaryIndex, SearchResult
+from otel_diary.index.query import SearchResult
+from otel_diary.index.store import DiaryIndex
 
 _AGE = re.compile(r"(\d{1,6})\s*([mhdw])")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}

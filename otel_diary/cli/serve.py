@@ -17,6 +17,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from otel_diary import wiring
+from otel_diary.conventions import load_conventions
+from otel_diary.receiver.admission import Collector
+from otel_diary.receiver.grpc import TraceService
+from otel_diary.receiver.http import OtlpHttpApp
+from otel_diary.receiver.service import ServeConfig, Service
 from otel_diary.settings import Settings
 
 logger = logging.getLogger("otel_diary")
@@ -73,7 +79,22 @@ def run(args: argparse.Namespace) -> int:
     if not settings.serve_http_port and not settings.serve_grpc_port:
         print("otel-diary serve: both ports are 0; nothing to listen on", file=sys.stderr)
         return 2
-    from otel_diary.receiver.service import Service
+    return asyncio.run(service_from(settings).run())
 
-    service = Service(settings)
-    return asyncio.run(service.run())
+
+def service_from(settings: Settings) -> Service:
+    """The receivers, assembly and pipeline ``settings`` describe."""
+    conventions = load_conventions(settings.conventions)
+    collector = Collector(wiring.trace_store(settings, conventions),
+                          wiring.build_pipeline(settings, conventions))
+    token = settings.serve_token.get_secret_value() if settings.serve_token else None
+    config = ServeConfig(
+        host=settings.serve_host, http_port=settings.serve_http_port,
+        grpc_port=settings.serve_grpc_port,
+        shutdown_timeout_s=settings.shutdown_timeout_ms / 1000,
+        described={"dir": str(settings.root), "grace_s": settings.serve_grace_s,
+                   "auth": settings.serve_token is not None})
+    return Service(collector,
+                   OtlpHttpApp(collector, conventions, token=token,
+                               max_body_bytes=settings.serve_max_body_bytes),
+                   TraceService(collector, conventions, token=token), config)

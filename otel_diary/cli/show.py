@@ -14,7 +14,8 @@ from otel_diary.cli.common import (
     root_of,
 )
 from otel_diary.errors import IndexUnavailable
-from otel_diary.index.store import DiaryIndex, Hit
+from otel_diary.index.query import Hit
+from otel_diary.index.store import DiaryIndex
 from otel_diary.pipeline.render import DIARY_ROOT, parse_front_matter
 
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")

@@ -12,11 +12,11 @@ import argparse
 import time
 from pathlib import Path
 
-from otel_diary.pipeline.redact import settings_redactor
 from otel_diary.runner import suppressed
 from otel_diary.settings import Settings, check_base_url
 from otel_diary.sinks.hub.sink import Backoff, Deliverer, HubClient
 from otel_diary.sinks.hub.spool import Entry, Spool
+from otel_diary.wiring import settings_redactor
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -13,259 +13,45 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
 
-from otel_diary.counters import LogOnce
+from otel_diary.counters import Counters, LogOnce
 from otel_diary.errors import IndexUnavailable, SearchError
+from otel_diary.index.documents import (
+    MAX_SIGNATURES,
+    Entry,
+    entry_from_document,
+    entry_from_parts,
+    run_signatures,
+)
+from otel_diary.index.query import QUERY_ERRORS, Hit, SearchResult, fts_terms
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.render import (
     DIARY_ROOT,
     Diary,
     diary_id,
-    error_encountered,
-    parse_front_matter,
 )
 from otel_diary.runner import renew_after_fork
 from otel_diary.sinks.folder import FolderSink
 from otel_diary.text import one_line, utc_stamp
-
-if TYPE_CHECKING:
-    from otel_diary.pipeline.core import Pipeline, Stats
 
 logger = logging.getLogger("otel_diary")
 
 INDEX_FILE = "index.sqlite3"
 """The index's file name under the knowledge-base root."""
 SCHEMA_VERSION = 1
-MAX_SIGNATURES = 32
-MAX_QUERY_TERMS = 32
 MAX_DOCUMENT_BYTES = 1024 * 1024
 """Files in the diary folder larger than this are not diaries and are not indexed."""
 MAX_RELATED = 5
 _CANDIDATES = 50
 
-Match = Literal["all", "any", "none"]
-"""How a search matched: every word, any word (when no diary had every word), no words."""
 
 
-
-
-# -- error signatures ----------------------------------------------------------------------
-
-_CODE = re.compile(r"(?<![\w.-])([A-Z]{1,4}\d{3,5})(?![\w-])")
-"""Compiler and linter codes: TS2345, CS0103, C2065, E0308, F401."""
-_EXCEPTION = re.compile(
-    r"(?<![\w.])(?:[A-Za-z_]\w*\.)*([A-Z][A-Za-z0-9]*?(?:Error|Exception|Failure|Fault))\b")
-"""Exception class names, qualified or not: ValueError, java.lang.NullPointerException."""
-_PYTEST_ID = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.py::[^\s]+)")
-"""pytest node ids: tests/test_x.py::test_y, tests/test_x.py::TestX::test_y[case]."""
-_FAIL_LINE = re.compile(r"(?:^|\s)(?:---\s+)?(?:FAIL|FAILED|ERROR)(?::|\s)\s*([^\s(]+)",
-                        re.MULTILINE)
-"""``FAIL: test_name``, ``--- FAIL: TestName``, ``FAILED path::test``, ``FAIL src/x.test.ts``."""
-_TESTLIKE = re.compile(r"test|spec|::", re.IGNORECASE)
-
-
-def error_signatures(text: str) -> tuple[str, ...]:
-    """What identifies an error in ``text``: ``code:…``, ``exception:…`` and ``test:…`` keys.
-
-    Two diaries sharing a key met the same error, whatever else their output says.
-    """
-    found: dict[str, None] = {}
-    for match in _CODE.finditer(text):
-        found[f"code:{match.group(1)}"] = None
-    for match in _EXCEPTION.finditer(text):
-        found[f"exception:{match.group(1)}"] = None
-    for match in _PYTEST_ID.finditer(text):
-        found[f"test:{match.group(1).rstrip(':,.;')}"] = None
-    for match in _FAIL_LINE.finditer(text):
-        name = match.group(1).rstrip(":,.;")
-        if _TESTLIKE.search(name):
-            found[f"test:{name}"] = None
-    return tuple(found)[:MAX_SIGNATURES]
-
-
-def run_signatures(run: TaskRun) -> tuple[str, ...]:
-    """The error signatures of a run, read from what its diary's "Error encountered" says."""
-    if run.outcome != "recovered":
-        return ()
-    return error_signatures(error_encountered(run))
-
-
-# -- documents -----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Entry:
-    """One diary as the index keeps it; built from the document text alone."""
-
-    id: str
-    path: str
-    title: str
-    agent: str
-    task: str
-    outcome: str
-    trigger: str | None
-    workflow: str | None
-    trace_id: str
-    span_id: str
-    created: str
-    body: str
-    meta: str
-    summary: str
-    signatures: tuple[str, ...]
-
-
-def sections(body: str) -> dict[str, str]:
-    """The ``## `` sections of a diary body by heading; headings inside fences don't count."""
-    found: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    fence = ""
-    for line in body.split("\n"):
-        if fence:
-            stripped = line.strip()
-            if stripped.startswith(fence) and stripped == fence[0] * len(stripped):
-                fence = ""
-        else:
-            opening = re.match(r"(`{3,}|~{3,})", line)
-            if opening:
-                fence = opening.group(1)
-            elif line.startswith("## "):
-                current = found.setdefault(line[3:].strip(), [])
-                continue
-        if current is not None:
-            current.append(line)
-    return {heading: "\n".join(lines).strip() for heading, lines in found.items()}
-
-
-def _text(value: object) -> str | None:
-    if value is None or isinstance(value, (dict, list)):
-        return None
-    if isinstance(value, datetime):
-        value = value.isoformat()
-    text = one_line(str(value), 2000)
-    return text or None
-
-
-def entry_from_document(path: str, content: str) -> Entry:
-    """The index entry of the diary document ``content`` stored at ``path`` (relative).
-
-    Raises ``ValueError`` when ``content`` is not a diary.
-    """
-    return entry_from_parts(path, parse_front_matter(content), content)
-
-
-def entry_from_parts(path: str, front: Mapping[str, Any], content: str) -> Entry:
-    """The index entry of a diary from its front matter (as parsed) and its document text.
-
-    A freshly rendered diary passes its own ``front_matter``: no YAML is parsed again.
-    """
-    ident = _text(front.get("id"))
-    if ident is None:
-        raise ValueError("document has no id")
-    if front.get("source_type", "diary") != "diary":
-        raise ValueError("document is not a diary")
-    body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
-    parts = sections(body)
-    tags = front.get("tags")
-    tag_list = [str(tag) for tag in tags] if isinstance(tags, list) else []
-    fields = {key: _text(front.get(key)) for key in (
-        "title", "agent", "task", "outcome", "trigger", "workflow", "trace_id", "span_id",
-        "created", "route", "model")}
-    meta = " ".join(text for text in [*tag_list, *fields.values()] if text)
-    return Entry(
-        id=ident,
-        path=path,
-        title=fields["title"] or "",
-        agent=fields["agent"] or "",
-        task=fields["task"] or "",
-        outcome=fields["outcome"] or "",
-        trigger=fields["trigger"],
-        workflow=fields["workflow"],
-        trace_id=(fields["trace_id"] or "").lower(),
-        span_id=(fields["span_id"] or "").lower(),
-        created=fields["created"] or "",
-        body=body,
-        meta=meta,
-        summary=one_line(parts.get("What was learned", ""), 300),
-        signatures=error_signatures(parts.get("Error encountered", "")),
-    )
-
-
-# -- queries -------------------------------------------------------------------------------
-
-_QUERY_PART = re.compile(r'"([^"]*)"?|([^\s"]+)')
-_WORD = re.compile(r"\w+")
-_SEPARATORS = re.compile(r"[()\[\]{}<>,;!?'`]+")
-_HAS_ALNUM = re.compile(r"[^\W_]")
-_QUERY_ERRORS = ("fts5", "syntax error", "no such column", "unterminated", "special query")
-
-
-def _quoted(words: Sequence[str]) -> str:
-    return '"' + " ".join(words) + '"'
-
-
-def fts_terms(query: str) -> list[str]:
-    """``query`` as FTS5 terms that can never be a syntax error.
-
-    Words are matched as words; ``"a phrase"`` as a phrase; ``word*`` as a prefix. FTS5
-    operators (``AND``, ``OR``, ``NOT``, ``NEAR``, ``:``, ``^``, parentheses) are plain text.
-    """
-    terms: list[str] = []
-    for match in _QUERY_PART.finditer(query):
-        phrase, bare = match.group(1), match.group(2)
-        # Inside a bare token, words joined by "." "/" ":" "-" stay a phrase (a file, a
-        # test id); brackets and sentence punctuation separate words.
-        pieces = [phrase] if phrase is not None else _SEPARATORS.split(bare)
-        for piece in pieces:
-            words = [w for w in _WORD.findall(piece) if _HAS_ALNUM.search(w)]
-            if not words:
-                continue
-            term = _quoted(words)
-            if phrase is None and len(words) == 1 and piece.endswith("*"):
-                term += "*"
-            if term not in terms:
-                terms.append(term)
-            if len(terms) >= MAX_QUERY_TERMS:
-                return terms
-    return terms
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One indexed diary, with its rank and a snippet when it came from a search."""
-
-    id: str
-    path: str
-    title: str
-    agent: str
-    task: str
-    outcome: str
-    trigger: str | None
-    created: str
-    trace_id: str
-    span_id: str
-    summary: str
-    score: float = 0.0
-    snippet: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in self.__dataclass_fields__}
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """Ranked hits, best first, and how the query matched them."""
-
-    hits: list[Hit]
-    match: Match
-    terms: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -621,7 +407,7 @@ class DiaryIndex:
             return SearchResult(self._match(conn, " OR ".join(terms), filters, params, limit),
                                 "any", tuple(terms))
         except sqlite3.OperationalError as exc:
-            if raw and any(sign in str(exc) for sign in _QUERY_ERRORS):
+            if raw and any(sign in str(exc) for sign in QUERY_ERRORS):
                 raise SearchError(f"invalid FTS5 query {query!r}: {exc}") from None
             raise IndexUnavailable(f"cannot read the index {self.path}: {exc}") from exc
         except sqlite3.Error as exc:
@@ -725,7 +511,8 @@ class DiaryIndex:
 class IndexListener:
     """A pipeline listener: indexes each diary the folder sink wrote. Never raises."""
 
-    def __init__(self, index: DiaryIndex, folder: FolderSink, stats: Stats | None = None) -> None:
+    def __init__(self, index: DiaryIndex, folder: FolderSink,
+                 stats: Counters | None = None) -> None:
         self.index = index
         self._root = folder.root.resolve()
         self._stats = stats
@@ -752,7 +539,7 @@ class IndexListener:
 class IndexRelatedFinder:
     """A pipeline related-finder: earlier diaries sharing a run's task, trigger or error."""
 
-    def __init__(self, index: DiaryIndex, stats: Stats | None = None,
+    def __init__(self, index: DiaryIndex, stats: Counters | None = None,
                  limit: int = MAX_RELATED) -> None:
         self.index = index
         self.limit = limit
@@ -777,17 +564,3 @@ class IndexRelatedFinder:
             return []
 
 
-def attach_index(pipeline: Pipeline) -> DiaryIndex | None:
-    """Keep an index beside the pipeline's folder sink and fill "Related" from it.
-
-    Does nothing when the pipeline has no :class:`FolderSink`. The database is opened (and,
-    when new, filled from the folder) by the worker on the first diary, not here.
-    """
-    folder = next((sink for sink in pipeline.sinks if isinstance(sink, FolderSink)), None)
-    if folder is None:
-        return None
-    index = DiaryIndex(folder.root)
-    pipeline.listeners.append(IndexListener(index, folder, pipeline.stats))
-    if pipeline.related_finder is None:
-        pipeline.related_finder = IndexRelatedFinder(index, pipeline.stats)
-    return index

@@ -12,16 +12,12 @@ from dataclasses import replace
 
 from otel_diary.conventions import Conventions
 from otel_diary.counters import Counters, LogOnce
-from otel_diary.index.store import attach_index
 from otel_diary.pipeline.classify import TaskRun, classify
-from otel_diary.pipeline.llm import reflector_from
-from otel_diary.pipeline.redact import SecretRedactor, settings_redactor
+from otel_diary.pipeline.redact import SecretRedactor
 from otel_diary.pipeline.reflect import MAX_LEARNED, Reflector, StubReflector
 from otel_diary.pipeline.render import Diary, render
 from otel_diary.record import Ready
-from otel_diary.settings import Settings
 from otel_diary.sinks.folder import Sink
-from otel_diary.sinks.hub.sink import default_sinks
 from otel_diary.text import check_trace_url_template, cut
 
 logger = logging.getLogger("otel_diary")
@@ -156,30 +152,6 @@ class Pipeline:
                 getattr(listener, "close", lambda: None)()
             except Exception:
                 self._log_once("close:listener", "otel-diary listener close failed")
-
-
-def build_pipeline(
-    settings: Settings,
-    conventions: Conventions,
-    *,
-    sinks: Sequence[Sink] | None = None,
-    reflector: Reflector | None = None,
-    stats: Stats | None = None,
-) -> Pipeline:
-    """The pipeline ``settings`` describe; explicit ``sinks``/``reflector`` replace them.
-
-    Every source (in-process processor, OTLP receiver, replay) builds its pipeline here.
-    """
-    redactor = settings_redactor(settings)  # always on; also hides the configured keys
-    if sinks is None:
-        sinks = default_sinks(settings)  # folder, hub, or both
-    if reflector is None:
-        reflector = reflector_from(settings, redactor)
-    pipeline = Pipeline(conventions, sinks, reflector=reflector, redactor=redactor, stats=stats,
-                        trace_url_template=settings.trace_url)
-    if settings.index:
-        attach_index(pipeline)  # beside the folder sink, if there is one
-    return pipeline
 
 
 def redact_run(run: TaskRun, redactor: Redactor) -> TaskRun:

@@ -23,11 +23,10 @@ import httpx
 from otel_diary.counters import Counters
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.redact import SecretRedactor, display_url
-from otel_diary.pipeline.reflect import MAX_LEARNED, Reflector
+from otel_diary.pipeline.reflect import MAX_LEARNED
 from otel_diary.pipeline.render import tail
 from otel_diary.runner import renew_after_fork, suppressed
-from otel_diary.settings import Settings, check_header_value
-from otel_diary.text import cut
+from otel_diary.text import check_header_value, cut
 
 logger = logging.getLogger("otel_diary")
 
@@ -268,19 +267,3 @@ def _read_capped(response: httpx.Response, deadline: float) -> bytes:
     return b"".join(chunks)
 
 
-def reflector_from(settings: Settings,
-                   redactor: Callable[[str], str] | None = None) -> Reflector | None:
-    """The model reflector ``settings`` describe, ``None`` when no endpoint is set."""
-    if not settings.reflection_url:
-        return None
-    key = settings.reflection_api_key
-    return LLMReflector(
-        settings.reflection_url,
-        model=settings.reflection_model,
-        api_key=key.get_secret_value() if key is not None else None,
-        timeout_s=settings.reflection_timeout_s,
-        max_tokens=settings.reflection_max_tokens,
-        concurrency=settings.reflection_concurrency,
-        calls_per_minute=settings.reflection_calls_per_minute,
-        redactor=redactor,
-    )

@@ -11,13 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from otel_diary.text import clean
-
-if TYPE_CHECKING:
-    from otel_diary.settings import Settings
 
 MARK = "[REDACTED:{kind}]"
 LITERAL_MARK = MARK.format(kind="configured_secret")
@@ -343,14 +339,6 @@ def redact(text: str) -> str:
     if _default is None:
         _default = SecretRedactor()
     return _default(text)
-
-
-def settings_redactor(settings: Settings) -> SecretRedactor:
-    """The redactor ``settings`` describe: the built-in families, the configured extra
-    patterns, and the literal values of the configured keys and tokens."""
-    secrets = (settings.hub_api_key, settings.reflection_api_key, settings.serve_token)
-    return SecretRedactor(settings.redact_patterns,
-                          literals=[s.get_secret_value() for s in secrets if s is not None])
 
 
 def display_url(url: str) -> str:

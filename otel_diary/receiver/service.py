@@ -12,18 +12,15 @@ import contextlib
 import gc
 import logging
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
 
-from otel_diary.assembly.grace import TraceStore
-from otel_diary.pipeline.core import build_pipeline
-from otel_diary.profiles import load_conventions
 from otel_diary.receiver.admission import Collector
 from otel_diary.receiver.grpc import TraceService, grpc_server
 from otel_diary.receiver.http import OtlpHttpApp
-from otel_diary.settings import Settings
 
 logger = logging.getLogger("otel_diary")
 
@@ -31,26 +28,29 @@ GC_THRESHOLDS = (50_000, 20, 100)
 """The garbage collector's thresholds while serving (Python's defaults: 700, 10, 10)."""
 
 
+@dataclass(frozen=True)
+class ServeConfig:
+    """Where a ``serve`` process listens and how long it may take to stop."""
+
+    host: str = "127.0.0.1"
+    http_port: int = 4318
+    """0: no OTLP/HTTP listener."""
+    grpc_port: int = 4317
+    """0: no OTLP/gRPC listener."""
+    shutdown_timeout_s: float = 10.0
+    described: Mapping[str, object] = field(default_factory=dict)
+    """What the start-up log line says besides the addresses (folder, grace, auth)."""
+
+
 class Service:
     """The receivers, the collector and the pipeline of one ``serve`` process."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        conventions = load_conventions(settings.conventions)
-        pipeline = build_pipeline(settings, conventions)
-        store = TraceStore(
-            conventions,
-            grace=settings.serve_grace_s,
-            trace_timeout=settings.serve_trace_timeout_s,
-            max_traces=settings.serve_max_traces,
-            max_spans=settings.serve_max_spans,
-            max_bytes=settings.serve_max_bytes,
-        )
-        self.collector = Collector(store, pipeline)
-        token = settings.serve_token.get_secret_value() if settings.serve_token else None
-        self.http_app = OtlpHttpApp(self.collector, conventions, token=token,
-                                    max_body_bytes=settings.serve_max_body_bytes)
-        self.grpc_service = TraceService(self.collector, conventions, token=token)
+    def __init__(self, collector: Collector, http_app: OtlpHttpApp,
+                 grpc_service: TraceService, config: ServeConfig) -> None:
+        self.collector = collector
+        self.http_app = http_app
+        self.grpc_service = grpc_service
+        self.config = config
         self._stop = asyncio.Event()
 
     def stop(self) -> None:
@@ -59,7 +59,7 @@ class Service:
 
     async def run(self) -> int:
         """Serve until stopped; returns the process exit code."""
-        settings = self.settings
+        config = self.config
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
@@ -67,39 +67,38 @@ class Service:
         grpc = None
         http: _Server | None = None
         http_task: asyncio.Task[None] | None = None
-        shutdown_s = settings.shutdown_timeout_ms / 1000
+        shutdown_s = config.shutdown_timeout_s
         code = 0
         try:
-            if settings.serve_grpc_port:
+            if config.grpc_port:
                 try:
-                    grpc, _ = grpc_server(self.grpc_service, settings.serve_host,
-                                          settings.serve_grpc_port)
+                    grpc, _ = grpc_server(self.grpc_service, config.host,
+                                          config.grpc_port)
                 except (OSError, RuntimeError) as exc:
                     logger.error("cannot listen for OTLP/gRPC", extra={"fields": {
-                        "address": f"{settings.serve_host}:{settings.serve_grpc_port}",
+                        "address": f"{config.host}:{config.grpc_port}",
                         "error": str(exc)}})
                     return 1
-            if settings.serve_http_port:
-                config = uvicorn.Config(
-                    self.http_app, host=settings.serve_host, port=settings.serve_http_port,
+            if config.http_port:
+                server_config = uvicorn.Config(
+                    self.http_app, host=config.host, port=config.http_port,
                     http="httptools", lifespan="off", log_config=None, access_log=False,
                     server_header=False,
                     timeout_graceful_shutdown=max(int(shutdown_s), 1),
                 )
-                http = _Server(config)
+                http = _Server(server_config)
                 http_task = asyncio.create_task(http.serve())
                 while not http.started and not http_task.done():
                     await asyncio.sleep(0.01)
                 if http_task.done():
                     logger.error("cannot listen for OTLP/HTTP", extra={"fields": {
-                        "address": f"{settings.serve_host}:{settings.serve_http_port}"}})
+                        "address": f"{config.host}:{config.http_port}"}})
                     return 1
             logger.info("otel-diary serve is listening", extra={"fields": {
-                "event": "serve.started", "host": settings.serve_host,
-                "http_port": settings.serve_http_port or None,
-                "grpc_port": settings.serve_grpc_port or None,
-                "dir": str(settings.root), "grace_s": settings.serve_grace_s,
-                "auth": settings.serve_token is not None}})
+                "event": "serve.started", "host": config.host,
+                "http_port": config.http_port or None,
+                "grpc_port": config.grpc_port or None,
+                **config.described}})
             # What start-up made lives as long as the process: keep the garbage collector's
             # passes from walking it again each time. Held traces make no reference cycles,
             # and each request allocates thousands of objects: collect less often.

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
 
 from otel_diary.sources.processor import DiarySpanProcessor
 
@@ -155,3 +156,15 @@ def _feeds_on(provider: Any) -> Sequence[DiaryFeed] | None:
         if exporter is not None and exporter in _registry.exporters:
             feeds.append(exporter)
     return feeds
+
+
+def install(tracer_provider: TracerProvider | None = None, **overrides: Any) -> \
+        DiarySpanProcessor | None:
+    """Attach a :class:`DiarySpanProcessor` to ``tracer_provider`` (default: the global one).
+
+    Attaching twice to one provider returns the first processor; so does a provider whose
+    spans already reach a ``diary`` exporter (its engine is returned). Returns ``None`` when
+    the provider cannot take span processors (the global one before any SDK is configured).
+    """
+    provider: Any = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+    return attach(provider, **overrides)

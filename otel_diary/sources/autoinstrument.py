@@ -10,7 +10,6 @@ configuration's ``instrumentation/development.python.diary``. Neither ever raise
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Collection
 from typing import Any
 
@@ -19,22 +18,11 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
     BaseInstrumentor,
 )
 
-from otel_diary.settings import KB_DIARIES_ENABLED, Settings, parse_flag
 from otel_diary.sources.attach import attach, attach_once, detach
 from otel_diary.sources.processor import DiarySpanProcessor
+from otel_diary.wiring import enabled_in_environment, settings_from
 
 logger = logging.getLogger("otel_diary")
-
-
-def enabled_in_environment() -> bool:
-    """``KB_DIARIES_ENABLED`` is truthy (an unrecognized value logs and counts as off)."""
-    value = os.environ.get(KB_DIARIES_ENABLED, "")
-    try:
-        return parse_flag(value)
-    except ValueError:
-        logger.warning("ignoring %s=%r: not a recognized flag; diaries stay off",
-                       KB_DIARIES_ENABLED, value)
-        return False
 
 
 def post_instrument(*_: Any, **__: Any) -> None:
@@ -71,7 +59,7 @@ class DiaryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def _instrument(self, **kwargs: Any) -> None:
         try:
             provider = kwargs.pop("tracer_provider", None) or trace.get_tracer_provider()
-            settings = Settings(**kwargs)
+            settings = settings_from(None, kwargs)
             if not settings.enabled:
                 return
             engine, created = attach_once(provider, settings=settings)

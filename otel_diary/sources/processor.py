@@ -13,23 +13,23 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import StatusCode
 
-from otel_diary.assembly.inprocess import TraceAssembler
+from otel_diary import wiring
 from otel_diary.conventions import Conventions
-from otel_diary.pipeline.core import Pipeline, Stats, build_pipeline
+from otel_diary.pipeline.core import Pipeline, Stats
 from otel_diary.pipeline.reflect import Reflector
-from otel_diary.profiles import conventions_for
 from otel_diary.record import Ready, SpanRecord
 from otel_diary.runner import Runner, renew_after_fork
-from otel_diary.settings import Settings
 from otel_diary.sinks.folder import Sink
-from otel_diary.sources.diary_span import DiaryWriteSpans
+
+if TYPE_CHECKING:  # a façade's argument type; settings are read by the composition root
+    from otel_diary.settings import Settings
 
 logger = logging.getLogger("otel_diary")
 
@@ -84,16 +84,17 @@ class DiarySpanProcessor(SpanProcessor):
         tracer_provider: trace.TracerProvider | None = None,
         **overrides: Any,
     ) -> None:
-        if settings is None:
-            settings = Settings(**overrides)
-        elif overrides:
-            settings = Settings.model_validate({**settings.model_dump(), **overrides})
-        self.settings = settings
         self.stats = Stats()
-        self.enabled = settings.enabled
+        parts = wiring.processor_parts(settings, overrides, stats=self.stats, sinks=sinks,
+                                       reflector=reflector, conventions=conventions,
+                                       tracer_provider=tracer_provider)
+        config = parts.config
+        self.settings = parts.settings
+        self.enabled = config.enabled
+        self._config = config
         self._queue: deque[ReadableSpan] = deque()
-        self._capacity = settings.queue_size if self.enabled else 0
-        self._wake_at = min(_WAKE_BATCH, settings.queue_size // 2)
+        self._capacity = config.queue_size if self.enabled else 0
+        self._wake_at = min(_WAKE_BATCH, config.queue_size // 2)
         self._awaited: set[int] = set()
         """Span ids of in-process parents that ended task spans wait for."""
         self._accepting = self.enabled
@@ -103,24 +104,21 @@ class DiarySpanProcessor(SpanProcessor):
         self._shutdown = False
         self._ready: deque[Ready] = deque()
         """Task runs waiting for the delivery runner."""
-        self._ready_capacity = max(64, settings.queue_size // 16)
+        self._ready_capacity = max(64, config.queue_size // 16)
         self._intake: Runner | None = None
         self._delivery: Runner | None = None
         self._next_expiry = 0.0
-        self.conventions = conventions_for(conventions, settings.conventions)
+        self.conventions = parts.conventions
         self._marker = self.conventions.task_marker
         self._is_task = self.conventions.is_task
         self._unremarkable = (self.conventions.child_keys | {self._marker}).isdisjoint
-        if not self.enabled:
-            self.pipeline: Pipeline | None = None
+        self.pipeline: Pipeline | None = parts.pipeline
+        self._new_assembler = parts.new_assembler
+        if self.pipeline is None:
             return
-        self.pipeline = build_pipeline(settings, self.conventions, sinks=sinks,
-                                       reflector=reflector, stats=self.stats)
-        if tracer_provider is not None:
-            self.pipeline.listeners.append(DiaryWriteSpans(tracer_provider))
         self._assembler = self._new_assembler()
         self._intake = Runner("otel-diary", self._assemble,
-                              interval_s=settings.schedule_delay_ms / 1000,
+                              interval_s=config.schedule_delay_s,
                               on_error=self._count_error)
         self._delivery = Runner("otel-diary-deliver", self._deliver,
                                 on_error=self._count_error)
@@ -204,7 +202,7 @@ class DiarySpanProcessor(SpanProcessor):
             self._shutdown = True
             self._accepting = False
             self._capacity = 0
-            deadline = time.monotonic() + self.settings.shutdown_timeout_ms / 1000
+            deadline = time.monotonic() + self._config.shutdown_timeout_s
             if self._intake is not None and self._delivery is not None:
                 self._intake.stop(deadline - time.monotonic())
                 self._delivery.stop(deadline - time.monotonic())
@@ -231,14 +229,6 @@ class DiarySpanProcessor(SpanProcessor):
 
     def _count_error(self) -> None:
         self.stats.pipeline_errors += 1
-
-    def _new_assembler(self) -> TraceAssembler:
-        return TraceAssembler(
-            self.conventions,
-            max_traces=self.settings.max_traces,
-            trace_ttl_s=self.settings.trace_ttl_s,
-            pending_timeout_s=self.settings.pending_timeout_s,
-        )
 
     def _assemble(self, stopping: bool) -> None:
         """One round of the worker: fold queued spans into traces, hand ready task runs to
@@ -315,16 +305,3 @@ class DiarySpanProcessor(SpanProcessor):
         if self.stats.dropped_spans > self._drops_logged:
             self._hand_over([])
 
-
-def install(tracer_provider: TracerProvider | None = None, **overrides: Any) -> \
-        DiarySpanProcessor | None:
-    """Attach a :class:`DiarySpanProcessor` to ``tracer_provider`` (default: the global one).
-
-    Attaching twice to one provider returns the first processor; so does a provider whose
-    spans already reach a ``diary`` exporter (its engine is returned). Returns ``None`` when
-    the provider cannot take span processors (the global one before any SDK is configured).
-    """
-    from otel_diary.sources.attach import attach  # the registry builds on this module
-
-    provider: Any = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
-    return attach(provider, **overrides)

@@ -1,4 +1,4 @@
-"""``otel-diary replay FILE…``: OTLP/JSON trace files through the pipeline, offline.
+"""Replay: OTLP/JSON trace files through assembly and the pipeline, offline.
 
 Reads the OpenTelemetry Collector file exporter's JSON lines (one ``ExportTraceServiceRequest``
 per line) and plain ``ExportTraceServiceRequest`` JSON documents, ``.gz`` or not. Spans are
@@ -8,7 +8,6 @@ of seconds; at the end every waiting task span is decided. Prints a summary.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import sys
@@ -17,27 +16,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, cast
 
-from otel_diary.conventions import Conventions
+from otel_diary.assembly.grace import TraceStore
 from otel_diary.counters import Counters
+from otel_diary.errors import DecodeError
 from otel_diary.pipeline.core import Pipeline
-from otel_diary.settings import Settings
+from otel_diary.receiver.decode import extract, parse_json
 
 PROGRESS_MIN_BYTES = 8 * 2**20
 """Files at least this large (together) get a progress bar on a terminal."""
 MAX_EXAMPLES = 5
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", type=Path, metavar="FILE",
-                        help="OTLP/JSON trace files (JSON lines or one document; .gz too)")
-    parser.add_argument("--dir", dest="dir", type=Path, default=None,
-                        help="knowledge-base root the diaries go under (OTEL_DIARY_DIR)")
-    parser.add_argument("--grace-spans", type=int, default=100_000, metavar="N",
-                        help="decide a task span once N more spans were read (default 100000)")
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                        help="show a progress bar on stderr (default: on a terminal, for "
-                        "large input)")
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
 class ReplayReport(Counters):
@@ -129,17 +116,11 @@ def _documents(path: Path) -> Iterator[tuple[int, bytes, int]]:
             number += 1
 
 
-def replay(paths: list[Path], pipeline: Pipeline, conventions: Conventions, *,
-           settings: Settings, grace_spans: int = 100_000,
+def replay(paths: list[Path], pipeline: Pipeline, store: TraceStore, *,
            progress: bool | None = None) -> ReplayReport:
-    """Feed ``paths`` through assembly and ``pipeline``; returns what happened."""
-    from otel_diary.assembly.grace import TraceStore
-    from otel_diary.errors import DecodeError
-    from otel_diary.receiver.decode import extract, parse_json
-
-    store = TraceStore(conventions, grace=grace_spans, trace_timeout=10 * grace_spans,
-                       max_traces=settings.serve_max_traces, max_spans=settings.serve_max_spans,
-                       max_bytes=settings.serve_max_bytes)
+    """Feed ``paths`` through ``store`` (its clock counts spans read) and ``pipeline``;
+    returns what happened."""
+    conventions = store.conventions
     report = ReplayReport()
     sizes = []
     for path in paths:
@@ -194,28 +175,3 @@ def replay(paths: list[Path], pipeline: Pipeline, conventions: Conventions, *,
     report.skip("traces without a root task", store.rootless_expired)
     report.skip("diaries the sinks refused", stats.sink_errors)
     return report
-
-
-def run(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
-    from otel_diary.pipeline.core import build_pipeline
-    from otel_diary.profiles import load_conventions
-
-    try:
-        settings = Settings(**({"dir": args.dir} if args.dir is not None else {}))
-    except (ValidationError, ValueError) as exc:
-        print(f"otel-diary replay: {exc}", file=sys.stderr)
-        return 2
-    if args.grace_spans < 0:
-        print("otel-diary replay: --grace-spans must be 0 or more", file=sys.stderr)
-        return 2
-    conventions = load_conventions(settings.conventions)
-    pipeline = build_pipeline(settings, conventions)
-    try:
-        report = replay(list(args.files), pipeline, conventions, settings=settings,
-                        grace_spans=args.grace_spans, progress=args.progress)
-    finally:
-        pipeline.close()
-    print(json.dumps(report.as_dict(), indent=2) if args.json else report.text())
-    return 1 if report.skipped.get("unreadable files") else 0

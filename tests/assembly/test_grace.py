@@ -9,12 +9,12 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from otel_diary import ORCHESTRATOR, Settings
 from otel_diary.assembly.batch import Batch
 from otel_diary.assembly.grace import TraceStore
-from otel_diary.pipeline.core import build_pipeline
 from otel_diary.receiver.admission import Admission, Collector
 from otel_diary.receiver.decode import PROTOBUF, decode
 from otel_diary.receiver.metrics import metric_values, metrics_text
 from otel_diary.record import Ready
 from otel_diary.testing import InMemorySink
+from otel_diary.wiring import build_pipeline
 from tests.support.otlp_build import new_span_id, new_trace_id, protobuf_body, span, task_trace
 
 

@@ -15,15 +15,14 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from otel_diary import DiarySpanProcessor
 from otel_diary.errors import IndexUnavailable, SearchError
-from otel_diary.index.store import (
-    INDEX_FILE,
-    DiaryIndex,
+from otel_diary.index.documents import (
     entry_from_document,
     entry_from_parts,
     error_signatures,
-    fts_terms,
     sections,
 )
+from otel_diary.index.query import fts_terms
+from otel_diary.index.store import INDEX_FILE, DiaryIndex
 from otel_diary.pipeline.reflect import StubReflector
 from otel_diary.pipeline.render import parse_front_matter, render
 from tests.pipeline.test_render import RECOVERED

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 
 from otel_diary import ORCHESTRATOR, ChildSummary, Settings, SpanRecord, StubReflector, classify
-from otel_diary.pipeline.core import Pipeline, build_pipeline, redact_run
+from otel_diary.pipeline.core import Pipeline, redact_run
 from otel_diary.pipeline.llm import EVENT_ROLE, LLMReflector, answer_text
 from otel_diary.pipeline.redact import SecretRedactor
 from otel_diary.pipeline.render import Diary
+from otel_diary.wiring import build_pipeline
 from tests.support.forking import in_forked_child, needs_fork
 from tests.support.loopback import (
     ChatServer,

@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_diary import ORCHESTRATOR, Settings
-from otel_diary.pipeline.core import Pipeline, build_pipeline
+from otel_diary.pipeline.core import Pipeline
 from otel_diary.pipeline.redact import SecretRedactor, redact, redact_private_keys
+from otel_diary.wiring import build_pipeline
 from tests.support.secret_strategies import FAMILIES, filler, in_context
 
 EXAMPLES = [

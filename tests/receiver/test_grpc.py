@@ -16,10 +16,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceS
 
 from otel_diary import ORCHESTRATOR, Settings
 from otel_diary.assembly.grace import TraceStore
-from otel_diary.pipeline.core import build_pipeline
 from otel_diary.receiver.admission import Collector
 from otel_diary.receiver.grpc import INFLIGHT_BYTES, SERVICE, TraceService, grpc_server
 from otel_diary.testing import InMemorySink
+from otel_diary.wiring import build_pipeline
 from tests.support.otlp_build import request, span, task_trace
 
 

@@ -21,11 +21,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from otel_diary import ORCHESTRATOR, Settings
 from otel_diary.assembly.grace import TraceStore
-from otel_diary.pipeline.core import build_pipeline
 from otel_diary.receiver.admission import Collector
 from otel_diary.receiver.http import OtlpHttpApp
 from otel_diary.receiver.metrics import metric_values
 from otel_diary.testing import InMemorySink
+from otel_diary.wiring import build_pipeline
 from tests.support.loopback import serve_asgi
 from tests.support.otlp_build import json_body, json_document, protobuf_body, span, task_trace
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from otel_diary.sources.autoinstrument import enabled_in_environment, post_instrument
+from otel_diary.sources.autoinstrument import post_instrument
+from otel_diary.wiring import enabled_in_environment
 from tests.support.zero_code import (
     REPO,
     clean_env,

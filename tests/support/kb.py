@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_diary import ORCHESTRATOR, ChildSummary, Diary, Pipeline, Settings, SpanRecord
-from otel_diary.pipeline.core import build_pipeline
+from otel_diary.wiring import build_pipeline
 
 BASE_NS = 1_785_000_000_000_000_000  # 2026-07-25T17:20Z
 TS_STDERR = ("src/orders/api.ts(42,17): error TS2345: Argument of type 'string | undefined' "

@@ -30,13 +30,12 @@ import httpx
 
 from otel_diary.counters import Counters
 from otel_diary.errors import SpoolFullError
-from otel_diary.pipeline.redact import display_url, redact, settings_redactor
+from otel_diary.pipeline.redact import display_url, redact
 from otel_diary.pipeline.render import Diary
 from otel_diary.runner import Runner, renew_after_fork, suppressed
-from otel_diary.settings import Settings, check_header_value
-from otel_diary.sinks.folder import FolderSink, Sink
 from otel_diary.sinks.hub.spool import Spool
-from otel_diary.text import one_line
+from otel_diary.text import check_header_value, one_line
+from otel_diary.version import __version__
 
 logger = logging.getLogger("otel_diary")
 
@@ -47,12 +46,6 @@ MAX_RETRY_AFTER_S = 3600.0
 MAX_ANSWER_BYTES = 64 * 1024
 _POLL_S = 2.0
 """How often an idle delivery thread looks for entries spooled by another process."""
-
-
-def _version() -> str:
-    from otel_diary import __version__
-
-    return __version__
 
 
 def hub_body(diary: Diary, path: str | None = None) -> dict[str, Any]:
@@ -156,7 +149,7 @@ class HubClient:
 
     def headers(self, ident: str) -> dict[str, str]:
         headers = {"content-type": "application/json", "idempotency-key": ident,
-                   "user-agent": f"otel-diary/{_version()}"}
+                   "user-agent": f"otel-diary/{__version__}"}
         if self._api_key:
             headers["x-api-key"] = self._api_key
         return headers
@@ -464,41 +457,3 @@ class HubSink:
         return None
 
 
-def default_sinks(settings: Settings) -> list[Sink]:
-    """The sinks ``settings`` describe: the folder, the hub, or both.
-
-    With no hub URL the folder serves; with a hub URL the hub does, and the folder too
-    when ``OTEL_DIARY_DIR`` is set explicitly.
-    """
-    if not settings.hub_url:
-        return [FolderSink(settings.root)]
-    sinks: list[Sink] = []
-    folder: FolderSink | None = None
-    if settings.dir is not None:
-        folder = FolderSink(settings.root)
-        sinks.append(folder)
-    sinks.append(HubSink(
-        settings.hub_url,
-        redactor=settings_redactor(settings),
-        spool_dir=settings.spool_root,
-        api_key=settings.hub_api_key.get_secret_value() if settings.hub_api_key else None,
-        timeout_s=settings.hub_timeout_s,
-        initial_backoff_s=settings.retry_initial_backoff_s,
-        max_backoff_s=settings.retry_max_backoff_s,
-        max_entries=settings.spool_max_entries,
-        max_bytes=settings.spool_max_bytes,
-        shutdown_timeout_s=settings.shutdown_timeout_ms / 1000,
-        path_of=_folder_path(folder) if folder is not None else None,
-    ))
-    return sinks
-
-
-def _folder_path(folder: FolderSink) -> Callable[[Diary], str]:
-    """The path a diary has in ``folder`` (its alternate path when another run took the
-    usual one), so the hub and the folder name every diary alike."""
-    base = folder.root.resolve()
-
-    def path_of(diary: Diary) -> str:
-        return folder.target(diary).relative_to(base).as_posix()
-
-    return path_of

@@ -1,0 +1,169 @@
+"""Diary documents as the index sees them: error signatures and index entries.
+
+An entry is built from the document text alone (front matter and ``##`` sections), so the
+folder stays the source of truth and the index can always be rebuilt from it. Two
+diaries sharing an error signature met the same error, whatever else their output says.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from otel_diary.pipeline.classify import TaskRun
+from otel_diary.pipeline.render import (
+    error_encountered,
+    parse_front_matter,
+)
+from otel_diary.text import one_line
+
+logger = logging.getLogger("otel_diary")
+
+MAX_SIGNATURES = 32
+"""Most error signatures kept per diary."""
+
+
+# -- error signatures ----------------------------------------------------------------------
+
+_CODE = re.compile(r"(?<![\w.-])([A-Z]{1,4}\d{3,5})(?![\w-])")
+"""Compiler and linter codes: TS2345, CS0103, C2065, E0308, F401."""
+_EXCEPTION = re.compile(
+    r"(?<![\w.])(?:[A-Za-z_]\w*\.)*([A-Z][A-Za-z0-9]*?(?:Error|Exception|Failure|Fault))\b")
+"""Exception class names, qualified or not: ValueError, java.lang.NullPointerException."""
+_PYTEST_ID = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.py::[^\s]+)")
+"""pytest node ids: tests/test_x.py::test_y, tests/test_x.py::TestX::test_y[case]."""
+_FAIL_LINE = re.compile(r"(?:^|\s)(?:---\s+)?(?:FAIL|FAILED|ERROR)(?::|\s)\s*([^\s(]+)",
+                        re.MULTILINE)
+"""``FAIL: test_name``, ``--- FAIL: TestName``, ``FAILED path::test``, ``FAIL src/x.test.ts``."""
+_TESTLIKE = re.compile(r"test|spec|::", re.IGNORECASE)
+
+
+def error_signatures(text: str) -> tuple[str, ...]:
+    """What identifies an error in ``text``: ``code:…``, ``exception:…`` and ``test:…`` keys.
+
+    Two diaries sharing a key met the same error, whatever else their output says.
+    """
+    found: dict[str, None] = {}
+    for match in _CODE.finditer(text):
+        found[f"code:{match.group(1)}"] = None
+    for match in _EXCEPTION.finditer(text):
+        found[f"exception:{match.group(1)}"] = None
+    for match in _PYTEST_ID.finditer(text):
+        found[f"test:{match.group(1).rstrip(':,.;')}"] = None
+    for match in _FAIL_LINE.finditer(text):
+        name = match.group(1).rstrip(":,.;")
+        if _TESTLIKE.search(name):
+            found[f"test:{name}"] = None
+    return tuple(found)[:MAX_SIGNATURES]
+
+
+def run_signatures(run: TaskRun) -> tuple[str, ...]:
+    """The error signatures of a run, read from what its diary's "Error encountered" says."""
+    if run.outcome != "recovered":
+        return ()
+    return error_signatures(error_encountered(run))
+
+
+# -- documents -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Entry:
+    """One diary as the index keeps it; built from the document text alone."""
+
+    id: str
+    path: str
+    title: str
+    agent: str
+    task: str
+    outcome: str
+    trigger: str | None
+    workflow: str | None
+    trace_id: str
+    span_id: str
+    created: str
+    body: str
+    meta: str
+    summary: str
+    signatures: tuple[str, ...]
+
+
+def sections(body: str) -> dict[str, str]:
+    """The ``## `` sections of a diary body by heading; headings inside fences don't count."""
+    found: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    fence = ""
+    for line in body.split("\n"):
+        if fence:
+            stripped = line.strip()
+            if stripped.startswith(fence) and stripped == fence[0] * len(stripped):
+                fence = ""
+        else:
+            opening = re.match(r"(`{3,}|~{3,})", line)
+            if opening:
+                fence = opening.group(1)
+            elif line.startswith("## "):
+                current = found.setdefault(line[3:].strip(), [])
+                continue
+        if current is not None:
+            current.append(line)
+    return {heading: "\n".join(lines).strip() for heading, lines in found.items()}
+
+
+def _text(value: object) -> str | None:
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    if isinstance(value, datetime):
+        value = value.isoformat()
+    text = one_line(str(value), 2000)
+    return text or None
+
+
+def entry_from_document(path: str, content: str) -> Entry:
+    """The index entry of the diary document ``content`` stored at ``path`` (relative).
+
+    Raises ``ValueError`` when ``content`` is not a diary.
+    """
+    return entry_from_parts(path, parse_front_matter(content), content)
+
+
+def entry_from_parts(path: str, front: Mapping[str, Any], content: str) -> Entry:
+    """The index entry of a diary from its front matter (as parsed) and its document text.
+
+    A freshly rendered diary passes its own ``front_matter``: no YAML is parsed again.
+    """
+    ident = _text(front.get("id"))
+    if ident is None:
+        raise ValueError("document has no id")
+    if front.get("source_type", "diary") != "diary":
+        raise ValueError("document is not a diary")
+    body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
+    parts = sections(body)
+    tags = front.get("tags")
+    tag_list = [str(tag) for tag in tags] if isinstance(tags, list) else []
+    fields = {key: _text(front.get(key)) for key in (
+        "title", "agent", "task", "outcome", "trigger", "workflow", "trace_id", "span_id",
+        "created", "route", "model")}
+    meta = " ".join(text for text in [*tag_list, *fields.values()] if text)
+    return Entry(
+        id=ident,
+        path=path,
+        title=fields["title"] or "",
+        agent=fields["agent"] or "",
+        task=fields["task"] or "",
+        outcome=fields["outcome"] or "",
+        trigger=fields["trigger"],
+        workflow=fields["workflow"],
+        trace_id=(fields["trace_id"] or "").lower(),
+        span_id=(fields["span_id"] or "").lower(),
+        created=fields["created"] or "",
+        body=body,
+        meta=meta,
+        summary=one_line(parts.get("What was learned", ""), 300),
+        signatures=error_signatures(parts.get("Error encountered", "")),
+    )
+
+

@@ -1,0 +1,89 @@
+"""Search queries: what a person types -> FTS5 terms that can never be a syntax error,
+and the ranked hits a search returns."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+logger = logging.getLogger("otel_diary")
+
+MAX_QUERY_TERMS = 32
+
+Match = Literal["all", "any", "none"]
+"""How a search matched: every word, any word (when no diary had every word), no words."""
+
+
+# -- queries -------------------------------------------------------------------------------
+
+_QUERY_PART = re.compile(r'"([^"]*)"?|([^\s"]+)')
+_WORD = re.compile(r"\w+")
+_SEPARATORS = re.compile(r"[()\[\]{}<>,;!?'`]+")
+_HAS_ALNUM = re.compile(r"[^\W_]")
+QUERY_ERRORS = ("fts5", "syntax error", "no such column", "unterminated", "special query")
+
+
+def _quoted(words: Sequence[str]) -> str:
+    return '"' + " ".join(words) + '"'
+
+
+def fts_terms(query: str) -> list[str]:
+    """``query`` as FTS5 terms that can never be a syntax error.
+
+    Words are matched as words; ``"a phrase"`` as a phrase; ``word*`` as a prefix. FTS5
+    operators (``AND``, ``OR``, ``NOT``, ``NEAR``, ``:``, ``^``, parentheses) are plain text.
+    """
+    terms: list[str] = []
+    for match in _QUERY_PART.finditer(query):
+        phrase, bare = match.group(1), match.group(2)
+        # Inside a bare token, words joined by "." "/" ":" "-" stay a phrase (a file, a
+        # test id); brackets and sentence punctuation separate words.
+        pieces = [phrase] if phrase is not None else _SEPARATORS.split(bare)
+        for piece in pieces:
+            words = [w for w in _WORD.findall(piece) if _HAS_ALNUM.search(w)]
+            if not words:
+                continue
+            term = _quoted(words)
+            if phrase is None and len(words) == 1 and piece.endswith("*"):
+                term += "*"
+            if term not in terms:
+                terms.append(term)
+            if len(terms) >= MAX_QUERY_TERMS:
+                return terms
+    return terms
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One indexed diary, with its rank and a snippet when it came from a search."""
+
+    id: str
+    path: str
+    title: str
+    agent: str
+    task: str
+    outcome: str
+    trigger: str | None
+    created: str
+    trace_id: str
+    span_id: str
+    summary: str
+    score: float = 0.0
+    snippet: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Ranked hits, best first, and how the query matched them."""
+
+    hits: list[Hit]
+    match: Match
+    terms: tuple[str, ...] = ()
+
+

@@ -1,0 +1,236 @@
+"""The composition root: :class:`~otel_diary.settings.Settings` in, components out.
+
+Every component owns a small configuration (its constructor's keyword arguments); this
+module is the one place that reads settings and hands each component its part, so no
+module below it imports ``Settings``. Every source builds its pipeline here, whole:
+sinks, reflector, redactor, index listener and related-diary finder are constructor
+arguments, never attached afterwards.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import trace
+
+from otel_diary.assembly.grace import TraceStore
+from otel_diary.assembly.inprocess import TraceAssembler
+from otel_diary.conventions import Conventions, conventions_for, load_conventions
+from otel_diary.index.store import DiaryIndex, IndexListener, IndexRelatedFinder
+from otel_diary.pipeline.core import DiaryListener, Pipeline, RelatedFinder, Stats
+from otel_diary.pipeline.llm import LLMReflector
+from otel_diary.pipeline.redact import SecretRedactor
+from otel_diary.pipeline.reflect import Reflector
+from otel_diary.pipeline.render import Diary
+from otel_diary.settings import KB_DIARIES_ENABLED, Settings, parse_flag
+from otel_diary.sinks.folder import FolderSink, Sink
+from otel_diary.sinks.hub.sink import HubSink
+from otel_diary.sources.diary_span import DiaryWriteSpans
+
+logger = logging.getLogger("otel_diary")
+
+__all__ = [
+    "ProcessorConfig",
+    "ProcessorParts",
+    "build_pipeline",
+    "default_sinks",
+    "enabled_in_environment",
+    "processor_parts",
+    "reflector_from",
+    "settings_from",
+    "settings_redactor",
+    "trace_store",
+]
+
+
+def enabled_in_environment() -> bool:
+    """``KB_DIARIES_ENABLED`` is truthy (an unrecognized value logs and counts as off)."""
+    value = os.environ.get(KB_DIARIES_ENABLED, "")
+    try:
+        return parse_flag(value)
+    except ValueError:
+        logger.warning("ignoring %s=%r: not a recognized flag; diaries stay off",
+                       KB_DIARIES_ENABLED, value)
+        return False
+
+
+def settings_from(settings: Settings | None, overrides: Mapping[str, Any]) -> Settings:
+    """``settings`` with ``overrides`` applied (the environment when ``settings`` is None);
+    a bad override raises ``ValueError``."""
+    if settings is None:
+        return Settings(**overrides)
+    if overrides:
+        return Settings.model_validate({**settings.model_dump(), **overrides})
+    return settings
+
+
+def settings_redactor(settings: Settings) -> SecretRedactor:
+    """The redactor ``settings`` describe: the built-in families, the configured extra
+    patterns, and the literal values of the configured keys and tokens."""
+    secrets = (settings.hub_api_key, settings.reflection_api_key, settings.serve_token)
+    return SecretRedactor(settings.redact_patterns,
+                          literals=[s.get_secret_value() for s in secrets if s is not None])
+
+
+def reflector_from(settings: Settings,
+                   redactor: Callable[[str], str] | None = None) -> Reflector | None:
+    """The model reflector ``settings`` describe, ``None`` when no endpoint is set."""
+    if not settings.reflection_url:
+        return None
+    key = settings.reflection_api_key
+    return LLMReflector(
+        settings.reflection_url,
+        model=settings.reflection_model,
+        api_key=key.get_secret_value() if key is not None else None,
+        timeout_s=settings.reflection_timeout_s,
+        max_tokens=settings.reflection_max_tokens,
+        concurrency=settings.reflection_concurrency,
+        calls_per_minute=settings.reflection_calls_per_minute,
+        redactor=redactor,
+    )
+
+
+def default_sinks(settings: Settings) -> list[Sink]:
+    """The sinks ``settings`` describe: the folder, the hub, or both.
+
+    With no hub URL the folder serves; with a hub URL the hub does, and the folder too
+    when ``OTEL_DIARY_DIR`` is set explicitly.
+    """
+    if not settings.hub_url:
+        return [FolderSink(settings.root)]
+    sinks: list[Sink] = []
+    folder: FolderSink | None = None
+    if settings.dir is not None:
+        folder = FolderSink(settings.root)
+        sinks.append(folder)
+    sinks.append(HubSink(
+        settings.hub_url,
+        redactor=settings_redactor(settings),
+        spool_dir=settings.spool_root,
+        api_key=settings.hub_api_key.get_secret_value() if settings.hub_api_key else None,
+        timeout_s=settings.hub_timeout_s,
+        initial_backoff_s=settings.retry_initial_backoff_s,
+        max_backoff_s=settings.retry_max_backoff_s,
+        max_entries=settings.spool_max_entries,
+        max_bytes=settings.spool_max_bytes,
+        shutdown_timeout_s=settings.shutdown_timeout_ms / 1000,
+        path_of=_folder_path(folder) if folder is not None else None,
+    ))
+    return sinks
+
+
+def _folder_path(folder: FolderSink) -> Callable[[Diary], str]:
+    """The path a diary has in ``folder`` (its alternate path when another run took the
+    usual one), so the hub and the folder name every diary alike."""
+    base = folder.root.resolve()
+
+    def path_of(diary: Diary) -> str:
+        return folder.target(diary).relative_to(base).as_posix()
+
+    return path_of
+
+
+def build_pipeline(
+    settings: Settings,
+    conventions: Conventions,
+    *,
+    sinks: Sequence[Sink] | None = None,
+    reflector: Reflector | None = None,
+    stats: Stats | None = None,
+    listeners: Sequence[DiaryListener] = (),
+) -> Pipeline:
+    """The pipeline ``settings`` describe; explicit ``sinks``/``reflector`` replace them.
+
+    Every source (in-process processor, OTLP receiver, replay) builds its pipeline here.
+    With the index on and a folder sink present, the index beside the folder is kept
+    current by a listener and fills "Related" (it is opened by the worker on the first
+    diary, not here); ``listeners`` run after it.
+    """
+    stats = stats if stats is not None else Stats()
+    redactor = settings_redactor(settings)  # always on; also hides the configured keys
+    if sinks is None:
+        sinks = default_sinks(settings)  # folder, hub, or both
+    if reflector is None:
+        reflector = reflector_from(settings, redactor)
+    related: RelatedFinder | None = None
+    every_listener: list[DiaryListener] = []
+    folder = next((sink for sink in sinks if isinstance(sink, FolderSink)), None)
+    if settings.index and folder is not None:
+        index = DiaryIndex(folder.root)
+        every_listener.append(IndexListener(index, folder, stats))
+        related = IndexRelatedFinder(index, stats)
+    every_listener.extend(listeners)
+    return Pipeline(conventions, sinks, reflector=reflector, redactor=redactor, stats=stats,
+                    trace_url_template=settings.trace_url, related_finder=related,
+                    listeners=every_listener)
+
+
+@dataclass(frozen=True)
+class ProcessorConfig:
+    """The in-process processor's own knobs."""
+
+    enabled: bool
+    queue_size: int
+    schedule_delay_s: float
+    shutdown_timeout_s: float
+
+
+@dataclass(frozen=True)
+class ProcessorParts:
+    """What an in-process :class:`~otel_diary.DiarySpanProcessor` is made of."""
+
+    settings: Settings
+    config: ProcessorConfig
+    conventions: Conventions
+    pipeline: Pipeline | None
+    """``None`` while diaries are disabled: nothing is built, nothing runs."""
+    new_assembler: Callable[[], TraceAssembler]
+
+
+def processor_parts(
+    settings: Settings | None,
+    overrides: Mapping[str, Any],
+    *,
+    stats: Stats,
+    sinks: Sequence[Sink] | None = None,
+    reflector: Reflector | None = None,
+    conventions: Conventions | str | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+) -> ProcessorParts:
+    """The parts of an in-process processor: its settings, conventions, pipeline (with a
+    ``diary.write`` span per diary when the provider is known) and assembler factory."""
+    settings = settings_from(settings, overrides)
+    chosen = conventions_for(conventions, settings.conventions)
+    pipeline = None
+    if settings.enabled:
+        listeners = [DiaryWriteSpans(tracer_provider)] if tracer_provider is not None else []
+        pipeline = build_pipeline(settings, chosen, sinks=sinks, reflector=reflector,
+                                  stats=stats, listeners=listeners)
+
+    def new_assembler() -> TraceAssembler:
+        return TraceAssembler(chosen, max_traces=settings.max_traces,
+                              trace_ttl_s=settings.trace_ttl_s,
+                              pending_timeout_s=settings.pending_timeout_s)
+
+    config = ProcessorConfig(enabled=settings.enabled, queue_size=settings.queue_size,
+                             schedule_delay_s=settings.schedule_delay_ms / 1000,
+                             shutdown_timeout_s=settings.shutdown_timeout_ms / 1000)
+    return ProcessorParts(settings, config, chosen, pipeline, new_assembler)
+
+
+def trace_store(settings: Settings, conventions: Conventions | None = None, *,
+                grace: float | None = None, trace_timeout: float | None = None) -> TraceStore:
+    """The by-grace assembler ``settings`` describe (``serve``; replay counts spans)."""
+    return TraceStore(
+        conventions if conventions is not None else load_conventions(settings.conventions),
+        grace=settings.serve_grace_s if grace is None else grace,
+        trace_timeout=settings.serve_trace_timeout_s if trace_timeout is None
+        else trace_timeout,
+        max_traces=settings.serve_max_traces,
+        max_spans=settings.serve_max_spans,
+        max_bytes=settings.serve_max_bytes,
+    )
