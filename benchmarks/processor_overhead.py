@@ -122,7 +122,7 @@ def instructions(mode: str, traces: int) -> int:
 def cpu_per_diary(count: int, index: bool) -> tuple[float, float]:
     """CPU ms per diary for the pipeline alone, and for just writing the same bytes."""
     from otel_diary import ORCHESTRATOR, ChildSummary, Settings, SpanRecord
-    from otel_diary.sinks.folder import atomic_write
+    from otel_diary.sinks.base import atomic_write
     from otel_diary.wiring import build_pipeline
 
     with tempfile.TemporaryDirectory() as root:

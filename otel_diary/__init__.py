@@ -18,7 +18,8 @@ from otel_diary.pipeline.reflect import Reflector, StubReflector
 from otel_diary.pipeline.render import Diary, render
 from otel_diary.record import ChildSummary, SpanRecord
 from otel_diary.settings import Settings
-from otel_diary.sinks.folder import FolderSink, Sink
+from otel_diary.sinks.base import Sink
+from otel_diary.sinks.folder import FolderSink
 from otel_diary.sinks.hub.sink import HubSink
 from otel_diary.sources.attach import install
 from otel_diary.sources.exporter import DiarySpanExporter

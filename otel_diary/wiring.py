@@ -27,7 +27,8 @@ from otel_diary.pipeline.redact import SecretRedactor
 from otel_diary.pipeline.reflect import Reflector
 from otel_diary.pipeline.render import Diary
 from otel_diary.settings import KB_DIARIES_ENABLED, Settings, parse_flag
-from otel_diary.sinks.folder import FolderSink, Sink
+from otel_diary.sinks.base import Sink
+from otel_diary.sinks.folder import FolderSink
 from otel_diary.sinks.hub.sink import HubSink
 from otel_diary.sources.diary_span import DiaryWriteSpans
 

@@ -26,6 +26,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from otel_diary.assembly.batch import Batch, Contribution
+from otel_diary.assembly.table import TraceTable
 from otel_diary.conventions import Conventions
 from otel_diary.record import ChildSummary, Ready, SpanRecord
 
@@ -72,7 +73,7 @@ class TraceStore:
         self.max_traces = max_traces
         self.max_spans = max_spans
         self.max_bytes = max_bytes
-        self._traces: OrderedDict[bytes, _Trace] = OrderedDict()
+        self._traces: TraceTable[bytes, _Trace] = TraceTable()
         self._deadlines: deque[tuple[float, bytes, int]] = deque()
         self._done: OrderedDict[bytes, set[int]] = OrderedDict()
         """Recently decided traces: trace id -> decided task span ids (idempotence)."""
@@ -112,8 +113,7 @@ class TraceStore:
                 entry = traces[trace_id] = _Trace(now, span_ids, contributions, part_size)
                 taken, taken_size = len(span_ids), part_size
             else:
-                entry.last_seen = now
-                traces.move_to_end(trace_id)
+                traces.touch(trace_id, entry, now)
                 taken, taken_size = self._merge(entry, span_ids, contributions, part_size)
             held += taken
             size += taken_size
@@ -173,8 +173,7 @@ class TraceStore:
         traces = self._traces
         while traces and (len(traces) > self.max_traces or self.spans > self.max_spans
                           or self.bytes > self.max_bytes):
-            trace_id = next(iter(traces))
-            entry = traces[trace_id]
+            trace_id, entry = traces.oldest()
             self.evicted += 1
             for task_id in list(entry.tasks):
                 ready.extend(self._decide(trace_id, entry, task_id))
@@ -208,10 +207,8 @@ class TraceStore:
     def expire(self, now: float) -> None:
         """Forget traces idle for ``trace_timeout`` (their root task never came)."""
         traces = self._traces
-        while traces:
-            trace_id, entry = next(iter(traces.items()))
-            if now - entry.last_seen < self.trace_timeout:
-                return
+        while traces.idle(now, self.trace_timeout):
+            trace_id, entry = traces.oldest()
             for task_id in list(entry.tasks):  # only while grace >= timeout; keep nothing
                 self._decide(trace_id, entry, task_id)
             if trace_id in traces:

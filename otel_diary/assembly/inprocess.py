@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from otel_diary.assembly.table import TraceTable
 from otel_diary.conventions import Conventions
 from otel_diary.record import ChildSummary, Ready, SpanRecord
 
@@ -27,7 +28,7 @@ MAX_BUCKETS = 256
 
 @dataclass
 class _Trace:
-    touched: float
+    last_seen: float
     buckets: dict[int | None, ChildSummary] = field(default_factory=dict)
     """Contributions by the contributing span's parent span id."""
     pending: dict[int, SpanRecord] = field(default_factory=dict)
@@ -74,7 +75,7 @@ class TraceAssembler:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._conventions = conventions
-        self._traces: dict[int, _Trace] = {}
+        self._traces: TraceTable[int, _Trace] = TraceTable()
         self._max_traces = max_traces
         self._ttl = trace_ttl_s
         self._pending_timeout = pending_timeout_s
@@ -96,20 +97,20 @@ class TraceAssembler:
         return trace_id in self._traces
 
     def _touch(self, trace_id: int) -> _Trace:
-        """The trace's entry, moved to the young end (created if new, evicting the oldest)."""
+        """The trace's entry, made the youngest (created if new, evicting the oldest)."""
         traces = self._traces
-        entry = traces.pop(trace_id, None)
         now = self._clock()
-        if entry is None:
-            if len(traces) >= self._max_traces:
-                oldest = traces.pop(next(iter(traces)))
-                self.evicted += 1
-                # Its waiting task spans are released (without their parent's verdict),
-                # not lost: the next expire() hands them out.
-                self._released.extend(oldest.release(list(oldest.pending.values())))
-            entry = _Trace(touched=now)
-        entry.touched = now
-        traces[trace_id] = entry
+        entry = traces.get(trace_id)
+        if entry is not None:
+            traces.touch(trace_id, entry, now)
+            return entry
+        if len(traces) >= self._max_traces:
+            _, oldest = traces.popitem(last=False)
+            self.evicted += 1
+            # Its waiting task spans are released (without their parent's verdict),
+            # not lost: the next expire() hands them out.
+            self._released.extend(oldest.release(list(oldest.pending.values())))
+        entry = traces[trace_id] = _Trace(last_seen=now)
         return entry
 
     def contribute(self, trace_id: int, attributes: Mapping[str, object], is_error: bool,
@@ -147,7 +148,7 @@ class TraceAssembler:
             return [(record, entry.take(record.span_id, rest=True)), *ready]
         entry.pending[record.span_id] = record
         if not entry.pending_since:
-            entry.pending_since = entry.touched
+            entry.pending_since = entry.last_seen
         assert record.parent_span_id is not None
         entry.waiting_on.setdefault(record.parent_span_id, []).append(record.span_id)
         return []
@@ -177,7 +178,7 @@ class TraceAssembler:
         traces = self._traces
         for trace_id in list(traces):
             entry = traces[trace_id]
-            idle = now - entry.touched >= self._ttl
+            idle = now - entry.last_seen >= self._ttl
             if entry.pending and (idle or now - entry.pending_since >= self._pending_timeout):
                 ready.extend(entry.release(list(entry.pending.values())))
                 entry.pending.clear()

@@ -15,7 +15,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode, Tracer
 
+from otel_diary.pipeline.render import Diary
 from otel_diary.settings import Settings
+from otel_diary.sinks.folder import FolderSink
 from otel_diary.sources.processor import DiarySpanProcessor
 
 TS_STDERR = """\
@@ -91,15 +93,26 @@ def run_task(tracer: Tracer, clock: _Clock, *, task_id: str, title: str, route: 
     root.end(end_time=clock.advance(15))
 
 
+class _RecordingFolder(FolderSink):
+    """The folder sink, remembering (outcome, file) of each diary this run wrote."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.written: list[tuple[str, str]] = []
+
+    def write(self, diary: Diary) -> str:
+        location = super().write(diary)
+        self.written.append((diary.outcome, location))
+        return location
+
+
 def main(root: Path) -> int:
     """Run the three demo tasks and print what was written."""
     provider = TracerProvider(resource=Resource.create({"service.name": "demo-orchestrator"}))
-    processor = DiarySpanProcessor(enabled=True, dir=root, tracer_provider=provider)
-    written: list[tuple[str, str]] = []  # (outcome, file) of this run's diaries
-    assert processor.pipeline is not None
-    processor.pipeline.listeners.append(
-        lambda diary, run, locations: written.extend(
-            (diary.outcome, location) for location in locations if "://" not in location))
+    folder = _RecordingFolder(root)
+    processor = DiarySpanProcessor(enabled=True, dir=root, sinks=[folder],
+                                   tracer_provider=provider)
+    written = folder.written
     provider.add_span_processor(processor)
     tracer = provider.get_tracer("otel_diary.demo")
     clock = _Clock(time.time_ns() - 60_000_000_000)

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from otel_diary.runner import suppressed
 from otel_diary.settings import Settings, check_base_url
-from otel_diary.sinks.hub.sink import Backoff, Deliverer, HubClient
+from otel_diary.sinks.hub.client import Backoff, HubClient
+from otel_diary.sinks.hub.sink import Deliverer
 from otel_diary.sinks.hub.spool import Entry, Spool
 from otel_diary.wiring import settings_redactor
 

@@ -17,7 +17,7 @@ from otel_diary.pipeline.redact import SecretRedactor
 from otel_diary.pipeline.reflect import MAX_LEARNED, Reflector, StubReflector
 from otel_diary.pipeline.render import Diary, render
 from otel_diary.record import Ready
-from otel_diary.sinks.folder import Sink
+from otel_diary.sinks.base import Sink
 from otel_diary.text import check_trace_url_template, cut
 
 logger = logging.getLogger("otel_diary")
@@ -70,7 +70,7 @@ class Pipeline:
         self.trace_url_template = (check_trace_url_template(trace_url_template)
                                    if trace_url_template else None)
         self.related_finder = related_finder
-        self.listeners = list(listeners)
+        self.listeners = tuple(listeners)
         self.stats = stats or Stats()
         self._stub = StubReflector()
         self._log_once = LogOnce()

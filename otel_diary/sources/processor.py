@@ -26,7 +26,7 @@ from otel_diary.pipeline.core import Pipeline, Stats
 from otel_diary.pipeline.reflect import Reflector
 from otel_diary.record import Ready, SpanRecord
 from otel_diary.runner import Runner, renew_after_fork
-from otel_diary.sinks.folder import Sink
+from otel_diary.sinks.base import Sink
 
 if TYPE_CHECKING:  # a façade's argument type; settings are read by the composition root
     from otel_diary.settings import Settings

@@ -52,7 +52,7 @@ def test_symlinked_agent_folder_cannot_escape(tmp_path: Path) -> None:
 def test_a_name_taken_meanwhile_is_never_overwritten(tmp_path: Path) -> None:
     """If another process creates the file between the check and the write, this run
     lands in its alternate file instead of replacing the other run's diary."""
-    from otel_diary.sinks.folder import atomic_write
+    from otel_diary.sinks.base import atomic_write
 
     first = render(COMPLETED, "x")
     path = tmp_path / first.path

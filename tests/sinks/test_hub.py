@@ -22,7 +22,8 @@ from otel_diary import Diary, DiarySpanProcessor, FolderSink, Settings, TaskRun,
 from otel_diary.cli import main as cli
 from otel_diary.errors import SpoolFullError
 from otel_diary.pipeline.render import parse_front_matter
-from otel_diary.sinks.hub.sink import HubSink, parse_retry_after
+from otel_diary.sinks.hub.client import parse_retry_after
+from otel_diary.sinks.hub.sink import HubSink
 from otel_diary.sinks.hub.spool import Spool
 from otel_diary.wiring import default_sinks
 from tests.support.forking import in_forked_child, needs_fork

@@ -13,29 +13,22 @@ delivery thread.
 
 from __future__ import annotations
 
-import email.utils
-import enum
-import json
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timezone
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 from otel_diary.counters import Counters
 from otel_diary.errors import SpoolFullError
-from otel_diary.pipeline.redact import display_url, redact
+from otel_diary.pipeline.redact import display_url
 from otel_diary.pipeline.render import Diary
-from otel_diary.runner import Runner, renew_after_fork, suppressed
+from otel_diary.runner import Runner, renew_after_fork
+from otel_diary.sinks.hub.client import Backoff, HubClient, Outcome, hub_body
 from otel_diary.sinks.hub.spool import Spool
-from otel_diary.text import check_header_value, one_line
-from otel_diary.version import __version__
 
 logger = logging.getLogger("otel_diary")
 
@@ -46,62 +39,6 @@ MAX_RETRY_AFTER_S = 3600.0
 MAX_ANSWER_BYTES = 64 * 1024
 _POLL_S = 2.0
 """How often an idle delivery thread looks for entries spooled by another process."""
-
-
-def hub_body(diary: Diary, path: str | None = None) -> dict[str, Any]:
-    """The JSON document POSTed for ``diary`` (``path`` overrides ``diary.path``)."""
-    return {
-        "path": path or diary.path,
-        "content": diary.content,
-        "source_type": "diary",
-        "title": diary.title,
-        "tags": list(diary.tags),
-        "metadata": {
-            "id": diary.id,
-            "trace_id": diary.trace_id,
-            "span_id": diary.span_id,
-            "agent": diary.agent,
-            "task": diary.task_id,
-            "outcome": diary.outcome,
-            "created": diary.created,
-        },
-    }
-
-
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds a ``Retry-After`` header asks for (delay or HTTP date), capped at an hour."""
-    if not value:
-        return None
-    text = value.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            moment = email.utils.parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=timezone.utc)
-        seconds = moment.timestamp() - (time.time() if now is None else now)
-    if seconds != seconds:  # NaN
-        return None
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
-
-
-class Outcome(enum.Enum):
-    DELIVERED = "delivered"
-    RETRY = "retry"
-    REJECTED = "rejected"
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """What one POST came to: the outcome, the status (if any) and the hub's answer."""
-
-    outcome: Outcome
-    status: int | None = None
-    retry_after: float | None = None
-    detail: str = ""
 
 
 class HubStats(Counters):
@@ -116,113 +53,6 @@ class HubStats(Counters):
     failed_removed: int
     """Refused diaries removed from ``failed/`` (oldest first) to keep it bounded."""
     last_retry_delay_s: float
-
-
-class HubClient:
-    """POSTs one spooled diary to the hub and classifies the answer. Never raises.
-
-    ``api_key`` must be printable ASCII (``ValueError`` otherwise). ``redactor`` scrubs
-    the hub's answers and error messages before they are logged or kept in ``failed/``.
-    """
-
-    def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 10.0,
-                 transport: httpx.BaseTransport | None = None,
-                 redactor: Callable[[str], str] | None = None) -> None:
-        if api_key:
-            check_header_value(api_key, "the knowledge hub's API key")
-        self.url = url.rstrip("/")
-        self.endpoint = self.url + KB_EDIT_PATH
-        self.timeout_s = timeout_s
-        self._api_key = api_key
-        self._transport = transport
-        self._redact = redactor or redact
-        self._client = self._new_client()
-        renew_after_fork(self)
-
-    def _new_client(self) -> httpx.Client:
-        return httpx.Client(timeout=httpx.Timeout(self.timeout_s), transport=self._transport,
-                            follow_redirects=False)
-
-    def _after_fork_in_child(self) -> None:
-        # The parent's pooled connections are its own: left unclosed, never used here.
-        self._client = self._new_client()
-
-    def headers(self, ident: str) -> dict[str, str]:
-        headers = {"content-type": "application/json", "idempotency-key": ident,
-                   "user-agent": f"otel-diary/{__version__}"}
-        if self._api_key:
-            headers["x-api-key"] = self._api_key
-        return headers
-
-    def send(self, ident: str, body: dict[str, Any], timeout_s: float | None = None) -> Attempt:
-        """One POST; any error (even one httpx did not foresee) is a retryable attempt."""
-        timeout = httpx.Timeout(timeout_s if timeout_s is not None else self.timeout_s)
-        try:
-            data = json.dumps(body, ensure_ascii=False).encode("utf-8")
-            with suppressed(), self._client.stream(
-                    "POST", self.endpoint, content=data, headers=self.headers(ident),
-                    timeout=timeout) as response:
-                answer = _read_capped(response)
-        except httpx.TimeoutException as exc:
-            return Attempt(Outcome.RETRY, detail=f"timed out ({type(exc).__name__})")
-        except httpx.TransportError as exc:
-            return Attempt(Outcome.RETRY, detail=self._error(exc))
-        except Exception as exc:
-            logger.debug("otel-diary hub request failed unexpectedly", exc_info=True)
-            return Attempt(Outcome.RETRY, detail="unexpected " + self._error(exc))
-        status = response.status_code
-        if 200 <= status < 300:
-            return Attempt(Outcome.DELIVERED, status)
-        detail = self._redact(f"HTTP {status}: {one_line(answer, 500)}")
-        if status in RETRYABLE_STATUS:
-            return Attempt(Outcome.RETRY, status,
-                           parse_retry_after(response.headers.get("retry-after")), detail)
-        return Attempt(Outcome.REJECTED, status, detail=detail)
-
-    def _error(self, exc: BaseException) -> str:
-        return self._redact(one_line(f"{type(exc).__name__}: {exc}", 500))
-
-    def close(self) -> None:
-        self._client.close()
-
-
-def _read_capped(response: httpx.Response) -> str:
-    """The start of the answer; a note instead when it cannot be decoded (the status
-    alone decides what happened)."""
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        for chunk in response.iter_bytes():
-            chunks.append(chunk)
-            size += len(chunk)
-            if size >= MAX_ANSWER_BYTES:
-                break
-    except httpx.DecodingError as exc:
-        return f"(an answer that could not be decoded: {exc})"
-    return b"".join(chunks)[:MAX_ANSWER_BYTES].decode("utf-8", "replace")
-
-
-class Backoff:
-    """Exponential backoff with equal jitter: ``d/2 + U(0, d/2)``, ``d`` doubling to a cap."""
-
-    def __init__(self, initial_s: float = 1.0, maximum_s: float = 60.0,
-                 rng: Callable[[], float] = random.random) -> None:
-        if initial_s <= 0 or maximum_s <= 0:
-            raise ValueError("backoff delays must be positive")
-        self.initial_s = initial_s
-        self.maximum_s = max(maximum_s, initial_s)
-        self.failures = 0
-        self._rng = rng
-
-    def next(self, retry_after: float | None = None) -> float:
-        """The wait before the next attempt; never shorter than ``retry_after``."""
-        ceiling = min(self.maximum_s, self.initial_s * 2.0 ** min(self.failures, 62))
-        self.failures += 1
-        delay = ceiling / 2 + self._rng() * ceiling / 2
-        return delay if retry_after is None else max(delay, float(retry_after))
-
-    def reset(self) -> None:
-        self.failures = 0
 
 
 @dataclass(frozen=True)
