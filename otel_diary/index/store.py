@@ -31,6 +31,7 @@ from otel_diary.index.documents import (
 )
 from otel_diary.index.query import QUERY_ERRORS, Hit, SearchResult, fts_terms
 from otel_diary.pipeline.classify import TaskRun
+from otel_diary.pipeline.core import MAX_RELATED
 from otel_diary.pipeline.render import (
     DIARY_ROOT,
     Diary,
@@ -47,7 +48,6 @@ INDEX_FILE = "index.sqlite3"
 SCHEMA_VERSION = 1
 MAX_DOCUMENT_BYTES = 1024 * 1024
 """Files in the diary folder larger than this are not diaries and are not indexed."""
-MAX_RELATED = 5
 _CANDIDATES = 50
 
 

@@ -23,6 +23,7 @@ from otel_diary.text import check_trace_url_template, cut
 logger = logging.getLogger("otel_diary")
 
 MAX_RELATED = 5
+"""Most related diaries a finder adds to a diary (the ids its span names are all kept)."""
 
 Redactor = Callable[[str], str]
 """Returns its text with secrets replaced by ``[REDACTED:<kind>]``."""

@@ -34,8 +34,6 @@ RETRYABLE_STATUS = frozenset({408, 429, 502, 503, 504})
 """Answers that may succeed later; every other non-2xx answer is final."""
 MAX_RETRY_AFTER_S = 3600.0
 MAX_ANSWER_BYTES = 64 * 1024
-_POLL_S = 2.0
-"""How often an idle delivery thread looks for entries spooled by another process."""
 
 
 def hub_body(diary: Diary, path: str | None = None) -> dict[str, Any]:

@@ -32,11 +32,6 @@ from otel_diary.sinks.hub.spool import Spool
 
 logger = logging.getLogger("otel_diary")
 
-KB_EDIT_PATH = "/v1/kb/edit"
-RETRYABLE_STATUS = frozenset({408, 429, 502, 503, 504})
-"""Answers that may succeed later; every other non-2xx answer is final."""
-MAX_RETRY_AFTER_S = 3600.0
-MAX_ANSWER_BYTES = 64 * 1024
 _POLL_S = 2.0
 """How often an idle delivery thread looks for entries spooled by another process."""
 
