@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+DEMO_DIR ?= ./demo-kb
 
 .PHONY: demo test lint bench collector clean
 
@@ -12,8 +13,9 @@ $(STAMP): pyproject.toml setup.py otel_diary/receiver/_otlpscan.c
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
 
+# The demo's diaries go to $(DEMO_DIR) in the checkout (git-ignored), rewritten each run.
 demo: $(STAMP)
-	$(BIN)/otel-diary demo
+	$(BIN)/otel-diary demo --dir $(DEMO_DIR)
 
 lint: $(STAMP)
 	$(BIN)/ruff check otel_diary tests benchmarks
@@ -34,4 +36,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/receiver_throughput.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis demo-kb
