@@ -62,7 +62,12 @@ def settings_from(args: argparse.Namespace, names: Sequence[str]) -> Settings:
 
 
 def run(args: argparse.Namespace) -> int:
+    from otel_diary.cli.common import SERVE_MODULES, missing_extra
     from otel_diary.cli.logs import configure
+
+    missing = missing_extra("serve", SERVE_MODULES)
+    if missing is not None:
+        return missing
 
     configure(args.log_format, bool(getattr(args, "verbose", False)))
     try:

@@ -195,9 +195,13 @@ def replay(paths: list[Path], pipeline: Pipeline, conventions: Conventions, *,
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
+    from otel_diary.cli.common import RECEIVER_MODULES, missing_extra
     from otel_diary.pipeline.core import build_pipeline
     from otel_diary.profiles import load_conventions
 
+    missing = missing_extra("replay", RECEIVER_MODULES)
+    if missing is not None:
+        return missing
     try:
         settings = Settings(**({"dir": args.dir} if args.dir is not None else {}))
     except (ValidationError, ValueError) as exc:
