@@ -50,8 +50,9 @@ MAX_DOCUMENT_BYTES = 1024 * 1024
 MAX_RELATED = 5
 _CANDIDATES = 50
 
-Match = Literal["all", "any", "none"]
-"""How a search matched: every word, any word (when no diary had every word), no words."""
+Match = Literal["all", "any", "recent"]
+"""How a search matched: every word, any word (when no diary had every word), or no words
+to match (the newest diaries)."""
 
 
 class IndexUnavailable(DiaryError):
@@ -628,7 +629,7 @@ class DiaryIndex:
             if not terms:
                 if query.strip():
                     raise SearchError(f"the query {query!r} has no words to search for")
-                return SearchResult(self._recent(conn, filters, params, limit), "none")
+                return SearchResult(self._recent(conn, filters, params, limit), "recent")
             hits = self._match(conn, " AND ".join(terms), filters, params, limit)
             if hits or len(terms) == 1:
                 return SearchResult(hits, "all", tuple(terms))
