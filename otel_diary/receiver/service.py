@@ -30,6 +30,17 @@ GC_THRESHOLDS = (50_000, 20, 100)
 """The garbage collector's thresholds while serving (Python's defaults: 700, 10, 10)."""
 
 
+def listening_on(settings: Settings) -> list[str]:
+    """Where the receivers listen, for people: ``http://127.0.0.1:4318 (OTLP/HTTP)``, ..."""
+    host = f"[{settings.serve_host}]" if ":" in settings.serve_host else settings.serve_host
+    addresses = []
+    if settings.serve_http_port:
+        addresses.append(f"http://{host}:{settings.serve_http_port} (OTLP/HTTP)")
+    if settings.serve_grpc_port:
+        addresses.append(f"{host}:{settings.serve_grpc_port} (OTLP/gRPC)")
+    return addresses
+
+
 class Service:
     """The receivers, the collector and the pipeline of one ``serve`` process."""
 
@@ -74,9 +85,9 @@ class Service:
                     grpc, _ = grpc_server(self.grpc_service, settings.serve_host,
                                           settings.serve_grpc_port)
                 except (OSError, RuntimeError) as exc:
-                    logger.error("cannot listen for OTLP/gRPC", extra={"fields": {
-                        "address": f"{settings.serve_host}:{settings.serve_grpc_port}",
-                        "error": str(exc)}})
+                    address = f"{settings.serve_host}:{settings.serve_grpc_port}"
+                    logger.error("cannot listen for OTLP/gRPC on %s: %s", address, exc,
+                                 extra={"fields": {"address": address, "error": str(exc)}})
                     return 1
             if settings.serve_http_port:
                 config = uvicorn.Config(
@@ -90,15 +101,19 @@ class Service:
                 while not http.started and not http_task.done():
                     await asyncio.sleep(0.01)
                 if http_task.done():
-                    logger.error("cannot listen for OTLP/HTTP", extra={"fields": {
-                        "address": f"{settings.serve_host}:{settings.serve_http_port}"}})
+                    address = f"{settings.serve_host}:{settings.serve_http_port}"
+                    logger.error("cannot listen for OTLP/HTTP on %s", address,
+                                 extra={"fields": {"address": address}})
                     return 1
-            logger.info("otel-diary serve is listening", extra={"fields": {
-                "event": "serve.started", "host": settings.serve_host,
-                "http_port": settings.serve_http_port or None,
-                "grpc_port": settings.serve_grpc_port or None,
-                "dir": str(settings.root), "grace_s": settings.serve_grace_s,
-                "auth": settings.serve_token is not None}})
+            # Said only once every listener accepts connections: a client may start now.
+            fields = {"event": "serve.started", "host": settings.serve_host,
+                      "http_port": settings.serve_http_port or None,
+                      "grpc_port": settings.serve_grpc_port or None,
+                      "dir": str(settings.root), "grace_s": settings.serve_grace_s,
+                      "auth": settings.serve_token is not None}
+            logger.info("otel-diary serve is listening on %s; diaries go to %s",
+                        " and ".join(listening_on(settings)), settings.root,
+                        extra={"fields": fields})
             # What start-up made lives as long as the process: keep the garbage collector's
             # passes from walking it again each time. Held traces make no reference cycles,
             # and each request allocates thousands of objects: collect less often.
@@ -133,7 +148,8 @@ class Service:
         self.http_app.close()
         store = self.collector.store
         stats = self.collector.pipeline.stats
-        logger.info("otel-diary serve stopped", extra={"fields": {
+        logger.info("otel-diary serve stopped: %d diaries written, %d failed runs skipped",
+                    stats.diaries, stats.failed_runs, extra={"fields": {
             "event": "serve.stopped", "drained": drained, "spans_accepted": store.accepted,
             "root_tasks": store.root_tasks, "diaries_written": stats.diaries,
             "failed_runs": stats.failed_runs, "rootless_traces": store.rootless_expired}})
