@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -33,7 +34,7 @@ from otel_diary.pipeline.render import (
     one_line,
     parse_front_matter,
 )
-from otel_diary.sinks.folder import DiaryError, FolderSink
+from otel_diary.sinks.folder import DiaryError, FolderSink, log_unwritable, unwritable
 
 if TYPE_CHECKING:
     from otel_diary.pipeline.core import Pipeline, Stats
@@ -738,16 +739,22 @@ class DiaryIndex:
 # -- pipeline stages -----------------------------------------------------------------------
 
 class _Failures:
-    """Counts index failures in ``stats.index_errors``; logs the first with its traceback."""
+    """Counts index failures in ``stats.index_errors``; logs the first with its traceback,
+    unless the folder itself cannot be written: that is one line, once (with the sink's)."""
 
-    def __init__(self, stats: Stats | None) -> None:
+    def __init__(self, stats: Stats | None, root: Path) -> None:
         self._stats = stats
+        self._root = root
         self._logged = False
 
     def __call__(self, message: str, *args: object) -> None:
         if self._stats is not None:
             self._stats.index_errors += 1
-        if self._logged:
+        folder = unwritable(self._root) if isinstance(sys.exc_info()[1], IndexUnavailable) \
+            else None
+        if folder is not None:
+            log_unwritable(folder)
+        elif self._logged:
             logger.debug(message, *args, exc_info=True)
         else:
             self._logged = True
@@ -760,7 +767,7 @@ class IndexListener:
     def __init__(self, index: DiaryIndex, folder: FolderSink, stats: Stats | None = None) -> None:
         self.index = index
         self._root = folder.root.resolve()
-        self._failed = _Failures(stats)
+        self._failed = _Failures(stats, index.root)
 
     def __call__(self, diary: Diary, run: TaskRun, locations: Sequence[str]) -> None:
         try:
@@ -785,7 +792,7 @@ class IndexRelatedFinder:
                  limit: int = MAX_RELATED) -> None:
         self.index = index
         self.limit = limit
-        self._failed = _Failures(stats)
+        self._failed = _Failures(stats, index.root)
 
     def __call__(self, run: TaskRun) -> list[str]:
         try:

@@ -20,7 +20,7 @@ from otel_diary.pipeline.redact import SecretRedactor, settings_redactor
 from otel_diary.pipeline.reflect import MAX_LEARNED, Reflector, StubReflector, cut
 from otel_diary.pipeline.render import Diary, render
 from otel_diary.settings import Settings
-from otel_diary.sinks.folder import Sink
+from otel_diary.sinks.folder import FolderUnwritable, Sink, log_unwritable
 from otel_diary.sinks.hub.sink import default_sinks
 from otel_diary.text import check_trace_url_template
 
@@ -138,6 +138,9 @@ class Pipeline:
         for sink in self.sinks:
             try:
                 locations.append(sink.write(diary))
+            except FolderUnwritable as exc:
+                self.stats.sink_errors += 1
+                log_unwritable(exc)
             except Exception:
                 self.stats.sink_errors += 1
                 self._log_once(f"sink:{type(sink).__name__}",
