@@ -143,7 +143,9 @@ def test_first_command_needs_no_backend() -> None:
     assert scenario_for(COMMANDS[0]).check is first_try_diaries
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", [
+    pytest.param(command, marks=pytest.mark.slow) if scenario_for(command).instruments_openai
+    else command for command in COMMANDS])
 def test_readme_command(command: str, tmp_path: Path, chat: str) -> None:
     """The README command, run as written in a folder holding the app, writes its diaries."""
     scenario = scenario_for(command)

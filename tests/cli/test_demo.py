@@ -64,6 +64,7 @@ def test_demo_prints_every_diary_and_what_to_try_next(tmp_path: Path) -> None:
     assert found.returncode == 0 and "Tighten types in the orders API" in found.stdout
 
 
+@pytest.mark.slow
 def test_a_second_demo_starts_clean(tmp_path: Path) -> None:
     """Running the demo twice leaves the second run's two diaries only."""
     home = tmp_path / "home"

@@ -154,6 +154,7 @@ def node_client() -> Path:
     return NODE_DIR / "send.mjs"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["json", "proto"])
 def test_node_exporters_get_diaries(serve: Serve, node_client: Path, protocol: str) -> None:
     """The Node.js SDK's OTLP/HTTP JSON and protobuf exporters deliver tasks as diaries."""
@@ -191,6 +192,7 @@ def test_token_is_required_when_set(tmp_path: Path) -> None:
     assert list(server.diaries()) == ["T-tok"]
 
 
+@pytest.mark.slow
 def test_redelivery_after_a_restart_keeps_one_diary(tmp_path: Path) -> None:
     """The same root task span delivered to two successive processes leaves one diary."""
     body = protobuf_body(task_trace("T-again", chats=1))
