@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from importlib import metadata
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("otel_diary.cli.demo", "run three example tasks and write their diaries"),
+    "demo": ("otel_diary.cli.demo", "run three example tasks; print the diaries (in ./demo-kb)"),
     "search": ("otel_diary.cli.search", "find diaries by words, agent, outcome, task or age"),
     "show": ("otel_diary.cli.show", "print the diary of a trace (--trace) or an id (--id)"),
     "reindex": ("otel_diary.cli.reindex", "rebuild the search index from the diary folder"),
