@@ -36,10 +36,12 @@ def python_without_extra(code: str, tmp_path: Path) -> subprocess.CompletedProce
 
 
 def test_processor_and_demo_work_without_the_serve_extra(tmp_path: Path) -> None:
-    """Importing otel_diary, a processor writing a diary and the demo need none of the extra."""
+    """Importing otel_diary and its zero-code hooks, a processor writing a diary and the
+    demo need none of the extra."""
     done = python_without_extra(f"""
 from opentelemetry.sdk.trace import TracerProvider
 import otel_diary
+import otel_diary.sources.autoinstrument, otel_diary.sources.exporter  # zero-code hooks
 provider = TracerProvider(shutdown_on_exit=False)
 otel_diary.install(provider, enabled=True, dir={str(tmp_path / "kb")!r})
 with provider.get_tracer("app").start_as_current_span(
