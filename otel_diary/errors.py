@@ -4,6 +4,7 @@
 
     DiaryError
     ├── UnsafePathError        a diary path would leave the diary folder
+    ├── FolderUnwritable       nothing can be written under a knowledge-base folder
     ├── ConventionsError       an attribute mapping that cannot be used (also a ValueError)
     ├── SpoolFullError         the hub spool is at its bound; the diary was not spooled
     ├── IndexUnavailable       the index database cannot be opened or read
@@ -17,6 +18,8 @@ nothing here is raised into an instrumented app, whose spans never see an except
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class DiaryError(Exception):
     """Base of otel-diary's errors."""
@@ -24,6 +27,19 @@ class DiaryError(Exception):
 
 class UnsafePathError(DiaryError):
     """A diary path would leave the diary folder."""
+
+
+class FolderUnwritable(DiaryError):
+    """Nothing can be written under a knowledge-base folder; the message names it and why."""
+
+    def __init__(self, root: Path, reason: str) -> None:
+        super().__init__(f"otel-diary cannot write diaries under {root}: {reason}")
+        self.root = root
+        self.reason = reason
+
+    @classmethod
+    def of(cls, root: Path, exc: OSError) -> FolderUnwritable:
+        return cls(root, exc.strerror or str(exc))
 
 
 class ConventionsError(DiaryError, ValueError):

@@ -58,6 +58,10 @@ MAX_TEXT = 4096
 MAX_LIST = 16
 
 
+UNNAMED_ERROR = "error"
+"""The error type recorded for a failed span that names none."""
+
+
 @dataclass
 class ChildSummary:
     """What the spans under a task contributed: token sums, models, failures, tool calls."""
@@ -90,7 +94,7 @@ class ChildSummary:
             self.tool_calls += 1
         if is_error:
             self.failed_spans += 1
-            error_type = error_name(first(attributes, conventions.error_type)) or "error"
+            error_type = error_name(first(attributes, conventions.error_type)) or UNNAMED_ERROR
             if error_type not in self.error_types and len(self.error_types) < MAX_LIST:
                 self.error_types.append(error_type)
 

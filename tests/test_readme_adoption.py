@@ -58,11 +58,18 @@ class Scenario:
     """Given the diary root and the paths the OTLP collector received."""
     instruments_openai: bool = False
     """Whether the app needs the OpenAI instrumentation (it is skipped elsewhere: slow)."""
+    distro_defaults: bool = False
+    """Whether metrics and logs keep the distro's defaults too, as for a user who set none."""
 
 
 def orchestrator_diaries(kb: Path, otlp_paths: list[str]) -> None:
     assert outcomes(kb) == EXPECTED
     assert "/v1/traces" in otlp_paths  # the user's own exporter still ships spans
+
+
+def first_try_diaries(kb: Path, otlp_paths: list[str]) -> None:
+    assert outcomes(kb) == EXPECTED
+    assert otlp_paths == []  # nothing exported: no backend needed, no time spent retrying
 
 
 def custom_name_diaries(kb: Path, otlp_paths: list[str]) -> None:
@@ -85,9 +92,14 @@ def genai_diaries(kb: Path, otlp_paths: list[str]) -> None:
         assert "Made 1 tool call(s)." in front["body"]
     assert "openai.InternalServerError" in found["conv-2"]["body"].split(
         "## Error encountered", 1)[1]
+    # A server error the agent retried past is the call's failure, not the agent's.
+    assert "the agent got past them" in found["conv-2"]["body"]
+    assert "first try" not in found["conv-2"]["body"]
 
 
 SCENARIOS: dict[str, Scenario] = {
+    "OTEL_TRACES_EXPORTER=diary ": Scenario("orchestrator_app.py", first_try_diaries,
+                                            distro_defaults=True),
     "KB_DIARIES_ENABLED=1 opentelemetry-instrument python app.py":
         Scenario("orchestrator_app.py", orchestrator_diaries),
     "OTEL_TRACES_EXPORTER=otlp,diary": Scenario("orchestrator_app.py", orchestrator_diaries),
@@ -124,7 +136,16 @@ def test_section_has_the_commands_it_promises() -> None:
         scenario_for(command)
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+def test_first_command_needs_no_backend() -> None:
+    """The section's first command exports nowhere but to diaries, so a first try without a
+    Collector does not wait on OTLP retries."""
+    assert "OTEL_TRACES_EXPORTER=diary " in COMMANDS[0]
+    assert scenario_for(COMMANDS[0]).check is first_try_diaries
+
+
+@pytest.mark.parametrize("command", [
+    pytest.param(command, marks=pytest.mark.slow) if scenario_for(command).instruments_openai
+    else command for command in COMMANDS])
 def test_readme_command(command: str, tmp_path: Path, chat: str) -> None:
     """The README command, run as written in a folder holding the app, writes its diaries."""
     scenario = scenario_for(command)
@@ -139,6 +160,8 @@ def test_readme_command(command: str, tmp_path: Path, chat: str) -> None:
         if scenario.instruments_openai:
             del env["OTEL_PYTHON_DISABLED_INSTRUMENTATIONS"]
         del env["OTEL_TRACES_EXPORTER"]  # the distro's default (otlp) applies
+        if scenario.distro_defaults:
+            del env["OTEL_METRICS_EXPORTER"], env["OTEL_LOGS_EXPORTER"]
         result = run(command, tmp_path, env)
     assert result.returncode == 0, explain(result)
     try:

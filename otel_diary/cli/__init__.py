@@ -8,10 +8,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
+import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("otel_diary.cli.demo", "run three example tasks and write their diaries"),
+    "demo": ("otel_diary.cli.demo", "run three example tasks; print the diaries (in ./demo-kb)"),
     "search": ("otel_diary.cli.search", "find diaries by words, agent, outcome, task or age"),
     "show": ("otel_diary.cli.show", "print the diary of a trace (--trace) or an id (--id)"),
     "reindex": ("otel_diary.cli.reindex", "rebuild the search index from the diary folder"),
@@ -22,11 +25,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
 """Sub-command -> (module, one-line help)."""
 
 
+def version() -> str:
+    """The installed distribution's version."""
+    try:
+        return metadata.version("otel-diary")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="otel-diary",
         description="Turn an AI-agent orchestrator's OpenTelemetry traces into diaries.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     modules = {}
@@ -38,7 +50,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        return int(modules[args.command].run(args))
+        code = int(modules[args.command].run(args))
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_went_away()
+
+
+def _reader_went_away() -> int:
+    """Exit quietly when stdout's reader closed early (``otel-diary search | head``).
+
+    As the signal module's documentation advises for SIGPIPE: point stdout at devnull so
+    the interpreter's final flush has nowhere to fail, and exit 1.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a file (captured, replaced)
+        pass
+    return 1
 

@@ -5,8 +5,10 @@ opening the index, ``--json`` output and error messages.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from otel_diary.index.store import INDEX_FILE
@@ -23,6 +25,31 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
 
 def root_of(args: argparse.Namespace) -> Path:
     return Path(args.dir) if args.dir else Settings().root
+
+
+RECEIVER_MODULES: Mapping[str, str] = {
+    "opentelemetry.proto.trace.v1.trace_pb2": "opentelemetry-proto",
+    "google.rpc.status_pb2": "googleapis-common-protos",
+}
+"""Module -> distribution, for decoding OTLP (``replay``, ``serve``): the ``serve`` extra."""
+SERVE_MODULES: Mapping[str, str] = {
+    **RECEIVER_MODULES, "grpc": "grpcio", "uvicorn": "uvicorn", "httptools": "httptools"}
+"""Module -> distribution, for listening for OTLP (``serve``): the ``serve`` extra."""
+
+
+def missing_extra(command: str, modules: Mapping[str, str], extra: str = "serve") -> int | None:
+    """Exit status 2 with a message naming the extra to install when one of ``modules``
+    cannot be imported; ``None`` when they all can."""
+    missing = []
+    for module, distribution in modules.items():
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(distribution)
+    if not missing:
+        return None
+    return fail(command, f"needs the {extra!r} extra ({', '.join(missing)} not installed): "
+                         f'pip install "otel-diary[{extra}]"', 2)
 
 
 def has_knowledge_base(root: Path) -> bool:

@@ -1,12 +1,17 @@
 """``otel-diary demo``: a tiny orchestrator on the real SDK runs three tasks.
 
 One completes, one recovers (escalations, a build repaired in three attempts) and one
-fails. Spans carry simulated timestamps so the diaries show realistic latencies.
+fails. Spans carry simulated timestamps so the diaries show realistic latencies. The
+diaries go to a folder of the demo's own (``./demo-kb``), emptied on each run, never to
+the real knowledge base.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
+import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +20,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode, Tracer
 
+from otel_diary.cli.common import fail
 from otel_diary.pipeline.render import Diary
-from otel_diary.settings import Settings
 from otel_diary.sinks.folder import FolderSink
 from otel_diary.sources.processor import DiarySpanProcessor
 
@@ -93,26 +98,59 @@ def run_task(tracer: Tracer, clock: _Clock, *, task_id: str, title: str, route: 
     root.end(end_time=clock.advance(15))
 
 
+DEFAULT_DIR = "demo-kb"
+"""The demo's knowledge base, in the current folder: never the real one (``OTEL_DIARY_DIR``)."""
+MARKER = ".otel-diary-demo"
+"""The file that marks a folder as the demo's own, so that the next run may delete it."""
+
+
+def fresh_folder(root: Path) -> str | None:
+    """Empty ``root`` for a new demo run; why it cannot be used, or ``None``.
+
+    Only a folder an earlier demo made (it holds :data:`MARKER`), or an empty one, is used.
+    """
+    try:
+        if (root / MARKER).is_file():
+            shutil.rmtree(root)
+        elif root.exists() and (not root.is_dir() or any(root.iterdir())):
+            return (f"{root} already exists and was not made by the demo; remove it or pass "
+                    "another --dir")
+        root.mkdir(parents=True, exist_ok=True)
+        (root / MARKER).write_text("Made by `otel-diary demo`: its next run deletes this "
+                                   "folder and starts afresh.\n", encoding="utf-8")
+    except OSError as exc:
+        return f"cannot write to {root}: {exc.strerror or exc}"
+    return None
+
+
 class _RecordingFolder(FolderSink):
-    """The folder sink, remembering (outcome, file) of each diary this run wrote."""
+    """The folder sink, remembering each diary this run wrote and its file."""
 
     def __init__(self, root: Path) -> None:
         super().__init__(root)
-        self.written: list[tuple[str, str]] = []
+        self.written: list[tuple[Diary, str]] = []
 
     def write(self, diary: Diary) -> str:
         location = super().write(diary)
-        self.written.append((diary.outcome, location))
+        self.written.append((diary, location))
         return location
 
 
-def main(root: Path) -> int:
-    """Run the three demo tasks and print what was written."""
+def main(root: Path, shown: str | None = None) -> int:
+    """Run the three demo tasks in a fresh ``root`` and print every diary written.
+
+    ``shown`` is how ``root`` is written in the commands suggested at the end.
+    """
+    shown = shown or str(root)
+    problem = fresh_folder(root)
+    if problem is not None:
+        return fail("demo", problem, 1)
     provider = TracerProvider(resource=Resource.create({"service.name": "demo-orchestrator"}))
-    folder = _RecordingFolder(root)
-    processor = DiarySpanProcessor(enabled=True, dir=root, sinks=[folder],
-                                   tracer_provider=provider)
-    written = folder.written
+    # Only the demo folder: a hub configured in the environment gets no demo diaries.
+    recording = _RecordingFolder(root)
+    processor = DiarySpanProcessor(enabled=True, dir=root, tracer_provider=provider,
+                                   sinks=[recording])
+    written = recording.written  # this run's diaries and their files
     provider.add_span_processor(processor)
     tracer = provider.get_tracer("otel_diary.demo")
     clock = _Clock(time.time_ns() - 60_000_000_000)
@@ -133,24 +171,53 @@ def main(root: Path) -> int:
     provider.force_flush()
     provider.shutdown()
     stats = processor.stats
-    print(f"otel-diary demo: 3 tasks run, {stats.diaries} diaries written, "
-          f"{stats.failed_runs} failed run skipped")
-    print(f"knowledge base: {root}")
-    recovered: Path | None = None
-    for outcome, location in written:
-        print(f"  wrote {location} ({outcome})")
-        if outcome == "recovered":
-            recovered = Path(location)
-    if recovered is not None:
-        print(f"\n--- {recovered.name} ---")
-        print(recovered.read_text(encoding="utf-8"))
-    return 0 if stats.diaries == 2 else 1
+    print(f"otel-diary demo: 3 tasks run, {len(written)} diaries written, "
+          f"{stats.failed_runs} failed run skipped (a failed run writes no diary)")
+    print(f"knowledge base: {root.resolve()} (the next demo run starts it afresh)")
+    for diary, location in written:
+        print(f"\n=== {_relative(Path(location))} ({diary.outcome}) ===")
+        print(Path(location).read_text(encoding="utf-8"), end="")
+    if written:
+        program = _program()
+        recovered = next((d for d, _ in written if d.outcome == "recovered"), written[0][0])
+        folder = shlex.quote(shown)
+        print("\nTry next:")
+        for command, what in (
+            (f"search TS2345 --dir {folder}", "find the run that met this compiler error"),
+            (f'search "orders api" --dir {folder} --json', "ranked results as JSON, for agents"),
+            (f"search --outcome recovered --dir {folder}", "no words: the newest, filtered"),
+            (f"show --id {recovered.id} --dir {folder}", "print one diary by its id"),
+        ):
+            print(f"  {program} {command}\n      {what}")
+    return 0 if len(written) == 2 else 1
+
+
+def _relative(path: Path) -> str:
+    """``path`` relative to the current folder when it is below it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _program() -> str:
+    """How to run otel-diary again: its name when PATH finds this one, else its path."""
+    invoked = Path(sys.argv[0])
+    if invoked.name != "otel-diary":
+        return "otel-diary"
+    found = shutil.which("otel-diary")
+    if found is not None and Path(found).resolve() == invoked.resolve():
+        return "otel-diary"
+    return str(invoked)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dir", help="knowledge-base root (default: OTEL_DIARY_DIR or "
-                                      "~/.local/share/otel-diary)")
+    parser.add_argument("--dir", default=DEFAULT_DIR,
+                        help=f"the demo's own knowledge base (default: ./{DEFAULT_DIR}); each "
+                             "run deletes what the previous one wrote there")
 
 
 def run(args: argparse.Namespace) -> int:
-    return main(Path(args.dir) if args.dir else Settings().root)
+    shown = args.dir if Path(args.dir).is_absolute() or args.dir.startswith(".") \
+        else f"./{args.dir}"
+    return main(Path(args.dir), shown)

@@ -16,9 +16,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from otel_diary import wiring
+from otel_diary.cli.common import RECEIVER_MODULES, missing_extra
 from otel_diary.conventions import load_conventions
 from otel_diary.settings import Settings
-from otel_diary.sources.replay import replay
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    missing = missing_extra("replay", RECEIVER_MODULES)
+    if missing is not None:
+        return missing
+    from otel_diary.sources.replay import replay  # decodes OTLP: needs the serve extra
+
     try:
         settings = Settings(**({"dir": args.dir} if args.dir is not None else {}))
     except (ValidationError, ValueError) as exc:

@@ -1,7 +1,8 @@
 """``otel-diary search QUERY``: the diaries matching some words, best first, with filters.
 
 Words are matched as words (``"a phrase"`` as a phrase, ``word*`` as a prefix); search
-syntax characters in a query are plain text unless ``--fts`` asks for FTS5 syntax.
+syntax characters in a query are plain text unless ``--fts`` asks for FTS5 syntax. Like
+``grep``, it exits 0 when diaries match, 1 when none does, 2 on an error.
 """
 
 from __future__ import annotations
@@ -55,7 +56,14 @@ def _limit(text: str) -> int:
     return value
 
 
+EPILOG = ("Exit status, as grep's: 0 when diaries match, 1 when none does (or there are no "
+          "diaries yet), 2 on an error. With --json, \"match\" says how the results matched: "
+          "\"all\" (every word), \"any\" (some words: no diary had them all), \"recent\" "
+          "(no words: the newest), or \"none\" when there are no results.")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EPILOG
     parser.add_argument("query", nargs="?", default="",
                         help='words to find ("a phrase", prefix*); none: the newest diaries')
     parser.add_argument("--agent", help="only diaries of this agent")
@@ -73,30 +81,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     root = root_of(args)
     if not has_knowledge_base(root):
-        result = SearchResult([], "none")
+        result = SearchResult([], "recent")
         if not args.json:
-            return fail("search", f"no diaries under {root} yet", 0)
+            return fail("search", f"no diaries under {root} yet", 1)
     else:
         with DiaryIndex(root) as index:
             try:
                 result = index.search(args.query, agent=args.agent, outcome=args.outcome,
                                       task=args.task, since=args.since, limit=args.limit,
                                       raw=args.fts)
-            except SearchError as exc:
+            except (SearchError, IndexUnavailable) as exc:
                 return fail("search", str(exc), 2)
-            except IndexUnavailable as exc:
-                return fail("search", str(exc), 1)
+    found = 0 if result.hits else 1
     if args.json:
         print_json({
             "query": args.query,
-            "match": result.match,
+            "match": result.match if result.hits else "none",
             "count": len(result.hits),
             "results": [{**hit.as_dict(), "file": str(root / hit.path)} for hit in result.hits],
         })
-        return 0
+        return found
     if not result.hits:
         print("No diaries match.")
-        return 0
+        return found
     if result.match == "any":
         print("No diary has every word; these have some of them.\n")
     for hit in result.hits:
@@ -107,4 +114,4 @@ def run(args: argparse.Namespace) -> int:
         if snippet:
             print(f"    {snippet}")
         print()
-    return 0
+    return found

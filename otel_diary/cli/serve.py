@@ -13,17 +13,16 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from otel_diary import wiring
 from otel_diary.conventions import load_conventions
-from otel_diary.receiver.admission import Collector
-from otel_diary.receiver.grpc import TraceService
-from otel_diary.receiver.http import OtlpHttpApp
-from otel_diary.receiver.service import ServeConfig, Service
 from otel_diary.settings import Settings
+
+if TYPE_CHECKING:
+    from otel_diary.receiver.service import Service
 
 logger = logging.getLogger("otel_diary")
 
@@ -68,7 +67,12 @@ def settings_from(args: argparse.Namespace, names: Sequence[str]) -> Settings:
 
 
 def run(args: argparse.Namespace) -> int:
+    from otel_diary.cli.common import SERVE_MODULES, missing_extra
     from otel_diary.cli.logs import configure
+
+    missing = missing_extra("serve", SERVE_MODULES)
+    if missing is not None:
+        return missing
 
     configure(args.log_format, bool(getattr(args, "verbose", False)))
     try:
@@ -83,7 +87,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def service_from(settings: Settings) -> Service:
-    """The receivers, assembly and pipeline ``settings`` describe."""
+    """The receivers, assembly and pipeline ``settings`` describe (they need the ``serve``
+    extra: imported here, once :func:`run` has checked that it is installed)."""
+    from otel_diary.receiver.admission import Collector
+    from otel_diary.receiver.grpc import TraceService
+    from otel_diary.receiver.http import OtlpHttpApp
+    from otel_diary.receiver.service import ServeConfig, Service
+
     conventions = load_conventions(settings.conventions)
     collector = Collector(wiring.trace_store(settings, conventions),
                           wiring.build_pipeline(settings, conventions))
@@ -92,8 +102,8 @@ def service_from(settings: Settings) -> Service:
         host=settings.serve_host, http_port=settings.serve_http_port,
         grpc_port=settings.serve_grpc_port,
         shutdown_timeout_s=settings.shutdown_timeout_ms / 1000,
-        described={"dir": str(settings.root), "grace_s": settings.serve_grace_s,
-                   "auth": settings.serve_token is not None})
+        folder=str(settings.root), grace_s=settings.serve_grace_s,
+        auth=settings.serve_token is not None)
     return Service(collector,
                    OtlpHttpApp(collector, conventions, token=token,
                                max_body_bytes=settings.serve_max_body_bytes),

@@ -1,4 +1,7 @@
-"""``otel-diary show --trace TRACE_ID`` or ``--id kh-…``: print the diary of a trace or an id."""
+"""``otel-diary show --trace TRACE_ID`` or ``--id kh-…``: print the diary of a trace or an id.
+
+An id is accepted with or without its ``kh-`` prefix.
+"""
 
 from __future__ import annotations
 
@@ -19,20 +22,26 @@ from otel_diary.index.store import DiaryIndex
 from otel_diary.pipeline.render import DIARY_ROOT, parse_front_matter
 
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
+ID_PREFIX = "kh-"
+"""What every diary id starts with (see :func:`otel_diary.pipeline.render.diary_id`)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--trace", metavar="TRACE_ID",
                        help="the trace id (32 hex digits) whose diaries to print")
-    which.add_argument("--id", metavar="ID", help="the diary id (kh-…) to print")
+    which.add_argument("--id", metavar="ID",
+                       help="the diary id to print (kh-…; the kh- may be left out)")
     add_common_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     root = root_of(args)
-    wanted = args.trace if args.trace is not None else args.id
-    if args.trace is not None:
+    if args.trace is None:
+        wanted = args.id.strip().lower()
+        if not wanted.startswith(ID_PREFIX):
+            wanted = ID_PREFIX + wanted
+    else:
         wanted = args.trace.strip().lower().removeprefix("0x")
         if not _TRACE_ID.fullmatch(wanted):
             return fail("show", f"{args.trace!r} is not a trace id (32 hex digits)", 2)

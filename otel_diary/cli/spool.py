@@ -3,12 +3,14 @@
 Lists waiting and refused entries of the spool (``OTEL_DIARY_SPOOL_DIR``, by default
 ``<dir>/spool``). ``--flush`` delivers the waiting ones to ``MOTHER_AI_URL`` now, with the
 same timeouts, retries and backoff as the delivery thread; exit status 0 when nothing
-is left waiting, 1 otherwise.
+is left waiting, 1 otherwise. ``--retry-failed`` (refused entries back in the queue)
+needs ``--flush``: alone it is a usage error, exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -33,6 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.retry_failed and not args.flush:
+        print("otel-diary spool: --retry-failed only goes with --flush (it sends the refused "
+              "diaries again): otel-diary spool --flush --retry-failed", file=sys.stderr)
+        return 2
     settings = Settings()
     directory: Path = args.spool_dir or settings.spool_root
     if not directory.is_dir():

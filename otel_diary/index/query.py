@@ -13,8 +13,9 @@ logger = logging.getLogger("otel_diary")
 
 MAX_QUERY_TERMS = 32
 
-Match = Literal["all", "any", "none"]
-"""How a search matched: every word, any word (when no diary had every word), no words."""
+Match = Literal["all", "any", "recent"]
+"""How a search matched: every word, any word (when no diary had every word), or no words
+to match (the newest diaries)."""
 
 
 # -- queries -------------------------------------------------------------------------------

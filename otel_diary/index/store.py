@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -38,7 +39,7 @@ from otel_diary.pipeline.render import (
     diary_id,
 )
 from otel_diary.runner import renew_after_fork
-from otel_diary.sinks.folder import FolderSink
+from otel_diary.sinks.folder import FolderSink, log_unwritable, unwritable
 from otel_diary.text import one_line, utc_stamp
 
 logger = logging.getLogger("otel_diary")
@@ -400,7 +401,7 @@ class DiaryIndex:
             if not terms:
                 if query.strip():
                     raise SearchError(f"the query {query!r} has no words to search for")
-                return SearchResult(self._recent(conn, filters, params, limit), "none")
+                return SearchResult(self._recent(conn, filters, params, limit), "recent")
             hits = self._match(conn, " AND ".join(terms), filters, params, limit)
             if hits or len(terms) == 1:
                 return SearchResult(hits, "all", tuple(terms))
@@ -508,6 +509,18 @@ class DiaryIndex:
 
 # -- pipeline stages -----------------------------------------------------------------------
 
+def _folder_unwritable(root: Path) -> bool:
+    """Inside an ``except`` block: when the index failed because nothing can be written
+    under ``root``, log that as one line (once per folder, with the sink's) and say so."""
+    if not isinstance(sys.exc_info()[1], IndexUnavailable):
+        return False
+    folder = unwritable(root)
+    if folder is None:
+        return False
+    log_unwritable(folder)
+    return True
+
+
 class IndexListener:
     """A pipeline listener: indexes each diary the folder sink wrote. Never raises."""
 
@@ -529,6 +542,8 @@ class IndexListener:
         except Exception:
             if self._stats is not None:
                 self._stats.add("index_errors")
+            if _folder_unwritable(self.index.root):
+                return
             self._log_once("index", "otel-diary could not index diary %s; "
                            "`otel-diary reindex` adds it", diary.id)
 
@@ -559,6 +574,8 @@ class IndexRelatedFinder:
         except Exception:
             if self._stats is not None:
                 self._stats.add("index_errors")
+            if _folder_unwritable(self.index.root):
+                return []
             self._log_once("related", "otel-diary could not look up related diaries for %s",
                          diary_id(run.trace_id, run.span_id))
             return []

@@ -12,12 +12,14 @@ from dataclasses import replace
 
 from otel_diary.conventions import Conventions
 from otel_diary.counters import Counters, LogOnce
+from otel_diary.errors import FolderUnwritable
 from otel_diary.pipeline.classify import TaskRun, classify
 from otel_diary.pipeline.redact import SecretRedactor
 from otel_diary.pipeline.reflect import MAX_LEARNED, Reflector, StubReflector
 from otel_diary.pipeline.render import Diary, render
 from otel_diary.record import Ready
 from otel_diary.sinks.base import Sink
+from otel_diary.sinks.folder import log_unwritable
 from otel_diary.text import check_trace_url_template, cut
 
 logger = logging.getLogger("otel_diary")
@@ -113,6 +115,9 @@ class Pipeline:
         for sink in self.sinks:
             try:
                 locations.append(sink.write(diary))
+            except FolderUnwritable as exc:
+                self.stats.sink_errors += 1
+                log_unwritable(exc)
             except Exception:
                 self.stats.sink_errors += 1
                 self._log_once(f"sink:{type(sink).__name__}",

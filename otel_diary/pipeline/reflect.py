@@ -10,6 +10,7 @@ import re
 from typing import Protocol, runtime_checkable
 
 from otel_diary.pipeline.classify import TaskRun
+from otel_diary.pipeline.render import named_errors
 from otel_diary.text import cut, one_line
 
 MAX_LEARNED = 800
@@ -36,50 +37,56 @@ def first_error_line(stderr: str | None) -> str | None:
 
 
 class StubReflector:
-    """A deterministic reflection built from the run's facts: no model, no I/O."""
+    """A deterministic paragraph built from the run's facts: no model, no I/O.
+
+    It states what the facts show and nothing more: for a recovered run, what failed and
+    what it took to get past it; for a completed one, that nothing needed recovery.
+    Figures already under "What was done" are not repeated, and no stock advice is added:
+    the same words in every diary would only blur search.
+    """
 
     def reflect(self, run: TaskRun) -> str:
         how = _how(run)
         sentences: list[str] = []
         if run.outcome == "completed":
-            first = f"{how} handled this task without escalation"
+            first = f"{how} completed this task with no recovery needed"
             if run.build_attempts == 1:
-                first += " and the build passed on the first verification"
+                first += ": the build passed its first verification"
             sentences.append(first + ".")
         else:
-            sentences.append(f"{how} did not get this task right on the first try.")
-            line = first_error_line(run.stderr_tail)
-            if line:
-                quoted = one_line(line, 160).rstrip(".")
-                sentences.append(f'The build failure began with "{quoted}".')
-            elif run.child_error_types:
-                kinds = ", ".join(run.child_error_types[:3])
-                sentences.append(f"The failed calls raised {one_line(kinds, 160)}.")
-            steps = []
-            if run.escalations:
-                steps.append(f"escalated {run.escalations} time(s)")
-            if run.build_attempts and run.build_attempts > 1:
-                steps.append(f"needed {run.build_attempts} build attempts")
-            if run.failed_children:
-                steps.append(f"retried after {run.failed_children} failed call(s)")
-            if steps:
-                sentences.append("Recovery " + " and ".join(steps) +
-                                 ", so budget time and tokens for retries on similar tasks.")
+            sentences.extend(_what_failed(run))
             if run.repair_no_files:
                 sentences.append("A repair attempt changed no files: when a fix is a no-op, "
                                  "change the approach instead of retrying it.")
-        cost = []
-        if run.tokens is not None:
-            cost.append(f"{run.tokens} tokens")
-        cost.append(f"{run.latency_ms / 1000:.1f}s")
-        if run.file_operations is not None:
-            cost.append(f"{run.file_operations} file operation(s)")
-        sentences.append(f"It took {', '.join(cost)}, a baseline for estimating similar tasks.")
-        if run.outcome == "completed":
-            sentences.append("Try the same route and model first on tasks like this one.")
-        else:
-            sentences.append("Check for this failure early on tasks like this one.")
-        return cut(" ".join(sentences[:5]), MAX_LEARNED)
+        return cut(" ".join(sentences), MAX_LEARNED)
+
+
+def _what_failed(run: TaskRun) -> list[str]:
+    """What went wrong first in a recovered run and what got it past that, as sentences."""
+    sentences: list[str] = []
+    line = first_error_line(run.stderr_tail)
+    attempts = run.build_attempts or 0
+    if line:
+        quoted = one_line(line, 160).rstrip(".")
+        sentences.append(f'The build failed with "{quoted}".' if attempts > 1
+                         else f'The build reported "{quoted}".')
+    how = []
+    if run.escalations:
+        how.append(f"{run.escalations} escalation(s)")
+    if attempts > 1:
+        how.append(f"{attempts} build attempts")
+    if how:
+        after = " and ".join(how)
+        sentences.append(f"{_how(run)} got past it after {after}." if line
+                         else f"{_how(run)} completed this task after {after}.")
+    if run.failed_children:
+        kinds = named_errors(run)[:3]
+        named = f" ({one_line(', '.join(kinds), 160)})" if kinds else ""
+        sentences.append(f"{run.failed_children} call(s) under this task failed{named}; the "
+                         "agent got past them and completed the task.")
+    if not sentences and not run.repair_no_files:
+        sentences.append(f"{_how(run)} needed recovery to complete this task.")
+    return sentences
 
 
 def _how(run: TaskRun) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from otel_diary.pipeline.classify import TaskRun
+from otel_diary.record import UNNAMED_ERROR
 from otel_diary.text import clean, one_line, utc_stamp
 
 try:
@@ -117,6 +118,11 @@ def what_was_done(run: TaskRun) -> str:
     return "\n".join(lines)
 
 
+def named_errors(run: TaskRun) -> list[str]:
+    """The error types of the run's failed calls, less the placeholder of unnamed ones."""
+    return [kind for kind in run.child_error_types if kind != UNNAMED_ERROR]
+
+
 def error_encountered(run: TaskRun) -> str:
     parts: list[str] = []
     if run.escalations:
@@ -126,7 +132,7 @@ def error_encountered(run: TaskRun) -> str:
     if run.repair_no_files:
         parts.append("a repair attempt changed no files")
     if run.failed_children:
-        kinds = ", ".join(one_line(kind, 80) for kind in run.child_error_types)
+        kinds = ", ".join(one_line(kind, 80) for kind in named_errors(run))
         parts.append(f"{_plural(run.failed_children, 'failed call')}" +
                      (f" ({kinds})" if kinds else ""))
     text = "; ".join(parts) if parts else "The run needed recovery"
@@ -136,10 +142,21 @@ def error_encountered(run: TaskRun) -> str:
 
 
 def how_it_was_recovered(run: TaskRun) -> str:
-    if run.failed_children and not (run.escalations or (run.build_attempts or 0) > 1
-                                    or run.repair_no_files):
-        return "The agent retried after the failed call(s); the run still ended successfully."
-    return "Orchestrator engaged automatic recovery; the final attempt exited cleanly."
+    """What got the run past its errors, as far as the span says: no stock sentence."""
+    attempts = run.build_attempts or 0
+    after = f"After {_plural(run.escalations, 'escalation')}, " if run.escalations else ""
+    sentences: list[str] = []
+    if attempts > 1:
+        passed = f"the build passed on attempt {attempts}."
+        sentences.append(after + passed if after else passed.capitalize())
+    elif after:
+        sentences.append(f"{after}the run succeeded.")
+    if run.repair_no_files:
+        sentences.append("The run succeeded despite a repair attempt that changed no files.")
+    if run.failed_children and not sentences:
+        sentences.append("The agent went on after the failed call(s), and the run ended "
+                         "successfully.")
+    return " ".join(sentences) or "The run succeeded after a recovery step."
 
 
 def render(run: TaskRun, learned: str, related: Sequence[str] = (),

@@ -12,8 +12,8 @@ import contextlib
 import gc
 import logging
 import signal
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
@@ -38,8 +38,20 @@ class ServeConfig:
     grpc_port: int = 4317
     """0: no OTLP/gRPC listener."""
     shutdown_timeout_s: float = 10.0
-    described: Mapping[str, object] = field(default_factory=dict)
-    """What the start-up log line says besides the addresses (folder, grace, auth)."""
+    folder: str = ""
+    """Where the diaries go, for the start-up log line."""
+    grace_s: float = 10.0
+    auth: bool = False
+
+    def listening_on(self) -> list[str]:
+        """Where the receivers listen, for people: ``http://127.0.0.1:4318 (OTLP/HTTP)``, ..."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        addresses = []
+        if self.http_port:
+            addresses.append(f"http://{host}:{self.http_port} (OTLP/HTTP)")
+        if self.grpc_port:
+            addresses.append(f"{host}:{self.grpc_port} (OTLP/gRPC)")
+        return addresses
 
 
 class Service:
@@ -75,9 +87,9 @@ class Service:
                     grpc, _ = grpc_server(self.grpc_service, config.host,
                                           config.grpc_port)
                 except (OSError, RuntimeError) as exc:
-                    logger.error("cannot listen for OTLP/gRPC", extra={"fields": {
-                        "address": f"{config.host}:{config.grpc_port}",
-                        "error": str(exc)}})
+                    address = f"{config.host}:{config.grpc_port}"
+                    logger.error("cannot listen for OTLP/gRPC on %s: %s", address, exc,
+                                 extra={"fields": {"address": address, "error": str(exc)}})
                     return 1
             if config.http_port:
                 server_config = uvicorn.Config(
@@ -91,14 +103,18 @@ class Service:
                 while not http.started and not http_task.done():
                     await asyncio.sleep(0.01)
                 if http_task.done():
-                    logger.error("cannot listen for OTLP/HTTP", extra={"fields": {
-                        "address": f"{config.host}:{config.http_port}"}})
+                    address = f"{config.host}:{config.http_port}"
+                    logger.error("cannot listen for OTLP/HTTP on %s", address,
+                                 extra={"fields": {"address": address}})
                     return 1
-            logger.info("otel-diary serve is listening", extra={"fields": {
-                "event": "serve.started", "host": config.host,
-                "http_port": config.http_port or None,
-                "grpc_port": config.grpc_port or None,
-                **config.described}})
+            # Said only once every listener accepts connections: a client may start now.
+            fields = {"event": "serve.started", "host": config.host,
+                      "http_port": config.http_port or None,
+                      "grpc_port": config.grpc_port or None,
+                      "dir": config.folder, "grace_s": config.grace_s, "auth": config.auth}
+            logger.info("otel-diary serve is listening on %s; diaries go to %s",
+                        " and ".join(config.listening_on()), config.folder,
+                        extra={"fields": fields})
             # What start-up made lives as long as the process: keep the garbage collector's
             # passes from walking it again each time. Held traces make no reference cycles,
             # and each request allocates thousands of objects: collect less often.
@@ -133,7 +149,8 @@ class Service:
         self.http_app.close()
         store = self.collector.store
         stats = self.collector.pipeline.stats
-        logger.info("otel-diary serve stopped", extra={"fields": {
+        logger.info("otel-diary serve stopped: %d diaries written, %d failed runs skipped",
+                    stats.diaries, stats.failed_runs, extra={"fields": {
             "event": "serve.stopped", "drained": drained, "spans_accepted": store.accepted,
             "root_tasks": store.root_tasks, "diaries_written": stats.diaries,
             "failed_runs": stats.failed_runs, "rootless_traces": store.rootless_expired}})

@@ -4,12 +4,44 @@
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
+import threading
 from pathlib import Path
 
-from otel_diary.errors import DiaryError, UnsafePathError
+from otel_diary.errors import DiaryError, FolderUnwritable, UnsafePathError
 from otel_diary.pipeline.render import DIARY_ROOT, Diary
 from otel_diary.sinks.base import atomic_write
+
+logger = logging.getLogger("otel_diary")
+
+
+def unwritable(root: Path) -> FolderUnwritable | None:
+    """Why nothing can be written under ``root`` (creating it if need be), else ``None``."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return FolderUnwritable.of(root, exc)
+    if not os.access(root, os.W_OK | os.X_OK):
+        return FolderUnwritable(root, os.strerror(errno.EACCES))
+    return None
+
+
+_reported: set[Path] = set()
+_reported_lock = threading.Lock()
+
+
+def log_unwritable(error: FolderUnwritable) -> None:
+    """Log ``error`` as one line, once per folder: its reason says all, a traceback would not.
+    (Every diary after it meets the same error; each is still counted where it fails.)"""
+    with _reported_lock:
+        first = error.root not in _reported
+        _reported.add(error.root)
+    if first:
+        logger.error("%s (no diary can be written there until that is fixed)", error)
+    else:
+        logger.debug("%s", error)
 
 
 class FolderSink:
@@ -37,14 +69,18 @@ class FolderSink:
         data = diary.content.encode("utf-8")
         for _ in range(3):
             path = self.target(diary)
-            path.parent.mkdir(parents=True, exist_ok=True)
             try:
+                path.parent.mkdir(parents=True, exist_ok=True)
                 # A new file is linked in only if the name is still free, so two processes
                 # finishing runs of one task at once cannot overwrite each other.
                 atomic_write(path, data, replace=_owner(path) == diary.id)
                 return str(path)
             except FileExistsError:
+                if not path.parent.is_dir():
+                    raise FolderUnwritable(self.root, f"{path.parent} is not a folder") from None
                 continue  # another writer took the name first: look again
+            except OSError as exc:
+                raise FolderUnwritable.of(self.root, exc) from exc
         raise DiaryError(f"could not find a free file name for diary {diary.id}")
 
     def close(self) -> None:

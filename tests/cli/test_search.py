@@ -66,9 +66,11 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def search_ids(capsys: pytest.CaptureFixture[str], root: Path, *argv: str) -> list[str]:
+    """The ids ``search --json`` finds; its exit status says whether it found any."""
     code, out, err = cli(capsys, "search", "--dir", str(root), "--json", *argv)
-    assert code == 0, err
-    return [hit["id"] for hit in json.loads(out)["results"]]
+    ids = [hit["id"] for hit in json.loads(out)["results"]]
+    assert code == (0 if ids else 1), err
+    return ids
 
 
 def test_search_finds_a_diary_by_a_word_of_its_reflection(
@@ -118,6 +120,33 @@ def test_filters_apply_to_word_searches(capsys: pytest.CaptureFixture[str],
     assert search_ids(capsys, root, "orders", "--outcome", "recovered") == [diaries["types"].id]
 
 
+def test_search_exits_like_grep(capsys: pytest.CaptureFixture[str],
+                                kb: tuple[Path, dict[str, Diary]]) -> None:
+    """search exits 0 when diaries match, 1 when none does (text or JSON), as --help says."""
+    root, _ = kb
+    assert cli(capsys, "search", "--dir", str(root), "TS2345")[0] == 0
+    code, out, _ = cli(capsys, "search", "--dir", str(root), "zebra")
+    assert (code, out) == (1, "No diaries match.\n")
+    code, out, _ = cli(capsys, "search", "--dir", str(root), "--json", "zebra")
+    assert code == 1 and json.loads(out)["count"] == 0
+    assert cli(capsys, "search", "--dir", str(root), "--json", "--agent", "nobody")[0] == 1
+    with pytest.raises(SystemExit):
+        main(["search", "--help"])
+    assert "1 when none does" in " ".join(capsys.readouterr().out.split())
+
+
+def test_json_says_how_results_matched(capsys: pytest.CaptureFixture[str],
+                                       kb: tuple[Path, dict[str, Diary]]) -> None:
+    """"match" is all, any or recent for results found that way, and none with no results."""
+    root, _ = kb
+    for argv, match in ((["TS2345"], "all"), (["TS2345 zebra"], "any"), ([], "recent"),
+                        (["zebra"], "none"), (["zebra quagga"], "none")):
+        code, out, _ = cli(capsys, "search", "--dir", str(root), "--json", *argv)
+        document = json.loads(out)
+        assert (document["match"], code) == (match, 1 if match == "none" else 0), argv
+        assert (document["count"] == 0) == (match == "none")
+
+
 def test_json_output_is_one_valid_document(capsys: pytest.CaptureFixture[str],
                                            kb: tuple[Path, dict[str, Diary]]) -> None:
     """--json prints one JSON document with each hit's id, title, path, outcome, snippet."""
@@ -149,6 +178,17 @@ def test_show_by_trace_and_by_id_prints_the_diary(capsys: pytest.CaptureFixture[
     assert shown["body"] == types.body
 
 
+def test_show_takes_an_id_with_or_without_its_prefix(
+        capsys: pytest.CaptureFixture[str], kb: tuple[Path, dict[str, Diary]]) -> None:
+    """show --id finds a diary by kh-<hex>, by <hex> alone, and in capitals."""
+    root, diaries = kb
+    types = diaries["types"]
+    expected = (root / types.path).read_text()
+    bare = types.id.removeprefix("kh-")
+    for ident in (types.id, bare, bare.upper(), f" {types.id} "):
+        assert cli(capsys, "show", "--dir", str(root), "--id", ident)[:2] == (0, expected)
+
+
 @pytest.mark.parametrize(("argv", "code", "message"), [
     (["--trace", "0" * 32], 1, "no diary for trace"),
     (["--trace", "not-a-trace"], 2, "not a trace id"),
@@ -171,7 +211,7 @@ def snapshot(capsys: pytest.CaptureFixture[str], root: Path) -> list[str]:
     outputs = []
     for query in QUERIES:
         code, out, _ = cli(capsys, "search", "--dir", str(root), "--json", *query)
-        assert code == 0
+        assert code == (0 if json.loads(out)["count"] else 1)
         outputs.append(out)
     return outputs
 
@@ -197,7 +237,7 @@ def test_reindex_repairs_a_corrupted_database(capsys: pytest.CaptureFixture[str]
     with (root / INDEX_FILE).open("r+b") as handle:
         handle.write(b"\x00garbage" * 64)
     code, out, err = cli(capsys, "search", "--dir", str(root), "TS2345")
-    assert code == 1 and out == "" and "otel-diary reindex" in err
+    assert code == 2 and out == "" and "otel-diary reindex" in err
     code, out, _ = cli(capsys, "reindex", "--dir", str(root), "--json")
     assert code == 0 and json.loads(out)["indexed"] == 4
     assert snapshot(capsys, root) == before
@@ -208,10 +248,12 @@ def test_reindex_repairs_a_corrupted_database(capsys: pytest.CaptureFixture[str]
 def test_search_syntax_characters_never_raise(capsys: pytest.CaptureFixture[str],
                                               kb: tuple[Path, dict[str, Diary]],
                                               query: str) -> None:
-    """Queries made of FTS5 syntax return results (exit 0) or a one-line message (exit 2)."""
+    """Queries made of FTS5 syntax return results (exit 0), none (exit 1) or a one-line
+    message (exit 2)."""
     root, _ = kb
     code, out, err = cli(capsys, "search", "--dir", str(root), "--", query)
-    assert (code == 0 and out) or (code == 2 and err.startswith("otel-diary search:"))
+    assert ((code == 0 and "kh-" in out) or (code == 1 and out == "No diaries match.\n")
+            or (code == 2 and err.startswith("otel-diary search:")))
 
 
 @settings(max_examples=150, deadline=None,
@@ -220,13 +262,15 @@ def test_search_syntax_characters_never_raise(capsys: pytest.CaptureFixture[str]
 def test_any_query_on_the_command_line_returns_results_or_a_message(
         capsys: pytest.CaptureFixture[str], kb_template: tuple[Path, dict[str, Diary]],
         query: str, raw: bool) -> None:
-    """For arbitrary query text, with or without --fts, search exits 0 with output or 2 with
-    a message: never a traceback."""
+    """For arbitrary query text, with or without --fts, search exits 0 with results, 1 with
+    none or 2 with a message: never a traceback. "match" and "count" agree."""
     root, _ = kb_template
     argv = ["search", "--dir", str(root), "--json"] + (["--fts"] if raw else []) + ["--", query]
     code, out, err = cli(capsys, *argv)
-    if code == 0:
-        assert isinstance(json.loads(out)["results"], list)
+    if code in (0, 1):
+        document = json.loads(out)
+        assert document["count"] == len(document["results"])
+        assert (code == 1) == (document["count"] == 0) == (document["match"] == "none")
     else:
         assert code == 2 and err.startswith("otel-diary search:") and "Traceback" not in err
 
@@ -265,12 +309,13 @@ def test_bad_since_is_a_usage_error(capsys: pytest.CaptureFixture[str], tmp_path
 
 def test_search_without_a_knowledge_base_creates_nothing(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """Searching a root that holds no diaries says so, succeeds, and writes no file."""
+    """Searching a root that holds no diaries says so, finds nothing (exit 1), writes no file."""
     root = tmp_path / "empty"
     code, out, err = cli(capsys, "search", "--dir", str(root), "anything")
-    assert (code, out) == (0, "") and "no diaries under" in err
+    assert (code, out) == (1, "") and "no diaries under" in err
     code, out, _ = cli(capsys, "search", "--dir", str(root), "--json", "anything")
-    assert code == 0 and json.loads(out)["results"] == []
+    document = json.loads(out)
+    assert code == 1 and document["results"] == [] and document["match"] == "none"
     assert not root.exists()
 
 

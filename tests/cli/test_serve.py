@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,6 +154,7 @@ def node_client() -> Path:
     return NODE_DIR / "send.mjs"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["json", "proto"])
 def test_node_exporters_get_diaries(serve: Serve, node_client: Path, protocol: str) -> None:
     """The Node.js SDK's OTLP/HTTP JSON and protobuf exporters deliver tasks as diaries."""
@@ -190,6 +192,7 @@ def test_token_is_required_when_set(tmp_path: Path) -> None:
     assert list(server.diaries()) == ["T-tok"]
 
 
+@pytest.mark.slow
 def test_redelivery_after_a_restart_keeps_one_diary(tmp_path: Path) -> None:
     """The same root task span delivered to two successive processes leaves one diary."""
     body = protobuf_body(task_trace("T-again", chats=1))
@@ -204,6 +207,35 @@ def test_redelivery_after_a_restart_keeps_one_diary(tmp_path: Path) -> None:
         finally:
             assert server.stop() == 0
     assert len(list((tmp_path / "kb" / "diaries").rglob("*.md"))) == 1
+
+
+def test_text_logs_say_where_it_listens_and_it_answers_at_once(tmp_path: Path) -> None:
+    """With --log-format text the first line names both addresses and the folder, and
+    /health answers the moment that line is out, without waiting or retrying."""
+    http_port, grpc_port = free_port(), free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "otel_diary.cli", "serve", "--dir", str(tmp_path / "kb"),
+         "--http-port", str(http_port), "--grpc-port", str(grpc_port), "--log-format", "text"],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    watchdog = threading.Timer(60, process.kill)  # a guard against a hung child only
+    watchdog.start()
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        assert "otel-diary serve is listening on " in line, line
+        assert f"http://127.0.0.1:{http_port} (OTLP/HTTP)" in line
+        assert f"127.0.0.1:{grpc_port} (OTLP/gRPC)" in line
+        assert str(tmp_path / "kb") in line
+        health = httpx.get(f"http://127.0.0.1:{http_port}/health", timeout=10)
+        assert (health.status_code, health.json()) == (200, {"status": "ok"})
+        process.send_signal(signal.SIGTERM)
+        rest = process.stderr.read()
+        assert process.wait(30) == 0
+        assert "otel-diary serve stopped: 0 diaries written" in rest
+    finally:
+        watchdog.cancel()
+        if process.poll() is None:
+            process.kill()
 
 
 def test_sigterm_writes_waiting_diaries_before_exit(tmp_path: Path) -> None:

@@ -30,6 +30,8 @@ from otel_diary.receiver.metrics import metric_values
 from tests.cli.test_serve import Serve
 from tests.support.loopback import free_port
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "collector" / "build.sh"
 CONFIG_DIR = REPO / "collector-config"

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_diary import ORCHESTRATOR, FolderSink, SpanRecord, StubReflector, classify, render
+from otel_diary.index.documents import sections
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.render import fence, parse_front_matter, slug, tail
 
@@ -51,6 +54,35 @@ def test_recovered_diary_matches_golden_file() -> None:
     """A recovered run renders its error, recovery and a fenced stderr tail as golden."""
     diary = render(RECOVERED, StubReflector().reflect(RECOVERED))
     check_golden("recovered.md", diary.content)
+
+
+def test_stub_reflection_of_a_failed_call_blames_the_call_not_the_agent() -> None:
+    """A run recovered only from failed calls (a server error the client retried) reads as
+    calls that failed and were got past, not as an agent that got the task wrong; an
+    unnamed failure adds no placeholder to the error list."""
+    run = replace(RECOVERED, escalations=0, build_attempts=None, stderr_tail=None,
+                  failed_children=2, child_error_types=("openai.InternalServerError", "error"))
+    diary = render(run, StubReflector().reflect(run))
+    found = sections(diary.body)
+    assert {heading: found[heading] for heading in (
+        "Error encountered", "How it was recovered", "What was learned")} == {
+        "Error encountered": "2 failed call(s) (openai.InternalServerError)",
+        "How it was recovered": "The agent went on after the failed call(s), and the run "
+                                "ended successfully.",
+        "What was learned": "2 call(s) under this task failed (openai.InternalServerError); "
+                            "the agent got past them and completed the task.",
+    }
+
+
+@pytest.mark.parametrize("run", [COMPLETED, RECOVERED], ids=["completed", "recovered"])
+def test_stub_reflection_repeats_no_figure_and_no_stock_advice(run: TaskRun) -> None:
+    """What was learned repeats no token count, latency or file count, and no sentence
+    that every diary would carry."""
+    learned = StubReflector().reflect(run)
+    for figure in (str(run.tokens), f"{run.latency_ms / 1000:.1f}s", "file operation"):
+        assert figure not in learned
+    for stock in ("first try", "baseline", "tasks like this one", "budget time"):
+        assert stock not in learned
 
 
 def test_missing_facts_are_left_out() -> None:

@@ -488,6 +488,7 @@ def wire_message(descriptor: Descriptor, data: st.DataObject, depth: int = 0) ->
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_any_message_the_reader_validates_protobuf_accepts(data: st.DataObject) -> None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from otel_diary import FolderSink, StubReflector, render
-from otel_diary.errors import UnsafePathError
+from otel_diary.errors import FolderUnwritable, UnsafePathError
 from tests.pipeline.test_render import COMPLETED
 
 
@@ -73,3 +76,45 @@ def test_diary_files_are_readable_by_others(tmp_path: Path) -> None:
     os.umask(mask)
     written = write(tmp_path)
     assert stat.S_IMODE(written.stat().st_mode) == 0o666 & ~mask
+
+
+def test_an_unwritable_folder_is_one_error_naming_it(tmp_path: Path) -> None:
+    """FolderSink.write raises FolderUnwritable naming the root and the reason."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(FolderUnwritable) as raised:
+        write(blocker / "kb")
+    assert str(raised.value) == (f"otel-diary cannot write diaries under {blocker / 'kb'}: "
+                                 "Not a directory")
+
+
+APP = """
+from opentelemetry.sdk.trace import TracerProvider
+import otel_diary
+
+provider = TracerProvider(shutdown_on_exit=False)
+processor = otel_diary.install(provider, enabled=True)
+for n in range(3):
+    with provider.get_tracer("app").start_as_current_span(
+            "task", attributes={"orchestrator.task.id": f"T-{n}"}):
+        pass
+provider.shutdown()
+print(processor.stats.sink_errors, processor.stats.diaries)
+"""
+
+
+def test_an_unwritable_otel_diary_dir_is_logged_once_in_one_line(tmp_path: Path) -> None:
+    """An app whose OTEL_DIARY_DIR cannot be created gets one log line naming the folder
+    and why, for three diaries that fail (counted), and no traceback."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith(("OTEL_", "KB_", "MOTHER_AI_"))}
+    env["OTEL_DIARY_DIR"] = str(blocker / "kb")
+    done = subprocess.run([sys.executable, "-c", APP], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["3", "0"]
+    assert done.stderr.splitlines() == [
+        f"otel-diary cannot write diaries under {blocker / 'kb'}: Not a directory "
+        "(no diary can be written there until that is fixed)"]

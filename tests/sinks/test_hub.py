@@ -430,7 +430,8 @@ def test_spool_command_lists_and_flushes(hub: tuple[HubServer, str], sinks: Sink
 def test_spool_command_retries_refused_diaries_on_request(
         hub: tuple[HubServer, str], sinks: Sinks, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """`--flush --retry-failed` sends the diaries the hub refused once more."""
+    """`--flush --retry-failed` sends the diaries the hub refused once more; `--retry-failed`
+    alone is a usage error that moves nothing."""
     server, url = hub
     server.script = [422, 200]
     sink = sinks(url)
@@ -441,6 +442,10 @@ def test_spool_command_retries_refused_diaries_on_request(
     assert "1 refused by the hub" in capsys.readouterr().out
     assert cli(["spool", "--spool-dir", spool, "--flush", "--hub-url", url]) == 0
     assert server.acknowledged == []
+    capsys.readouterr()
+    assert cli(["spool", "--spool-dir", spool, "--retry-failed", "--hub-url", url]) == 2
+    assert "--retry-failed only goes with --flush" in capsys.readouterr().err
+    assert server.acknowledged == [] and len(Spool(Path(spool)).failed()) == 1  # untouched
     assert cli(["spool", "--spool-dir", spool, "--flush", "--retry-failed",
                 "--hub-url", url]) == 0
     assert server.acknowledged == [make_diary(1).id]

@@ -107,7 +107,7 @@ def test_failed_call_then_success_is_recovered(genai: GenAIHarness) -> None:
     assert diary.outcome == "recovered"
     error_section = diary.body.split("## Error encountered\n", 1)[1].split("##", 1)[0]
     assert "1 failed call(s) (openai.RateLimitError)" in error_section
-    assert "retried" in diary.body.split("## How it was recovered\n", 1)[1]
+    assert "went on after the failed call(s)" in diary.body.split("## How it was recovered\n", 1)[1]
     assert "Tokens: 15." in diary.body
 
 

@@ -1,0 +1,51 @@
+"""What every ``otel-diary`` command shares: ``--version``, and a quiet end when the reader
+of its output goes away (``otel-diary demo | head``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from otel_diary.cli import main
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """--version prints the distribution's version and exits 0."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["--version"])
+    assert stopped.value.code == 0
+    assert capsys.readouterr().out == f"otel-diary {metadata.version('otel-diary')}\n"
+
+
+def run_into_a_closed_pipe(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``otel-diary argv`` with stdout a pipe whose reader has already gone, as after
+    ``| head`` stopped reading: the first write fails with EPIPE."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run([sys.executable, "-m", "otel_diary.cli", *argv], cwd=cwd,
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+
+
+def test_demo_into_a_closed_pipe_ends_without_a_traceback(tmp_path: Path) -> None:
+    """`otel-diary demo | head` ends with status 1 and nothing on stderr."""
+    done = run_into_a_closed_pipe(["demo", "--dir", str(tmp_path / "kb")], tmp_path)
+    assert (done.returncode, done.stderr) == (1, "")
+    assert len(list((tmp_path / "kb").rglob("*.md"))) == 2  # the work itself was done
+
+
+def test_search_json_into_a_closed_pipe_ends_without_a_traceback(tmp_path: Path) -> None:
+    """`otel-diary search --json | head` ends with status 1 and nothing on stderr."""
+    assert subprocess.run([sys.executable, "-m", "otel_diary.cli", "demo", "--dir",
+                           str(tmp_path / "kb")], capture_output=True, timeout=120,
+                          cwd=tmp_path).returncode == 0
+    done = run_into_a_closed_pipe(["search", "--json", "--dir", str(tmp_path / "kb")],
+                                  tmp_path)
+    assert (done.returncode, done.stderr) == (1, "")
