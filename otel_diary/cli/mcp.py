@@ -8,7 +8,6 @@ Read-only tools ``kb_search``, ``kb_fetch``, ``kb_lessons`` and resources ``diar
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 
 from otel_diary.cli.common import fail, root_of
@@ -37,11 +36,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if importlib.util.find_spec("mcp") is None:
+    try:
+        from otel_diary.readers.mcp import TOKEN_ENV, serve_http, serve_stdio
+    except ImportError as exc:
+        if exc.name not in (None, "mcp") and not str(exc.name).startswith("mcp."):
+            raise
         return fail("mcp", "the MCP server needs the mcp extra: "
                            "pip install 'otel-diary[mcp]'", 2)
     from otel_diary.readers.knowledge import KnowledgeBase
-    from otel_diary.readers.mcp import TOKEN_ENV, serve_http, serve_stdio
 
     token = os.environ.get(TOKEN_ENV, "")
     if args.transport == "http" and not token.strip():

@@ -8,6 +8,7 @@ Transports: stdio, or streamable HTTP at ``/mcp`` behind a bearer token.
 
 from __future__ import annotations
 
+import argparse
 import hmac
 import logging
 import sqlite3
@@ -127,7 +128,7 @@ def _since(text: str | None) -> str | None:
         return None
     try:
         return parse_since(text)
-    except ValueError as exc:  # argparse.ArgumentTypeError is one
+    except (argparse.ArgumentTypeError, ValueError) as exc:
         raise ToolError(f"since: {exc}") from None
 
 
