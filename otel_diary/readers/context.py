@@ -17,6 +17,7 @@ from otel_diary.readers.knowledge import MAX_ERROR_CHARS, MAX_QUERY_CHARS, Found
 DEFAULT_LIMIT = 5
 DEFAULT_MAX_CHARS = 2_000
 _WORD = re.compile(r"[^\W_]{3,}")
+_HEADING = re.compile(r"(?:^|\s)#{1,6}\s")
 _COMMON = frozenset({
     "the", "and", "for", "with", "from", "into", "onto", "that", "this", "these", "those",
     "then", "than", "when", "where", "which", "while", "have", "has", "had", "not", "but",
@@ -74,8 +75,9 @@ def _entry(found: Found, root: Path) -> str:
                                            found.task) if part)
         head = f"- `{found.id}` ({what}): {found.title}"
     lines = [head, f"  {root / found.path}"]
-    if found.snippet:
-        lines.append(f"  {found.snippet[:300]}")
+    snippet = _HEADING.sub(" ", found.snippet).strip()
+    if snippet:
+        lines.append(f"  {snippet[:300]}")
     return "\n".join(lines)
 
 
