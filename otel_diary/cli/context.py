@@ -2,18 +2,26 @@
 
 Prints the lessons and diaries relevant to ``--task`` and to an error (``--error-file`` or
 standard input when it is not a terminal), with ids and paths; prints nothing and exits 0
-when nothing is relevant or there is no knowledge base. Never writes to the knowledge base.
+when nothing is relevant or there is no knowledge base. A client hook's JSON event on
+standard input is not an error: its ``prompt``, if any, is the task. Never writes to the
+knowledge base.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 
 from otel_diary.cli.common import fail, has_knowledge_base, root_of
 from otel_diary.readers.context import DEFAULT_LIMIT, DEFAULT_MAX_CHARS, digest, relevant
-from otel_diary.readers.knowledge import MAX_ERROR_CHARS, MAX_LIMIT, KnowledgeBase
+from otel_diary.readers.knowledge import (
+    MAX_ERROR_CHARS,
+    MAX_LIMIT,
+    MAX_QUERY_CHARS,
+    KnowledgeBase,
+)
 from otel_diary.sinks.folder import DiaryError
 
 
@@ -52,17 +60,36 @@ def _error_text(args: argparse.Namespace) -> str:
         return file.read(4 * MAX_ERROR_CHARS)[-MAX_ERROR_CHARS:]
 
 
+def _hook_input(text: str) -> dict[str, object] | None:
+    """The JSON object a client hook (Claude Code's) writes to a hook's standard input, if
+    ``text`` is one: it carries ``hook_event_name`` and, for a prompt, the ``prompt``."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        event = json.loads(text)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) and "hook_event_name" in event else None
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         error = _error_text(args)
     except OSError as exc:
         return fail("context", f"cannot read {args.error_file}: {exc.strerror}", 2)
+    task = args.task
+    event = _hook_input(error)
+    if event is not None:
+        prompt = event.get("prompt")
+        error = ""
+        if not task.strip() and isinstance(prompt, str):
+            task = prompt[:MAX_QUERY_CHARS]
     root = root_of(args)
-    if not (args.task.strip() or error.strip()) or not has_knowledge_base(root):
+    if not (task.strip() or error.strip()) or not has_knowledge_base(root):
         return 0
     with KnowledgeBase(root) as kb:
         try:
-            signatures, found = relevant(kb, task=args.task, error=error, agent=args.agent,
+            signatures, found = relevant(kb, task=task, error=error, agent=args.agent,
                                          limit=args.limit)
         except DiaryError as exc:
             return fail("context", str(exc), 1)

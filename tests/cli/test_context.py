@@ -134,3 +134,16 @@ def test_an_unreadable_error_file_is_an_error(
                              str(tmp_path / "missing.txt"))
     assert (code, out) == (2, "")
     assert "missing.txt" in err
+
+
+def test_a_client_hook_event_on_standard_input_is_not_an_error(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, kb: KB) -> None:
+    """Claude Code's SessionStart JSON is ignored; a UserPromptSubmit prompt becomes the task."""
+    root, diaries, _ = kb
+    start = '{"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup"}'
+    assert context(capsys, monkeypatch, "--dir", str(root), stdin=start) == (0, "", "")
+    prompt = ('{"session_id": "s1", "hook_event_name": "UserPromptSubmit", '
+              '"prompt": "Please tighten the types of the orders module"}')
+    code, out, _ = context(capsys, monkeypatch, "--dir", str(root), stdin=prompt)
+    assert code == 0
+    assert diaries["types"].id in out

@@ -42,9 +42,12 @@ async def stdio_session(command: Sequence[str],
 
 
 @asynccontextmanager
-async def http_session(url: str, token: str | None) -> AsyncIterator[ClientSession]:
-    """A session over streamable HTTP at ``url``, sending ``token`` as a bearer token."""
-    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+async def http_session(url: str, token: str | None,
+                       headers: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:
+    """A session over streamable HTTP at ``url``, sending ``token`` as a bearer token (or
+    the ``headers`` given)."""
+    if headers is None:
+        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
     async with httpx2.AsyncClient(headers=headers, timeout=30) as client, \
             streamable_http_client(url, http_client=client) as (read, write), \
             ClientSession(read, write) as session:
@@ -53,13 +56,19 @@ async def http_session(url: str, token: str | None) -> AsyncIterator[ClientSessi
 
 
 @contextmanager
-def http_server(root: Path, token: str, extra: Sequence[str] = ()) -> Iterator[str]:
+def http_server(root: Path, token: str) -> Iterator[str]:
     """``otel-diary mcp --transport http`` over ``root`` in a process; yields its MCP URL."""
     port = free_port()
-    process = subprocess.Popen(
-        [*SERVER, "--transport", "http", "--port", str(port), "--dir", str(root), *extra],
-        env={**os.environ, "OTEL_DIARY_MCP_TOKEN": token}, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE)
+    with http_process([*SERVER, "--transport", "http", "--port", str(port), "--dir", str(root)],
+                      {"OTEL_DIARY_MCP_TOKEN": token}, port) as url:
+        yield url
+
+
+@contextmanager
+def http_process(command: Sequence[str], env: dict[str, str], port: int) -> Iterator[str]:
+    """The HTTP server ``command`` starts (listening on ``port``); yields its MCP URL."""
+    process = subprocess.Popen(list(command), env={**os.environ, **env},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         deadline = time.monotonic() + 30
