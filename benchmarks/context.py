@@ -6,8 +6,9 @@ per compiler code, then measures
 
   * ``otel-diary context`` as a hook runs it: a new process, an error on standard input
     and a task, printing the digest (median, p99),
-  * the baseline in the same run: ``otel-diary --help``, the same interpreter and command
-    line starting and exiting without touching the knowledge base,
+  * the baseline in the same run, each call right after one of the above:
+    ``otel-diary --help``, the same interpreter and command line starting and exiting
+    without touching the knowledge base,
   * in-process: the digest's work alone (``relevant`` + ``digest``) next to one bare
     ``DiaryIndex.search`` of the same error line.
 
@@ -22,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 from index import p, report, timed, write_corpus
@@ -83,11 +85,13 @@ def main() -> None:
               f"{TASKS[0]!r} ({len(sample)} characters):\n")
         print("    " + sample.replace("\n", "\n    ").rstrip() + "\n")
 
-        print("new process per call (what a SessionStart hook costs)")
-        counter = iter(range(10**9))
-        context = timed(lambda: hook(root, next(counter)), args.runs)
-        baseline = timed(lambda: subprocess.run([*CLI, "--help"], capture_output=True,
-                                                check=True), args.runs)
+        print("new process per call (what a SessionStart hook costs; the two interleaved)")
+        context: list[float] = []
+        baseline: list[float] = []
+        for n in range(args.runs):
+            context += timed(partial(hook, root, n), 1)
+            baseline += timed(partial(subprocess.run, [*CLI, "--help"], capture_output=True,
+                                      check=True), 1)
         report("otel-diary context (error + task)", context)
         report("baseline: otel-diary --help", baseline)
         print()

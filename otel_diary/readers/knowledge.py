@@ -390,8 +390,7 @@ class KnowledgeBase:
         except SearchError as exc:
             raise ReadError(str(exc)) from None
         found += [_found_diary(hit, ["text"]) for hit in result.hits]
-        match = "all" if found and result.match == "none" else result.match
-        return SearchAnswer(query=query, match=match, results=found[:limit])
+        return SearchAnswer(query=query, match=result.match, results=found[:limit])
 
     # -- fetch -------------------------------------------------------------------------
 

@@ -85,8 +85,8 @@ def build_server(kb: KnowledgeBase) -> MCPServer[Any]:
         outcome: Annotated[Literal["completed", "recovered"] | None,
                            Field(description="Only diaries with this outcome.")] = None,
         since: Annotated[Filter, Field(description=(
-            "Only documents created since this UTC time (ISO 8601, e.g. 2026-11-30 or "
-            "2026-11-30T12:00:00Z)."))] = None,
+            "Only documents created since a date or UTC time (2026-11-30, "
+            "2026-11-30T12:00:00Z) or an age (30m, 12h, 7d, 2w)."))] = None,
         limit: Limit = 10,
     ) -> SearchAnswer:
         """Lessons and diaries matching some words, best first (lessons first)."""
