@@ -446,8 +446,9 @@ class KnowledgeBase:
 
     def lessons(self, error: str, *, limit: int = 10) -> LessonsAnswer:
         """What earlier runs learned about ``error`` (pasted error text or a stderr tail):
-        lessons for its signatures, diaries that met one of them (most shared first, then
-        newest), then diaries whose text has every word of its first error line."""
+        lessons for its signatures, then lessons having every word of its first error line,
+        diaries that met one of its signatures (most shared first, then newest), then
+        diaries having every word of that line."""
         error = _bounded(error, MAX_ERROR_CHARS, "the error text")
         limit = _limit(limit)
         if not error.strip():
@@ -455,9 +456,11 @@ class KnowledgeBase:
         signatures = list(error_signatures(error))
         line = error_line(error)
         found: dict[str, Found] = {}
+        words = " ".join(dict.fromkeys(_PLAIN_WORD.findall(line[:500])))
         for lesson, shared in self._lessons.by_signature(signatures):
             found.setdefault(lesson.id, _found_lesson(lesson, "", shared))
-        words = " ".join(dict.fromkeys(_PLAIN_WORD.findall(line[:500])))
+        for lesson, snippet in self._lessons.search(fts_terms(words), limit):
+            found.setdefault(lesson.id, _found_lesson(lesson, snippet, ["text"]))
         by_signature, by_text = self._query(
             lambda index: self._error_diaries(index, signatures, words, limit))
         for hit in by_signature:

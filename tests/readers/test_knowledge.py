@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -184,3 +185,39 @@ def test_a_diary_the_app_indexes_while_serving_is_found(kb: KB) -> None:
         late = write(pipeline, task_record(9, "T-900", title="Polish the frobnicator"))
         pipeline.close()
         assert [f.id for f in base.search("frobnicator").results] == [late.id]
+
+
+def test_a_lesson_is_fetched_by_its_id_and_matched_by_the_words_of_an_error(kb: KB) -> None:
+    """A lesson id gives the lesson document; an error without a signature finds a lesson
+    whose text has every word of its error line."""
+    root, diaries = kb
+    lesson = write_lesson(root, "template:connection refused to <host>",
+                          "Connection refused by the payments sandbox", [diaries["types"].id])
+    with KnowledgeBase(root) as base:
+        document = base.fetch(lesson)
+        answer = base.lessons("payments sandbox: connection refused (10.0.0.7:443)")
+    assert (document.kind, document.id) == ("lesson", lesson)
+    assert document.front_matter["signature"] == "template:connection refused to <host>"
+    assert [(f.kind, f.id, f.matched) for f in answer.results] == [("lesson", lesson, ["text"])]
+
+
+@pytest.mark.parametrize("damage", ["garbage", "other-schema"])
+def test_an_index_it_cannot_read_is_left_alone_and_the_folder_answers(kb: KB,
+                                                                      damage: str) -> None:
+    """A damaged index, or one of another schema version, is not touched: answers come from
+    a scan of the folder."""
+    root, diaries = kb
+    index = root / INDEX_FILE
+    for suffix in ("-wal", "-shm"):
+        Path(f"{index}{suffix}").unlink(missing_ok=True)
+    if damage == "garbage":
+        index.write_bytes(b"this is not a database" * 100)
+    else:
+        with sqlite3.connect(index) as conn:
+            conn.execute("PRAGMA user_version = 99")
+        conn.close()
+    before = index.read_bytes()
+    with KnowledgeBase(root) as base:
+        assert [f.id for f in base.search("TS2345").results] == [diaries["types"].id]
+        assert base.fetch(diaries["parsing"].id).id == diaries["parsing"].id
+    assert index.read_bytes() == before
