@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -221,3 +223,18 @@ def test_an_index_it_cannot_read_is_left_alone_and_the_folder_answers(kb: KB,
         assert [f.id for f in base.search("TS2345").results] == [diaries["types"].id]
         assert base.fetch(diaries["parsing"].id).id == diaries["parsing"].id
     assert index.read_bytes() == before
+
+
+def test_the_readers_public_surface_works_without_the_mcp_sdk() -> None:
+    """``otel_diary.readers`` exports the knowledge base and its answers, and imports (as
+    does ``otel-diary context``) where the MCP SDK cannot be imported."""
+    import otel_diary.readers as readers
+
+    assert sorted(readers.__all__) == ["Document", "Found", "KnowledgeBase", "LessonsAnswer",
+                                       "ReadError", "SearchAnswer"]
+    code = ("import sys; sys.modules['mcp'] = None\n"
+            "import otel_diary.readers, otel_diary.readers.context, otel_diary.cli.context\n"
+            "print('mcp' in sys.modules and sys.modules['mcp'] is not None)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr

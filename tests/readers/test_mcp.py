@@ -16,6 +16,7 @@ from mcp import ClientSession, MCPError
 from mcp.types import CallToolResult, TextContent, TextResourceContents
 
 from otel_diary import Diary
+from tests.support.kb import kb_pipeline, task_record, write
 from tests.support.knowledge import NEW_TS_ERROR, build_knowledge_base, snapshot, write_lesson
 from tests.support.mcp_client import SERVER, http_server, http_session, stdio_session
 
@@ -269,3 +270,22 @@ def test_without_the_mcp_extra_the_command_says_which_to_install(tmp_path: Path)
                           timeout=60)
     assert done.returncode == 2
     assert "otel-diary[mcp]" in done.stderr
+
+
+def test_a_diary_written_while_the_server_runs_is_found(tmp_path: Path) -> None:
+    """A server started on a live app's folder finds a diary the app writes afterwards."""
+    root = tmp_path / "live"
+    build_knowledge_base(root)
+
+    async def body() -> tuple[list[tuple[str, str]], list[tuple[str, str]], str]:
+        async with stdio_session([*SERVER, "--dir", str(root)]) as session:
+            before = ids(await call(session, "kb_search", query="frobnicator"))
+            pipeline = kb_pipeline(root)
+            late = write(pipeline, task_record(9, "T-900", title="Polish the frobnicator"))
+            pipeline.close()
+            after = ids(await call(session, "kb_search", query="frobnicator"))
+            return before, after, late.id
+
+    before, after, late = anyio.run(body)
+    assert before == []
+    assert after == [("diary", late)]
