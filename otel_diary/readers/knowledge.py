@@ -339,6 +339,7 @@ class KnowledgeBase:
         self._index = ReadOnlyIndex(self.root)
         self._scratch: _ScratchIndex | None = None
         self._lock = threading.Lock()
+        self._warned = False
 
     def __enter__(self) -> KnowledgeBase:
         return self
@@ -359,8 +360,9 @@ class KnowledgeBase:
             try:
                 return action(self._index)
             except (IndexUnavailable, sqlite3.Error) as exc:
-                logger.warning("otel-diary: reading the diary folder instead of the index (%s)",
-                               exc)
+                log = logger.debug if self._warned else logger.warning
+                self._warned = True
+                log("otel-diary: reading the diary folder instead of the index (%s)", exc)
         with self._lock:
             if self._scratch is None:
                 self._scratch = _ScratchIndex(self.root)
