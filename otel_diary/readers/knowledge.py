@@ -50,6 +50,9 @@ logger = logging.getLogger("otel_diary")
 _T = TypeVar("_T")
 _ERRORISH = re.compile(r"error|exception|fail|fatal|panic|traceback", re.IGNORECASE)
 _PLAIN_WORD = re.compile(r"[^\W\d_]{3,}")
+_VERBATIM = re.compile(r"[A-Za-z0-9_.:/<>@+=, -]{1,60}")
+"""Text YAML keeps as it is in a scalar (ASCII, too short to be folded), so a lesson file
+containing it can be found without parsing the file."""
 
 Kind = Literal["lesson", "diary"]
 
@@ -147,7 +150,12 @@ class _Lesson(_Plain):
     title: str
     signatures: list[str]
     created: str
-    text: str
+
+
+def _heading(markdown: str) -> str:
+    """The first ``# `` heading of ``markdown``, on one line."""
+    return one_line(next((line[2:] for line in markdown.splitlines()
+                          if line.startswith("# ")), ""), 200)
 
 
 def _lesson(path: str, content: str) -> _Lesson:
@@ -164,91 +172,132 @@ def _lesson(path: str, content: str) -> _Lesson:
     if isinstance(tags, list):
         signatures += [_text(tag).removeprefix("signature:") for tag in tags
                        if _text(tag).startswith("signature:")]
-    heading = next((line[2:] for line in body.splitlines() if line.startswith("# ")), "")
-    title = _text(front.get("title")) or one_line(heading, 200) or Path(path).stem
+    title = _text(front.get("title")) or _heading(body) or Path(path).stem
     created = _text(front.get("updated")) or _text(front.get("created"))
     return _Lesson(id=_text(front["id"]), path=path, title=title,
-                   signatures=list(dict.fromkeys(s for s in signatures if s)), created=created,
-                   text=content)
+                   signatures=list(dict.fromkeys(s for s in signatures if s)), created=created)
 
 
 class _Lessons:
-    """The lesson documents, searchable with the index's tokenizer; reread when they change."""
+    """The lesson documents under ``<root>/diaries/lessons``, reread when they change.
+
+    There is one lesson per error signature, so there may be many: files are read as text
+    and parsed (YAML) only when they may answer, i.e. when they contain the id or a
+    signature asked for, or when the full-text search (built on first use) returns them.
+    """
 
     def __init__(self, root: Path) -> None:
         self._root = root
         self._folder = root / LESSON_ROOT
         self._lock = threading.Lock()
-        self._stamp: tuple[tuple[str, int, int], ...] | None = None
-        self._lessons: list[_Lesson] = []
-        self._db = sqlite3.connect(":memory:", check_same_thread=False)
-        self._db.execute("CREATE VIRTUAL TABLE lessons USING fts5 "
-                         "(title, body, tokenize = 'porter unicode61 remove_diacritics 2')")
+        self._texts: dict[str, tuple[tuple[int, int], str]] = {}
+        self._parsed: dict[str, _Lesson | None] = {}
+        self._searchable: list[str] | None = None
+        """The path of each row of the full-text table; ``None`` while it is out of date."""
+        self._db: sqlite3.Connection | None = None
 
-    def _files(self) -> list[Path]:
-        if not self._folder.is_dir():
-            return []
-        return sorted(file for file in self._folder.rglob("*.md") if file.is_file())
-
-    def _refresh(self) -> list[_Lesson]:
-        files = self._files()
-        stamp = []
+    def _refresh(self) -> dict[str, str]:
+        """Path -> text of every lesson-sized file, rereading those that changed."""
+        texts: dict[str, tuple[tuple[int, int], str]] = {}
+        files = sorted(self._folder.rglob("*.md")) if self._folder.is_dir() else []
         for file in files:
             try:
                 stat = file.stat()
+                if not file.is_file() or stat.st_size > MAX_DOCUMENT_BYTES:
+                    continue
+                path = file.relative_to(self._root).as_posix()
+                stamp = (stat.st_mtime_ns, stat.st_size)
+                known = self._texts.get(path)
+                if known is None or known[0] != stamp:
+                    known = (stamp, file.read_text(encoding="utf-8", errors="replace"))
+                    self._parsed.pop(path, None)
+                    self._searchable = None
             except OSError:
                 continue
-            stamp.append((file.as_posix(), stat.st_mtime_ns, stat.st_size))
-        if tuple(stamp) == self._stamp:
-            return self._lessons
-        lessons: list[_Lesson] = []
-        seen: set[str] = set()
-        for file in files:
+            texts[path] = known
+        if texts.keys() != self._texts.keys():
+            self._searchable = None
+        self._texts = texts
+        return {path: text for path, (_, text) in texts.items()}
+
+    def _parse(self, path: str) -> _Lesson | None:
+        if path not in self._parsed:
             try:
-                if file.stat().st_size > MAX_DOCUMENT_BYTES:
-                    continue
-                lesson = _lesson(file.relative_to(self._root).as_posix(),
-                                 file.read_text(encoding="utf-8", errors="replace"))
-            except (OSError, ValueError, TypeError):
+                self._parsed[path] = _lesson(path, self._texts[path][1])
+            except (ValueError, TypeError):
+                self._parsed[path] = None
+        return self._parsed[path]
+
+    def _containing(self, needles: Sequence[str]) -> list[_Lesson]:
+        """Lessons whose file contains one of ``needles`` (all of them when a needle has
+        characters YAML might have escaped), in path order, the first of an id only."""
+        texts = self._refresh()
+        plain = all(_VERBATIM.fullmatch(needle) for needle in needles)
+        found: list[_Lesson] = []
+        seen: set[str] = set()
+        for path, text in texts.items():
+            if plain and not any(needle in text for needle in needles):
                 continue
-            if lesson.id not in seen:
+            lesson = self._parse(path)
+            if lesson is not None and lesson.id not in seen:
                 seen.add(lesson.id)
-                lessons.append(lesson)
-        self._db.execute("DELETE FROM lessons")
-        self._db.executemany("INSERT INTO lessons (rowid, title, body) VALUES (?, ?, ?)",
-                             [(n, lesson.title, lesson.text) for n, lesson in enumerate(lessons)])
-        self._stamp, self._lessons = tuple(stamp), lessons
-        return lessons
+                found.append(lesson)
+        return found
 
-    def all(self) -> list[_Lesson]:
+    def by_id(self, ident: str) -> _Lesson | None:
         with self._lock:
-            return self._refresh()
-
-    def search(self, terms: Sequence[str], limit: int) -> list[tuple[_Lesson, str]]:
-        """Lessons with every term, best first, each with a snippet."""
-        if not terms:
-            return []
-        with self._lock:
-            lessons = self._refresh()
-            if not lessons:
-                return []
-            rows = self._db.execute(
-                "SELECT rowid, snippet(lessons, 1, '**', '**', '…', 16) FROM lessons "
-                "WHERE lessons MATCH ? ORDER BY bm25(lessons, 10.0, 1.0) LIMIT ?",
-                (" AND ".join(terms), limit)).fetchall()
-        return [(lessons[row], " ".join(str(snippet).split())) for row, snippet in rows]
+            return next((lesson for lesson in self._containing([ident]) if lesson.id == ident),
+                        None)
 
     def by_signature(self, signatures: Sequence[str]) -> list[tuple[_Lesson, list[str]]]:
         """Lessons for any of ``signatures``: by the first signature they share, newest first."""
+        if not signatures:
+            return []
         order = {signature: n for n, signature in enumerate(signatures)}
-        found = [(lesson, [s for s in lesson.signatures if s in order]) for lesson in self.all()]
+        with self._lock:
+            candidates = self._containing(signatures)
+        found = [(lesson, [s for s in lesson.signatures if s in order]) for lesson in candidates]
         found = [(lesson, shared) for lesson, shared in found if shared]
         found.sort(key=lambda pair: pair[0].created, reverse=True)
         found.sort(key=lambda pair: min(order[s] for s in pair[1]))
         return found
 
+    def search(self, terms: Sequence[str], limit: int) -> list[tuple[_Lesson, str]]:
+        """Lessons with every term (the index's tokenizer and stemming), best first, each
+        with a snippet."""
+        if not terms:
+            return []
+        with self._lock:
+            texts = self._refresh()
+            if not texts:
+                return []
+            if self._db is None:
+                self._db = sqlite3.connect(":memory:", check_same_thread=False)
+                self._db.execute("CREATE VIRTUAL TABLE lessons USING fts5 (title, body, "
+                                 "tokenize = 'porter unicode61 remove_diacritics 2')")
+            if self._searchable is None:
+                paths = list(texts)
+                self._db.execute("DELETE FROM lessons")
+                self._db.executemany(
+                    "INSERT INTO lessons (rowid, title, body) VALUES (?, ?, ?)",
+                    [(n, _heading(texts[path]), texts[path]) for n, path in enumerate(paths)])
+                self._searchable = paths
+            rows = self._db.execute(
+                "SELECT rowid, snippet(lessons, 1, '**', '**', '…', 16) FROM lessons "
+                "WHERE lessons MATCH ? ORDER BY bm25(lessons, 10.0, 1.0) LIMIT ?",
+                (" AND ".join(terms), 2 * limit)).fetchall()
+            found: list[tuple[_Lesson, str]] = []
+            seen: set[str] = set()
+            for row, snippet in rows:
+                lesson = self._parse(self._searchable[row])
+                if lesson is not None and lesson.id not in seen:
+                    seen.add(lesson.id)
+                    found.append((lesson, " ".join(str(snippet).split())))
+        return found[:limit]
+
     def close(self) -> None:
-        self._db.close()
+        if self._db is not None:
+            self._db.close()
 
 
 def _found_lesson(lesson: _Lesson, snippet: str = "", matched: Iterable[str] = ()) -> Found:
@@ -402,9 +451,9 @@ class KnowledgeBase:
         ident = _bounded(ident.strip(), MAX_ID_CHARS, "the id")
         if not ident or "\x00" in ident:
             raise ReadError("an id (kh-…), a lesson id or a diary path is needed")
-        for lesson in self._lessons.all():
-            if lesson.id == ident:
-                return self._read(lesson.path)
+        lesson = self._lessons.by_id(ident)
+        if lesson is not None:
+            return self._read(lesson.path)
         if not ident.endswith(".md"):
             hit = self._query(lambda index: index.by_id(ident))
             if hit is None:
@@ -439,9 +488,8 @@ class KnowledgeBase:
         if not ident or kind not in ("diary", "lesson"):
             raise ReadError(f"{path!r} is not a diary or lesson document")
         body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
-        heading = next((line[2:] for line in body.splitlines() if line.startswith("# ")), "")
         return Document(id=ident, kind=kind, path=file.relative_to(self.root.resolve()).as_posix(),
-                        uri=f"diary://{ident}", title=_text(front.get("title")) or heading,
+                        uri=f"diary://{ident}", title=_text(front.get("title")) or _heading(body),
                         front_matter=_plain_json(front), body=body, content=content)
 
     # -- lessons -----------------------------------------------------------------------

@@ -238,3 +238,20 @@ def test_the_readers_public_surface_works_without_the_mcp_sdk() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
     assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr
+
+
+def test_a_lesson_whose_signature_yaml_escapes_is_still_matched(kb: KB) -> None:
+    """A test id with non-ASCII text, written escaped in a lesson's front matter, still
+    finds that lesson for a failure of that test."""
+    root, _ = kb
+    folder = root / "diaries" / "lessons"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "menu.md").write_text(
+        '---\nid: kl-menu\nsource_type: lesson\n'
+        'signature: "test:tests/test_caf\\xE9.py::test_menu"\n---\n\n# Sort the menu first\n',
+        encoding="utf-8")
+    with KnowledgeBase(root) as base:
+        answer = base.lessons("FAILED tests/test_caf\u00e9.py::test_menu - AssertionError")
+    assert "test:tests/test_caf\u00e9.py::test_menu" in answer.signatures
+    assert [(f.kind, f.id, f.matched) for f in answer.results][:1] == [
+        ("lesson", "kl-menu", ["test:tests/test_caf\u00e9.py::test_menu"])]
