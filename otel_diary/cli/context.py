@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--error-file", metavar="FILE",
                         help="an error or stderr tail to match ('-': standard input; default: "
                              "standard input when it is not a terminal)")
-    parser.add_argument("--agent", help="diaries of this agent only (lessons are shown anyway)")
+    parser.add_argument("--agent", help="match the task against this agent's diaries only "
+                                        "(error matches and lessons come from every agent)")
     parser.add_argument("--limit", type=_bounded(1, MAX_LIMIT), default=DEFAULT_LIMIT,
                         help=f"at most this many documents ({DEFAULT_LIMIT})")
     parser.add_argument("--max-chars", type=_bounded(200, 100_000), default=DEFAULT_MAX_CHARS,
