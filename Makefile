@@ -40,6 +40,7 @@ collector:
 bench: $(STAMP)
 	$(BIN)/python benchmarks/processor_overhead.py
 	$(BIN)/python benchmarks/index.py
+	$(BIN)/python benchmarks/context.py
 	$(BIN)/python benchmarks/redaction.py
 	$(BIN)/python benchmarks/receiver_throughput.py
 

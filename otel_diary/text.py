@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import string
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 # Characters a YAML stream may not carry raw, and bidi/format controls that hide text.
 _NON_PRINTABLE = re.compile(
@@ -89,3 +89,27 @@ def check_header_value(value: str, what: str = "the value") -> str:
         raise ValueError(f"{what} must be printable ASCII without leading or trailing "
                          "spaces: it is sent as an HTTP header")
     return value
+
+
+_AGE = re.compile(r"(\d{1,6})\s*([mhdw])")
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_since(text: str, now: datetime | None = None) -> str:
+    """``--since`` as a ``created`` timestamp: a date, a date and time, or an age (``7d``)."""
+    value = text.strip()
+    age = _AGE.fullmatch(value.lower())
+    if age:
+        delta = timedelta(**{_UNITS[age.group(2)]: int(age.group(1))})
+        moment = (now or datetime.now(timezone.utc)) - delta
+    else:
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            raise ValueError(
+                f"{text!r} is not a date (2026-11-30), a UTC time (2026-11-30T12:00) or an "
+                "age (30m, 12h, 7d, 2w)") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+    moment = moment.astimezone(timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{moment.microsecond // 1000:03d}Z"

@@ -21,6 +21,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("otel_diary.cli.serve", "receive OTLP traces over HTTP and gRPC and write diaries"),
     "replay": ("otel_diary.cli.replay", "feed OTLP JSON files through the pipeline offline"),
     "spool": ("otel_diary.cli.spool", "show the diaries waiting for the knowledge hub; --flush"),
+    "mcp": ("otel_diary.cli.mcp", "serve the knowledge base to agents over MCP (stdio or HTTP)"),
+    "context": ("otel_diary.cli.context",
+                "print what earlier runs learned about a task or an error, for session start"),
 }
 """Sub-command -> (module, one-line help)."""
 

@@ -8,8 +8,6 @@ syntax characters in a query are plain text unless ``--fts`` asks for FTS5 synta
 from __future__ import annotations
 
 import argparse
-import re
-from datetime import datetime, timedelta, timezone
 
 from otel_diary.cli.common import (
     add_common_arguments,
@@ -21,29 +19,14 @@ from otel_diary.cli.common import (
 from otel_diary.errors import IndexUnavailable, SearchError
 from otel_diary.index.query import SearchResult
 from otel_diary.index.store import DiaryIndex
-
-_AGE = re.compile(r"(\d{1,6})\s*([mhdw])")
-_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+from otel_diary.text import parse_since
 
 
-def parse_since(text: str, now: datetime | None = None) -> str:
-    """``--since`` as a ``created`` timestamp: a date, a date and time, or an age (``7d``)."""
-    value = text.strip()
-    age = _AGE.fullmatch(value.lower())
-    if age:
-        delta = timedelta(**{_UNITS[age.group(2)]: int(age.group(1))})
-        moment = (now or datetime.now(timezone.utc)) - delta
-    else:
-        try:
-            moment = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{text!r} is not a date (2026-11-30), a UTC time (2026-11-30T12:00) or an "
-                "age (30m, 12h, 7d, 2w)") from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=timezone.utc)
-    moment = moment.astimezone(timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{moment.microsecond // 1000:03d}Z"
+def _since(text: str) -> str:
+    try:
+        return parse_since(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _limit(text: str) -> int:
@@ -70,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--outcome", choices=("completed", "recovered"),
                         help="only diaries with this outcome")
     parser.add_argument("--task", help="only diaries of this task id")
-    parser.add_argument("--since", type=parse_since, metavar="WHEN",
+    parser.add_argument("--since", type=_since, metavar="WHEN",
                         help="only diaries created since a date, a UTC time or an age (7d)")
     parser.add_argument("--limit", type=_limit, default=10, help="at most this many (10)")
     parser.add_argument("--fts", action="store_true",

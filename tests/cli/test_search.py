@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from otel_diary import ORCHESTRATOR, Diary, TaskRun
 from otel_diary.cli import main
-from otel_diary.cli.search import parse_since
 from otel_diary.index.store import INDEX_FILE
 from otel_diary.settings import Settings
+from otel_diary.text import parse_since
 from otel_diary.wiring import build_pipeline
 from tests.support.kb import PY_STDERR, TS_STDERR, task_record, write
 

@@ -1,0 +1,58 @@
+"""``otel-diary mcp``: serve the knowledge base to agents over MCP (stdio, or HTTP).
+
+Read-only tools ``kb_search``, ``kb_fetch``, ``kb_lessons`` and resources ``diary://{id}``.
+``--transport http`` serves streamable HTTP at ``http://<host>:<port>/mcp`` and requires
+``Authorization: Bearer $OTEL_DIARY_MCP_TOKEN``. Needs the ``mcp`` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from otel_diary.cli.common import fail, root_of
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535)")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio",
+                        help="stdio (default: the client starts this command) or streamable "
+                             "HTTP at /mcp")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on with --transport http (127.0.0.1)")
+    parser.add_argument("--port", type=_port, default=8765,
+                        help="port to listen on with --transport http (8765)")
+    parser.add_argument("--dir", help="knowledge-base root (default: OTEL_DIARY_DIR or "
+                                      "~/.local/share/otel-diary)")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from otel_diary.readers.mcp import TOKEN_ENV, serve_http, serve_stdio
+    except ImportError as exc:
+        if exc.name not in (None, "mcp") and not str(exc.name).startswith("mcp."):
+            raise
+        return fail("mcp", "the MCP server needs the mcp extra: "
+                           "pip install 'otel-diary[mcp]'", 2)
+    from otel_diary.readers.knowledge import KnowledgeBase
+
+    token = os.environ.get(TOKEN_ENV, "")
+    if args.transport == "http" and not token.strip():
+        return fail("mcp", f"--transport http needs a bearer token in {TOKEN_ENV}", 2)
+
+    root = root_of(args)
+    with KnowledgeBase(root) as kb:
+        if args.transport == "http":
+            serve_http(kb, token=token, host=args.host, port=args.port)
+        else:
+            serve_stdio(kb)
+    return 0

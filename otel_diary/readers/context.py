@@ -1,0 +1,106 @@
+"""The digest ``otel-diary context`` prints at an agent's session start.
+
+Given the task in hand and, when there is one, the error being faced, a few lines of
+markdown naming the most relevant lessons and diaries (ids and paths), or nothing at all
+when the knowledge base holds nothing relevant. Only the knowledge base's answers are used:
+lessons and diaries sharing the error's signatures, then diaries matching the task.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from otel_diary.readers.knowledge import MAX_ERROR_CHARS, MAX_QUERY_CHARS, Found, KnowledgeBase
+
+DEFAULT_LIMIT = 5
+DEFAULT_MAX_CHARS = 2_000
+_WORD = re.compile(r"[^\W_]{3,}")
+_HEADING = re.compile(r"(?:^|\s)#{1,6}\s")
+_COMMON = frozenset({
+    "the", "and", "for", "with", "from", "into", "onto", "that", "this", "these", "those",
+    "then", "than", "when", "where", "which", "while", "have", "has", "had", "not", "but",
+    "are", "was", "were", "been", "being", "its", "our", "your", "their", "there", "here",
+    "what", "how", "why", "add", "fix", "use", "make", "new", "all", "any", "can", "should",
+    "would", "could", "will", "shall", "must", "may", "might", "task", "run", "please",
+    "also", "just", "very",
+})
+
+
+def _words(text: str) -> list[str]:
+    """The words of ``text`` that say something (three letters or more, not common ones)."""
+    return list(dict.fromkeys(word.lower() for word in _WORD.findall(text)
+                              if word.lower() not in _COMMON))
+
+
+def _stem(word: str) -> str:
+    return word[:5]
+
+
+def _covers(found: Found, words: list[str]) -> bool:
+    """True when at least half of ``words`` (roughly stemmed) occur in the document's title,
+    task, or snippet: a diary matching one word of ten is not worth a reader's time."""
+    have = {_stem(word) for word in _words(f"{found.title} {found.task} {found.snippet}")}
+    shared = sum(1 for word in words if _stem(word) in have)
+    return shared * 2 >= len(words)
+
+
+def relevant(kb: KnowledgeBase, *, task: str = "", error: str = "", agent: str | None = None,
+             limit: int = DEFAULT_LIMIT) -> tuple[list[str], list[Found]]:
+    """The error's signatures and the documents worth showing, best first."""
+    signatures: list[str] = []
+    chosen: dict[str, Found] = {}
+    error = error[-MAX_ERROR_CHARS:]
+    if error.strip():
+        answer = kb.lessons(error, limit=limit)
+        signatures = answer.signatures
+        for found in answer.results:
+            chosen.setdefault(found.id, found)
+    words = _words(task)[:32]
+    if words and len(chosen) < limit:
+        query = " ".join(words)[:MAX_QUERY_CHARS]
+        answer_ = kb.search(query, agent=agent, limit=limit)
+        for found in answer_.results:
+            if answer_.match == "all" or _covers(found, words):
+                chosen.setdefault(found.id, found)
+    return signatures, list(chosen.values())[:limit]
+
+
+def _entry(found: Found, root: Path) -> str:
+    if found.kind == "lesson":
+        head = f"- **Lesson** `{found.id}`: {found.title}"
+    else:
+        what = ", ".join(part for part in (found.outcome, found.created[:10], found.agent,
+                                           found.task) if part)
+        head = f"- `{found.id}` ({what}): {found.title}"
+    lines = [head, f"  {root / found.path}"]
+    snippet = _HEADING.sub(" ", found.snippet).strip()
+    if snippet:
+        lines.append(f"  {snippet[:300]}")
+    return "\n".join(lines)
+
+
+def digest(root: Path, signatures: Iterable[str], found: list[Found],
+           max_chars: int = DEFAULT_MAX_CHARS) -> str:
+    """The markdown digest: a heading, the signatures, one entry per document while they
+    fit in ``max_chars``; empty when there is nothing to show."""
+    if not found:
+        return ""
+    head = ["## Earlier runs (otel-diary knowledge base)"]
+    shown = ", ".join(f"`{signature}`" for signature in signatures)
+    if shown:
+        head.append(f"Error signatures: {shown}")
+    foot = "Read one in full with `otel-diary show --id <id>` or the kb_fetch tool."
+    text = "\n".join(head)
+    budget = max_chars - len(foot) - 2
+    entries = 0
+    for one in found:
+        entry = _entry(one, root)
+        if len(text) + 1 + len(entry) > budget:
+            break
+        text += "\n" + entry
+        entries += 1
+    if not entries:
+        return ""
+    return f"{text}\n\n{foot}\n"

@@ -1,0 +1,542 @@
+"""The read side of a knowledge base: search, fetch and "has anyone seen this error?".
+
+A :class:`KnowledgeBase` answers over ``<root>`` with plain data (frozen pydantic models),
+for the MCP server and ``otel-diary context``. It never writes under ``<root>``: the index
+is opened read-only, and when there is no index yet the diaries are scanned into a private
+index in a temporary directory (rebuilt when the diary folder changes). Lessons
+(``diaries/lessons/*.md``, ``source_type: lesson``) are read from their files and come
+before diaries in every answer. Requests it cannot answer raise :class:`ReadError`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import sqlite3
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from otel_diary.errors import DiaryError, IndexUnavailable, SearchError
+from otel_diary.index.documents import entry_from_document, error_signatures
+from otel_diary.index.query import Hit, Match, fts_terms
+from otel_diary.index.store import INDEX_FILE, MAX_DOCUMENT_BYTES, SCHEMA_VERSION, DiaryIndex
+from otel_diary.pipeline.render import DIARY_ROOT, parse_front_matter
+from otel_diary.text import one_line
+
+KB_FOLDER = str(Path(DIARY_ROOT).parent)
+"""Everything a reader may return lives under ``<root>/diaries``."""
+LESSON_ROOT = f"{KB_FOLDER}/lessons"
+"""One lesson per error signature: ``<root>/diaries/lessons/<signature>.md``."""
+MAX_LIMIT = 50
+MAX_QUERY_CHARS = 2_000
+MAX_ERROR_CHARS = 64_000
+MAX_ID_CHARS = 1_000
+logger = logging.getLogger("otel_diary")
+_T = TypeVar("_T")
+_ERRORISH = re.compile(r"error|exception|fail|fatal|panic|traceback", re.IGNORECASE)
+_PLAIN_WORD = re.compile(r"[^\W\d_]{3,}")
+_VERBATIM = re.compile(r"[A-Za-z0-9_.:/<>@+=, -]{1,60}")
+"""Text YAML keeps as it is in a scalar (ASCII, too short to be folded), so a lesson file
+containing it can be found without parsing the file."""
+
+Kind = Literal["lesson", "diary"]
+
+
+class ReadError(DiaryError):
+    """A request the knowledge base cannot answer, with a message for whoever asked."""
+
+
+class _Plain(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Found(_Plain):
+    """One lesson or diary in an answer, best first."""
+
+    id: str
+    kind: Kind
+    title: str
+    path: str
+    outcome: str
+    agent: str
+    task: str
+    created: str
+    snippet: str
+    matched: list[str] = []
+    """What matched it: error signatures (``code:TS2345``) or ``text``."""
+
+
+class SearchAnswer(_Plain):
+    """Ranked lessons and diaries for a query."""
+
+    query: str
+    match: Match
+    """Every word matched, some words (no document had them all), or no words given
+    (``recent``: the newest)."""
+    results: list[Found]
+
+
+class Document(_Plain):
+    """A whole lesson or diary document: its front matter and markdown body."""
+
+    id: str
+    kind: Kind
+    path: str
+    uri: str
+    title: str
+    front_matter: dict[str, Any]
+    body: str
+    content: str
+
+
+class LessonsAnswer(_Plain):
+    """What the knowledge base knows about an error: lessons first, then diaries."""
+
+    signatures: list[str]
+    first_line: str
+    """The error line the full-text match used (the first line that looks like an error)."""
+    results: list[Found]
+
+
+def error_line(error: str) -> str:
+    """The first line of ``error`` that looks like an error, else its first non-blank line."""
+    lines = [line.strip() for line in error.splitlines() if line.strip()]
+    for line in lines:
+        if _ERRORISH.search(line) and not line.lower().startswith("traceback"):
+            return one_line(line, 500)
+    return one_line(lines[0], 500) if lines else ""
+
+
+def _plain_json(value: Any) -> Any:
+    """Front-matter values as JSON has them (YAML dates become strings)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _text(value: object) -> str:
+    return "" if value is None or isinstance(value, (dict, list)) else one_line(str(value), 2000)
+
+
+def _bounded(text: str, limit: int, what: str) -> str:
+    if len(text) > limit:
+        raise ReadError(f"{what} is {len(text):,} characters long; at most {limit:,} are read")
+    return text
+
+
+def _limit(limit: int) -> int:
+    if not 1 <= limit <= MAX_LIMIT:
+        raise ReadError(f"limit must be from 1 to {MAX_LIMIT}, not {limit}")
+    return limit
+
+
+# -- lessons -------------------------------------------------------------------------------
+
+class _Lesson(_Plain):
+    id: str
+    path: str
+    title: str
+    signatures: list[str]
+    created: str
+
+
+def _heading(markdown: str) -> str:
+    """The first ``# `` heading of ``markdown``, on one line."""
+    return one_line(next((line[2:] for line in markdown.splitlines()
+                          if line.startswith("# ")), ""), 200)
+
+
+def _lesson(path: str, content: str) -> _Lesson:
+    """A lesson document; ``ValueError`` when ``content`` is not one."""
+    front = parse_front_matter(content)
+    if front.get("source_type") != "lesson" or not _text(front.get("id")):
+        raise ValueError("not a lesson")
+    body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
+    signatures = [_text(front.get("signature"))]
+    listed = front.get("signatures")
+    if isinstance(listed, list):
+        signatures += [_text(item) for item in listed]
+    tags = front.get("tags")
+    if isinstance(tags, list):
+        signatures += [_text(tag).removeprefix("signature:") for tag in tags
+                       if _text(tag).startswith("signature:")]
+    title = _text(front.get("title")) or _heading(body) or Path(path).stem
+    created = _text(front.get("updated")) or _text(front.get("created"))
+    return _Lesson(id=_text(front["id"]), path=path, title=title,
+                   signatures=list(dict.fromkeys(s for s in signatures if s)), created=created)
+
+
+class _Lessons:
+    """The lesson documents under ``<root>/diaries/lessons``, reread when they change.
+
+    There is one lesson per error signature, so there may be many: files are read as text
+    and parsed (YAML) only when they may answer, i.e. when they contain the id or a
+    signature asked for, or when the full-text search (built on first use) returns them.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._folder = root / LESSON_ROOT
+        self._lock = threading.Lock()
+        self._texts: dict[str, tuple[tuple[int, int], str]] = {}
+        self._parsed: dict[str, _Lesson | None] = {}
+        self._searchable: list[str] | None = None
+        """The path of each row of the full-text table; ``None`` while it is out of date."""
+        self._db: sqlite3.Connection | None = None
+
+    def _refresh(self) -> dict[str, str]:
+        """Path -> text of every lesson-sized file, rereading those that changed."""
+        texts: dict[str, tuple[tuple[int, int], str]] = {}
+        files = sorted(self._folder.rglob("*.md")) if self._folder.is_dir() else []
+        for file in files:
+            try:
+                stat = file.stat()
+                if not file.is_file() or stat.st_size > MAX_DOCUMENT_BYTES:
+                    continue
+                path = file.relative_to(self._root).as_posix()
+                stamp = (stat.st_mtime_ns, stat.st_size)
+                known = self._texts.get(path)
+                if known is None or known[0] != stamp:
+                    known = (stamp, file.read_text(encoding="utf-8", errors="replace"))
+                    self._parsed.pop(path, None)
+                    self._searchable = None
+            except OSError:
+                continue
+            texts[path] = known
+        if texts.keys() != self._texts.keys():
+            self._searchable = None
+        self._texts = texts
+        return {path: text for path, (_, text) in texts.items()}
+
+    def _parse(self, path: str) -> _Lesson | None:
+        if path not in self._parsed:
+            try:
+                self._parsed[path] = _lesson(path, self._texts[path][1])
+            except (ValueError, TypeError):
+                self._parsed[path] = None
+        return self._parsed[path]
+
+    def _containing(self, needles: Sequence[str]) -> list[_Lesson]:
+        """Lessons whose file contains one of ``needles`` (all of them when a needle has
+        characters YAML might have escaped), in path order, the first of an id only."""
+        texts = self._refresh()
+        plain = all(_VERBATIM.fullmatch(needle) for needle in needles)
+        found: list[_Lesson] = []
+        seen: set[str] = set()
+        for path, text in texts.items():
+            if plain and not any(needle in text for needle in needles):
+                continue
+            lesson = self._parse(path)
+            if lesson is not None and lesson.id not in seen:
+                seen.add(lesson.id)
+                found.append(lesson)
+        return found
+
+    def by_id(self, ident: str) -> _Lesson | None:
+        with self._lock:
+            return next((lesson for lesson in self._containing([ident]) if lesson.id == ident),
+                        None)
+
+    def by_signature(self, signatures: Sequence[str]) -> list[tuple[_Lesson, list[str]]]:
+        """Lessons for any of ``signatures``: by the first signature they share, newest first."""
+        if not signatures:
+            return []
+        order = {signature: n for n, signature in enumerate(signatures)}
+        with self._lock:
+            candidates = self._containing(signatures)
+        found = [(lesson, [s for s in lesson.signatures if s in order]) for lesson in candidates]
+        found = [(lesson, shared) for lesson, shared in found if shared]
+        found.sort(key=lambda pair: pair[0].created, reverse=True)
+        found.sort(key=lambda pair: min(order[s] for s in pair[1]))
+        return found
+
+    def search(self, terms: Sequence[str], limit: int) -> list[tuple[_Lesson, str]]:
+        """Lessons with every term (the index's tokenizer and stemming), best first, each
+        with a snippet."""
+        if not terms:
+            return []
+        with self._lock:
+            texts = self._refresh()
+            if not texts:
+                return []
+            if self._db is None:
+                self._db = sqlite3.connect(":memory:", check_same_thread=False)
+                self._db.execute("CREATE VIRTUAL TABLE lessons USING fts5 (title, body, "
+                                 "tokenize = 'porter unicode61 remove_diacritics 2')")
+            if self._searchable is None:
+                paths = list(texts)
+                self._db.execute("DELETE FROM lessons")
+                self._db.executemany(
+                    "INSERT INTO lessons (rowid, title, body) VALUES (?, ?, ?)",
+                    [(n, _heading(texts[path]), texts[path]) for n, path in enumerate(paths)])
+                self._searchable = paths
+            rows = self._db.execute(
+                "SELECT rowid, snippet(lessons, 1, '**', '**', '…', 16) FROM lessons "
+                "WHERE lessons MATCH ? ORDER BY bm25(lessons, 10.0, 1.0) LIMIT ?",
+                (" AND ".join(terms), 2 * limit)).fetchall()
+            found: list[tuple[_Lesson, str]] = []
+            seen: set[str] = set()
+            for row, snippet in rows:
+                lesson = self._parse(self._searchable[row])
+                if lesson is not None and lesson.id not in seen:
+                    seen.add(lesson.id)
+                    found.append((lesson, " ".join(str(snippet).split())))
+        return found[:limit]
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+
+
+def _found_lesson(lesson: _Lesson, snippet: str = "", matched: Iterable[str] = ()) -> Found:
+    return Found(id=lesson.id, kind="lesson", title=lesson.title, path=lesson.path,
+                 outcome="", agent="", task="", created=lesson.created, snippet=snippet,
+                 matched=list(matched))
+
+
+def _found_diary(hit: Hit, matched: Iterable[str] = ()) -> Found:
+    return Found(id=hit.id, kind="diary", title=hit.title, path=hit.path, outcome=hit.outcome,
+                 agent=hit.agent, task=hit.task, created=hit.created,
+                 snippet=hit.snippet or hit.summary, matched=list(matched))
+
+
+# -- the index, read-only ------------------------------------------------------------------
+
+class ReadOnlyIndex(DiaryIndex):
+    """A :class:`DiaryIndex` whose connections cannot write: the database is opened with
+    ``mode=ro`` and ``query_only``. A database of another schema version is unavailable."""
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                                   timeout=self._busy_timeout_s, isolation_level=None,
+                                   check_same_thread=False)
+            conn.execute("PRAGMA query_only = ON")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+        except (OSError, sqlite3.Error) as exc:
+            raise IndexUnavailable(f"cannot open the index {self.path}: {exc}") from exc
+        if version != SCHEMA_VERSION:
+            conn.close()
+            raise IndexUnavailable(f"the index {self.path} has schema version {version}; "
+                                   "run `otel-diary reindex`")
+        return conn
+
+
+class _ScratchIndex:
+    """A private index of the diary folder in a temporary directory, for a knowledge base
+    without one; rebuilt when a diary directory changes (a file added, renamed, removed)."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._tmp = Path(tempfile.mkdtemp(prefix="otel-diary-read-"))
+        self._lock = threading.Lock()
+        self._stamp: tuple[tuple[str, int], ...] | None = None
+        self.index = DiaryIndex(root, path=self._tmp / INDEX_FILE)
+
+    def _folder_stamp(self) -> tuple[tuple[str, int], ...]:
+        folder = self._root / DIARY_ROOT
+        stamp: list[tuple[str, int]] = []
+        for directory in [folder, *(sorted(p for p in folder.rglob("*") if p.is_dir())
+                                    if folder.is_dir() else [])]:
+            try:
+                stamp.append((directory.as_posix(), directory.stat().st_mtime_ns))
+            except OSError:
+                continue
+        return tuple(stamp)
+
+    def current(self) -> DiaryIndex:
+        with self._lock:
+            stamp = self._folder_stamp()
+            if stamp != self._stamp:
+                self.index.rebuild()
+                self._stamp = stamp
+            return self.index
+
+    def close(self) -> None:
+        self.index.close()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+# -- the knowledge base --------------------------------------------------------------------
+
+class KnowledgeBase:
+    """Read-only answers over the knowledge base at ``root``; safe to share between threads.
+
+    Usage::
+
+        with KnowledgeBase(root) as kb:
+            for found in kb.lessons("error TS2345: Argument of type ...").results:
+                print(found.kind, found.id, found.path)
+    """
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self._folder = (self.root / KB_FOLDER).resolve()
+        self._lessons = _Lessons(self.root)
+        self._index = ReadOnlyIndex(self.root)
+        self._scratch: _ScratchIndex | None = None
+        self._lock = threading.Lock()
+        self._warned = False
+
+    def __enter__(self) -> KnowledgeBase:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._index.close()
+        self._lessons.close()
+        if self._scratch is not None:
+            self._scratch.close()
+
+    def _query(self, action: Callable[[DiaryIndex], _T]) -> _T:
+        """``action`` on the app's index, or, when there is none or it cannot be read, on
+        the private scan of the diary folder."""
+        if (self.root / INDEX_FILE).exists():
+            try:
+                return action(self._index)
+            except (IndexUnavailable, sqlite3.Error) as exc:
+                log = logger.debug if self._warned else logger.warning
+                self._warned = True
+                log("otel-diary: reading the diary folder instead of the index (%s)", exc)
+        with self._lock:
+            if self._scratch is None:
+                self._scratch = _ScratchIndex(self.root)
+            scratch = self._scratch.current()
+        try:
+            return action(scratch)
+        except sqlite3.Error as exc:
+            raise IndexUnavailable(f"cannot search the diaries under {self.root}: {exc}") \
+                from exc
+
+    # -- search ------------------------------------------------------------------------
+
+    def search(self, query: str = "", *, agent: str | None = None, outcome: str | None = None,
+               since: str | None = None, limit: int = 10) -> SearchAnswer:
+        """Lessons, then diaries, matching every word of ``query`` (or, when no document has
+        them all, some of them). Lessons are left out when ``agent`` or ``outcome`` filter."""
+        query = _bounded(query, MAX_QUERY_CHARS, "the query")
+        limit = _limit(limit)
+        found: list[Found] = []
+        if agent is None and outcome is None:
+            for lesson, snippet in self._lessons.search(fts_terms(query), limit):
+                if since is None or lesson.created >= since:
+                    found.append(_found_lesson(lesson, snippet, ["text"]))
+        try:
+            result = self._query(lambda index: index.search(
+                query, agent=agent, outcome=outcome, since=since, limit=limit))
+        except SearchError as exc:
+            raise ReadError(str(exc)) from None
+        found += [_found_diary(hit, ["text"]) for hit in result.hits]
+        return SearchAnswer(query=query, match=result.match, results=found[:limit])
+
+    # -- fetch -------------------------------------------------------------------------
+
+    def fetch(self, ident: str) -> Document:
+        """The whole document for a diary id (``kh-…``), a lesson id, or a document path
+        inside ``<root>/diaries`` (relative to the root, or absolute)."""
+        ident = _bounded(ident.strip(), MAX_ID_CHARS, "the id")
+        if not ident or "\x00" in ident:
+            raise ReadError("an id (kh-…), a lesson id or a diary path is needed")
+        lesson = self._lessons.by_id(ident)
+        if lesson is not None:
+            return self._read(lesson.path)
+        if not ident.endswith(".md"):
+            hit = self._query(lambda index: index.by_id(ident))
+            if hit is None:
+                raise ReadError(f"no diary or lesson has the id {ident!r}")
+            return self._read(hit.path)
+        return self._read(ident)
+
+    def _inside(self, path: str) -> Path:
+        """``path`` resolved, refused unless it names a file under ``<root>/diaries``."""
+        candidate = Path(path)
+        file = (candidate if candidate.is_absolute() else self.root / candidate).resolve()
+        if not file.is_relative_to(self._folder):
+            raise ReadError(f"{path!r} is outside the knowledge base ({self._folder})")
+        return file
+
+    def _read(self, path: str) -> Document:
+        file = self._inside(path)
+        try:
+            if file.stat().st_size > MAX_DOCUMENT_BYTES:
+                raise ReadError(f"{path!r} is larger than a diary can be")
+            content = file.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            raise ReadError(f"no document at {path!r} in the knowledge base") from None
+        except OSError as exc:
+            raise ReadError(f"cannot read {path!r}: {exc.strerror}") from None
+        try:
+            front = parse_front_matter(content)
+        except ValueError:
+            raise ReadError(f"{path!r} is not a diary or lesson document") from None
+        ident = _text(front.get("id"))
+        kind = front.get("source_type", "diary")
+        if not ident or kind not in ("diary", "lesson"):
+            raise ReadError(f"{path!r} is not a diary or lesson document")
+        body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
+        return Document(id=ident, kind=kind, path=file.relative_to(self.root.resolve()).as_posix(),
+                        uri=f"diary://{ident}", title=_text(front.get("title")) or _heading(body),
+                        front_matter=_plain_json(front), body=body, content=content)
+
+    # -- lessons -----------------------------------------------------------------------
+
+    def lessons(self, error: str, *, limit: int = 10) -> LessonsAnswer:
+        """What earlier runs learned about ``error`` (pasted error text or a stderr tail):
+        lessons for its signatures, then lessons having every word of its first error line,
+        diaries that met one of its signatures (most shared first, then newest), then
+        diaries having every word of that line."""
+        error = _bounded(error, MAX_ERROR_CHARS, "the error text")
+        limit = _limit(limit)
+        if not error.strip():
+            raise ReadError("the error text is empty")
+        signatures = list(error_signatures(error))
+        line = error_line(error)
+        found: dict[str, Found] = {}
+        words = " ".join(dict.fromkeys(_PLAIN_WORD.findall(line[:500])))
+        for lesson, shared in self._lessons.by_signature(signatures):
+            found.setdefault(lesson.id, _found_lesson(lesson, "", shared))
+        for lesson, snippet in self._lessons.search(fts_terms(words), limit):
+            found.setdefault(lesson.id, _found_lesson(lesson, snippet, ["text"]))
+        by_signature, by_text = self._query(
+            lambda index: self._error_diaries(index, signatures, words, limit))
+        for hit in by_signature:
+            found.setdefault(hit.id, _found_diary(hit, self._shared(hit, signatures)))
+        for hit in by_text:
+            found.setdefault(hit.id, _found_diary(hit, ["text"]))
+        return LessonsAnswer(signatures=signatures, first_line=line,
+                             results=list(found.values())[:limit])
+
+    @staticmethod
+    def _error_diaries(index: DiaryIndex, signatures: Sequence[str], words: str,
+                       limit: int) -> tuple[list[Hit], list[Hit]]:
+        """Diaries sharing a signature (most shared, then newest), and diaries having every
+        word of the error line (digits and short words left out: they vary run to run)."""
+        by_signature: list[Hit] = []
+        if signatures:
+            for ident in index.related(exclude="", task=None, trigger=None,
+                                       signatures=signatures, before="9999", limit=limit):
+                hit = index.by_id(ident)
+                if hit is not None:
+                    by_signature.append(hit)
+        by_text: list[Hit] = []
+        if words and len(by_signature) < limit:
+            result = index.search(words, limit=limit)
+            if result.match == "all":
+                by_text = result.hits
+        return by_signature, by_text
+
+    def _shared(self, hit: Hit, signatures: Sequence[str]) -> list[str]:
+        """The signatures of ``signatures`` that the diary's "Error encountered" has."""
+        try:
+            file = self._inside(hit.path)
+            own = entry_from_document(hit.path, file.read_text(encoding="utf-8")).signatures
+        except (OSError, ValueError, ReadError):
+            return []
+        return [signature for signature in signatures if signature in own]

@@ -1,0 +1,171 @@
+"""The knowledge base as an MCP server (the official ``mcp`` SDK): read-only tools and resources.
+
+Tools ``kb_search``, ``kb_fetch`` and ``kb_lessons`` (the names the knowledge hub's agents
+use) and the resource template ``diary://{id}``, over a :class:`KnowledgeBase`. A request
+the knowledge base cannot answer is a tool error with a message; the server keeps serving.
+Transports: stdio, or streamable HTTP at ``/mcp`` behind a bearer token.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import sqlite3
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Annotated, Any, Literal, TypeVar
+
+import anyio
+import uvicorn
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from otel_diary import __version__
+from otel_diary.errors import DiaryError
+from otel_diary.readers.knowledge import (
+    MAX_ERROR_CHARS,
+    MAX_ID_CHARS,
+    MAX_LIMIT,
+    MAX_QUERY_CHARS,
+    Document,
+    KnowledgeBase,
+    LessonsAnswer,
+    SearchAnswer,
+)
+from otel_diary.text import parse_since
+
+logger = logging.getLogger("otel_diary")
+
+TOKEN_ENV = "OTEL_DIARY_MCP_TOKEN"
+"""The bearer token HTTP clients must send (``Authorization: Bearer <token>``); no default."""
+HTTP_PATH = "/mcp"
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                            open_world_hint=False)
+INSTRUCTIONS = (
+    "The knowledge base of earlier agent runs: diaries (what was done, the error met, how it "
+    "was recovered, what was learned) and lessons (one per error signature). Call kb_lessons "
+    "with an error's text before fixing it, kb_search for a task or a word, kb_fetch for a "
+    "whole document."
+)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+ASGIApp = Callable[[Scope, Callable[[], Awaitable[Message]],
+                    Callable[[Message], Awaitable[None]]], Awaitable[None]]
+
+Query = Annotated[str, Field(max_length=MAX_QUERY_CHARS, description=(
+    'Words to find (every word must match; "a phrase", prefix*); an error code such as '
+    "TS2345 works. Empty: the newest diaries."))]
+Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, description="At most this many results.")]
+Filter = Annotated[str | None, Field(max_length=200)]
+
+
+_T = TypeVar("_T")
+
+
+def _answer(call: Callable[[], _T]) -> _T:
+    """``call()``, with what the knowledge base refuses turned into a tool error."""
+    try:
+        return call()
+    except (DiaryError, sqlite3.Error) as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def build_server(kb: KnowledgeBase) -> MCPServer[Any]:
+    """The MCP server answering from ``kb``."""
+    server: MCPServer[Any] = MCPServer("otel-diary", version=__version__,
+                                       instructions=INSTRUCTIONS, log_level="WARNING")
+
+    @server.tool(annotations=READ_ONLY, title="Search the knowledge base")
+    def kb_search(
+        query: Query = "",
+        agent: Annotated[Filter, Field(description="Only diaries of this agent.")] = None,
+        outcome: Annotated[Literal["completed", "recovered"] | None,
+                           Field(description="Only diaries with this outcome.")] = None,
+        since: Annotated[Filter, Field(description=(
+            "Only documents created since a date or UTC time (2026-11-30, "
+            "2026-11-30T12:00:00Z) or an age (30m, 12h, 7d, 2w)."))] = None,
+        limit: Limit = 10,
+    ) -> SearchAnswer:
+        """Lessons and diaries matching some words, best first (lessons first)."""
+        return _answer(lambda: kb.search(query, agent=agent, outcome=outcome,
+                                         since=_since(since), limit=limit))
+
+    @server.tool(annotations=READ_ONLY, title="Fetch a document")
+    def kb_fetch(
+        id: Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, description=(
+            "A diary id (kh-…), a lesson id, or a document path inside the knowledge base "
+            "(diaries/…/x.md)."))],
+    ) -> Document:
+        """The whole document (front matter and markdown body) of a diary or a lesson."""
+        return _answer(lambda: kb.fetch(id))
+
+    @server.tool(annotations=READ_ONLY, title="Has anyone seen this error?")
+    def kb_lessons(
+        error: Annotated[str, Field(min_length=1, max_length=MAX_ERROR_CHARS, description=(
+            "Pasted error text or the tail of a build's stderr."))],
+        limit: Limit = 10,
+    ) -> LessonsAnswer:
+        """The error's signatures and the lessons and diaries that met it, best first."""
+        return _answer(lambda: kb.lessons(error, limit=limit))
+
+    @server.resource("diary://{id}", name="diary", mime_type="text/markdown",
+                     description="A diary (kh-…) or lesson of the knowledge base, as markdown.")
+    def diary(id: str) -> str:
+        try:
+            return kb.fetch(id).content
+        except (DiaryError, sqlite3.Error) as exc:
+            raise ResourceNotFoundError(str(exc)) from exc
+
+    return server
+
+
+def _since(text: str | None) -> str | None:
+    """``since`` as the diaries' ``created`` format; a bad value is a tool error."""
+    if text is None:
+        return None
+    try:
+        return parse_since(text)
+    except ValueError as exc:
+        raise ToolError(f"since: {exc}") from None
+
+
+class BearerToken:
+    """ASGI middleware: HTTP requests without ``Authorization: Bearer <token>`` get 401."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Message]],
+                       send: Callable[[Message], Awaitable[None]]) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._expected):
+                body = b'{"error": "a bearer token is required (OTEL_DIARY_MCP_TOKEN)"}'
+                await send({"type": "http.response.start", "status": 401, "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b'Bearer realm="otel-diary"')]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(server: MCPServer[Any], token: str, host: str = "127.0.0.1") -> ASGIApp:
+    """The streamable-HTTP app of ``server`` at ``/mcp``, behind the bearer ``token``."""
+    app: ASGIApp = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
+    return BearerToken(app, token)
+
+
+def serve_stdio(kb: KnowledgeBase) -> None:
+    """Serve ``kb`` over standard input and output until the client closes them."""
+    anyio.run(build_server(kb).run_stdio_async)
+
+
+def serve_http(kb: KnowledgeBase, *, token: str, host: str, port: int) -> None:
+    """Serve ``kb`` over streamable HTTP at ``http://<host>:<port>/mcp`` until interrupted."""
+    config = uvicorn.Config(http_app(build_server(kb), token, host), host=host, port=port,
+                            log_level="warning", lifespan="on")
+    uvicorn.Server(config).run()

@@ -1,0 +1,149 @@
+"""``otel-diary context``: the session-start digest of relevant lessons and diaries."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from otel_diary import Diary
+from otel_diary.cli import main
+from tests.support.knowledge import NEW_TS_ERROR, build_knowledge_base, snapshot, write_lesson
+
+KB = tuple[Path, dict[str, Diary], str]
+
+
+@pytest.fixture(scope="module")
+def kb_template(tmp_path_factory: pytest.TempPathFactory) -> KB:
+    root = tmp_path_factory.mktemp("kb")
+    diaries = build_knowledge_base(root)
+    lesson = write_lesson(root, "code:TS2345", "Narrow optional values before the call",
+                          [diaries["types"].id])
+    return root, diaries, lesson
+
+
+@pytest.fixture
+def kb(kb_template: KB, tmp_path: Path) -> KB:
+    root, diaries, lesson = kb_template
+    copy = tmp_path / "kb"
+    shutil.copytree(root, copy)
+    return copy, diaries, lesson
+
+
+def context(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *argv: str,
+            stdin: str = "") -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    code = main(["context", *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_an_error_on_standard_input_lists_the_lesson_then_the_diary(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, kb: KB) -> None:
+    """A new TS2345 piped in gives its signature, the lesson and the diary, with ids and paths."""
+    root, diaries, lesson = kb
+    code, out, _ = context(capsys, monkeypatch, "--dir", str(root), stdin=NEW_TS_ERROR)
+    assert code == 0
+    assert "`code:TS2345`" in out
+    assert out.index(lesson) < out.index(diaries["types"].id)
+    assert str(root / diaries["types"].path) in out
+    assert str(root / "diaries" / "lessons" / "code-TS2345.md") in out
+    assert diaries["parsing"].id not in out
+
+
+def test_an_error_file_and_a_task_are_both_used(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, kb: KB,
+        tmp_path: Path) -> None:
+    """``--error-file`` gives the error's matches, ``--task`` adds the diaries matching it."""
+    root, diaries, _ = kb
+    error = tmp_path / "stderr.txt"
+    error.write_text("Traceback (most recent call last):\nValueError: invalid literal",
+                     encoding="utf-8")
+    code, out, _ = context(capsys, monkeypatch, "--dir", str(root), "--error-file", str(error),
+                           "--task", "Add pagination to the orders list")
+    assert code == 0
+    assert "`exception:ValueError`" in out
+    assert out.index(diaries["parsing"].id) < out.index(diaries["pagination"].id)
+
+
+def test_a_task_alone_finds_diaries_that_share_most_of_its_words(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, kb: KB) -> None:
+    """A task phrased differently from a diary's title still finds it; ``--agent`` filters."""
+    root, diaries, _ = kb
+    _, out, _ = context(capsys, monkeypatch, "--dir", str(root),
+                        "--task", "Tighten the types of the orders module")
+    assert diaries["types"].id in out
+    assert diaries["pagination"].id not in out
+    _, filtered, _ = context(capsys, monkeypatch, "--dir", str(root), "--agent", "reviewer",
+                             "--task", "Tighten the types of the orders module")
+    assert filtered == ""
+
+
+@pytest.mark.parametrize("argv", [["--task", "Polish the frobnicator widget"],
+                                  ["--task", ""], []])
+def test_nothing_relevant_prints_nothing_and_exits_0(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, kb: KB,
+        argv: list[str]) -> None:
+    """A task no document shares words with, or no task and no error, prints nothing."""
+    root, _, _ = kb
+    assert context(capsys, monkeypatch, "--dir", str(root), *argv) == (0, "", "")
+
+
+def test_no_knowledge_base_prints_nothing_and_creates_nothing(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """A root that does not exist yet stays absent; the hook prints nothing and succeeds."""
+    root = tmp_path / "none"
+    assert context(capsys, monkeypatch, "--dir", str(root), "--task", "orders",
+                   stdin=NEW_TS_ERROR) == (0, "", "")
+    assert not root.exists()
+
+
+def test_limit_and_max_chars_bound_the_digest(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, kb: KB) -> None:
+    """``--limit 1`` keeps the best document; ``--max-chars`` drops whole entries to fit."""
+    root, diaries, lesson = kb
+    _, one, _ = context(capsys, monkeypatch, "--dir", str(root), "--limit", "1",
+                        stdin=NEW_TS_ERROR)
+    assert lesson in one and diaries["types"].id not in one
+    _, full, _ = context(capsys, monkeypatch, "--dir", str(root), stdin=NEW_TS_ERROR)
+    _, short, _ = context(capsys, monkeypatch, "--dir", str(root), "--max-chars", "500",
+                          stdin=NEW_TS_ERROR)
+    assert len(full) > 500 >= len(short)
+    assert lesson in short and diaries["types"].id not in short
+
+
+def test_the_digest_writes_nothing(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, kb: KB) -> None:
+    """Running the hook leaves every file of the knowledge base unchanged."""
+    root, _, _ = kb
+    before = snapshot(root)
+    context(capsys, monkeypatch, "--dir", str(root), "--task", "orders", stdin=NEW_TS_ERROR)
+    assert snapshot(root) == before
+
+
+def test_an_unreadable_error_file_is_an_error(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, kb: KB,
+        tmp_path: Path) -> None:
+    """A missing ``--error-file`` exits 2 with a message naming it."""
+    root, _, _ = kb
+    code, out, err = context(capsys, monkeypatch, "--dir", str(root), "--error-file",
+                             str(tmp_path / "missing.txt"))
+    assert (code, out) == (2, "")
+    assert "missing.txt" in err
+
+
+def test_a_client_hook_event_on_standard_input_is_not_an_error(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, kb: KB) -> None:
+    """Claude Code's SessionStart JSON is ignored; a UserPromptSubmit prompt becomes the task."""
+    root, diaries, _ = kb
+    start = '{"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup"}'
+    assert context(capsys, monkeypatch, "--dir", str(root), stdin=start) == (0, "", "")
+    prompt = ('{"session_id": "s1", "hook_event_name": "UserPromptSubmit", '
+              '"prompt": "Please tighten the types of the orders module"}')
+    code, out, _ = context(capsys, monkeypatch, "--dir", str(root), stdin=prompt)
+    assert code == 0
+    assert diaries["types"].id in out

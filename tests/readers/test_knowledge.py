@@ -1,0 +1,257 @@
+"""KnowledgeBase: search, fetch and error matching over a knowledge base the pipeline wrote."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from otel_diary import Diary
+from otel_diary.index.store import INDEX_FILE
+from otel_diary.readers.knowledge import KnowledgeBase, ReadError, error_line
+from tests.support.kb import kb_pipeline, task_record, write
+from tests.support.knowledge import (
+    NEW_TS_ERROR,
+    build_knowledge_base,
+    snapshot,
+    write_lesson,
+)
+
+KB = tuple[Path, dict[str, Diary]]
+
+
+@pytest.fixture(scope="module")
+def kb_template(tmp_path_factory: pytest.TempPathFactory) -> KB:
+    root = tmp_path_factory.mktemp("kb")
+    return root, build_knowledge_base(root)
+
+
+@pytest.fixture
+def kb(kb_template: KB, tmp_path: Path) -> KB:
+    """A private copy of the knowledge base."""
+    root, diaries = kb_template
+    copy = tmp_path / "kb"
+    shutil.copytree(root, copy)
+    return copy, diaries
+
+
+def test_search_finds_a_diary_by_an_error_code_and_by_a_word_of_its_reflection(kb: KB) -> None:
+    """An error code of the stderr tail and a stemmed word of "What was learned" both find it."""
+    root, diaries = kb
+    with KnowledgeBase(root) as base:
+        assert [f.id for f in base.search("TS2345").results] == [diaries["types"].id]
+        assert [f.id for f in base.search("defensive").results] == [diaries["parsing"].id]
+        assert base.search("defensive", agent="coder").results == []
+
+
+def test_lessons_come_first_in_a_search_and_filters_leave_them_out(kb: KB) -> None:
+    """A lesson matching the query is listed before the diaries; an agent filter drops it."""
+    root, diaries = kb
+    lesson = write_lesson(root, "code:TS2345", "Narrow optional values before the call",
+                          [diaries["types"].id])
+    with KnowledgeBase(root) as base:
+        answer = base.search("TS2345")
+        assert [(f.kind, f.id) for f in answer.results] == [
+            ("lesson", lesson), ("diary", diaries["types"].id)]
+        assert [f.kind for f in base.search("TS2345", agent="coder").results] == ["diary"]
+
+
+def test_fetch_returns_the_whole_document_by_id_or_path(kb: KB) -> None:
+    """A kh- id and the diary's relative path give the same front matter and body."""
+    root, diaries = kb
+    diary = diaries["types"]
+    with KnowledgeBase(root) as base:
+        by_id = base.fetch(diary.id)
+        by_path = base.fetch(diary.path)
+        by_absolute = base.fetch(str(root / diary.path))
+    assert by_id == by_path == by_absolute
+    assert by_id.front_matter["trace_id"] == diary.trace_id
+    assert by_id.body == diary.body
+    assert by_id.uri == f"diary://{diary.id}"
+
+
+@pytest.mark.parametrize("wanted", ["../outside.md", "/etc/passwd", "diaries/../index.sqlite3",
+                                    "kh-00000000000000000000", "diaries/agents/none.md"])
+def test_fetch_refuses_what_is_not_a_document_of_the_knowledge_base(kb: KB, wanted: str) -> None:
+    """Paths leaving ``<root>/diaries``, unknown ids and missing files are a ReadError."""
+    root, _ = kb
+    (root / "outside.md").write_text("---\nid: kh-x\n---\n", encoding="utf-8")
+    with KnowledgeBase(root) as base, pytest.raises(ReadError):
+        base.fetch(wanted)
+
+
+def test_fetch_refuses_a_symlink_that_points_out_of_the_knowledge_base(kb: KB) -> None:
+    """A link inside the diary folder to a file outside it is refused, not followed."""
+    root, _ = kb
+    secret = root.parent / "secret.md"
+    secret.write_text("---\nid: kh-secret\nsource_type: diary\n---\n\nsecret\n", encoding="utf-8")
+    link = root / "diaries" / "agents" / "coder" / "link.md"
+    link.symlink_to(secret)
+    with KnowledgeBase(root) as base, pytest.raises(ReadError, match="outside"):
+        base.fetch("diaries/agents/coder/link.md")
+
+
+def test_lessons_match_a_new_error_by_signature_lesson_first(kb: KB) -> None:
+    """The same compiler code in another file finds the lesson, then the diary that met it."""
+    root, diaries = kb
+    lesson = write_lesson(root, "code:TS2345", "Narrow optional values before the call",
+                          [diaries["types"].id])
+    with KnowledgeBase(root) as base:
+        answer = base.lessons(NEW_TS_ERROR)
+    assert answer.signatures == ["code:TS2345"]
+    assert [(f.kind, f.id, f.matched) for f in answer.results] == [
+        ("lesson", lesson, ["code:TS2345"]),
+        ("diary", diaries["types"].id, ["code:TS2345"])]
+
+
+def test_lessons_without_lesson_documents_match_diaries_and_fall_back_to_text(kb: KB) -> None:
+    """With no lessons, diaries sharing a signature come first; an error without one is
+    matched by the words of its first error line."""
+    root, diaries = kb
+    with KnowledgeBase(root) as base:
+        by_code = base.lessons(NEW_TS_ERROR)
+        by_text = base.lessons("Build log\nerror: Argument of type is not assignable")
+        unknown = base.lessons("segmentation fault in the frobnicator")
+    assert [f.id for f in by_code.results] == [diaries["types"].id]
+    assert by_text.signatures == []
+    assert by_text.first_line == "error: Argument of type is not assignable"
+    assert [(f.id, f.matched) for f in by_text.results] == [(diaries["types"].id, ["text"])]
+    assert unknown.results == []
+
+
+def test_error_line_skips_the_traceback_header() -> None:
+    """The line a full-text match uses is the first that looks like an error."""
+    assert error_line("Traceback (most recent call last):\n  File x\nKeyError: 'a'") == \
+        "KeyError: 'a'"
+    assert error_line("\n\nplain words\nmore") == "plain words"
+
+
+@pytest.mark.parametrize("call", ["search-huge", "lessons-huge", "lessons-empty", "limit",
+                                  "no-words"])
+def test_bad_requests_are_read_errors_with_a_message(kb: KB, call: str) -> None:
+    """Oversized text, empty errors, limits out of range and queries with no words are refused."""
+    root, _ = kb
+    with KnowledgeBase(root) as base, pytest.raises(ReadError) as raised:
+        if call == "search-huge":
+            base.search("word " * 10_000)
+        elif call == "lessons-huge":
+            base.lessons("x" * 100_000)
+        elif call == "lessons-empty":
+            base.lessons("   ")
+        elif call == "limit":
+            base.search("orders", limit=0)
+        else:
+            base.search('"(" ")"')
+    assert str(raised.value)
+
+
+def test_reading_writes_nothing_to_the_knowledge_base(kb: KB) -> None:
+    """After searches, fetches and error matches, every file under the root is unchanged."""
+    root, diaries = kb
+    write_lesson(root, "code:TS2345", "Narrow optional values", [diaries["types"].id])
+    before = snapshot(root)
+    with KnowledgeBase(root) as base:
+        base.search("orders")
+        base.search("")
+        base.fetch(diaries["types"].id)
+        base.lessons(NEW_TS_ERROR)
+    assert snapshot(root) == before
+
+
+def test_without_an_index_the_folder_is_scanned_privately_and_kept_current(kb: KB) -> None:
+    """No index: answers come from a scan, none is created, and a diary added later is found."""
+    root, diaries = kb
+    (root / INDEX_FILE).unlink()
+    with KnowledgeBase(root) as base:
+        assert [f.id for f in base.search("TS2345").results] == [diaries["types"].id]
+        copy = (root / diaries["types"].path).read_text(encoding="utf-8")
+        added = copy.replace(diaries["types"].id, "kh-0123456789abcdef0123")
+        target = root / "diaries" / "agents" / "newcomer" / "2026-07-26-T-9.md"
+        target.parent.mkdir()
+        target.write_text(added, encoding="utf-8")
+        found = {f.id for f in base.search("TS2345").results}
+    assert found == {diaries["types"].id, "kh-0123456789abcdef0123"}
+    assert not (root / INDEX_FILE).exists()
+
+
+def test_a_diary_the_app_indexes_while_serving_is_found(kb: KB) -> None:
+    """A reader open on the index sees diaries a live app writes after it started."""
+    root, _ = kb
+    with KnowledgeBase(root) as base:
+        assert base.search("frobnicator").results == []
+        pipeline = kb_pipeline(root)
+        late = write(pipeline, task_record(9, "T-900", title="Polish the frobnicator"))
+        pipeline.close()
+        assert [f.id for f in base.search("frobnicator").results] == [late.id]
+
+
+def test_a_lesson_is_fetched_by_its_id_and_matched_by_the_words_of_an_error(kb: KB) -> None:
+    """A lesson id gives the lesson document; an error without a signature finds a lesson
+    whose text has every word of its error line."""
+    root, diaries = kb
+    lesson = write_lesson(root, "template:connection refused to <host>",
+                          "Connection refused by the payments sandbox", [diaries["types"].id])
+    with KnowledgeBase(root) as base:
+        document = base.fetch(lesson)
+        answer = base.lessons("payments sandbox: connection refused (10.0.0.7:443)")
+    assert (document.kind, document.id) == ("lesson", lesson)
+    assert document.front_matter["signature"] == "template:connection refused to <host>"
+    assert [(f.kind, f.id, f.matched) for f in answer.results] == [("lesson", lesson, ["text"])]
+
+
+@pytest.mark.parametrize("damage", ["garbage", "other-schema"])
+def test_an_index_it_cannot_read_is_left_alone_and_the_folder_answers(kb: KB,
+                                                                      damage: str) -> None:
+    """A damaged index, or one of another schema version, is not touched: answers come from
+    a scan of the folder."""
+    root, diaries = kb
+    index = root / INDEX_FILE
+    for suffix in ("-wal", "-shm"):
+        Path(f"{index}{suffix}").unlink(missing_ok=True)
+    if damage == "garbage":
+        index.write_bytes(b"this is not a database" * 100)
+    else:
+        with sqlite3.connect(index) as conn:
+            conn.execute("PRAGMA user_version = 99")
+        conn.close()
+    before = index.read_bytes()
+    with KnowledgeBase(root) as base:
+        assert [f.id for f in base.search("TS2345").results] == [diaries["types"].id]
+        assert base.fetch(diaries["parsing"].id).id == diaries["parsing"].id
+    assert index.read_bytes() == before
+
+
+def test_the_readers_public_surface_works_without_the_mcp_sdk() -> None:
+    """``otel_diary.readers`` exports the knowledge base and its answers, and imports (as
+    does ``otel-diary context``) where the MCP SDK cannot be imported."""
+    import otel_diary.readers as readers
+
+    assert sorted(readers.__all__) == ["Document", "Found", "KnowledgeBase", "LessonsAnswer",
+                                       "ReadError", "SearchAnswer"]
+    code = ("import sys; sys.modules['mcp'] = None\n"
+            "import otel_diary.readers, otel_diary.readers.context, otel_diary.cli.context\n"
+            "print('mcp' in sys.modules and sys.modules['mcp'] is not None)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr
+
+
+def test_a_lesson_whose_signature_yaml_escapes_is_still_matched(kb: KB) -> None:
+    """A test id with non-ASCII text, written escaped in a lesson's front matter, still
+    finds that lesson for a failure of that test."""
+    root, _ = kb
+    folder = root / "diaries" / "lessons"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "menu.md").write_text(
+        '---\nid: kl-menu\nsource_type: lesson\n'
+        'signature: "test:tests/test_caf\\xE9.py::test_menu"\n---\n\n# Sort the menu first\n',
+        encoding="utf-8")
+    with KnowledgeBase(root) as base:
+        answer = base.lessons("FAILED tests/test_caf\u00e9.py::test_menu - AssertionError")
+    assert "test:tests/test_caf\u00e9.py::test_menu" in answer.signatures
+    assert [(f.kind, f.id, f.matched) for f in answer.results][:1] == [
+        ("lesson", "kl-menu", ["test:tests/test_caf\u00e9.py::test_menu"])]

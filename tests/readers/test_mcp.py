@@ -1,0 +1,291 @@
+"""``otel-diary mcp`` driven by the official MCP client SDK, over stdio and streamable HTTP."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import ClientSession, MCPError
+from mcp.types import CallToolResult, TextContent, TextResourceContents
+
+from otel_diary import Diary
+from tests.support.kb import kb_pipeline, task_record, write
+from tests.support.knowledge import NEW_TS_ERROR, build_knowledge_base, snapshot, write_lesson
+from tests.support.mcp_client import SERVER, http_server, http_session, stdio_session
+
+TOKEN = "s3cret-token-for-tests"
+Connect = Callable[[], AbstractAsyncContextManager[ClientSession]]
+
+
+class World:
+    """The knowledge base the server reads, what it holds, and the HTTP server's URL."""
+
+    def __init__(self, root: Path, diaries: dict[str, Diary], lesson: str, url: str) -> None:
+        self.root = root
+        self.diaries = diaries
+        self.lesson = lesson
+        self.url = url
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    root = tmp_path_factory.mktemp("kb")
+    diaries = build_knowledge_base(root)
+    lesson = write_lesson(root, "code:TS2345", "Narrow optional values before the call",
+                          [diaries["types"].id])
+    with http_server(root, TOKEN) as url:
+        yield World(root, diaries, lesson, url)
+
+
+@pytest.fixture(params=["stdio", "http"])
+def connect(request: pytest.FixtureRequest, world: World) -> Connect:
+    """Opens a session with the server over one transport."""
+    if request.param == "stdio":
+        return lambda: stdio_session([*SERVER, "--dir", str(world.root)])
+    return lambda: http_session(world.url, TOKEN)
+
+
+def run(connect: Connect, body: Callable[[ClientSession], Awaitable[Any]]) -> Any:
+    """``body(session)`` in a fresh session; its result."""
+    async def main() -> Any:
+        async with connect() as session:
+            return await body(session)
+    return anyio.run(main)
+
+
+async def call(session: ClientSession, tool: str, **arguments: Any) -> CallToolResult:
+    return await session.call_tool(tool, arguments)
+
+
+def ids(result: CallToolResult) -> list[tuple[str, str]]:
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return [(found["kind"], found["id"]) for found in result.structured_content["results"]]
+
+
+def error_text(result: CallToolResult) -> str:
+    assert result.is_error
+    return " ".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups."""
+    inner: list[BaseException] | None = getattr(exc, "exceptions", None)
+    return [leaf for one in inner for leaf in leaves(one)] if inner else [exc]
+
+
+def test_tools_are_listed_read_only_with_input_and_output_schemas(connect: Connect) -> None:
+    """The three tools are listed, each marked read-only, with their argument schemas."""
+    tools = {tool.name: tool for tool in run(connect, lambda s: s.list_tools()).tools}
+    assert set(tools) == {"kb_search", "kb_fetch", "kb_lessons"}
+    for tool in tools.values():
+        assert tool.annotations is not None and tool.annotations.read_only_hint is True
+        assert tool.annotations.destructive_hint is False
+        assert tool.output_schema is not None
+        assert ("front_matter" if tool.name == "kb_fetch" else "results") in \
+            tool.output_schema["properties"]
+    search = tools["kb_search"].input_schema
+    assert set(search["properties"]) == {"query", "agent", "outcome", "since", "limit"}
+    assert search["properties"]["query"]["maxLength"] == 2000
+    assert tools["kb_fetch"].input_schema["required"] == ["id"]
+    assert tools["kb_lessons"].input_schema["required"] == ["error"]
+
+
+def test_search_by_an_error_code_lists_the_lesson_then_the_diary(
+        connect: Connect, world: World) -> None:
+    """``kb_search("TS2345")`` finds the lesson for that code first, then the diary that met it."""
+    result = run(connect, lambda s: call(s, "kb_search", query="TS2345"))
+    assert ids(result) == [("lesson", world.lesson), ("diary", world.diaries["types"].id)]
+    first = result.structured_content["results"][1]
+    assert first["path"] == world.diaries["types"].path
+    assert first["outcome"] == "recovered" and first["agent"] == "coder"
+
+
+def test_search_by_a_word_of_a_reflection_with_filters(connect: Connect, world: World) -> None:
+    """A stemmed word of "What was learned" finds its diary; a filter that excludes it, nothing."""
+    async def body(session: ClientSession) -> tuple[CallToolResult, CallToolResult]:
+        return (await call(session, "kb_search", query="defensive"),
+                await call(session, "kb_search", query="defensive", agent="coder"))
+
+    found, filtered = run(connect, body)
+    assert ids(found) == [("diary", world.diaries["parsing"].id)]
+    assert ids(filtered) == []
+
+
+def test_fetch_returns_the_whole_document(connect: Connect, world: World) -> None:
+    """``kb_fetch`` by id gives the front matter and body of the diary file."""
+    diary = world.diaries["types"]
+    result = run(connect, lambda s: call(s, "kb_fetch", id=diary.id))
+    assert not result.is_error
+    document = result.structured_content
+    assert document is not None
+    assert document["front_matter"]["id"] == diary.id
+    assert document["front_matter"]["outcome"] == "recovered"
+    assert document["content"] == (world.root / diary.path).read_text(encoding="utf-8")
+    assert document["body"] == diary.body
+
+
+def test_lessons_match_a_new_error(connect: Connect, world: World) -> None:
+    """A new run's TS2345 in another file gets its signature, the lesson, then the diary."""
+    result = run(connect, lambda s: call(s, "kb_lessons", error=NEW_TS_ERROR))
+    assert ids(result) == [("lesson", world.lesson), ("diary", world.diaries["types"].id)]
+    assert result.structured_content["signatures"] == ["code:TS2345"]
+    assert [f["matched"] for f in result.structured_content["results"]] == [
+        ["code:TS2345"], ["code:TS2345"]]
+
+
+def test_a_resource_reads_a_diary_by_id(connect: Connect, world: World) -> None:
+    """``diary://<id>`` reads the markdown of a diary; the template is listed."""
+    diary = world.diaries["parsing"]
+
+    async def body(session: ClientSession) -> tuple[Any, Any]:
+        return (await session.list_resource_templates(),
+                await session.read_resource(f"diary://{diary.id}"))
+
+    templates, read = run(connect, body)
+    assert [t.uri_template for t in templates.resource_templates] == ["diary://{id}"]
+    [content] = read.contents
+    assert isinstance(content, TextResourceContents)
+    assert content.text == (world.root / diary.path).read_text(encoding="utf-8")
+    assert content.mime_type == "text/markdown"
+
+
+BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
+    ("kb_fetch", {"id": "kh-00000000000000000000"}, "no diary or lesson has the id"),
+    ("kb_fetch", {"id": "../../../etc/passwd"}, "no diary or lesson has the id"),
+    ("kb_fetch", {"id": "diaries/../../secret.md"}, "outside the knowledge base"),
+    ("kb_fetch", {"id": "/etc/hosts.md"}, "outside the knowledge base"),
+    ("kb_search", {"query": '"(" ) * ^ :'}, "no words to search for"),
+    ("kb_search", {"query": "word " * 1000}, "at most 2000 characters"),
+    ("kb_search", {"query": "orders", "limit": 10_000}, "less than or equal to 50"),
+    ("kb_search", {"query": "orders", "outcome": "failed"}, "outcome"),
+    ("kb_search", {"query": "orders", "since": "last tuesday"}, "since"),
+    ("kb_lessons", {"error": "x" * 70_000}, "at most 64000 characters"),
+    ("kb_lessons", {"error": "   "}, "the error text is empty"),
+    ("kb_lessons", {}, "error"),
+    ("kb_nothing", {}, "kb_nothing"),
+]
+
+
+def test_bad_arguments_are_tool_errors_and_the_server_keeps_serving(
+        connect: Connect, world: World) -> None:
+    """Unknown ids, paths outside, no-word queries, oversized or mistyped arguments are tool
+    errors with a message, and a good call right after each one still answers."""
+    async def body(session: ClientSession) -> list[tuple[str, list[tuple[str, str]]]]:
+        seen = []
+        for tool, arguments, _ in BAD_CALLS:
+            bad = await call(session, tool, **arguments)
+            good = await call(session, "kb_search", query="TS2345")
+            seen.append((error_text(bad), ids(good)))
+        return seen
+
+    seen = run(connect, body)
+    for (tool, _, expected), (message, after) in zip(BAD_CALLS, seen, strict=True):
+        assert expected in message, (tool, message)
+        assert after == [("lesson", world.lesson), ("diary", world.diaries["types"].id)]
+
+
+def test_an_unknown_resource_is_an_error_and_the_server_keeps_serving(
+        connect: Connect, world: World) -> None:
+    """Reading ``diary://`` of an unknown id fails with a protocol error; the next read works."""
+    async def body(session: ClientSession) -> tuple[str, str]:
+        with pytest.raises(MCPError) as raised:
+            await session.read_resource("diary://kh-00000000000000000000")
+        read = await session.read_resource(f"diary://{world.diaries['types'].id}")
+        content = read.contents[0]
+        assert isinstance(content, TextResourceContents)
+        return str(raised.value), content.text
+
+    message, text = run(connect, body)
+    assert "no diary or lesson" in message
+    assert world.diaries["types"].id in text
+
+
+def test_a_session_writes_nothing_to_the_knowledge_base(connect: Connect, world: World) -> None:
+    """Searches, fetches, error matches and reads leave every file of the root unchanged."""
+    before = snapshot(world.root)
+
+    async def body(session: ClientSession) -> None:
+        await call(session, "kb_search", query="orders")
+        await call(session, "kb_fetch", id=world.diaries["types"].id)
+        await call(session, "kb_lessons", error=NEW_TS_ERROR)
+        await session.read_resource(f"diary://{world.lesson}")
+
+    run(connect, body)
+    assert snapshot(world.root) == before
+
+
+@pytest.mark.parametrize("header", [None, "Bearer wrong-token", f"Basic {TOKEN}", TOKEN])
+def test_http_without_the_token_gets_401(world: World, header: str | None) -> None:
+    """A request to /mcp without ``Authorization: Bearer <token>`` is refused with 401."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if header is not None:
+        headers["Authorization"] = header
+    response = httpx.post(world.url, headers=headers, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"}}})
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_an_mcp_client_without_the_token_cannot_connect(world: World) -> None:
+    """The SDK client with no token fails to initialize; with the token it lists the tools."""
+    async def without() -> None:
+        async with http_session(world.url, None):
+            pass
+
+    with pytest.raises(Exception) as raised:
+        anyio.run(without)
+    assert any(isinstance(leaf, MCPError) for leaf in leaves(raised.value))
+
+    async def with_token() -> list[str]:
+        async with http_session(world.url, TOKEN) as session:
+            return [tool.name for tool in (await session.list_tools()).tools]
+
+    assert "kb_lessons" in anyio.run(with_token)
+
+
+def test_http_needs_a_token_to_start(tmp_path: Path) -> None:
+    """``--transport http`` without OTEL_DIARY_MCP_TOKEN refuses to start, naming the variable."""
+    done = subprocess.run([*SERVER, "--transport", "http", "--dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "OTEL_DIARY_MCP_TOKEN" in done.stderr
+
+
+def test_without_the_mcp_extra_the_command_says_which_to_install(tmp_path: Path) -> None:
+    """With the SDK not importable, ``otel-diary mcp`` names the extra to install."""
+    code = ("import sys; sys.modules['mcp'] = None\n"
+            "from otel_diary.cli import main\n"
+            f"sys.exit(main(['mcp', '--dir', {str(tmp_path)!r}]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    assert "otel-diary[mcp]" in done.stderr
+
+
+def test_a_diary_written_while_the_server_runs_is_found(tmp_path: Path) -> None:
+    """A server started on a live app's folder finds a diary the app writes afterwards."""
+    root = tmp_path / "live"
+    build_knowledge_base(root)
+
+    async def body() -> tuple[list[tuple[str, str]], list[tuple[str, str]], str]:
+        async with stdio_session([*SERVER, "--dir", str(root)]) as session:
+            before = ids(await call(session, "kb_search", query="frobnicator"))
+            pipeline = kb_pipeline(root)
+            late = write(pipeline, task_record(9, "T-900", title="Polish the frobnicator"))
+            pipeline.close()
+            after = ids(await call(session, "kb_search", query="frobnicator"))
+            return before, after, late.id
+
+    before, after, late = anyio.run(body)
+    assert before == []
+    assert after == [("diary", late)]
