@@ -4,9 +4,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench collector clean
+# The C reader's translation units and headers (setup.py lists the same sources).
+OTLPSCAN := otel_diary/receiver/_otlpscan.c
 
-$(STAMP): pyproject.toml setup.py otel_diary/receiver/_otlpscan.c
+.PHONY: demo test lint sanitize bench collector clean
+
+$(STAMP): pyproject.toml setup.py $(OTLPSCAN)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
@@ -19,8 +22,14 @@ lint: $(STAMP)
 	$(BIN)/ruff check otel_diary tests benchmarks
 	$(BIN)/mypy
 
-test: lint
+test: lint sanitize
 	$(BIN)/pytest
+
+# The C reader built with AddressSanitizer and UndefinedBehaviorSanitizer (into build/sanitize/),
+# run through the tests that compare it with the pure-Python reader and protobuf.
+sanitize: $(STAMP)
+	bash tools/sanitize.sh $(BIN)/python $(filter %.c,$(OTLPSCAN)) -- \
+		tests/receiver/test_native.py tests/receiver/test_decode.py
 
 # The OpenTelemetry Collector of collector/manifest.yaml (needs Go), cached outside the
 # checkout; prints the binary's path. The Collector tests run this themselves.
@@ -34,4 +43,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/receiver_throughput.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build/sanitize .pytest_cache .mypy_cache .ruff_cache .hypothesis
