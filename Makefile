@@ -28,8 +28,8 @@ test: lint sanitize
 # The C reader built with AddressSanitizer and UndefinedBehaviorSanitizer (into build/sanitize/),
 # run through the tests that compare it with the pure-Python reader and protobuf.
 sanitize: $(STAMP)
-	bash tools/sanitize.sh $(BIN)/python $(filter %.c,$(OTLPSCAN)) -- \
-		tests/receiver/test_native.py tests/receiver/test_decode.py
+	bash tools/sanitize.sh $(BIN)/python $(filter %.c,$(OTLPSCAN)) -- tests/receiver/test_native.py \
+		tests/receiver/test_decode.py tests/assembly/test_untracked.py
 
 # The OpenTelemetry Collector of collector/manifest.yaml (needs Go), cached outside the
 # checkout; prints the binary's path. The Collector tests run this themselves.

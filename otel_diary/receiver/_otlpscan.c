@@ -876,8 +876,9 @@ close_part(Scan *scan)
     PyObject *placeholder = PyTuple_GET_ITEM(scan->part, PART_SIZE);
     PyTuple_SET_ITEM(scan->part, PART_SIZE, size);
     Py_DECREF(placeholder);
-    /* Assembly keeps these lists as they are, and only adds span ids and contributions
-       to them, neither of which can refer to a list. So one of span ids (bytes), or of
+    /* Assembly keeps these lists as they are, and only adds span ids to them, and
+       contributions into a list that is tracked when they are (the rule of Part, which
+       tests/assembly/test_untracked.py enforces). So one of span ids (bytes), or of
        contributions none of which is tracked, can be in no reference cycle: leave it out
        of garbage collection, which would otherwise walk it and its items while held. */
     PyObject_GC_UnTrack(PyTuple_GET_ITEM(scan->part, PART_SPAN_IDS));
@@ -1143,9 +1144,10 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
     PyTuple_SET_ITEM(contribution, 1, Py_NewRef(is_error ? Py_True : Py_False));
     PyTuple_SET_ITEM(contribution, 2, end);
     /* Immutable, and holding nothing the collector tracks (a dict of plain values, a bool,
-       an int), it can be in no reference cycle: as CPython does for such exact tuples,
-       leave it out of garbage collection, which would otherwise walk every contribution
-       held for assembly. */
+       an int), it can be in no reference cycle as long as nothing changes its dict
+       afterwards (the rule of Part, tests/assembly/test_untracked.py): as CPython does
+       for exact tuples of untracked items, leave it out of garbage collection, which
+       would otherwise walk every contribution held for assembly. */
     if (!PyObject_GC_IsTracked(found))
         PyObject_GC_UnTrack(contribution);
     else
