@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gzip
+import importlib.machinery
+import importlib.util
 import json
 import zlib
 from pathlib import Path
@@ -233,3 +235,12 @@ def test_only_the_decoder_uses_the_c_reader() -> None:
     users = sorted(path.relative_to(root).as_posix() for path in root.rglob("*.py")
                    if "_otlpscan" in path.read_text(encoding="utf-8"))
     assert users == ["receiver/decode.py"]
+
+
+def test_nothing_but_the_extension_is_imported_as_the_c_reader() -> None:
+    """The name of the C reader finds the built extension or nothing: a folder of that
+    name would be imported as a namespace package where the extension is not built."""
+    receiver = Path(otel_diary.__file__).parent / "receiver"
+    assert not (receiver / "_otlpscan").exists()
+    spec = importlib.util.find_spec("otel_diary.receiver._otlpscan")
+    assert spec is None or isinstance(spec.loader, importlib.machinery.ExtensionFileLoader)
