@@ -38,7 +38,7 @@ PyDoc_STRVAR(scan_doc,
 "end_ns)`` keeps only the attributes in ``keys``, one per span id. ``tasks`` holds\n"
 "``(span id, name, start_ns, end_ns, parent span id, flags, status code, status\n"
 "message, attributes, resource attributes, size)`` with every attribute, its size\n"
-"being ``task_bytes + _otlp.estimate(attributes) + len(name)``. A span whose id a span\n"
+"being ``task_bytes + batch.estimate(attributes) + len(name)``. A span whose id a span\n"
 "kept before in the same part has is left out and counted in ``duplicates``: a part's\n"
 "span ids (of contributions and tasks) are unique. ``held`` counts the kept spans;\n"
 "``valid`` and ``rejected`` (all-zero ids) every span; ``size`` adds the\n"
@@ -133,7 +133,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     .m_base = PyModuleDef_HEAD_INIT,
     .m_name = "_otlpscan",
-    .m_doc = "A selective reader of OTLP trace requests (see otel_diary._otlp).",
+    .m_doc = "A selective reader of OTLP trace requests (see otel_diary.receiver.decode).",
     .m_size = -1,
     .m_methods = methods,
 };

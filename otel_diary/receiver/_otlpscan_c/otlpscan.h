@@ -223,7 +223,7 @@ typedef struct {
     int quick_pairs;  /* whether quick_pair() validates KeyValues as these rules have it */
 } Schema;
 
-static const char SCHEMA[] = "otel_diary._otlpscan.Schema";
+static const char SCHEMA[] = "otel_diary.receiver._otlpscan.Schema";
 
 /* Whether [s, s + size) is UTF-8 as Unicode defines it, as protobuf and Python's strict
    codec have it (wire.c). */
@@ -390,7 +390,7 @@ INTERNAL int set_pair(const Wanted *wanted, PyObject *dict, PyObject *key,
 /* Every KeyValue in the fields ``number`` of a message, into dict (the last key wins). */
 INTERNAL int all_attributes(const Wanted *wanted, PyObject *dict, const uint8_t *data,
                             size_t size, uint32_t number);
-/* _otlp.estimate(attributes): rough bytes held for a dict of attributes. */
+/* otel_diary.assembly.batch.estimate(attributes): rough bytes held for a dict of attributes. */
 INTERNAL long long estimate(PyObject *attributes);
 
 /* -- scan.c ----------------------------------------------------------------------------- */

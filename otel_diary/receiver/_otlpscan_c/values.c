@@ -136,7 +136,7 @@ text_length(PyObject *value)
     return PyBytes_Check(value) ? PyBytes_GET_SIZE(value) : 0;
 }
 
-/* _otlp.estimate(attributes): rough bytes held for a dict of attributes. */
+/* otel_diary.assembly.batch.estimate(attributes): rough bytes held for a dict of attributes. */
 long long
 estimate(PyObject *attributes)
 {
