@@ -55,4 +55,6 @@ export LD_PRELOAD=$asan${LD_PRELOAD:+:$LD_PRELOAD}
 export PYTHONMALLOC=malloc
 export ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=86${ASAN_OPTIONS:+:$ASAN_OPTIONS}
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=87${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}
-exec "$python" -m pytest -p tests.support.sanitized -p no:cacheprovider -q "$@"
+# --capture=sys: the sanitizers write their report to file descriptor 2 and end the process,
+# which pytest's default capture (of the descriptors) would swallow.
+exec "$python" -m pytest -p tests.support.sanitized -p no:cacheprovider --capture=sys -q "$@"
