@@ -42,13 +42,14 @@ out=build/sanitize
 mkdir -p "$out"
 include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 # Loaded by path (tests/support/sanitized.py), so the file name needs no ABI suffix.
+# Warnings are errors in the reader's own code; Python's headers (-isystem) are not judged.
 "$cc" -shared -fPIC -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror \
     -fsanitize=address,undefined -fno-sanitize-recover=all \
-    -I"$include" "${sources[@]}" -o "$out/_otlpscan.so"
+    -isystem "$include" "${sources[@]}" -o "$out/_otlpscan.so"
 
 # PYTHONMALLOC=malloc: every Python object comes from malloc, which AddressSanitizer
-# guards, so reading one byte past a small bytes object is caught (Python's own small-
-# object allocator would hide it). CPython leaves much allocated at exit on purpose:
+# guards, so a read past the end of a small object is caught (Python's own small-object
+# allocator would hide it; a bytes object's terminating NUL is still inside it). CPython leaves much allocated at exit on purpose:
 # leak reports would be about it, not about the reader.
 export OTLPSCAN_BUILD=$PWD/$out/_otlpscan.so
 export LD_PRELOAD=$asan${LD_PRELOAD:+:$LD_PRELOAD}
