@@ -5,9 +5,13 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_DIR ?= ./demo-kb
 
-.PHONY: demo test test-fast lint bench collector clean
+# The C reader's translation units and header (setup.py lists the same sources).
+OTLPSCAN_DIR := otel_diary/receiver/_otlpscan_c
+OTLPSCAN     := $(wildcard $(OTLPSCAN_DIR)/*.c $(OTLPSCAN_DIR)/*.h)
 
-$(STAMP): pyproject.toml setup.py otel_diary/receiver/_otlpscan.c
+.PHONY: demo test test-fast lint sanitize bench collector clean
+
+$(STAMP): pyproject.toml setup.py $(OTLPSCAN)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
@@ -25,12 +29,20 @@ lint: $(STAMP)
 # that share a server or a Node.js install stay together): about a third less time than
 # one process on a 2-core machine. TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
-test: lint
+test: lint sanitize
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The suite without the tests marked slow (see pyproject.toml), in one process.
 test-fast: $(STAMP)
 	$(BIN)/pytest -m "not slow"
+
+# The C reader built with AddressSanitizer and UndefinedBehaviorSanitizer (into build/sanitize/),
+# run through the tests that compare it with the pure-Python reader and protobuf, and those of
+# what assembly does with its lists (JSON alone never reaches it). About a minute.
+sanitize: $(STAMP)
+	bash tools/sanitize.sh $(BIN)/python $(filter %.c,$(OTLPSCAN)) -- tests/receiver/test_native.py \
+		tests/receiver/test_decode.py tests/assembly/test_untracked.py \
+		--deselect tests/receiver/test_decode.py::test_arbitrary_json_never_escapes_as_anything_but_decode_error
 
 # The OpenTelemetry Collector of collector/manifest.yaml (needs Go), cached outside the
 # checkout; prints the binary's path. The Collector tests run this themselves.
@@ -45,4 +57,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/receiver_throughput.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis demo-kb
+	rm -rf $(VENV) build/sanitize .pytest_cache .mypy_cache .ruff_cache .hypothesis demo-kb

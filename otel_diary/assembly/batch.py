@@ -40,9 +40,15 @@ Payload = SpanRecord | Contribution
 
 
 class Part(NamedTuple):
-    """Kept spans of one trace that follow each other in a request. Assembly keeps its
-    lists; the C reader leaves them out of garbage collection when they can be in no
-    reference cycle (span ids, and contributions holding plain values only)."""
+    """Kept spans of one trace that follow each other in a request.
+
+    Assembly keeps its lists. The C reader leaves out of garbage collection the span-id
+    list, and the contribution list and its contributions when these hold plain values
+    only: the collector would otherwise walk every span held. An untracked container is
+    never walked, so a reference cycle through one is never collected. Hence the rule,
+    for everything after decoding: put nothing tracked (``gc.is_tracked``) into an
+    untracked list (take a new list first), and change no contribution's attributes.
+    ``tests/assembly/test_untracked.py`` checks the reader and assembly against it."""
 
     trace_id: bytes
     span_ids: list[bytes]

@@ -21,6 +21,7 @@ bytes; the receiver's admission (:mod:`otel_diary.receiver.admission`) sheds loa
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
@@ -103,6 +104,9 @@ class TraceStore:
         """Take in one request's spans; returns what eviction decided early (usually none).
 
         The store keeps the batch's lists as they are: the batch is not used afterwards.
+        Some of them are out of garbage collection; what goes into them afterwards follows
+        the rule of :class:`~otel_diary.assembly.batch.Part` (span ids, and contributions
+        only into a list that is tracked when they are).
         """
         traces = self._traces
         duplicates = batch.duplicates  # copies within a part, which decoding left out
@@ -147,7 +151,14 @@ class TraceStore:
     def _merge(entry: _Trace, span_ids: list[bytes], contributions: list[Contribution],
                part_size: int) -> tuple[int, int]:
         """Takes the contributions of another part of a known trace but the copies of
-        spans taken before; returns how many it took and their estimated bytes."""
+        spans taken before; returns how many it took and their estimated bytes.
+
+        A list the reader left out of garbage collection must only ever hold objects that
+        are too (see :class:`~otel_diary.assembly.batch.Part`): before it takes
+        contributions from a list that is tracked, it becomes a new, tracked list.
+        ``tests/assembly/test_untracked.py`` holds assembly to this."""
+        if gc.is_tracked(contributions) and not gc.is_tracked(entry.contributions):
+            entry.contributions = list(entry.contributions)
         seen = entry.ids
         if not isinstance(seen, set):
             seen = entry.ids = set(seen)

@@ -19,6 +19,11 @@ reads it, against rules compiled from the descriptors protobuf itself decodes wi
 types, nested messages, UTF-8 in strings). It is stricter than protobuf: a body it
 refuses goes to ``ExportTraceServiceRequest.FromString`` for the verdict, and is then
 read through the parsed message. Both paths give the same :class:`Batch`.
+
+This is the only module that imports the extension. The pure-Python reader
+(:func:`extract`) is the reference: ``tests/receiver/test_native.py`` holds the C reader
+to it and to ``FromString``, and ``make sanitize`` runs those tests on a build with
+AddressSanitizer and UndefinedBehaviorSanitizer.
 """
 
 from __future__ import annotations

@@ -5,13 +5,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gzip
+import importlib.machinery
+import importlib.util
 import json
 import zlib
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import otel_diary
 from otel_diary import ORCHESTRATOR, SpanRecord
 from otel_diary.assembly.batch import Contribution, weight
 from otel_diary.errors import DecodeError, TooLarge
@@ -221,3 +225,21 @@ def test_arbitrary_json_never_escapes_as_anything_but_decode_error(value: object
         decode(body, JSON, ORCHESTRATOR)
     except DecodeError:
         pass
+
+
+def test_only_the_decoder_uses_the_c_reader() -> None:
+    """Of the package's modules, only receiver/decode.py names the C extension: every
+    other one decodes through its API, and the pure-Python reader stays the reference."""
+    root = Path(otel_diary.__file__).parent
+    users = sorted(path.relative_to(root).as_posix() for path in root.rglob("*.py")
+                   if "_otlpscan" in path.read_text(encoding="utf-8"))
+    assert users == ["receiver/decode.py"]
+
+
+def test_nothing_but_the_extension_is_imported_as_the_c_reader() -> None:
+    """The name of the C reader finds the built extension or nothing: a folder of that
+    name would be imported as a namespace package where the extension is not built."""
+    receiver = Path(otel_diary.__file__).parent / "receiver"
+    assert not (receiver / "_otlpscan").exists()
+    spec = importlib.util.find_spec("otel_diary.receiver._otlpscan")
+    assert spec is None or isinstance(spec.loader, importlib.machinery.ExtensionFileLoader)
