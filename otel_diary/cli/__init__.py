@@ -11,7 +11,8 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from importlib import metadata
+
+from otel_diary.version import __version__
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("otel_diary.cli.demo", "run three example tasks; print the diaries (in ./demo-kb)"),
@@ -29,11 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def version() -> str:
-    """The installed distribution's version."""
-    try:
-        return metadata.version("otel-diary")
-    except metadata.PackageNotFoundError:
-        return "unknown (not installed)"
+    """otel-diary's version."""
+    return __version__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -44,12 +42,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    # Only the command asked for is imported (its module may need an extra, and every
+    # other one would cost start-up time): `otel-diary --help` imports none of them.
+    chosen = next((word for word in arguments if not word.startswith("-")), None)
     modules = {}
     for name, (module_name, help_text) in COMMANDS.items():
-        module = importlib.import_module(module_name)
-        modules[name] = module
-        module.add_arguments(commands.add_parser(name, help=help_text, description=help_text))
-    args = parser.parse_args(argv)
+        command = commands.add_parser(name, help=help_text, description=help_text)
+        if name == chosen:
+            modules[name] = importlib.import_module(module_name)
+            modules[name].add_arguments(command)
+    args = parser.parse_args(arguments)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
