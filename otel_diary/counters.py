@@ -115,12 +115,23 @@ class LogOnce:
         self._seen: set[str] = set()
         self._lock = threading.Lock()
 
-    def __call__(self, kind: str, message: str, *args: object) -> None:
+    def _first(self, kind: str) -> bool:
         with self._lock:
             first = kind not in self._seen
             self._seen.add(kind)
-        if first:
+        return first
+
+    def __call__(self, kind: str, message: str, *args: object) -> None:
+        if self._first(kind):
             self._log.exception(message + " (further errors of this kind are logged at debug)",
                                 *args)
         else:
             self._log.debug(message, *args, exc_info=True)
+
+    def warning(self, kind: str, message: str, *args: object) -> None:
+        """A condition (not an exception) worth one warning: the first time a warning,
+        then debug lines."""
+        if self._first(kind):
+            self._log.warning(message, *args)
+        else:
+            self._log.debug(message, *args)

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from otel_diary.counters import Counters
+from otel_diary.counters import Counters, LogOnce
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.redact import SecretRedactor, display_url
 from otel_diary.pipeline.reflect import MAX_LEARNED
@@ -135,7 +135,7 @@ class LLMReflector:
         self._starts: deque[float] = deque()
         self._clock = clock
         self._renew()
-        self._failure_logged = False
+        self._log_once = LogOnce()
         renew_after_fork(self)
 
     def _renew(self) -> None:
@@ -231,10 +231,8 @@ class LLMReflector:
         return text
 
     def _log_failure(self, message: str, *args: object) -> None:
-        log = logger.debug if self._failure_logged else logger.warning
-        self._failure_logged = True
-        log("otel-diary reflection model at %s " + message + "; writing the stub",
-            display_url(self.endpoint), *args)
+        self._log_once.warning("failure", "otel-diary reflection model at %s " + message +
+                               "; writing the stub", display_url(self.endpoint), *args)
 
 
 def answer_text(raw: bytes) -> str:

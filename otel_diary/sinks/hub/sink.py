@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from otel_diary.counters import Counters
+from otel_diary.counters import Counters, LogOnce
 from otel_diary.errors import SpoolFullError
 from otel_diary.pipeline.redact import display_url
 from otel_diary.pipeline.render import Diary
@@ -170,7 +170,7 @@ class HubSink:
         self._poll_s = poll_s
         self._deliverer = Deliverer(self.spool, self._client,
                                     Backoff(initial_backoff_s, max_backoff_s), self.stats)
-        self._full_logged = False
+        self._log_once = LogOnce()
         self._closed = False
         self._retry_at = 0.0
         self._failing = False
@@ -210,11 +210,9 @@ class HubSink:
             self.spool.put(diary.id, hub_body(diary, path))
         except SpoolFullError:
             self.stats.spool_full += 1
-            if not self._full_logged:
-                self._full_logged = True
-                logger.warning("otel-diary spool %s is full: diaries for the knowledge hub "
-                               "are dropped until it drains (see OTEL_DIARY_SPOOL_MAX_*)",
-                               self.spool.directory)
+            self._log_once.warning("spool_full", "otel-diary spool %s is full: diaries for the "
+                                   "knowledge hub are dropped until it drains (see "
+                                   "OTEL_DIARY_SPOOL_MAX_*)", self.spool.directory)
             raise
         except OSError:
             self.stats.spool_errors += 1
