@@ -97,7 +97,8 @@ def test_few_modules_at_the_top() -> None:
     top = [path.name for path in PACKAGE.glob("*.py")]
     assert len(top) <= MAX_TOP_LEVEL_MODULES, sorted(top)
     stages = {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").exists()}
-    assert {"sources", "assembly", "pipeline", "receiver", "sinks", "index", "readers", "cli"} <= stages
+    assert {"sources", "assembly", "pipeline", "receiver", "sinks", "index", "readers",
+            "cli"} <= stages
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
