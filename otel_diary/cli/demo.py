@@ -187,6 +187,10 @@ def main(root: Path, shown: str | None = None) -> int:
             (f'search "orders api" --dir {folder} --json', "ranked results as JSON, for agents"),
             (f"search --outcome recovered --dir {folder}", "no words: the newest, filtered"),
             (f"show --id {recovered.id} --dir {folder}", "print one diary by its id"),
+            (f'context --task "types in the orders api" --dir {folder}',
+             "the digest a session-start hook gives an agent"),
+            (f"mcp --dir {folder}", "serve it to an MCP client over stdio (see the README, "
+             "Use it from an agent)"),
         ):
             print(f"  {program} {command}\n      {what}")
     return 0 if len(written) == 2 else 1

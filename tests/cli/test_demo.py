@@ -52,7 +52,12 @@ def test_demo_prints_every_diary_and_what_to_try_next(tmp_path: Path) -> None:
     assert files_under(home) == []
     suggested = [line.strip() for line in done.stdout.split("Try next:\n", 1)[1].splitlines()
                  if line.strip().startswith("otel-diary ")]
-    assert len(suggested) == 4 and all("--dir ./demo-kb" in line for line in suggested)
+    assert len(suggested) == 6 and all("--dir ./demo-kb" in line for line in suggested)
+    assert any(" mcp " in line for line in suggested)
+    context = next(line for line in suggested if " context " in line)
+    digest = subprocess.run(shlex.split(context), cwd=work, env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert digest.returncode == 0 and "Tighten types in the orders API" in digest.stdout
     show = next(line for line in suggested if " show " in line)
     shown = subprocess.run(shlex.split(show), cwd=work, env=env, capture_output=True,
                            text=True, timeout=60)
