@@ -75,9 +75,13 @@ def _entry(found: Found, root: Path) -> str:
                                            found.task) if part)
         head = f"- `{found.id}` ({what}): {found.title}"
     lines = [head, f"  {root / found.path}"]
-    snippet = _HEADING.sub(" ", found.snippet).strip()
-    if snippet:
-        lines.append(f"  {snippet[:300]}")
+    learned = found.learned.strip()
+    if learned:  # what the run learned says more than where the words matched
+        lines.append(f"  Learned: {learned[:300]}")
+    else:
+        snippet = _HEADING.sub(" ", found.snippet).strip()
+        if snippet:
+            lines.append(f"  {snippet[:300]}")
     return "\n".join(lines)
 
 

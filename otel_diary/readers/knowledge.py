@@ -71,6 +71,8 @@ class Found(_Plain):
     snippet: str
     matched: list[str] = []
     """What matched it: error signatures (``code:TS2345``) or ``text``."""
+    learned: str = ""
+    """A diary's "What was learned", its start (empty for lessons)."""
 
 
 class SearchAnswer(_Plain):
@@ -302,7 +304,8 @@ def _found_lesson(lesson: _Lesson, snippet: str = "", matched: Iterable[str] = (
 def _found_diary(hit: Hit, matched: Iterable[str] = ()) -> Found:
     return Found(id=hit.id, kind="diary", title=hit.title, path=hit.path, outcome=hit.outcome,
                  agent=hit.agent, task=hit.task, created=hit.created,
-                 snippet=hit.snippet or hit.summary, matched=list(matched))
+                 snippet=hit.snippet or hit.summary, matched=list(matched),
+                 learned=hit.summary)
 
 
 # -- the index, read-only ------------------------------------------------------------------
