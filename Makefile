@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/context.py
 	$(BIN)/python benchmarks/redaction.py
 	$(BIN)/python benchmarks/receiver_throughput.py
+	$(BIN)/python benchmarks/receive_path_instructions.py
 
 clean:
 	rm -rf $(VENV) build/sanitize .pytest_cache .mypy_cache .ruff_cache .hypothesis demo-kb
