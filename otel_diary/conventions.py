@@ -183,11 +183,18 @@ def conventions_from_mapping(data: object, source: str = "conventions") -> Conve
     elif "task_id" in changes and base.task_marker == base.task_id[0]:
         # The base marks tasks by their id: a renamed id marks them now.
         changes["task_marker"] = changes["task_id"][0] if changes["task_id"] else ""
+    if changes.get("task_marker", base.task_marker) != base.task_marker:
+        # The base's marker values belong to the base's marker: a new marker starts without.
+        changes["task_marker_values"] = None
     if "marker_values" in task:
         values = task["marker_values"]
         changes["task_marker_values"] = (
             None if values is None
             else frozenset(_names(values, f"{source}: task.marker_values")))
+        if changes["task_marker_values"] == frozenset():
+            raise ConventionsError(
+                f"{source}: task.marker_values is empty: no span would be a task span (leave "
+                "it out to take any value of the marker)")
     if "tool_operation" in task:
         changes["tool_operation"] = _name(task["tool_operation"], f"{source}: task.tool_operation")
     if "recover_on_child_errors" in task:

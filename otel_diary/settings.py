@@ -76,10 +76,18 @@ class _LenientEnvSource(EnvSettingsSource):
                 validator.validate_assignment(blank, name, value)
             except (ValidationError, ValueError) as exc:
                 variable = _env_name(name, info)
-                logger.warning("ignoring %s=%s: %s; using the default", variable,
-                               _shown(name, info, value), _redacted(_first_error(exc)))
+                # Every mechanism that builds settings reads the environment again: say it
+                # once per process, not once per reader.
+                log = logger.debug if (variable, str(value)) in _warned else logger.warning
+                _warned.add((variable, str(value)))
+                log("ignoring %s=%s: %s; using the default", variable,
+                    _shown(name, info, value), _redacted(_first_error(exc)))
                 del data[key]
         return data
+
+
+_warned: set[tuple[str, str]] = set()
+"""Bad environment values already warned about, as (variable, value)."""
 
 
 def _redacted(text: str) -> str:

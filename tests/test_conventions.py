@@ -228,3 +228,36 @@ def test_a_mapping_file_gives_foreign_names_the_default_diary(tmp_path: Path) ->
     assert [d.path for d in mapped] == [d.path for d in expected]
     unmapped = diaries_for(ACME_NAMES, None)
     assert unmapped == []  # without the mapping these spans mark no task
+
+
+def test_a_new_marker_does_not_keep_the_base_profiles_marker_values(tmp_path: Path) -> None:
+    """`extends = "genai"` with its own `[task] marker` starts without genai's marker values:
+    any value of the new marker marks a task span (it used to match nothing, silently)."""
+    conventions = load_conventions(write(tmp_path, "m.toml", 'extends = "genai"\n'
+                                         '[task]\nmarker = "acme.job"\n'))
+    assert conventions.task_marker == "acme.job"
+    assert conventions.task_marker_values is None
+    assert conventions.is_task({"acme.job": "nightly-report"})
+    kept = load_conventions(write(tmp_path, "k.toml", 'extends = "genai"\n[task]\n'
+                                  'marker = "acme.job"\nmarker_values = ["run"]\n'))
+    assert kept.task_marker_values == frozenset({"run"})
+
+
+def test_empty_marker_values_are_an_error(tmp_path: Path) -> None:
+    """`marker_values = []` would match no span: it is an error naming the key."""
+    with pytest.raises(ConventionsError, match=r"task\.marker_values is empty"):
+        load_conventions(write(tmp_path, "e.toml", '[task]\nmarker_values = []\n'))
+
+
+def test_a_bad_environment_value_is_reported_once(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Every mechanism that reads the environment (hook, exporter, instrumentor) builds its
+    settings again; a bad value is still one warning, naming the key."""
+    monkeypatch.setenv("OTEL_DIARY_CONVENTIONS", str(write(tmp_path, "twice.toml", "x = 1\n")))
+    with caplog.at_level(logging.WARNING, logger="otel_diary"):
+        Settings()
+        Settings()
+        DiarySpanProcessor()
+    warnings = [r for r in caplog.records if "OTEL_DIARY_CONVENTIONS" in r.getMessage()]
+    assert len(warnings) == 1 and "'x'" in warnings[0].getMessage()
