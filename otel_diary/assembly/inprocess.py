@@ -153,12 +153,19 @@ class TraceAssembler:
         entry.waiting_on.setdefault(record.parent_span_id, []).append(record.span_id)
         return []
 
-    def span_ended(self, trace_id: int, span_id: int, is_local_root: bool) -> list[Ready]:
-        """A non-task span of a known trace ended: release tasks that waited on it."""
+    def span_ended(self, trace_id: int, span_id: int, is_local_root: bool,
+                   parent_span_id: int | None = None) -> list[Ready]:
+        """A non-task span of a known trace ended. Task spans that waited on it wait on its
+        parent (``parent_span_id``) now: a task span further up owns them, else the local
+        root releases them as roots. Without a parent to wait on, they are released."""
         entry = self._traces.get(trace_id)
         if entry is None:
             return []
-        released = [entry.pending.pop(task_id) for task_id in entry.waiting_on.pop(span_id, ())
+        waiters = entry.waiting_on.pop(span_id, [])
+        if waiters and parent_span_id is not None and not is_local_root:
+            entry.waiting_on.setdefault(parent_span_id, []).extend(waiters)
+            waiters = []
+        released = [entry.pending.pop(task_id) for task_id in waiters
                     if task_id in entry.pending]
         if is_local_root:
             released.extend(entry.pending.values())

@@ -146,10 +146,15 @@ class DiarySpanProcessor(SpanProcessor):
             try:
                 attributes = span._attributes._dict  # type: ignore[union-attr]
                 parent = span._parent
-                if self._unremarkable(attributes):  # no task marker, nothing to summarize
+                if span._context[1] in self._awaited:  # type: ignore[index]
+                    # A task span waits on this one: past it, it waits on this one's parent,
+                    # so a task span further up (task > step > task) is seen as its owner.
+                    if (parent is not None and not parent[2]
+                            and len(self._awaited) < self._capacity):
+                        self._awaited.add(parent[1])
+                elif self._unremarkable(attributes):  # no task marker, nothing to summarize
                     if not (span._status._status_code is _ERROR
-                            or parent is None or parent[2]  # [2] is_remote: a local root
-                            or span._context[1] in self._awaited):  # type: ignore[index]
+                            or parent is None or parent[2]):  # [2] is_remote: a local root
                         return
                 elif (parent is not None and self._marker in attributes
                       and self._is_task(attributes) and len(self._awaited) < self._capacity):
@@ -297,8 +302,10 @@ class DiarySpanProcessor(SpanProcessor):
                     assembler.contribute(trace_id, attributes, is_error,
                                          parent.span_id if parent is not None else None)
                 if trace_id in assembler:
+                    local_root = parent is None or parent.is_remote
                     self._hand_over(assembler.span_ended(
-                        trace_id, span_id, parent is None or parent.is_remote))
+                        trace_id, span_id, local_root,
+                        None if local_root or parent is None else parent.span_id))
             except Exception:
                 self.stats.pipeline_errors += 1
                 logger.debug("otel-diary could not read a span", exc_info=True)

@@ -102,16 +102,37 @@ def test_task_under_a_non_task_local_parent_is_a_root(harness: Harness) -> None:
     assert [d.task_id for d in harness.sink.diaries] == ["T-1"]
 
 
-def test_task_under_a_plain_intermediate_span_is_decided_when_it_ends(
-        harness: Harness) -> None:
-    """The plain span a task waits for is noticed when it ends, long before the trace's
-    root ends or the pending timeout passes."""
+def test_task_under_plain_spans_waits_for_the_local_root(harness: Harness) -> None:
+    """A task span under plain spans is a root only if no task span sits further up: it is
+    decided when the local root ends (the plain span it waited on is not enough)."""
     with harness.tracer.start_as_current_span("session"):
         with harness.tracer.start_as_current_span("request"):
             with harness.tracer.start_as_current_span("task", attributes=TASK):
                 pass
         harness.flush()
-        assert [d.task_id for d in harness.sink.diaries] == ["T-1"]
+        assert harness.sink.diaries == []  # "session" could still be a task span
+    harness.flush()
+    assert [d.task_id for d in harness.sink.diaries] == ["T-1"]
+    assert harness.processor._awaited == set()
+
+
+def test_task_under_a_plain_span_under_a_task_belongs_to_the_outer_run(
+        harness: Harness) -> None:
+    """task > step > task is one run: one diary, for the outer task, with the inner task's
+    model and tokens."""
+    with harness.tracer.start_as_current_span("outer", attributes=TASK):
+        with harness.tracer.start_as_current_span("step"):
+            with harness.tracer.start_as_current_span("inner", attributes={
+                    **TASK, "orchestrator.task.id": "T-inner",
+                    "gen_ai.request.model": "m-inner"}):
+                with harness.tracer.start_as_current_span("chat", attributes={
+                        "gen_ai.request.model": "m-inner", "gen_ai.usage.input_tokens": 30,
+                        "gen_ai.usage.output_tokens": 12}):
+                    pass
+    harness.flush()
+    [diary] = harness.sink.diaries
+    assert diary.task_id == "T-1"
+    assert diary.front_matter["model"] == "m-inner" and diary.front_matter["tokens"] == 42
     assert harness.processor._awaited == set()
 
 
