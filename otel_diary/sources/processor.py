@@ -60,6 +60,17 @@ def to_record(span: ReadableSpan) -> SpanRecord:
     )
 
 
+def exception_type(span: ReadableSpan) -> str | None:
+    """The ``exception.type`` of the span's first ``exception`` event (what
+    ``Span.record_exception`` and most instrumentations record), if any."""
+    for event in span.events or ():
+        if event.name == "exception":
+            value = (event.attributes or {}).get("exception.type")
+            if isinstance(value, str) and value.strip():
+                return value
+    return None
+
+
 class DiarySpanProcessor(SpanProcessor):
     """Writes a diary for every root task span that ends successfully.
 
@@ -299,6 +310,11 @@ class DiarySpanProcessor(SpanProcessor):
                         awaited.discard(record.parent_span_id)  # that parent ended already
                     continue
                 if is_error or not conv.child_keys.isdisjoint(attributes):
+                    if is_error and conv.error_type and not any(
+                            attributes.get(key) for key in conv.error_type):
+                        named = exception_type(span)  # how instrumentations record failures
+                        if named is not None:
+                            attributes = {**attributes, conv.error_type[0]: named}
                     assembler.contribute(trace_id, attributes, is_error,
                                          parent.span_id if parent is not None else None)
                 if trace_id in assembler:

@@ -152,3 +152,20 @@ def test_workflow_is_a_task_and_plain_chats_are_not(genai: GenAIHarness) -> None
     front = parse_front_matter(diary.content)
     assert front["workflow"] == "triage"
     assert diary.title == "invoke_workflow triage"
+
+
+def test_a_failure_recorded_as_an_exception_event_names_its_class(
+        genai: GenAIHarness) -> None:
+    """A tool span that failed the way instrumentations record it (an `exception` event and
+    an ERROR status, no `error.type`) names the exception's class in "Error encountered"."""
+    with genai.agent():
+        try:
+            with genai.tracer.start_as_current_span("execute_tool fetch", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "fetch"}):
+                raise TimeoutError("the page took too long")
+        except TimeoutError:
+            pass
+        genai.tool("fetch")
+    [diary] = genai.diaries()
+    error_section = diary.body.split("## Error encountered\n", 1)[1].split("\n## ", 1)[0]
+    assert "1 failed call(s) (TimeoutError)" in error_section
