@@ -22,14 +22,12 @@ from otel_diary.assembly.inprocess import TraceAssembler
 from otel_diary.conventions import Conventions, conventions_for, load_conventions
 from otel_diary.index.store import DiaryIndex, IndexListener, IndexRelatedFinder
 from otel_diary.pipeline.core import DiaryListener, Pipeline, RelatedFinder, Stats
-from otel_diary.pipeline.llm import LLMReflector
 from otel_diary.pipeline.redact import SecretRedactor
 from otel_diary.pipeline.reflect import Reflector
 from otel_diary.pipeline.render import Diary
 from otel_diary.settings import KB_DIARIES_ENABLED, Settings, parse_flag
 from otel_diary.sinks.base import Sink
 from otel_diary.sinks.folder import FolderSink
-from otel_diary.sinks.hub.sink import HubSink
 from otel_diary.sources.diary_span import DiaryWriteSpans
 
 logger = logging.getLogger("otel_diary")
@@ -82,6 +80,8 @@ def reflector_from(settings: Settings,
     """The model reflector ``settings`` describe, ``None`` when no endpoint is set."""
     if not settings.reflection_url:
         return None
+    from otel_diary.pipeline.llm import LLMReflector  # httpx: only when a model is set
+
     key = settings.reflection_api_key
     return LLMReflector(
         settings.reflection_url,
@@ -103,6 +103,8 @@ def default_sinks(settings: Settings) -> list[Sink]:
     """
     if not settings.hub_url:
         return [FolderSink(settings.root)]
+    from otel_diary.sinks.hub.sink import HubSink  # httpx: only when a hub is set
+
     sinks: list[Sink] = []
     folder: FolderSink | None = None
     if settings.dir is not None:
