@@ -20,12 +20,14 @@ from opentelemetry import trace
 from otel_diary.assembly.grace import TraceStore
 from otel_diary.assembly.inprocess import TraceAssembler
 from otel_diary.conventions import Conventions, conventions_for, load_conventions
+from otel_diary.index.lessons import LessonBook, LessonFirstFinder, LessonListener, Reviser
 from otel_diary.index.store import DiaryIndex, IndexListener, IndexRelatedFinder
 from otel_diary.pipeline.core import DiaryListener, Pipeline, RelatedFinder, Stats
 from otel_diary.pipeline.llm import LLMReflector
 from otel_diary.pipeline.redact import SecretRedactor
 from otel_diary.pipeline.reflect import Reflector
 from otel_diary.pipeline.render import Diary
+from otel_diary.pipeline.revise import LessonReviser
 from otel_diary.settings import KB_DIARIES_ENABLED, Settings, parse_flag
 from otel_diary.sinks.base import Sink
 from otel_diary.sinks.folder import FolderSink
@@ -149,7 +151,10 @@ def build_pipeline(
     Every source (in-process processor, OTLP receiver, replay) builds its pipeline here.
     With the index on and a folder sink present, the index beside the folder is kept
     current by a listener and fills "Related" (it is opened by the worker on the first
-    diary, not here); ``listeners`` run after it.
+    diary, not here); a second listener counts each diary into its error's lesson (its
+    rules revised by the reflection model when one is configured, the lesson sent to the
+    hub when there is one), and "Related" lists that lesson first; ``listeners`` run after
+    them.
     """
     stats = stats if stats is not None else Stats()
     redactor = settings_redactor(settings)  # always on; also hides the configured keys
@@ -163,7 +168,14 @@ def build_pipeline(
     if settings.index and folder is not None:
         index = DiaryIndex(folder.root)
         every_listener.append(IndexListener(index, folder, stats))
-        related = IndexRelatedFinder(index, stats)
+        book = LessonBook(folder.root)
+        reviser: Reviser | None = (LessonReviser(reflector) if isinstance(reflector, LLMReflector)
+                                   else None)
+        hub = next((sink for sink in sinks if isinstance(sink, HubSink)), None)
+        every_listener.append(LessonListener(
+            book, reviser=reviser, publisher=hub.write_lesson if hub is not None else None,
+            stats=stats))
+        related = LessonFirstFinder(book, IndexRelatedFinder(index, stats))
     every_listener.extend(listeners)
     return Pipeline(conventions, sinks, reflector=reflector, redactor=redactor, stats=stats,
                     trace_url_template=settings.trace_url, related_finder=related,
