@@ -318,21 +318,13 @@ def _lessons(root: Path) -> dict[str, list[str]]:
 def _search(root: Path, family_of: dict[str, str],
             lessons: dict[str, list[str]]) -> dict[str, float]:
     """Family -> precision@10 of the search a person would type for it."""
-    try:
-        from otel_diary.cli.search import (  # type: ignore[attr-defined]
-            ranked,  # lessons above diaries, where there are lessons
-        )
-    except ImportError:
-        ranked = None
+    from otel_diary.cli.search import ranked  # lessons above diaries, as the command lists
     from otel_diary.index.store import DiaryIndex
 
     precision: dict[str, float] = {}
     with DiaryIndex(root) as index:
         for family, (_, query) in FAMILIES.items():
-            if ranked is not None:
-                ids = [item["id"] for item in ranked(root, index, query, limit=10)]
-            else:
-                ids = [hit.id for hit in index.search(query, limit=10).hits]
+            ids = [item["id"] for item in ranked(root, index, query, limit=10)]
             good = 0
             for ident in ids:
                 if ident in lessons:

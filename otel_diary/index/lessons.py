@@ -279,6 +279,17 @@ class LessonBook:
             return Lesson(signature)
         return lesson if lesson.signature == signature else Lesson(signature)
 
+    def all(self) -> list[Lesson]:
+        """Every lesson in the folder, the most recently met first."""
+        found: list[Lesson] = []
+        for file in sorted(self.folder.glob("*.md")) if self.folder.is_dir() else []:
+            try:
+                found.append(lesson_from_document(file.read_text(encoding="utf-8")))
+            except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError):
+                continue
+        found.sort(key=lambda lesson: lesson.last_seen, reverse=True)
+        return found
+
     @contextlib.contextmanager
     def locked(self, signature: str) -> Iterator[None]:
         """Hold the lesson's lock (one writer at a time, across processes)."""

@@ -299,6 +299,16 @@ def _found_lesson(lesson: _Lesson, snippet: str = "", matched: Iterable[str] = (
                  matched=list(matched))
 
 
+def search_lessons(root: str | Path, query: str, limit: int = 10) -> list[Found]:
+    """The lessons under ``root`` with every word of ``query``, best first (read only)."""
+    lessons = _Lessons(Path(root))
+    try:
+        return [_found_lesson(lesson, snippet, ["text"])
+                for lesson, snippet in lessons.search(fts_terms(query), limit)]
+    finally:
+        lessons.close()
+
+
 def _found_diary(hit: Hit, matched: Iterable[str] = ()) -> Found:
     return Found(id=hit.id, kind="diary", title=hit.title, path=hit.path, outcome=hit.outcome,
                  agent=hit.agent, task=hit.task, created=hit.created,
