@@ -2,8 +2,8 @@
 
 Writes recovered runs of 22 error families (Go, npm, javac, C, Docker, YAML, TypeScript,
 rustc, Python, pytest, …; each family several message variants with different paths,
-identifiers, line numbers and versions) through the real pipeline into a temporary
-knowledge base, in one shuffled order, then prints
+identifiers, line numbers and versions, and progress lines around the error) through the
+real pipeline into a temporary knowledge base, in one shuffled order, then prints
 
   * Related precision@5: of the diaries a diary lists as related, the share of its family,
   * Related coverage: of the diaries with an earlier sibling, the share listing any diary,
@@ -11,7 +11,7 @@ knowledge base, in one shuffled order, then prints
   * search precision@10 per family (lessons above diaries, as ``otel-diary search``),
   * lessons per family and lesson purity (share of a lesson's evidence from one family).
 
-    python benchmarks/retrieval.py [--runs 12] [--seed 7] [--verbose]
+    python benchmarks/retrieval.py [--runs 12] [--seed 7] [--no-noise] [--held-out] [--verbose]
 """
 
 from __future__ import annotations
@@ -230,6 +230,24 @@ def gcc_undefined_reference(r: random.Random) -> str:
             f"`{_name(r)}'\ncollect2: error: ld returned 1 exit status")
 
 
+NOISE = [
+    "+ make build", "go: downloading github.com/stretchr/testify v{v}",
+    "npm WARN deprecated glob@{v}: Glob versions prior to v9 are no longer supported",
+    "   Compiling shop v{v} (/src/shop)", "[INFO] Building shop {v}-SNAPSHOT",
+    "> shop-web@{v} build", "> tsc --noEmit -p tsconfig.json", "#{n} [internal] load .dockerignore",
+    "Collecting pyyaml=={v}", "make[1]: Entering directory '/src/shop/build'",
+    "warning: variable `total` is assigned to, but never read",
+]
+"""Lines real output has around its error: progress, downloads, warnings."""
+
+
+def with_noise(r: random.Random, text: str) -> str:
+    """``text`` with up to three progress lines before it and, sometimes, make's epilogue."""
+    before = [line.format(v=_ver(r), n=_n(r, 1, 9)) for line in r.sample(NOISE, r.randint(0, 3))]
+    after = [f"make: *** [Makefile:{_n(r, 5, 90)}: build] Error 2"] if r.random() < 0.3 else []
+    return "\n".join([*before, text, *after])
+
+
 FAMILIES: dict[str, tuple[Variant, str]] = {
     "go-undefined": (go_undefined, "undefined"),
     "go-unused": (go_unused, "declared and not used"),
@@ -256,6 +274,64 @@ FAMILIES: dict[str, tuple[Variant, str]] = {
 }
 
 
+def kotlin_unresolved(r: random.Random) -> str:
+    return (f"e: file:///src/{_dir(r)}/{_name(r)}.kt:{_n(r)}:{_n(r, 1, 40)} Unresolved "
+            f"reference: {_name(r)}\nFAILURE: Build failed with an exception.")
+
+
+def swift_not_in_scope(r: random.Random) -> str:
+    return (f"/Users/ci/shop/Sources/{_name(r)}.swift:{_n(r)}:{_n(r, 1, 40)}: error: cannot "
+            f"find '{_name(r)}' in scope\n        let x = {_name(r)}(y)\n                ^~~~")
+
+
+def php_undefined_function(r: random.Random) -> str:
+    return (f"PHP Fatal error:  Uncaught Error: Call to undefined function {_name(r)}() in "
+            f"/var/www/{_dir(r)}/index.php:{_n(r)}\nStack trace:\n#0 {{main}}\n  thrown in "
+            f"/var/www/{_dir(r)}/index.php on line {_n(r)}")
+
+
+def ruby_nomethod(r: random.Random) -> str:
+    return (f"{_dir(r)}/{_name(r).lower()}.rb:{_n(r)}:in `{_name(r)}': undefined method "
+            f"`{_name(r)}' for nil:NilClass (NoMethodError)\n\tfrom bin/rails:{_n(r)}:in "
+            "`<main>'")
+
+
+def maven_compile(r: random.Random) -> str:
+    return (f"[ERROR] Failed to execute goal org.apache.maven.plugins:maven-compiler-plugin:"
+            f"{_ver(r)}:compile (default-compile) on project shop-{_name(r).lower()}: "
+            "Compilation failure\n[ERROR] -> [Help 1]")
+
+
+def pg_refused(r: random.Random) -> str:
+    port = r.choice([5432, 5433, 6543])
+    return (f"psql: error: connection to server at \"db-{_n(r)}.internal\" ({_n(r, 10, 250)}."
+            f"{_n(r, 0, 250)}.0.{_n(r, 1, 250)}), port {port} failed: Connection refused\n"
+            "\tIs the server running on that host and accepting TCP/IP connections?")
+
+
+def helm_name_in_use(r: random.Random) -> str:
+    return ("Error: INSTALLATION FAILED: cannot re-use a name that is still in use\n"
+            f"helm.go:{_n(r, 50, 99)}: [debug] cannot re-use a name that is still in use")
+
+
+def ssh_denied(r: random.Random) -> str:
+    return ("git@github.com: Permission denied (publickey).\nfatal: Could not read from "
+            "remote repository.\n\nPlease make sure you have the correct access rights")
+
+
+HELD_OUT: dict[str, tuple[Variant, str]] = {
+    "kotlin-unresolved": (kotlin_unresolved, "Unresolved reference"),
+    "swift-scope": (swift_not_in_scope, "cannot find in scope"),
+    "php-undefined-function": (php_undefined_function, "undefined function"),
+    "ruby-nomethod": (ruby_nomethod, "NoMethodError"),
+    "maven-compile": (maven_compile, "maven compiler plugin compilation failure"),
+    "pg-refused": (pg_refused, "connection refused"),
+    "helm-name-in-use": (helm_name_in_use, "cannot re-use a name"),
+    "ssh-denied": (ssh_denied, "permission denied publickey"),
+}
+"""Families written after the normaliser, never used to tune it (``--held-out``)."""
+
+
 def record(n: int, family: str, stderr: str) -> SpanRecord:
     end_ns = BASE_NS + n * 60_000_000_000
     return SpanRecord(trace_id=0x5EED0000 + n, span_id=0x1000 + n, name="task",
@@ -278,7 +354,13 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=12, help="runs per family (12)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--verbose", action="store_true", help="figures per family")
+    parser.add_argument("--no-noise", action="store_true",
+                        help="the error output alone, without progress lines around it")
+    parser.add_argument("--held-out", action="store_true",
+                        help="add 8 families the normaliser was not written against")
     args = parser.parse_args()
+    if args.held_out:
+        FAMILIES.update(HELD_OUT)
     rng = random.Random(args.seed)
     order = [family for family in FAMILIES for _ in range(args.runs)]
     rng.shuffle(order)
@@ -290,8 +372,10 @@ def main() -> int:
         seen: Counter[str] = Counter()
         had_sibling: set[str] = set()
         for n, family in enumerate(order, start=1):
-            diary = pipeline.handle((record(n, family, FAMILIES[family][0](rng)),
-                                     ChildSummary()))
+            stderr = FAMILIES[family][0](rng)
+            if not args.no_noise:
+                stderr = with_noise(rng, stderr)
+            diary = pipeline.handle((record(n, family, stderr), ChildSummary()))
             assert diary is not None
             family_of[diary.id] = family
             related_of[diary.id] = diary.related

@@ -34,6 +34,13 @@ _SMALL_NUMBER = re.compile(r"\d{1,3}[.,;)]?$")
 _VARIABLE = re.compile(r"\d|[/\\_@=#$%~]|[a-z][A-Z]|\w\.\w|\[REDACTED")
 _PUNCT = "()[]{},;:.!?"
 _TRAILING_NAME = re.compile(r"^(.*\S:) ([A-Za-z_][\w.]*)$")
+_CALL = re.compile(r"^[A-Za-z_$][\w.$:]*\(")
+"""A name called: ``parseConfig()``, ``handler(x)``."""
+_NAMING_WORD = re.compile(
+    r"(?:project|module|package|crate|target|function|method|class|variable|symbol|"
+    r"file|host|service|container|image|table|column|field|key|branch|job|step)$",
+    re.IGNORECASE)
+"""Words after which a word ending a clause is a name: "on project shop-orders:"."""
 
 
 def stderr_block(text: str) -> str:
@@ -69,7 +76,7 @@ def first_error_line(text: str) -> str:
     return ""
 
 
-def _mask_token(token: str, previous: str) -> str:
+def _mask_token(token: str, previous: str, last: bool) -> str:
     core = token.strip(_PUNCT)
     if not core or core == MASK:
         return token
@@ -77,8 +84,11 @@ def _mask_token(token: str, previous: str) -> str:
         return token
     if _STATUS_WORD.match(previous) and _SMALL_NUMBER.match(token):
         return token  # an exit status names the error: "exit code 137" is not "exit code 1"
-    if _VARIABLE.search(core) or core.isdigit():
+    if _VARIABLE.search(core) or core.isdigit() or _CALL.match(token):
         return MASK
+    if _NAMING_WORD.match(previous) and (last or token[-1] in ":,;") \
+            and not token.startswith(("(", "[")):
+        return MASK  # "on project shop-orders:"
     return token
 
 
@@ -87,8 +97,8 @@ def mask(line: str) -> str:
     line = _QUOTED.sub(MASK, line)
     tokens = line.split()[:MAX_TOKENS]
     out: list[str] = []
-    for token in tokens:
-        out.append(_mask_token(token, out[-1] if out else ""))
+    for number, token in enumerate(tokens):
+        out.append(_mask_token(token, out[-1] if out else "", number == len(tokens) - 1))
     text = " ".join(out)
     trailing = _TRAILING_NAME.match(text)
     if trailing:  # "undefined: parseConfig", "declared and not used: x"

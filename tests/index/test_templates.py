@@ -32,6 +32,16 @@ def test_codes_exception_names_and_exit_statuses_are_kept() -> None:
     assert error_template("error: exit code 137") != error_template("error: exit code 1")
 
 
+def test_called_names_and_names_ending_a_clause_are_masked() -> None:
+    """A function called and a project named before a colon vary run to run; prose stays."""
+    assert error_template("PHP Fatal error: Call to undefined function cfg() in /x.php:3") == \
+        error_template("PHP Fatal error: Call to undefined function loadUser() in /y.php:9")
+    assert error_template("[ERROR] Failed to execute goal x on project shop-orders: boom") == \
+        error_template("[ERROR] Failed to execute goal x on project billing: boom")
+    assert error_template("ModuleNotFoundError: No module named 'x'") == \
+        "ModuleNotFoundError: No module named <*>"
+
+
 def test_a_traceback_gives_its_exception_line_not_its_header() -> None:
     """The header of a Python traceback is not the error; the exception line is."""
     text = "Traceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'id'"
