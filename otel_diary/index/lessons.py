@@ -333,8 +333,9 @@ class LessonBook:
 
     def rebuild(self, diaries: Sequence[tuple[str, Mapping[str, Any], str]]) -> int:
         """Replace every lesson with what ``diaries`` (path, front matter, text) say,
-        oldest first; how many lessons there are now. Rules a model voted are lost: the
-        diaries keep no record of them."""
+        oldest first; how many lessons there are now. Diaries the app writes meanwhile are
+        kept (found among a lesson's newest). Rules a model voted are lost: the diaries
+        keep no record of them."""
         gathered: dict[str, Lesson] = {}
         ordered = sorted(diaries, key=lambda item: (str(item[1].get("created", "")), item[0]))
         for path, front, content in ordered:
@@ -345,21 +346,42 @@ class LessonBook:
         kept = {self.path(signature).name for signature in gathered}
         for signature, lesson in gathered.items():
             with self.locked(signature):
+                self._catch_up(lesson, self.read(signature))
                 self.write(lesson)
         if self.folder.is_dir():
             for file in self.folder.glob("*.md"):
-                if file.name not in kept and _is_lesson(file):
-                    with contextlib.suppress(OSError):
-                        file.unlink()
-        return len(gathered)
+                if file.name in kept:
+                    continue
+                try:
+                    stale = lesson_from_document(file.read_text(encoding="utf-8"))
+                except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError):
+                    continue  # not a lesson: someone's own notes
+                with self.locked(stale.signature):
+                    fresh = Lesson(stale.signature)
+                    if self._catch_up(fresh, self.read(stale.signature)):
+                        self.write(fresh)
+                        kept.add(file.name)
+                    else:
+                        with contextlib.suppress(OSError):
+                            file.unlink()
+        return len(kept)
 
-
-def _is_lesson(file: Path) -> bool:
-    try:
-        lesson_from_document(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError):
-        return False
-    return True
+    def _catch_up(self, lesson: Lesson, current: Lesson) -> bool:
+        """Count into ``lesson`` the diaries ``current`` (the file now) lists among its
+        newest that still exist but ``lesson`` lacks: written while a rebuild scanned."""
+        added = False
+        for item in reversed(current.newest):
+            ident, path = item.get("id", ""), item.get("path", "")
+            if not ident or ident in lesson.evidence or not path.startswith(DIARY_ROOT + "/"):
+                continue
+            try:
+                content = (self.root / path).read_text(encoding="utf-8")
+                found = sighting(path, parse_front_matter(content), content)
+            except (OSError, ValueError, TypeError, yaml.YAMLError):
+                continue
+            if found is not None and found[0] == lesson.signature:
+                added = lesson.add(found[1]) or added
+        return added
 
 
 def apply_operations(lesson: Lesson, operations: Sequence[tuple[str, str, str]],
@@ -442,14 +464,19 @@ class LessonListener:
                         self._log_once("revise", "otel-diary could not revise lesson %s",
                                        current.id)
             lesson = self.book.add(signature, seen, operations)
-            if self.publisher is not None:
-                self.publisher(lesson.id, lesson_path(signature), lesson.as_document(),
-                               f"Lesson: {one_line(signature, 180)}")
         except Exception:
             if self._stats is not None:
                 self._stats.add("index_errors")
             self._log_once("lesson", "otel-diary could not update the lesson of diary %s; "
                            "`otel-diary reindex` rebuilds lessons", diary.id)
+            return
+        if self.publisher is not None:
+            try:
+                self.publisher(lesson.id, lesson_path(signature), lesson.as_document(),
+                               f"Lesson: {one_line(signature, 180)}")
+            except Exception:
+                self._log_once("publish", "otel-diary could not queue lesson %s for the hub",
+                               lesson.id)
 
 
 class LessonFirstFinder:
@@ -460,12 +487,16 @@ class LessonFirstFinder:
                  finder: Callable[[TaskRun], Sequence[str]]) -> None:
         self.book = book
         self.finder = finder
+        self._log_once = LogOnce()
 
     def __call__(self, run: TaskRun) -> list[str]:
         found = list(self.finder(run))
-        signature = primary_signature(run_signatures(run))
-        if signature is not None and self.book.exists(signature):
-            ident = diary_id(run.trace_id, run.span_id)
-            if any(other != ident for other in self.book.read(signature).evidence):
-                return [lesson_id(signature), *found]  # a lesson of earlier runs, not of this one
+        try:
+            signature = primary_signature(run_signatures(run))
+            if signature is not None and self.book.exists(signature):
+                ident = diary_id(run.trace_id, run.span_id)
+                if any(other != ident for other in self.book.read(signature).evidence):
+                    return [lesson_id(signature), *found]  # earlier runs' lesson, not this one's
+        except Exception:
+            self._log_once("related", "otel-diary could not look up the lesson of a run")
         return found

@@ -19,6 +19,7 @@ from otel_diary.index.lessons import (
     lesson_id,
     lesson_path,
     lesson_slug,
+    scan_diaries,
 )
 from otel_diary.pipeline.render import parse_front_matter
 from otel_diary.pipeline.revise import parse_operations
@@ -207,3 +208,15 @@ def test_reindex_rebuilds_lessons_from_the_diaries(tmp_path: Path) -> None:
     assert {k: after[k] for k in ("id", "runs", "evidence")} == {
         k: before[k] for k in ("id", "runs", "evidence")}
     assert stray.read_text(encoding="utf-8") == "my own notes\n"
+
+
+def test_a_rebuild_keeps_a_diary_written_while_it_scanned(tmp_path: Path) -> None:
+    """A run counted in after the rebuild's scan is still in the lesson it writes."""
+    pipeline = kb_pipeline(tmp_path)
+    write(pipeline, ts_run(1))
+    scanned = scan_diaries(tmp_path)
+    late = write(pipeline, ts_run(2))
+    pipeline.close()
+    assert LessonBook(tmp_path).rebuild(scanned) == 1
+    front = lesson_front(tmp_path)
+    assert front["runs"] == 2 and late.id in front["evidence"]
