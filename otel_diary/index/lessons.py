@@ -15,8 +15,9 @@ import logging
 import os
 import re
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,8 @@ MAX_SEEN = 5
 """Distinct first error lines kept, as they were seen."""
 MAX_NEWEST = 5
 MAX_AGENTS = 20
+MAX_CACHED = 256
+"""Lessons a process keeps parsed in memory."""
 _NUMBER = re.compile(r"\d+")
 logger = logging.getLogger("otel_diary")
 
@@ -147,6 +150,13 @@ class Lesson:
     @property
     def id(self) -> str:
         return lesson_id(self.signature)
+
+    def copy(self) -> Lesson:
+        """A copy that shares nothing mutable with this one."""
+        return replace(self, agents=list(self.agents), evidence=list(self.evidence),
+                       seen=list(self.seen),
+                       rules=[Rule(r.text, r.votes, list(r.evidence)) for r in self.rules],
+                       newest=[dict(item) for item in self.newest])
 
     def add(self, seen: Sighting) -> bool:
         """Count one diary in; ``False`` (nothing changes) when it is already counted."""
@@ -263,6 +273,10 @@ class LessonBook:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
         self.folder = self.root / LESSON_ROOT
+        self._cache: dict[str, tuple[str, Lesson]] = {}
+        """Signature -> (file text, state): the lessons this process last read or wrote,
+        so that a file unchanged since is not parsed again."""
+        self._cache_lock = threading.Lock()
 
     def path(self, signature: str) -> Path:
         return self.root / lesson_path(signature)
@@ -270,14 +284,43 @@ class LessonBook:
     def exists(self, signature: str) -> bool:
         return self.path(signature).is_file()
 
+    def lists_others(self, signature: str, ident: str) -> bool:
+        """True when the lesson for ``signature`` counts a run other than diary ``ident``
+        (cheap: the file is parsed only when it names ``ident``)."""
+        try:
+            text = self.path(signature).read_text(encoding="utf-8")
+        except OSError:
+            return False
+        if ident not in text:
+            return "source_type: lesson" in text
+        return any(other != ident for other in self.read(signature).evidence)
+
     def read(self, signature: str) -> Lesson:
         """The lesson for ``signature`` as its file says (a new one when there is none
         or the file is not a lesson)."""
         try:
-            lesson = lesson_from_document(self.path(signature).read_text(encoding="utf-8"))
-        except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError):
+            text = self.path(signature).read_text(encoding="utf-8")
+        except OSError:
             return Lesson(signature)
-        return lesson if lesson.signature == signature else Lesson(signature)
+        with self._cache_lock:
+            cached = self._cache.get(signature)
+        if cached is not None and cached[0] == text:
+            return cached[1].copy()
+        try:
+            lesson = lesson_from_document(text)
+        except (ValueError, TypeError, AttributeError, yaml.YAMLError):
+            return Lesson(signature)
+        if lesson.signature != signature:
+            return Lesson(signature)
+        self._remember(signature, text, lesson)
+        return lesson.copy()
+
+    def _remember(self, signature: str, text: str, lesson: Lesson) -> None:
+        with self._cache_lock:
+            self._cache.pop(signature, None)
+            self._cache[signature] = (text, lesson.copy())
+            while len(self._cache) > MAX_CACHED:
+                del self._cache[next(iter(self._cache))]
 
     def all(self) -> list[Lesson]:
         """Every lesson in the folder, the most recently met first."""
@@ -322,13 +365,15 @@ class LessonBook:
         handle, temporary = tempfile.mkstemp(prefix=".lesson-", suffix=".tmp",
                                              dir=target.parent)
         try:
+            text = lesson.as_document()
             with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(lesson.as_document())
+                out.write(text)
             os.replace(temporary, target)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
             raise
+        self._remember(lesson.signature, text, lesson)
         return target
 
     def rebuild(self, diaries: Sequence[tuple[str, Mapping[str, Any], str]]) -> int:
@@ -493,10 +538,9 @@ class LessonFirstFinder:
         found = list(self.finder(run))
         try:
             signature = primary_signature(run_signatures(run))
-            if signature is not None and self.book.exists(signature):
-                ident = diary_id(run.trace_id, run.span_id)
-                if any(other != ident for other in self.book.read(signature).evidence):
-                    return [lesson_id(signature), *found]  # earlier runs' lesson, not this one's
+            ident = diary_id(run.trace_id, run.span_id)
+            if signature is not None and self.book.lists_others(signature, ident):
+                return [lesson_id(signature), *found]  # earlier runs' lesson, not this one's
         except Exception:
             self._log_once("related", "otel-diary could not look up the lesson of a run")
         return found
