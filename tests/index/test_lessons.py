@@ -220,3 +220,19 @@ def test_a_rebuild_keeps_a_diary_written_while_it_scanned(tmp_path: Path) -> Non
     assert LessonBook(tmp_path).rebuild(scanned) == 1
     front = lesson_front(tmp_path)
     assert front["runs"] == 2 and late.id in front["evidence"]
+
+
+def test_lesson_revisions_share_the_reflection_budget(
+        chat: tuple[ChatServer, str], tmp_path: Path) -> None:
+    """With one call a minute, the reflection takes it: no revision call, and the lesson
+    is still counted in without a model."""
+    server, url = chat
+    server.script = ['[{"op": "ADD", "rule": "Never seen."}]']
+    pipeline = kb_pipeline(tmp_path, reflection_url=url, reflection_calls_per_minute=1)
+    write(pipeline, ts_run(1))
+    pipeline.close()
+    assert len(server.requests) == 1
+    assert "Current rules" not in str(server.requests[0].json())
+    front = lesson_front(tmp_path)
+    assert front["runs"] == 1
+    assert [rule["text"] for rule in front["rules"]] == ["The build passed on attempt N."]
