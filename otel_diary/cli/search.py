@@ -47,7 +47,8 @@ def _limit(text: str) -> int:
 EPILOG = ("Exit status, as grep's: 0 when diaries match, 1 when none does (or there are no "
           "diaries yet), 2 on an error. With --json, \"match\" says how the results matched: "
           "\"all\" (every word), \"any\" (some words: no diary had them all), \"recent\" "
-          "(no words: the newest), or \"none\" when there are no results.")
+          "(no words: the newest), or \"none\" when there are no results; \"lessons\" "
+          "lists the lessons with every word, which the exit status does not count.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     unfiltered = not (args.agent or args.outcome or args.task or args.since or args.fts)
     if unfiltered and has_knowledge_base(root):
         lessons = lessons_for(root, args.query, args.limit)
-    found = 0 if result.hits or lessons else 1
+    found = 0 if result.hits else 1  # as grep's, on the diaries: lessons come beside them
     if args.json:
         print_json({
             "query": args.query,
@@ -118,8 +119,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"    {lesson['snippet']}")
         print()
     if not result.hits:
-        if not lessons:
-            print("No diaries match.")
+        print("No diaries match.")
         return found
     if result.match == "any":
         print("No diary has every word; these have some of them.\n")
