@@ -54,6 +54,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/index.py
 	$(BIN)/python benchmarks/context.py
 	$(BIN)/python benchmarks/redaction.py
+	$(BIN)/python benchmarks/retrieval.py
 	$(BIN)/python benchmarks/receiver_throughput.py
 	$(BIN)/python benchmarks/receive_path_instructions.py
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from opentelemetry import trace
 from otel_diary.assembly.grace import TraceStore
 from otel_diary.assembly.inprocess import TraceAssembler
 from otel_diary.conventions import Conventions, conventions_for, load_conventions
+from otel_diary.index.lessons import LessonBook, LessonFirstFinder, LessonListener, Reviser
 from otel_diary.index.store import DiaryIndex, IndexListener, IndexRelatedFinder
 from otel_diary.pipeline.core import DiaryListener, Pipeline, RelatedFinder, Stats
 from otel_diary.pipeline.redact import SecretRedactor
@@ -151,7 +153,10 @@ def build_pipeline(
     Every source (in-process processor, OTLP receiver, replay) builds its pipeline here.
     With the index on and a folder sink present, the index beside the folder is kept
     current by a listener and fills "Related" (it is opened by the worker on the first
-    diary, not here); ``listeners`` run after it.
+    diary, not here); a second listener counts each diary into its error's lesson (its
+    rules revised by the reflection model when one is configured, the lesson sent to the
+    hub when there is one), and "Related" lists that lesson first; ``listeners`` run after
+    them.
     """
     stats = stats if stats is not None else Stats()
     redactor = settings_redactor(settings)  # always on; also hides the configured keys
@@ -165,7 +170,20 @@ def build_pipeline(
     if settings.index and folder is not None:
         index = DiaryIndex(folder.root)
         every_listener.append(IndexListener(index, folder, stats))
-        related = IndexRelatedFinder(index, stats)
+        book = LessonBook(folder.root)
+        reviser: Reviser | None = None
+        llm = sys.modules.get("otel_diary.pipeline.llm")  # not loaded: no model reflector
+        if llm is not None and isinstance(reflector, llm.LLMReflector):
+            from otel_diary.pipeline.revise import LessonReviser
+
+            reviser = LessonReviser(reflector)
+        hub_sink = sys.modules.get("otel_diary.sinks.hub.sink")  # not loaded: no hub sink
+        hub = next((sink for sink in sinks if hub_sink is not None
+                    and isinstance(sink, hub_sink.HubSink)), None)
+        every_listener.append(LessonListener(
+            book, reviser=reviser, publisher=hub.write_lesson if hub is not None else None,
+            stats=stats))
+        related = LessonFirstFinder(book, IndexRelatedFinder(index, stats))
     every_listener.extend(listeners)
     return Pipeline(conventions, sinks, reflector=reflector, redactor=redactor, stats=stats,
                     trace_url_template=settings.trace_url, related_finder=related,

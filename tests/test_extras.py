@@ -57,7 +57,7 @@ sys.exit(code)
     assert done.returncode == 0, done.stderr
     assert "loaded: []" in done.stdout
     assert len(list((tmp_path / "kb").rglob("*.md"))) == 1
-    assert len(list((tmp_path / "demo").rglob("*.md"))) == 2
+    assert len(list((tmp_path / "demo" / "diaries" / "agents").rglob("*.md"))) == 2
 
 
 @pytest.mark.parametrize("command", [["serve"], ["replay", "traces.jsonl"]])

@@ -1,6 +1,7 @@
-"""``otel-diary reindex``: rebuild the search index from the diary folder.
+"""``otel-diary reindex``: rebuild the search index and the lessons from the diary folder.
 
 Also recreates an index that was deleted or damaged; safe while an app writes diaries.
+The diaries are the record: every lesson is rebuilt from them.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import time
 
 from otel_diary.cli.common import add_common_arguments, fail, print_json, root_of
 from otel_diary.errors import IndexUnavailable
+from otel_diary.index.lessons import LessonBook, scan_diaries
 from otel_diary.index.store import DiaryIndex
 
 
@@ -27,13 +29,18 @@ def run(args: argparse.Namespace) -> int:
             report = index.rebuild()
         except IndexUnavailable as exc:
             return fail("reindex", str(exc), 1)
+        try:
+            lessons = LessonBook(root).rebuild(scan_diaries(root))
+        except OSError as exc:
+            return fail("reindex", f"cannot write the lessons under {root}: {exc}", 1)
         seconds = time.perf_counter() - started
         if args.json:
             print_json({"indexed": report.indexed, "skipped": report.skipped,
+                        "lessons": lessons,
                         "index": str(index.path), "folder": str(index.folder),
                         "seconds": round(seconds, 3)})
             return 0
         skipped = f" ({report.skipped} other file(s) skipped)" if report.skipped else ""
         print(f"indexed {report.indexed} diaries from {index.folder} into {index.path} "
-              f"in {seconds:.2f}s{skipped}")
+              f"in {seconds:.2f}s{skipped}; rebuilt {lessons} lesson(s)")
     return 0

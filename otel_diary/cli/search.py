@@ -1,5 +1,7 @@
 """``otel-diary search QUERY``: the diaries matching some words, best first, with filters.
 
+Lessons with every word come first (unless a filter on diaries is given), then diaries.
+
 Words are matched as words (``"a phrase"`` as a phrase, ``word*`` as a prefix); search
 syntax characters in a query are plain text unless ``--fts`` asks for FTS5 syntax. Like
 ``grep``, it exits 0 when diaries match, 1 when none does, 2 on an error.
@@ -8,6 +10,8 @@ syntax characters in a query are plain text unless ``--fts`` asks for FTS5 synta
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any
 
 from otel_diary.cli.common import (
     add_common_arguments,
@@ -19,6 +23,7 @@ from otel_diary.cli.common import (
 from otel_diary.errors import IndexUnavailable, SearchError
 from otel_diary.index.query import SearchResult
 from otel_diary.index.store import DiaryIndex
+from otel_diary.readers.knowledge import search_lessons
 from otel_diary.text import parse_since
 
 
@@ -42,7 +47,8 @@ def _limit(text: str) -> int:
 EPILOG = ("Exit status, as grep's: 0 when diaries match, 1 when none does (or there are no "
           "diaries yet), 2 on an error. With --json, \"match\" says how the results matched: "
           "\"all\" (every word), \"any\" (some words: no diary had them all), \"recent\" "
-          "(no words: the newest), or \"none\" when there are no results.")
+          "(no words: the newest), or \"none\" when there are no results; \"lessons\" "
+          "lists the lessons with every word, which the exit status does not count.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +67,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser)
 
 
+def lessons_for(root: Path, query: str, limit: int) -> list[dict[str, Any]]:
+    """The lessons matching every word of ``query``, as search results (``kind: lesson``)."""
+    if not query.strip():
+        return []
+    return [{"id": found.id, "kind": "lesson", "title": found.title, "path": found.path,
+             "updated": found.created, "snippet": found.snippet, "file": str(root / found.path)}
+            for found in search_lessons(root, query, limit)]
+
+
+def ranked(root: Path, index: DiaryIndex, query: str, *, limit: int = 10) -> list[dict[str, Any]]:
+    """What ``otel-diary search QUERY`` lists, unfiltered: lessons, then diaries."""
+    found = lessons_for(root, query, limit)
+    found += [{**hit.as_dict(), "kind": "diary"} for hit in index.search(query, limit=limit).hits]
+    return found[:limit]
+
+
 def run(args: argparse.Namespace) -> int:
     root = root_of(args)
     if not has_knowledge_base(root):
@@ -75,15 +97,27 @@ def run(args: argparse.Namespace) -> int:
                                       raw=args.fts)
             except (SearchError, IndexUnavailable) as exc:
                 return fail("search", str(exc), 2)
-    found = 0 if result.hits else 1
+    lessons: list[dict[str, Any]] = []
+    unfiltered = not (args.agent or args.outcome or args.task or args.since or args.fts)
+    if unfiltered and has_knowledge_base(root):
+        lessons = lessons_for(root, args.query, args.limit)
+    found = 0 if result.hits else 1  # as grep's, on the diaries: lessons come beside them
     if args.json:
         print_json({
             "query": args.query,
             "match": result.match if result.hits else "none",
             "count": len(result.hits),
             "results": [{**hit.as_dict(), "file": str(root / hit.path)} for hit in result.hits],
+            "lessons": lessons,
         })
         return found
+    for lesson in lessons:
+        print(f"{lesson['id']}  lesson  {str(lesson['updated'])[:10]}")
+        print(f"    {lesson['title']}")
+        print(f"    {lesson['file']}")
+        if lesson["snippet"]:
+            print(f"    {lesson['snippet']}")
+        print()
     if not result.hits:
         print("No diaries match.")
         return found

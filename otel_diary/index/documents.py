@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from otel_diary.index.templates import error_template, stderr_block
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.render import (
     error_encountered,
@@ -42,11 +43,47 @@ _FAIL_LINE = re.compile(r"(?:^|\s)(?:---\s+)?(?:FAIL|FAILED|ERROR)(?::|\s)\s*([^
 _TESTLIKE = re.compile(r"test|spec|::", re.IGNORECASE)
 
 
+_PRIMARY_ORDER = ("code:", "exception:", "template:", "test:")
+
+
 def error_signatures(text: str) -> tuple[str, ...]:
-    """What identifies an error in ``text``: ``code:…``, ``exception:…`` and ``test:…`` keys.
+    """What identifies an error in ``text`` precisely: ``code:…``, ``exception:…`` and
+    ``test:…`` keys.
 
     Two diaries sharing a key met the same error, whatever else their output says.
     """
+    return tuple(_precise(text))[:MAX_SIGNATURES]
+
+
+def template_signature(text: str) -> str | None:
+    """The ``template:…`` key of the first error line of ``text`` (of its first fenced
+    block, if it has one): the error with its variable parts masked."""
+    template = error_template(stderr_block(text) or text)
+    return f"template:{template}" if template else None
+
+
+def section_signatures(section: str) -> tuple[str, ...]:
+    """The error signatures of a diary's "Error encountered" section: the template is
+    read from its stderr tail only, never from the sentence that counts the attempts."""
+    found = _precise(section)
+    block = stderr_block(section)
+    template = error_template(block) if block else ""
+    if template:
+        found[f"template:{template}"] = None
+    return tuple(found)[:MAX_SIGNATURES]
+
+
+def primary_signature(signatures: tuple[str, ...] | list[str]) -> str | None:
+    """The signature a run's lesson is filed under: a code, else an exception name, else
+    the template of the first error line, else a failing test; the first of its kind."""
+    for prefix in _PRIMARY_ORDER:
+        for signature in signatures:
+            if signature.startswith(prefix):
+                return signature
+    return None
+
+
+def _precise(text: str) -> dict[str, None]:
     found: dict[str, None] = {}
     for match in _CODE.finditer(text):
         found[f"code:{match.group(1)}"] = None
@@ -58,14 +95,14 @@ def error_signatures(text: str) -> tuple[str, ...]:
         name = match.group(1).rstrip(":,.;")
         if _TESTLIKE.search(name):
             found[f"test:{name}"] = None
-    return tuple(found)[:MAX_SIGNATURES]
+    return found
 
 
 def run_signatures(run: TaskRun) -> tuple[str, ...]:
     """The error signatures of a run, read from what its diary's "Error encountered" says."""
     if run.outcome != "recovered":
         return ()
-    return error_signatures(error_encountered(run))
+    return section_signatures(error_encountered(run))
 
 
 # -- documents -----------------------------------------------------------------------------
@@ -163,7 +200,7 @@ def entry_from_parts(path: str, front: Mapping[str, Any], content: str) -> Entry
         body=body,
         meta=meta,
         summary=one_line(parts.get("What was learned", ""), 300),
-        signatures=error_signatures(parts.get("Error encountered", "")),
+        signatures=section_signatures(parts.get("Error encountered", "")),
     )
 
 

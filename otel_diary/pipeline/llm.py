@@ -173,6 +173,24 @@ class LLMReflector:
 
     def reflect(self, run: TaskRun) -> str:
         """3 to 5 sentences from the model, cut to 800 characters; ``""`` on any failure."""
+        return cut(self._ask(self.request_body(run)), MAX_LEARNED)
+
+    def complete(self, system: str, user: str, max_tokens: int | None = None) -> str:
+        """One more short call on the same budget, slots and client: the model's answer
+        to ``user`` (redacted) under ``system``, on one line; ``""`` on any failure."""
+        body: dict[str, Any] = {
+            "messages": [{"role": "system", "content": system},
+                         {"role": "user", "content": self._redact(user)}],
+            "max_tokens": min(max_tokens or self.max_tokens, self.max_tokens),
+            "temperature": 0.2,
+            "stream": False,
+            "metadata": {"event_role": EVENT_ROLE},
+        }
+        if self.model:
+            body["model"] = self.model
+        return self._ask(body)
+
+    def _ask(self, body: dict[str, Any]) -> str:
         if not self._take_budget():
             self.stats.over_budget += 1
             return ""
@@ -182,13 +200,13 @@ class LLMReflector:
         try:
             self.stats.calls += 1
             with suppressed():
-                text = self._call(run)
+                text = self._call(body)
         finally:
             self._slots.release()
         if not text:
             return ""
         self.stats.answers += 1
-        return cut(self._redact(text), MAX_LEARNED)
+        return self._redact(text)
 
     def close(self) -> None:
         self._client.close()
@@ -205,8 +223,8 @@ class LLMReflector:
             self._starts.append(now)
             return True
 
-    def _call(self, run: TaskRun) -> str:
-        data = json.dumps(self.request_body(run), ensure_ascii=False).encode("utf-8")
+    def _call(self, body: dict[str, Any]) -> str:
+        data = json.dumps(body, ensure_ascii=False).encode("utf-8")
         try:
             with self._client.stream("POST", self.endpoint, content=data,
                                      headers=self.headers()) as response:

@@ -24,7 +24,11 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from otel_diary.errors import DiaryError, IndexUnavailable, SearchError
-from otel_diary.index.documents import entry_from_document, error_signatures
+from otel_diary.index.documents import (
+    entry_from_document,
+    error_signatures,
+    template_signature,
+)
 from otel_diary.index.query import Hit, Match, fts_terms
 from otel_diary.index.store import INDEX_FILE, MAX_DOCUMENT_BYTES, SCHEMA_VERSION, DiaryIndex
 from otel_diary.pipeline.render import DIARY_ROOT, parse_front_matter
@@ -102,6 +106,9 @@ class LessonsAnswer(_Plain):
     """What the knowledge base knows about an error: lessons first, then diaries."""
 
     signatures: list[str]
+    template: str = ""
+    """The ``template:…`` signature of its first error line; looked up when the error has
+    no precise signature (no code, exception name or failing test)."""
     first_line: str
     """The error line the full-text match used (the first line that looks like an error)."""
     results: list[Found]
@@ -301,6 +308,16 @@ def _found_lesson(lesson: _Lesson, snippet: str = "", matched: Iterable[str] = (
                  matched=list(matched))
 
 
+def search_lessons(root: str | Path, query: str, limit: int = 10) -> list[Found]:
+    """The lessons under ``root`` with every word of ``query``, best first (read only)."""
+    lessons = _Lessons(Path(root))
+    try:
+        return [_found_lesson(lesson, snippet, ["text"])
+                for lesson, snippet in lessons.search(fts_terms(query), limit)]
+    finally:
+        lessons.close()
+
+
 def _found_diary(hit: Hit, matched: Iterable[str] = ()) -> Found:
     return Found(id=hit.id, kind="diary", title=hit.title, path=hit.path, outcome=hit.outcome,
                  agent=hit.agent, task=hit.task, created=hit.created,
@@ -494,26 +511,29 @@ class KnowledgeBase:
         """What earlier runs learned about ``error`` (pasted error text or a stderr tail):
         lessons for its signatures, then lessons having every word of its first error line,
         diaries that met one of its signatures (most shared first, then newest), then
-        diaries having every word of that line."""
+        diaries having every word of that line. An error with no precise signature is
+        matched by the template of its first error line."""
         error = _bounded(error, MAX_ERROR_CHARS, "the error text")
         limit = _limit(limit)
         if not error.strip():
             raise ReadError("the error text is empty")
         signatures = list(error_signatures(error))
+        template = template_signature(error) or ""
+        keys = signatures or ([template] if template else [])
         line = error_line(error)
         found: dict[str, Found] = {}
         words = " ".join(dict.fromkeys(_PLAIN_WORD.findall(line[:500])))
-        for lesson, shared in self._lessons.by_signature(signatures):
+        for lesson, shared in self._lessons.by_signature(keys):
             found.setdefault(lesson.id, _found_lesson(lesson, "", shared))
         for lesson, snippet in self._lessons.search(fts_terms(words), limit):
             found.setdefault(lesson.id, _found_lesson(lesson, snippet, ["text"]))
         by_signature, by_text = self._query(
-            lambda index: self._error_diaries(index, signatures, words, limit))
+            lambda index: self._error_diaries(index, keys, words, limit))
         for hit in by_signature:
-            found.setdefault(hit.id, _found_diary(hit, self._shared(hit, signatures)))
+            found.setdefault(hit.id, _found_diary(hit, self._shared(hit, keys)))
         for hit in by_text:
             found.setdefault(hit.id, _found_diary(hit, ["text"]))
-        return LessonsAnswer(signatures=signatures, first_line=line,
+        return LessonsAnswer(signatures=signatures, template=template, first_line=line,
                              results=list(found.values())[:limit])
 
     @staticmethod

@@ -45,7 +45,7 @@ def test_demo_prints_every_diary_and_what_to_try_next(tmp_path: Path) -> None:
     env = home_env(home)
     done = demo(work, env)
     assert done.returncode == 0, done.stderr
-    diaries = sorted((work / "demo-kb" / "diaries").rglob("*.md"))
+    diaries = sorted((work / "demo-kb" / "diaries" / "agents").rglob("*.md"))
     assert [path.name[-8:] for path in diaries] == ["T-101.md", "T-102.md"]
     for path in diaries:
         assert path.read_text(encoding="utf-8") in done.stdout
@@ -71,7 +71,7 @@ def test_demo_prints_every_diary_and_what_to_try_next(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_second_demo_starts_clean(tmp_path: Path) -> None:
-    """Running the demo twice leaves the second run's two diaries only."""
+    """Running the demo twice leaves the second run's two diaries and its lesson only."""
     home = tmp_path / "home"
     home.mkdir()
     kb = tmp_path / "kb"
@@ -81,7 +81,8 @@ def test_a_second_demo_starts_clean(tmp_path: Path) -> None:
     second = demo(tmp_path, home_env(home), "--dir", str(kb))
     assert second.returncode == 0, second.stderr
     after = {path.read_text(encoding="utf-8") for path in kb.rglob("*.md")}
-    assert len(after) == 2 and not before & after
+    assert len(after) == 3 and not before & after
+    assert len(list((kb / "diaries" / "agents").rglob("*.md"))) == 2
     assert "Related" in second.stdout and "kh-" not in second.stdout.split(
         "## Related", 1)[1].split("===", 1)[0]  # nothing from the first run is related
 
@@ -112,7 +113,7 @@ def test_make_demo_writes_into_the_checkout_and_not_home(tmp_path: Path) -> None
     done = subprocess.run(["make", "-s", "-o", ".venv/.installed", "demo", f"BIN={BIN}"],
                           cwd=checkout, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert len(list((checkout / "demo-kb" / "diaries").rglob("*.md"))) == 2
+    assert len(list((checkout / "demo-kb" / "diaries" / "agents").rglob("*.md"))) == 2
     assert files_under(home) == []
     assert "warning" not in done.stderr.lower()
     assert "/demo-kb/" in (REPO / ".gitignore").read_text(encoding="utf-8").splitlines()

@@ -38,7 +38,7 @@ def test_demo_into_a_closed_pipe_ends_without_a_traceback(tmp_path: Path) -> Non
     """`otel-diary demo | head` ends with status 1 and nothing on stderr."""
     done = run_into_a_closed_pipe(["demo", "--dir", str(tmp_path / "kb")], tmp_path)
     assert (done.returncode, done.stderr) == (1, "")
-    assert len(list((tmp_path / "kb").rglob("*.md"))) == 2  # the work itself was done
+    assert len(list((tmp_path / "kb" / "diaries" / "agents").rglob("*.md"))) == 2  # done
 
 
 def test_search_json_into_a_closed_pipe_ends_without_a_traceback(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from otel_diary.index.documents import (
     error_signatures,
     sections,
 )
+from otel_diary.index.lessons import lesson_id
 from otel_diary.index.query import fts_terms
 from otel_diary.index.store import INDEX_FILE, DiaryIndex
 from otel_diary.pipeline.reflect import StubReflector
@@ -79,24 +80,27 @@ def test_recovered_run_relates_to_earlier_diary_with_the_same_error_code(
     assert processor.force_flush(10_000)
     provider.shutdown()
     fronts = {front["task"]: front for front in (
-        parse_front_matter(path.read_text()) for path in tmp_path.rglob("*.md"))}
-    assert fronts["T-3"]["related"] == [fronts["T-1"]["id"]]
+        parse_front_matter(path.read_text())
+        for path in (tmp_path / "diaries" / "agents").rglob("*.md"))}
+    lesson = lesson_id("code:TS2345")
+    assert fronts["T-3"]["related"] == [lesson, fronts["T-1"]["id"]]
     third = next(tmp_path.rglob("*T-3.md")).read_text()
-    assert f"## Related\n- {fronts['T-1']['id']}\n" in third
+    assert f"## Related\n- {lesson}\n- {fronts['T-1']['id']}\n" in third
     assert fronts["T-2"]["id"] not in third
     assert processor.stats.index_errors == 0
 
 
 def test_related_prefers_shared_errors_then_newest_and_stops_at_five(tmp_path: Path) -> None:
-    """Same task, same trigger or shared signature: at most five, shared errors first,
-    then newest; diaries created after the run are not listed."""
+    """Same task, same trigger or shared signature: at most five, the error's lesson first,
+    then shared errors, then newest; diaries created after the run are not listed."""
     pipeline = kb_pipeline(tmp_path)
     same_task = [write(pipeline, task_record(n, "T-9")) for n in range(1, 7)]
     shared_error = write(pipeline, task_record(7, "T-8", stderr=TS_STDERR))
     same_trigger = write(pipeline, task_record(8, "T-7", trigger="ci-red"))
     later = write(pipeline, task_record(30, "T-9"))
     run = write(pipeline, task_record(20, "T-9", stderr=TS_STDERR, trigger="ci-red"))
-    assert list(run.related) == [shared_error.id] + [d.id for d in same_task[::-1][:4]]
+    assert list(run.related) == [lesson_id("code:TS2345"), shared_error.id] + [
+        d.id for d in same_task[::-1][:3]]
     assert later.id not in run.related and same_trigger.id not in run.related
 
 

@@ -255,3 +255,19 @@ def test_a_lesson_whose_signature_yaml_escapes_is_still_matched(kb: KB) -> None:
     assert "test:tests/test_caf\u00e9.py::test_menu" in answer.signatures
     assert [(f.kind, f.id, f.matched) for f in answer.results][:1] == [
         ("lesson", "kl-menu", ["test:tests/test_caf\u00e9.py::test_menu"])]
+
+
+def test_an_error_without_a_code_finds_its_lesson_by_template(tmp_path: Path) -> None:
+    """A pasted Go error (no code, no exception) finds the lesson the pipeline wrote for
+    the same error in other files and names, then the diary that met it."""
+    pipeline = kb_pipeline(tmp_path)
+    diary = write(pipeline, task_record(1, "T-1", stderr=(
+        "# shop/api\n./pkg/api/config.go:12:3: undefined: parseConfig")))
+    pipeline.close()
+    with KnowledgeBase(tmp_path) as base:
+        answer = base.lessons("./cmd/server/main.go:88:14: undefined: cfg")
+    assert (answer.signatures, answer.template) == ([], "template:<*> undefined: <*>")
+    assert [(f.kind, f.matched) for f in answer.results] == [
+        ("lesson", ["template:<*> undefined: <*>"]),
+        ("diary", ["template:<*> undefined: <*>"])]
+    assert answer.results[1].id == diary.id

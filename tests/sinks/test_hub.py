@@ -18,15 +18,25 @@ import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from otel_diary import Diary, DiarySpanProcessor, FolderSink, Settings, TaskRun, render
+from otel_diary import (
+    ORCHESTRATOR,
+    Diary,
+    DiarySpanProcessor,
+    FolderSink,
+    Settings,
+    TaskRun,
+    render,
+)
 from otel_diary.cli import main as cli
 from otel_diary.errors import SpoolFullError
+from otel_diary.index.lessons import lesson_id, lesson_path
 from otel_diary.pipeline.render import parse_front_matter
 from otel_diary.sinks.hub.client import parse_retry_after
 from otel_diary.sinks.hub.sink import HubSink
 from otel_diary.sinks.hub.spool import Spool
-from otel_diary.wiring import default_sinks
+from otel_diary.wiring import build_pipeline, default_sinks
 from tests.support.forking import in_forked_child, needs_fork
+from tests.support.kb import TS_STDERR, task_record, write
 from tests.support.loopback import (
     HubServer,
     Receive,
@@ -691,3 +701,24 @@ def test_a_forked_child_delivers_through_its_own_client_and_thread(
     assert sink.flush(10)
     assert server.acknowledged == [make_diary(n).id for n in (1, 2, 3)]
     assert sink._client._client is parent_client
+
+
+def test_lessons_go_to_the_hub_as_lesson_documents(hub: tuple[HubServer, str],
+                                                   tmp_path: Path) -> None:
+    """With a hub and a folder, each lesson is posted under its folder path as a lesson."""
+    server, url = hub
+    settings = Settings(enabled=True, dir=tmp_path / "kb", spool_dir=tmp_path / "spool",
+                        hub_url=url, retry_initial_backoff_s=0.01)
+    pipeline = build_pipeline(settings, ORCHESTRATOR)
+    for n in (1, 2):
+        write(pipeline, task_record(n, f"T-{n}", stderr=TS_STDERR))
+    pipeline.close()
+    lesson_file = tmp_path / "kb" / lesson_path("code:TS2345")
+    assert wait_until(lambda: any(
+        r.json()["source_type"] == "lesson" and r.json()["content"] == lesson_file.read_text(
+            encoding="utf-8") for r in server.posts()))
+    lessons = [r.json() for r in server.posts() if r.json()["source_type"] == "lesson"]
+    assert {body["path"] for body in lessons} == {lesson_path("code:TS2345")}
+    assert {body["metadata"]["id"] for body in lessons} == {lesson_id("code:TS2345")}
+    assert parse_front_matter(lessons[-1]["content"])["runs"] == 2
+    assert len([r for r in server.posts() if r.json()["source_type"] == "diary"]) == 2

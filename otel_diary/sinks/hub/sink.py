@@ -221,6 +221,24 @@ class HubSink:
         self._runner.wake()
         return f"hub:{path}"
 
+    def write_lesson(self, ident: str, path: str, content: str, title: str) -> str:
+        """Spool a lesson document (``source_type: lesson``); a newer version of one lesson
+        replaces the one still waiting."""
+        self._ensure_thread()
+        body = {"path": path, "content": content, "source_type": "lesson", "title": title,
+                "tags": ["lesson"], "metadata": {"id": ident}}
+        try:
+            self.spool.put(ident, body)
+        except SpoolFullError:
+            self.stats.spool_full += 1
+            raise
+        except OSError:
+            self.stats.spool_errors += 1
+            raise
+        self.stats.spooled += 1
+        self._runner.wake()
+        return f"hub:{path}"
+
     def flush(self, timeout_s: float = 30.0) -> bool:
         """Wait until nothing waits in the spool; False when ``timeout_s`` passed first."""
         self._ensure_thread()

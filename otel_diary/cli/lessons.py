@@ -1,0 +1,49 @@
+"""``otel-diary lessons [--signature S]``: the lessons of a knowledge base, newest first.
+
+One lesson per error signature (``code:TS2345``, ``exception:KeyError``, ``template:…``);
+``--signature`` shows only the lesson of one, whole. Exits 0 when lessons are listed, 1
+when there are none (or none for that signature).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from otel_diary.cli.common import add_common_arguments, fail, print_json, root_of
+from otel_diary.index.lessons import LessonBook, lesson_path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--signature", metavar="S",
+                        help="only the lesson of this signature, e.g. code:TS2345")
+    add_common_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    root = root_of(args)
+    book = LessonBook(root)
+    lessons = [book.read(args.signature)] if args.signature else book.all()
+    lessons = [lesson for lesson in lessons if lesson.runs]
+    if args.json:
+        print_json({"count": len(lessons), "lessons": [
+            {"id": lesson.id, "signature": lesson.signature, "runs": lesson.runs,
+             "recovered": lesson.recovered, "first_seen": lesson.first_seen,
+             "last_seen": lesson.last_seen, "agents": lesson.agents,
+             "evidence": lesson.evidence,
+             "rules": [{"text": r.text, "votes": r.votes, "evidence": r.evidence}
+                       for r in lesson.rules],
+             "file": str(root / lesson_path(lesson.signature))} for lesson in lessons]})
+        return 0 if lessons else 1
+    if not lessons:
+        wanted = f" for {args.signature}" if args.signature else ""
+        return fail("lessons", f"no lessons{wanted} under {root} yet", 1)
+    if args.signature:
+        print(book.path(args.signature).read_text(encoding="utf-8"), end="")
+        return 0
+    for lesson in lessons:
+        print(f"{lesson.id}  {lesson.runs} run(s)  {lesson.last_seen[:10]}  {lesson.signature}")
+        if lesson.rules:
+            best = lesson.rules[0]
+            print(f"    {best.text} ({best.votes} vote(s))")
+        print(f"    {root / lesson_path(lesson.signature)}")
+    return 0

@@ -1,0 +1,546 @@
+"""Lessons: one document per error signature, grown from every diary that met the error.
+
+``<root>/diaries/lessons/<signature-slug>.md`` holds its whole state in its front matter
+(counts, agents, evidence ids, voted rules, the newest diaries), so a lesson is updated
+from its own file and rebuilt from the diaries (``reindex``). Each update holds an
+exclusive lock on ``<slug>.lock`` beside it and replaces the file by an atomic rename:
+processes sharing one folder lose no run. Every list is bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from otel_diary.counters import Counters, LogOnce
+from otel_diary.index.documents import (
+    primary_signature,
+    run_signatures,
+    section_signatures,
+    sections,
+)
+from otel_diary.index.templates import first_error_line, stderr_block
+from otel_diary.pipeline.classify import TaskRun
+from otel_diary.pipeline.render import DIARY_ROOT, Diary, diary_id, parse_front_matter, slug
+from otel_diary.text import clean, one_line
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: updates within one process only
+    fcntl = None  # type: ignore[assignment]
+
+try:
+    _Dumper: Any = yaml.CSafeDumper
+except AttributeError:  # pragma: no cover - PyYAML built without libyaml
+    _Dumper = yaml.SafeDumper
+
+LESSON_ROOT = f"{Path(DIARY_ROOT).parent.as_posix()}/lessons"
+"""Where lessons live under the knowledge-base root."""
+MAX_EVIDENCE = 200
+"""Most diary ids a lesson lists as evidence (the newest kept; ``runs`` counts all)."""
+MAX_RULES = 10
+MAX_RULE_CHARS = 300
+MAX_RULE_EVIDENCE = 20
+MAX_SEEN = 5
+"""Distinct first error lines kept, as they were seen."""
+MAX_NEWEST = 5
+MAX_AGENTS = 20
+MAX_CACHED = 256
+"""Lessons a process keeps parsed in memory."""
+_NUMBER = re.compile(r"\d+")
+logger = logging.getLogger("otel_diary")
+
+Reviser = Callable[[Sequence[str], TaskRun], Sequence[tuple[str, str, str]]]
+"""Given a lesson's rules and a new run, the rule operations to apply (a model's)."""
+Publisher = Callable[[str, str, str, str], object]
+"""Sends a lesson elsewhere: ``(id, path, content, title)`` (the hub sink's ``write_lesson``)."""
+
+
+def lesson_id(signature: str) -> str:
+    """The stable id of the lesson for ``signature``."""
+    return "kh-" + hashlib.sha256(f"lesson:{signature}".encode()).hexdigest()[:20]
+
+
+def lesson_slug(signature: str) -> str:
+    """The file name (without ``.md``) of the lesson for ``signature``: readable, unique."""
+    kind, _, rest = signature.partition(":")
+    readable = slug(f"{kind}-{rest}")[:60].rstrip("-._")
+    if kind in ("code", "exception") and readable == slug(f"{kind}-{rest}"):
+        return readable
+    return f"{readable}-{hashlib.sha256(signature.encode()).hexdigest()[:8]}"
+
+
+def lesson_path(signature: str) -> str:
+    """Where the lesson for ``signature`` is, relative to the root."""
+    return f"{LESSON_ROOT}/{lesson_slug(signature)}.md"
+
+
+@dataclass
+class Rule:
+    """One thing that worked, with how many runs voted for it and which."""
+
+    text: str
+    votes: int = 1
+    evidence: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """What one diary tells its lesson."""
+
+    id: str
+    path: str
+    title: str
+    agent: str
+    created: str
+    recovered: bool
+    error_line: str
+    recovery: str
+    learned: str
+
+
+def sighting(path: str, front: Mapping[str, Any], content: str) -> tuple[str, Sighting] | None:
+    """The lesson signature of a diary and what it tells the lesson; ``None`` when the
+    diary met no recognisable error."""
+    body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
+    parts = sections(body)
+    error = parts.get("Error encountered", "")
+    signature = primary_signature(section_signatures(error))
+    if signature is None:
+        return None
+    created = front.get("created")
+    return signature, Sighting(
+        id=one_line(str(front.get("id", "")), 100), path=path,
+        title=one_line(str(front.get("title", "")), 200),
+        agent=one_line(str(front.get("agent", "")), 200),
+        created=one_line(str(created if created is not None else ""), 40),
+        recovered=front.get("outcome") == "recovered",
+        error_line=one_line(first_error_line(stderr_block(error) or error), 300),
+        recovery=one_line(parts.get("How it was recovered", ""), MAX_RULE_CHARS),
+        learned=one_line(parts.get("What was learned", ""), 400),
+    )
+
+
+@dataclass
+class Lesson:
+    """The state of one lesson, as its front matter keeps it."""
+
+    signature: str
+    runs: int = 0
+    recovered: int = 0
+    first_seen: str = ""
+    last_seen: str = ""
+    agents: list[str] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
+    seen: list[str] = field(default_factory=list)
+    rules: list[Rule] = field(default_factory=list)
+    newest: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return lesson_id(self.signature)
+
+    def copy(self) -> Lesson:
+        """A copy that shares nothing mutable with this one."""
+        return replace(self, agents=list(self.agents), evidence=list(self.evidence),
+                       seen=list(self.seen),
+                       rules=[Rule(r.text, r.votes, list(r.evidence)) for r in self.rules],
+                       newest=[dict(item) for item in self.newest])
+
+    def add(self, seen: Sighting) -> bool:
+        """Count one diary in; ``False`` (nothing changes) when it is already counted."""
+        if seen.id in self.evidence:
+            return False
+        self.runs += 1
+        self.recovered += seen.recovered
+        self.first_seen = min(filter(None, (self.first_seen, seen.created)), default="")
+        self.last_seen = max(self.last_seen, seen.created)
+        if seen.agent and seen.agent not in self.agents:
+            self.agents = [*self.agents, seen.agent][-MAX_AGENTS:]
+        self.evidence = [*self.evidence, seen.id][-MAX_EVIDENCE:]
+        if seen.error_line and seen.error_line not in self.seen and len(self.seen) < MAX_SEEN:
+            self.seen.append(seen.error_line)
+        if seen.recovery:
+            self.vote(_NUMBER.sub("N", seen.recovery), seen.id)
+        self.newest = [{"id": seen.id, "title": seen.title, "created": seen.created,
+                        "path": seen.path, "learned": seen.learned},
+                       *self.newest][:MAX_NEWEST]
+        self.newest.sort(key=lambda item: item.get("created", ""), reverse=True)
+        return True
+
+    def vote(self, text: str, evidence: str, *, votes: int = 1) -> None:
+        """One more vote for the rule ``text`` (added when new, while there is room)."""
+        text = one_line(clean(text), MAX_RULE_CHARS)
+        if not text:
+            return
+        for rule in self.rules:
+            if rule.text == text:
+                rule.votes += votes
+                if evidence not in rule.evidence:
+                    rule.evidence = [*rule.evidence, evidence][-MAX_RULE_EVIDENCE:]
+                return
+        if len(self.rules) >= MAX_RULES:
+            weakest = min(self.rules, key=lambda rule: rule.votes)
+            if weakest.votes > 1:
+                return
+            self.rules.remove(weakest)
+        self.rules.append(Rule(text, votes, [evidence]))
+
+    def as_document(self) -> str:
+        """The lesson file: front matter with its whole state, then a readable body."""
+        self.rules.sort(key=lambda rule: -rule.votes)
+        title = f"Lesson: {one_line(self.signature, 180)}"
+        front: dict[str, Any] = {
+            "id": self.id, "source_type": "lesson", "title": title,
+            "signature": self.signature, "runs": self.runs, "recovered": self.recovered,
+            "first_seen": self.first_seen, "last_seen": self.last_seen,
+            "updated": self.last_seen, "agents": self.agents, "evidence": self.evidence,
+            "seen": self.seen,
+            "rules": [{"text": r.text, "votes": r.votes, "evidence": r.evidence}
+                      for r in self.rules],
+            "newest": self.newest,
+        }
+        lines = [f"# {title}", "",
+                 f"Met in {self.runs} run(s) by {len(self.agents)} agent(s), "
+                 f"{self.recovered} recovered; first {self.first_seen or '?'}, "
+                 f"last {self.last_seen or '?'}.", "", "## The error as seen"]
+        lines += [f"- `{line.replace('`', chr(39))}`" for line in self.seen] or ["- (no line)"]
+        lines += ["", "## What worked"]
+        lines += [f"- {rule.text} ({rule.votes} vote(s); {', '.join(rule.evidence[-5:])})"
+                  for rule in self.rules] or ["_Nothing recorded yet._"]
+        lines += ["", "## Newest diaries"]
+        for item in self.newest:
+            lines.append(f"- {item.get('id', '')} ({item.get('created', '')[:10]}) "
+                         f"{item.get('title', '')}: {item.get('path', '')}")
+            if item.get("learned"):
+                lines.append(f"  {item['learned']}")
+        header = yaml.dump(front, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+                           width=2**31 - 1, default_flow_style=False)
+        return f"---\n{header}---\n\n" + "\n".join(lines) + "\n"
+
+
+def lesson_from_document(content: str) -> Lesson:
+    """The state of a lesson from its file; ``ValueError`` when it is not a lesson."""
+    front = parse_front_matter(content)
+    signature = front.get("signature")
+    if front.get("source_type") != "lesson" or not isinstance(signature, str):
+        raise ValueError("not a lesson")
+
+    def strings(key: str, limit: int) -> list[str]:
+        value = front.get(key)
+        return [str(item) for item in value][-limit:] if isinstance(value, list) else []
+
+    def number(key: str) -> int:
+        value = front.get(key)
+        return value if isinstance(value, int) and value >= 0 else 0
+
+    rules: list[Rule] = []
+    for item in front.get("rules") or []:
+        if isinstance(item, dict) and isinstance(item.get("text"), str):
+            votes = item.get("votes")
+            rules.append(Rule(item["text"], votes if isinstance(votes, int) else 1,
+                              [str(e) for e in item.get("evidence") or []]))
+    newest = [{str(k): str(v) for k, v in item.items()} for item in front.get("newest") or []
+              if isinstance(item, dict)]
+    return Lesson(signature=signature, runs=number("runs"), recovered=number("recovered"),
+                  first_seen=str(front.get("first_seen") or ""),
+                  last_seen=str(front.get("last_seen") or ""),
+                  agents=strings("agents", MAX_AGENTS),
+                  evidence=strings("evidence", MAX_EVIDENCE), seen=strings("seen", MAX_SEEN),
+                  rules=rules[:MAX_RULES], newest=newest[:MAX_NEWEST])
+
+
+class LessonBook:
+    """The lessons under ``<root>/diaries/lessons``; safe for threads and processes.
+
+    Usage::
+
+        book = LessonBook(root)
+        lesson = book.add(signature, sighting)   # locked read, update, atomic replace
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.folder = self.root / LESSON_ROOT
+        self._cache: dict[str, tuple[str, Lesson]] = {}
+        """Signature -> (file text, state): the lessons this process last read or wrote,
+        so that a file unchanged since is not parsed again."""
+        self._cache_lock = threading.Lock()
+
+    def path(self, signature: str) -> Path:
+        return self.root / lesson_path(signature)
+
+    def exists(self, signature: str) -> bool:
+        return self.path(signature).is_file()
+
+    def lists_others(self, signature: str, ident: str) -> bool:
+        """True when the lesson for ``signature`` counts a run other than diary ``ident``
+        (cheap: the file is parsed only when it names ``ident``)."""
+        try:
+            text = self.path(signature).read_text(encoding="utf-8")
+        except OSError:
+            return False
+        if ident not in text:
+            return "source_type: lesson" in text
+        return any(other != ident for other in self.read(signature).evidence)
+
+    def read(self, signature: str) -> Lesson:
+        """The lesson for ``signature`` as its file says (a new one when there is none
+        or the file is not a lesson)."""
+        try:
+            text = self.path(signature).read_text(encoding="utf-8")
+        except OSError:
+            return Lesson(signature)
+        with self._cache_lock:
+            cached = self._cache.get(signature)
+        if cached is not None and cached[0] == text:
+            return cached[1].copy()
+        try:
+            lesson = lesson_from_document(text)
+        except (ValueError, TypeError, AttributeError, yaml.YAMLError):
+            return Lesson(signature)
+        if lesson.signature != signature:
+            return Lesson(signature)
+        self._remember(signature, text, lesson)
+        return lesson.copy()
+
+    def _remember(self, signature: str, text: str, lesson: Lesson) -> None:
+        with self._cache_lock:
+            self._cache.pop(signature, None)
+            self._cache[signature] = (text, lesson.copy())
+            while len(self._cache) > MAX_CACHED:
+                del self._cache[next(iter(self._cache))]
+
+    def all(self) -> list[Lesson]:
+        """Every lesson in the folder, the most recently met first."""
+        found: list[Lesson] = []
+        for file in sorted(self.folder.glob("*.md")) if self.folder.is_dir() else []:
+            try:
+                found.append(lesson_from_document(file.read_text(encoding="utf-8")))
+            except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError):
+                continue
+        found.sort(key=lambda lesson: lesson.last_seen, reverse=True)
+        return found
+
+    @contextlib.contextmanager
+    def locked(self, signature: str) -> Iterator[None]:
+        """Hold the lesson's lock (one writer at a time, across processes)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        lock = self.folder / f".{lesson_slug(signature)}.lock"
+        with open(lock, "a+b") as handle:
+            if fcntl is not None:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                if fcntl is not None:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    def add(self, signature: str, seen: Sighting,
+            operations: Sequence[tuple[str, str, str]] = ()) -> Lesson:
+        """Count ``seen`` into the lesson for ``signature`` and apply the rule
+        ``operations`` (``(op, old rule text, new text)``); the lesson as written."""
+        with self.locked(signature):
+            lesson = self.read(signature)
+            if lesson.add(seen):
+                apply_operations(lesson, operations, seen.id)
+                self.write(lesson)
+            return lesson
+
+    def write(self, lesson: Lesson) -> Path:
+        """Replace the lesson's file atomically (callers hold its lock)."""
+        target = self.path(lesson.signature)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=".lesson-", suffix=".tmp",
+                                             dir=target.parent)
+        try:
+            text = lesson.as_document()
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.replace(temporary, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+        self._remember(lesson.signature, text, lesson)
+        return target
+
+    def rebuild(self, diaries: Sequence[tuple[str, Mapping[str, Any], str]]) -> int:
+        """Replace every lesson with what ``diaries`` (path, front matter, text) say,
+        oldest first; how many lessons there are now. Diaries the app writes meanwhile are
+        kept (found among a lesson's newest). Rules a model voted are lost: the diaries
+        keep no record of them."""
+        gathered: dict[str, Lesson] = {}
+        ordered = sorted(diaries, key=lambda item: (str(item[1].get("created", "")), item[0]))
+        for path, front, content in ordered:
+            found = sighting(path, front, content)
+            if found is not None:
+                signature, seen = found
+                gathered.setdefault(signature, Lesson(signature)).add(seen)
+        kept = {self.path(signature).name for signature in gathered}
+        for signature, lesson in gathered.items():
+            with self.locked(signature):
+                self._catch_up(lesson, self.read(signature))
+                self.write(lesson)
+        if self.folder.is_dir():
+            for file in self.folder.glob("*.md"):
+                if file.name in kept:
+                    continue
+                try:
+                    stale = lesson_from_document(file.read_text(encoding="utf-8"))
+                except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError):
+                    continue  # not a lesson: someone's own notes
+                with self.locked(stale.signature):
+                    fresh = Lesson(stale.signature)
+                    if self._catch_up(fresh, self.read(stale.signature)):
+                        self.write(fresh)
+                        kept.add(file.name)
+                    else:
+                        with contextlib.suppress(OSError):
+                            file.unlink()
+        return len(kept)
+
+    def _catch_up(self, lesson: Lesson, current: Lesson) -> bool:
+        """Count into ``lesson`` the diaries ``current`` (the file now) lists among its
+        newest that still exist but ``lesson`` lacks: written while a rebuild scanned."""
+        added = False
+        for item in reversed(current.newest):
+            ident, path = item.get("id", ""), item.get("path", "")
+            if not ident or ident in lesson.evidence or not path.startswith(DIARY_ROOT + "/"):
+                continue
+            try:
+                content = (self.root / path).read_text(encoding="utf-8")
+                found = sighting(path, parse_front_matter(content), content)
+            except (OSError, ValueError, TypeError, yaml.YAMLError):
+                continue
+            if found is not None and found[0] == lesson.signature:
+                added = lesson.add(found[1]) or added
+        return added
+
+
+def apply_operations(lesson: Lesson, operations: Sequence[tuple[str, str, str]],
+                     evidence: str) -> None:
+    """ExpeL-style rule operations: ``ADD`` a rule, ``AGREE`` with one (a vote), ``EDIT``
+    one (its new text keeps its votes, plus one), ``REMOVE`` one (a vote less; gone at
+    zero). An operation naming a rule the lesson no longer has is skipped."""
+    for op, old, new in operations:
+        existing = next((rule for rule in lesson.rules if rule.text == old), None)
+        if op == "ADD":
+            lesson.vote(new, evidence)
+        elif existing is None:
+            continue
+        elif op == "AGREE":
+            lesson.vote(existing.text, evidence)
+        elif op == "EDIT" and one_line(new, MAX_RULE_CHARS):
+            existing.text = one_line(clean(new), MAX_RULE_CHARS)
+            existing.votes += 1
+            if evidence not in existing.evidence:
+                existing.evidence = [*existing.evidence, evidence][-MAX_RULE_EVIDENCE:]
+        elif op == "REMOVE":
+            existing.votes -= 1
+            if existing.votes <= 0:
+                lesson.rules.remove(existing)
+
+
+def scan_diaries(root: Path) -> list[tuple[str, Mapping[str, Any], str]]:
+    """Every diary under ``<root>/diaries/agents``: (relative path, front matter, text)."""
+    found: list[tuple[str, Mapping[str, Any], str]] = []
+    folder = root / DIARY_ROOT
+    for file in sorted(folder.rglob("*.md")) if folder.is_dir() else []:
+        try:
+            if file.stat().st_size > 1024 * 1024:
+                continue
+            content = file.read_text(encoding="utf-8", errors="replace")
+            front = parse_front_matter(content)
+        except (OSError, ValueError, TypeError, yaml.YAMLError):
+            continue
+        if front.get("source_type", "diary") == "diary" and front.get("id"):
+            found.append((file.relative_to(root).as_posix(), front, content))
+    return found
+
+
+class LessonListener:
+    """A pipeline listener: counts each diary into its error's lesson. Never raises.
+
+    With a ``reviser`` (the reflection model) the lesson's rules are revised first, out
+    of the lock; with a ``publisher`` (the hub) the updated lesson is sent on.
+    """
+
+    def __init__(self, book: LessonBook, *, reviser: Reviser | None = None,
+                 publisher: Publisher | None = None, stats: Counters | None = None) -> None:
+        self.book = book
+        self.reviser = reviser
+        self.publisher = publisher
+        self._stats = stats
+        self._log_once = LogOnce()
+        self._root = book.root.resolve()
+
+    def _path(self, diary: Diary, locations: Sequence[str]) -> str:
+        for location in locations:
+            path = Path(location)
+            if path.is_absolute() and path.is_relative_to(self._root):
+                return path.relative_to(self._root).as_posix()
+        return diary.path
+
+    def __call__(self, diary: Diary, run: TaskRun, locations: Sequence[str]) -> None:
+        try:
+            found = sighting(self._path(diary, locations), diary.front_matter, diary.content)
+            if found is None:
+                return
+            signature, seen = found
+            operations: Sequence[tuple[str, str, str]] = ()
+            if self.reviser is not None:
+                current = self.book.read(signature)
+                if seen.id not in current.evidence:
+                    try:
+                        operations = self.reviser([rule.text for rule in current.rules], run)
+                    except Exception:
+                        self._log_once("revise", "otel-diary could not revise lesson %s",
+                                       current.id)
+            lesson = self.book.add(signature, seen, operations)
+        except Exception:
+            if self._stats is not None:
+                self._stats.add("index_errors")
+            self._log_once("lesson", "otel-diary could not update the lesson of diary %s; "
+                           "`otel-diary reindex` rebuilds lessons", diary.id)
+            return
+        if self.publisher is not None:
+            try:
+                self.publisher(lesson.id, lesson_path(signature), lesson.as_document(),
+                               f"Lesson: {one_line(signature, 180)}")
+            except Exception:
+                self._log_once("publish", "otel-diary could not queue lesson %s for the hub",
+                               lesson.id)
+
+
+class LessonFirstFinder:
+    """A pipeline related-finder: the run's lesson (when there is one yet), then what
+    ``finder`` finds."""
+
+    def __init__(self, book: LessonBook,
+                 finder: Callable[[TaskRun], Sequence[str]]) -> None:
+        self.book = book
+        self.finder = finder
+        self._log_once = LogOnce()
+
+    def __call__(self, run: TaskRun) -> list[str]:
+        found = list(self.finder(run))
+        try:
+            signature = primary_signature(run_signatures(run))
+            ident = diary_id(run.trace_id, run.span_id)
+            if signature is not None and self.book.lists_others(signature, ident):
+                return [lesson_id(signature), *found]  # earlier runs' lesson, not this one's
+        except Exception:
+            self._log_once("related", "otel-diary could not look up the lesson of a run")
+        return found

@@ -1,0 +1,103 @@
+"""Masked error templates: the first error line, its variable parts masked, as a signature."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from otel_diary.index.documents import error_signatures, template_signature
+from otel_diary.index.templates import MAX_TEMPLATE, error_template, first_error_line
+from tests.support.kb import kb_pipeline, task_record, write
+
+ERESOLVE = ("npm ERR! code ERESOLVE\nnpm ERR! ERESOLVE unable to resolve dependency tree\n"
+            "npm ERR! While resolving: shop-web@{v}\nnpm ERR! Found: {pkg}@{v}\n"
+            "npm ERR! peer {peer}@\"^{v}\" from {pkg}@{v}")
+
+
+def test_variants_of_one_error_share_a_template() -> None:
+    """Different paths, identifiers and line numbers give one template."""
+    first = error_template("# shop/api\n./pkg/api/config.go:12:3: undefined: parseConfig")
+    second = error_template("# shop/cmd\n./cmd/server/main.go:88:14: undefined: cfg")
+    assert first == second == "<*> undefined: <*>"
+
+
+def test_codes_exception_names_and_exit_statuses_are_kept() -> None:
+    """What names the error stays: a compiler code, an exception name, an exit status."""
+    assert "TS2345" in error_template("src/a.ts(4,2): error TS2345: Argument of type 'x'")
+    assert error_template("Traceback (most recent call last):\n  File \"a.py\", line 3\n"
+                          "yaml.scanner.ScannerError: mapping values are not allowed here"
+                          ) == "yaml.scanner.ScannerError: mapping values are not allowed here"
+    assert error_template("error: exit code 137") != error_template("error: exit code 1")
+
+
+def test_called_names_and_names_ending_a_clause_are_masked() -> None:
+    """A function called and a project named before a colon vary run to run; prose stays."""
+    assert error_template("PHP Fatal error: Call to undefined function cfg() in /x.php:3") == \
+        error_template("PHP Fatal error: Call to undefined function loadUser() in /y.php:9")
+    assert error_template("[ERROR] Failed to execute goal x on project shop-orders: boom") == \
+        error_template("[ERROR] Failed to execute goal x on project billing: boom")
+    assert error_template("ModuleNotFoundError: No module named 'x'") == \
+        "ModuleNotFoundError: No module named <*>"
+
+
+def test_a_traceback_gives_its_exception_line_not_its_header() -> None:
+    """The header of a Python traceback is not the error; the exception line is."""
+    text = "Traceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'id'"
+    assert first_error_line(text) == "KeyError: 'id'"
+    assert error_template(text) == "KeyError: <*>"
+
+
+def test_output_without_an_error_line_has_no_template() -> None:
+    """Progress lines with no error in them give no template, and no signature."""
+    assert error_template("Step 1/3 : FROM python:3.12\n ---> 1a2b3c") == ""
+    assert template_signature("all 12 tests passed") is None
+
+
+def test_the_precise_signatures_are_unchanged() -> None:
+    """``error_signatures`` still gives only codes, exceptions and tests."""
+    assert error_signatures("Error: build failed") == ()
+
+
+@given(st.text(max_size=3000))
+def test_templates_are_bounded_single_lines(text: str) -> None:
+    """Whatever the output, a template is one line of at most MAX_TEMPLATE characters."""
+    template = error_template(text)
+    assert len(template) <= MAX_TEMPLATE
+    assert "\n" not in template
+
+
+def test_a_redacted_secret_in_the_error_line_stays_masked(tmp_path: Path) -> None:
+    """A secret in the first error line never reaches the stored signature."""
+    pipeline = kb_pipeline(tmp_path)
+    stderr = "error: auth failed for token ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    write(pipeline, task_record(1, "T-1", stderr=stderr))
+    pipeline.close()
+    database = (tmp_path / "index.sqlite3").read_bytes()
+    assert b"ghp_A1b2" not in database
+    assert b"template:error: auth failed for token <*>" in database
+
+
+def test_npm_eresolve_runs_in_different_packages_relate(tmp_path: Path) -> None:
+    """Two runs with the same ERESOLVE tail in different packages list each other."""
+    pipeline = kb_pipeline(tmp_path)
+    first = write(pipeline, task_record(1, "T-1", stderr=ERESOLVE.format(
+        v="1.2.0", pkg="react", peer="react-dom")))
+    second = write(pipeline, task_record(2, "T-2", stderr=ERESOLVE.format(
+        v="4.0.1", pkg="eslint", peer="@typescript-eslint/parser")))
+    pipeline.close()
+    assert first.id in second.related
+
+
+def test_ts2345_and_ts2322_runs_do_not_relate(tmp_path: Path) -> None:
+    """Two TypeScript errors with different codes are different errors."""
+    pipeline = kb_pipeline(tmp_path)
+    first = write(pipeline, task_record(1, "T-1", stderr=(
+        "src/a.ts(4,2): error TS2345: Argument of type 'string' is not assignable to "
+        "parameter of type 'number'.")))
+    second = write(pipeline, task_record(2, "T-2", stderr=(
+        "src/a.ts(4,2): error TS2322: Type 'string' is not assignable to type 'number'.")))
+    pipeline.close()
+    assert first.id not in second.related
+    assert second.related == ()
