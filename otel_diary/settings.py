@@ -252,6 +252,13 @@ class Settings(BaseSettings):
         check_header_value(value.get_secret_value(), "an API key")
         return value
 
+    @field_validator("serve_token")
+    @classmethod
+    def _serve_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_serve_token(value.get_secret_value(), "the serve token")
+        return value
+
     @field_validator("reflection_model")
     @classmethod
     def _model(cls, value: str | None) -> str | None:
@@ -289,6 +296,22 @@ class Settings(BaseSettings):
     def spool_root(self) -> Path:
         """The hub delivery spool in use."""
         return self.spool_dir if self.spool_dir is not None else self.root / "spool"
+
+
+SERVE_TOKEN = f"{ENV_PREFIX}SERVE_TOKEN"
+"""The bearer token ``otel-diary serve`` requires; unset: no authentication."""
+
+
+def check_serve_token(value: str, what: str) -> str:
+    """``value`` as a bearer token ``serve`` can require; ``ValueError`` naming ``what``.
+
+    An empty or blank token is an error, never "no authentication": a variable set to
+    nothing is a mistake in the deployment, and starting open would hide it.
+    """
+    if not value.strip():
+        raise ValueError(f"{what} is empty; set a token or leave it unset to run "
+                         "without authentication")
+    return check_header_value(value, what)
 
 
 def check_base_url(value: str) -> str:

@@ -192,6 +192,29 @@ def test_token_is_required_when_set(tmp_path: Path) -> None:
     assert list(server.diaries()) == ["T-tok"]
 
 
+@pytest.mark.parametrize(("args", "env", "named"), [
+    ((), {"OTEL_DIARY_SERVE_TOKEN": ""}, "OTEL_DIARY_SERVE_TOKEN"),
+    ((), {"OTEL_DIARY_SERVE_TOKEN": " \t "}, "OTEL_DIARY_SERVE_TOKEN"),
+    (("--token", ""), {}, "--token"),
+    (("--token", "   "), {"OTEL_DIARY_SERVE_TOKEN": "s3cret"}, "--token"),
+])
+def test_an_empty_token_refuses_to_start(tmp_path: Path, args: tuple[str, ...],
+                                         env: dict[str, str], named: str) -> None:
+    """An empty or blank token from the environment or --token stops serve before it listens."""
+    port = free_port()
+    environment = {k: v for k, v in os.environ.items() if k != "OTEL_DIARY_SERVE_TOKEN"}
+    done = subprocess.run(
+        [sys.executable, "-m", "otel_diary.cli", "serve", "--dir", str(tmp_path / "kb"),
+         "--http-port", str(port), "--grpc-port", "0", *args],
+        env={**environment, **env}, capture_output=True, text=True, timeout=20)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("otel-diary serve: ") and named in lines[0]
+    assert "empty" in lines[0]
+    assert not (tmp_path / "kb").exists()
+
+
 @pytest.mark.slow
 def test_redelivery_after_a_restart_keeps_one_diary(tmp_path: Path) -> None:
     """The same root task span delivered to two successive processes leaves one diary."""
