@@ -90,15 +90,12 @@ class Pipeline:
     def _handle(self, ready: Ready) -> Diary | None:
         record, summary = ready
         self.stats.tasks += 1
-        run = classify(record, summary, self.conventions)
+        run = classify(record, summary, self.conventions, self.redactor)
         if run is None:
             self.stats.failed_runs += 1
             return None
-        if self.redactor is not None:
-            run = redact_run(run, self.redactor)
-        learned = self._reflect(run)
-        if self.redactor is not None:
-            learned = self.redactor(learned)
+        run = redact_children(run, self.redactor)
+        learned = self.redactor(self._reflect(run))
         trace_url = None
         if self.trace_url_template:
             trace_url = self.trace_url_template.format(trace_id=run.trace_id_hex,
@@ -135,7 +132,7 @@ class Pipeline:
     def _reflect(self, run: TaskRun) -> str:
         if not isinstance(self.reflector, StubReflector):
             try:
-                text = cut(self.reflector.reflect(run).strip(), MAX_LEARNED)
+                text = cut(self.redactor(self.reflector.reflect(run).strip()), MAX_LEARNED)
                 if text:
                     return text
             except Exception:
@@ -160,8 +157,20 @@ class Pipeline:
                 self._log_once("close:listener", "otel-diary listener close failed")
 
 
+def redact_children(run: TaskRun, redactor: Redactor) -> TaskRun:
+    """``run`` with what its child spans told (models, error types) passed through
+    ``redactor``; the span's own facts were redacted whole by ``classify``."""
+    return replace(
+        run,
+        model=None if run.model is None else redactor(run.model),
+        models=tuple(redactor(item) for item in run.models),
+        child_error_types=tuple(redactor(item) for item in run.child_error_types),
+    )
+
+
 def redact_run(run: TaskRun, redactor: Redactor) -> TaskRun:
-    """``run`` with every free-text fact passed through ``redactor``."""
+    """``run`` with every free-text fact passed through ``redactor`` (for a run classified
+    without one; facts already cut may hold fragments no redactor can recognise)."""
     def scrub(value: str | None) -> str | None:
         return None if value is None else redactor(value)
 
@@ -174,6 +183,7 @@ def redact_run(run: TaskRun, redactor: Redactor) -> TaskRun:
         workflow=scrub(run.workflow),
         route=scrub(run.route),
         model=scrub(run.model),
+        models=tuple(redactor(item) for item in run.models),
         stderr_tail=scrub(run.stderr_tail),
         related=tuple(redactor(item) for item in run.related),
         child_error_types=tuple(redactor(item) for item in run.child_error_types),
