@@ -7,6 +7,7 @@ Nothing raises out of :meth:`Pipeline.handle`: failures are logged once and coun
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -33,6 +34,14 @@ RelatedFinder = Callable[[TaskRun], Sequence[str]]
 """Returns ids of earlier diaries related to a run (beyond those the span names)."""
 DiaryListener = Callable[[Diary, TaskRun, Sequence[str]], None]
 """Called after a diary was delivered, with the locations the sinks returned."""
+
+
+STOPS = (SystemExit, KeyboardInterrupt)
+"""What stops a program: obeyed on the main thread, logged and ignored in a worker."""
+
+
+def on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 class Stats(Counters):
@@ -86,6 +95,12 @@ class Pipeline:
             self.stats.pipeline_errors += 1
             self._log_once("pipeline", "otel-diary could not turn a task span into a diary")
             return None
+        except STOPS:
+            if on_main_thread():
+                raise  # Ctrl-C and sys.exit() in replay stop the command
+            self.stats.pipeline_errors += 1
+            self._log_once("pipeline", "otel-diary could not turn a task span into a diary")
+            return None
 
     def _handle(self, ready: Ready) -> Diary | None:
         record, summary = ready
@@ -120,6 +135,16 @@ class Pipeline:
                 self._log_once(f"sink:{type(sink).__name__}",
                                "otel-diary sink %s failed to write diary %s",
                                type(sink).__name__, diary.id)
+            except STOPS:
+                if on_main_thread():
+                    raise
+                # A sink's sys.exit() must not end the worker thread: every later task
+                # would then be dropped without a word.
+                self.stats.sink_errors += 1
+                self._log_once(f"sink:{type(sink).__name__}",
+                               "otel-diary sink %s raised %s writing diary %s; ignored",
+                               type(sink).__name__, "SystemExit or KeyboardInterrupt",
+                               diary.id)
         if locations or not self.sinks:
             self.stats.diaries += 1
             for listener in self.listeners:
