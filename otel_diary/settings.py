@@ -209,6 +209,15 @@ class Settings(BaseSettings):
     serve_max_body_bytes: int = Field(20 * 1024 * 1024, gt=0, le=1024 * 1024 * 1024)
     """``OTEL_DIARY_SERVE_MAX_BODY_BYTES``: largest OTLP/HTTP body after decompression
     (else 413); 20 MiB by default."""
+    serve_header_timeout_s: float = Field(10.0, gt=0, le=3600)
+    """``OTEL_DIARY_SERVE_HEADER_TIMEOUT_S``: an OTLP/HTTP request head not complete this
+    many seconds after it began closes the connection; 10 by default."""
+    serve_body_timeout_s: float = Field(30.0, gt=0, le=3600)
+    """``OTEL_DIARY_SERVE_BODY_TIMEOUT_S``: an OTLP/HTTP request body that stops arriving
+    for this many seconds closes the connection; 30 by default."""
+    serve_max_header_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
+    """``OTEL_DIARY_SERVE_MAX_HEADER_BYTES``: a larger OTLP/HTTP request head is answered
+    431; 64 KiB by default."""
     serve_grace_s: float = Field(10.0, ge=0, le=3600)
     """``OTEL_DIARY_SERVE_GRACE_S``: how long after a task span arrives its late child
     spans are still waited for before the diary is written; 10 by default."""

@@ -126,7 +126,10 @@ def service_from(settings: Settings) -> Service:
         grpc_port=settings.serve_grpc_port,
         shutdown_timeout_s=settings.shutdown_timeout_ms / 1000,
         folder=str(settings.root), grace_s=settings.serve_grace_s,
-        auth=settings.serve_token is not None)
+        auth=settings.serve_token is not None,
+        header_timeout_s=settings.serve_header_timeout_s,
+        body_timeout_s=settings.serve_body_timeout_s,
+        max_header_bytes=settings.serve_max_header_bytes)
     return Service(collector,
                    OtlpHttpApp(collector, conventions, token=token,
                                max_body_bytes=settings.serve_max_body_bytes),
