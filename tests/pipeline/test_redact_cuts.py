@@ -119,6 +119,7 @@ def _leaks(secret: str, outputs: list[str]) -> list[str]:
             if any(secret[i:i + SURVIVING] in output for output in outputs)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 @settings(max_examples=20, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
