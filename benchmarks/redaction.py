@@ -72,6 +72,8 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "token: token: ...": lambda n: repeat("token: ", n),
     "Bearer Bearer ...": lambda n: repeat("Bearer ", n),
     "://a: without @": lambda n: repeat("://a:aaaaaaaa", n),
+    "mongodb://a: without @": lambda n: repeat("mongodb://a:a/a/", n),
+    "docker login -u -u ...": lambda n: repeat("docker login -u a -u ", n),
     "BEGIN without END": lambda n: repeat("-----BEGIN RSA PRIVATE KEY-----\n", n),
     "END without BEGIN": lambda n: repeat("QUJDREVGR0hJSktMTU5PUA==\n-----END PRIVATE KEY-----\n",
                                           n),

@@ -10,7 +10,7 @@ which never trust a value's type.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from otel_diary.conventions import Conventions
@@ -126,16 +126,28 @@ def first(attributes: Mapping[str, object], names: tuple[str, ...]) -> object:
     return None
 
 
-def as_text(value: object, limit: int = MAX_TEXT) -> str | None:
-    """A single-line string of at most ``limit`` characters, or ``None`` for nothing."""
+def as_text(value: object, limit: int = MAX_TEXT,
+            redact: Callable[[str], str] | None = None) -> str | None:
+    """A single-line string of at most ``limit`` characters, or ``None`` for nothing.
+
+    With ``redact``, the whole value is redacted before it is cut, so a cut never leaves
+    part of a secret the redactor would have recognised whole. Without it, a cut that
+    falls inside a word drops that word: what is redacted later then finds no fragment.
+    """
     if value is None or isinstance(value, (bytes, bytearray)):
         return None
     if not isinstance(value, str):
         if isinstance(value, (list, tuple)):
             return None
         value = str(value)
+    if redact is not None:
+        value = redact(value)
     text = " ".join(value.split())
-    return text[:limit] or None
+    if len(text) <= limit:
+        return text or None
+    if redact is None and text[limit] != " ":
+        return text[:limit].rpartition(" ")[0] or None
+    return text[:limit]
 
 
 def error_name(value: object) -> str | None:
@@ -180,15 +192,17 @@ def as_bool(value: object) -> bool | None:
     return None
 
 
-def as_list(value: object) -> tuple[str, ...]:
-    """Strings from a string list (or one string), each single-line, at most ``MAX_LIST``."""
+def as_list(value: object,
+            redact: Callable[[str], str] | None = None) -> tuple[str, ...]:
+    """Strings from a string list (or one string), each single-line, at most ``MAX_LIST``
+    (each redacted first with ``redact``, as in :func:`as_text`)."""
     if isinstance(value, str):
         items: list[object] = [value]
     elif isinstance(value, (list, tuple)):
         items = list(value)
     else:
         return ()
-    texts = (as_text(item, 256) for item in items[:MAX_LIST])
+    texts = (as_text(item, 256, redact) for item in items[:MAX_LIST])
     return tuple(dict.fromkeys(text for text in texts if text))
 
 

@@ -179,7 +179,10 @@ class Runner:
                     self._begun += 1
                 try:
                     delay = self._work(stopping)
-                except Exception:
+                except (Exception, SystemExit, KeyboardInterrupt):
+                    # sys.exit() in a worker thread would end the thread alone, silently:
+                    # the runner goes on (a KeyboardInterrupt never reaches a thread but
+                    # the main one unless raised by hand).
                     delay = None if stopping else self._interval_s
                     if self._on_error is not None:
                         self._on_error()

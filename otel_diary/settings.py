@@ -217,6 +217,15 @@ class Settings(BaseSettings):
     serve_max_body_bytes: int = Field(20 * 1024 * 1024, gt=0, le=1024 * 1024 * 1024)
     """``OTEL_DIARY_SERVE_MAX_BODY_BYTES``: largest OTLP/HTTP body after decompression
     (else 413); 20 MiB by default."""
+    serve_header_timeout_s: float = Field(10.0, gt=0, le=3600)
+    """``OTEL_DIARY_SERVE_HEADER_TIMEOUT_S``: an OTLP/HTTP request head not complete this
+    many seconds after it began closes the connection; 10 by default."""
+    serve_body_timeout_s: float = Field(30.0, gt=0, le=3600)
+    """``OTEL_DIARY_SERVE_BODY_TIMEOUT_S``: an OTLP/HTTP request body that stops arriving
+    for this many seconds closes the connection; 30 by default."""
+    serve_max_header_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
+    """``OTEL_DIARY_SERVE_MAX_HEADER_BYTES``: a larger OTLP/HTTP request head is answered
+    431; 64 KiB by default."""
     serve_grace_s: float = Field(10.0, ge=0, le=3600)
     """``OTEL_DIARY_SERVE_GRACE_S``: how long after a task span arrives its late child
     spans are still waited for before the diary is written; 10 by default."""
@@ -260,6 +269,13 @@ class Settings(BaseSettings):
         check_header_value(value.get_secret_value(), "an API key")
         return value
 
+    @field_validator("serve_token")
+    @classmethod
+    def _serve_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_serve_token(value.get_secret_value(), "the serve token")
+        return value
+
     @field_validator("reflection_model")
     @classmethod
     def _model(cls, value: str | None) -> str | None:
@@ -297,6 +313,22 @@ class Settings(BaseSettings):
     def spool_root(self) -> Path:
         """The hub delivery spool in use."""
         return self.spool_dir if self.spool_dir is not None else self.root / "spool"
+
+
+SERVE_TOKEN = f"{ENV_PREFIX}SERVE_TOKEN"
+"""The bearer token ``otel-diary serve`` requires; unset: no authentication."""
+
+
+def check_serve_token(value: str, what: str) -> str:
+    """``value`` as a bearer token ``serve`` can require; ``ValueError`` naming ``what``.
+
+    An empty or blank token is an error, never "no authentication": a variable set to
+    nothing is a mistake in the deployment, and starting open would hide it.
+    """
+    if not value.strip():
+        raise ValueError(f"{what} is empty; set a token or leave it unset to run "
+                         "without authentication")
+    return check_header_value(value, what)
 
 
 def check_base_url(value: str) -> str:

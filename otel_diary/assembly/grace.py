@@ -17,6 +17,9 @@ not told apart (nothing of them is held): only duplicates of held spans are coun
 
 Memory is bounded in traces, held spans (task spans and contributions) and estimated
 bytes; the receiver's admission (:mod:`otel_diary.receiver.admission`) sheds load at them.
+A trace holding contributions but no task span takes no place a task needs: at a bound,
+those traces are evicted first (oldest first, counted), and admission counts what they
+hold as room.
 """
 
 from __future__ import annotations
@@ -79,6 +82,12 @@ class TraceStore:
         self._done: OrderedDict[bytes, set[int]] = OrderedDict()
         """Recently decided traces: trace id -> decided task span ids (idempotence)."""
         self._remember = remember_traces
+        self._taskless: OrderedDict[bytes, None] = OrderedDict()
+        """Traces holding no task span (contributions only), least recently active first."""
+        self.taskless_spans = 0
+        """Contributions held in traces without a task span: room for a task if needed."""
+        self.taskless_bytes = 0
+        """Estimated bytes of those traces."""
         self.spans = 0
         """Spans held now (task spans and contributions)."""
         self.bytes = 0
@@ -93,10 +102,19 @@ class TraceStore:
         self.rootless_expired = 0
         """Traces forgotten because no task span arrived in time."""
         self.evicted = 0
-        """Traces decided or dropped early because a memory bound was reached."""
+        """Traces with task spans decided early because a memory bound was reached."""
+        self.evicted_taskless = 0
+        """Traces without a task span dropped to make room at a bound."""
+        self.taskless_dropped = 0
+        """Contributions dropped with them."""
 
     def __len__(self) -> int:
         return len(self._traces)
+
+    @property
+    def taskless_traces(self) -> int:
+        """Open traces holding no task span: the first to go at a bound."""
+        return len(self._taskless)
 
     # -- input ----------------------------------------------------------------------------
 
@@ -118,6 +136,7 @@ class TraceStore:
                 taken, taken_size = len(span_ids), part_size
             else:
                 traces.touch(trace_id, entry, now)
+                self._not_taskless(trace_id, entry)  # counted again below if still so
                 taken, taken_size = self._merge(entry, span_ids, contributions, part_size)
             held += taken
             size += taken_size
@@ -141,6 +160,10 @@ class TraceStore:
                 held += 1
                 entry.size += task_size
                 size += task_size
+            if not entry.tasks:
+                self._taskless[trace_id] = None  # the youngest of them
+                self.taskless_spans += len(entry.contributions)
+                self.taskless_bytes += entry.size
         self.bytes += size
         self.spans += held
         self.duplicates += duplicates
@@ -178,12 +201,26 @@ class TraceStore:
         entry.size += taken_size
         return taken, taken_size
 
+    def _not_taskless(self, trace_id: bytes, entry: _Trace) -> None:
+        """Stop counting ``entry`` among the traces without a task span (if it was)."""
+        if self._taskless.pop(trace_id, 0) is None:
+            self.taskless_spans -= len(entry.contributions)
+            self.taskless_bytes -= entry.size
+
     def _relieve(self) -> list[Ready]:
-        """Decide or drop the least recently active traces while over a bound."""
+        """While over a bound, drop the least recently active trace without a task span,
+        else decide or drop the least recently active trace."""
         ready: list[Ready] = []
         traces = self._traces
         while traces and (len(traces) > self.max_traces or self.spans > self.max_spans
                           or self.bytes > self.max_bytes):
+            if self._taskless:
+                trace_id = next(iter(self._taskless))
+                entry = traces[trace_id]
+                self.evicted_taskless += 1
+                self.taskless_dropped += len(entry.contributions)
+                self._close(trace_id, entry, expired=False)
+                continue
             trace_id, entry = traces.oldest()
             self.evicted += 1
             for task_id in list(entry.tasks):
@@ -290,11 +327,14 @@ class TraceStore:
         entry.size -= size
         self.bytes -= size
 
-    def _close(self, trace_id: bytes, entry: _Trace) -> None:
+    def _close(self, trace_id: bytes, entry: _Trace, *, expired: bool = True) -> None:
         """Forget a trace (decided, expired or evicted), counting what is lost."""
+        self._not_taskless(trace_id, entry)
         del self._traces[trace_id]
         self.spans -= len(entry.tasks) + len(entry.contributions)
         self.bytes -= entry.size
+        if not expired:
+            return
         if trace_id in self._done:
             self.late += len(entry.contributions)  # arrived after the trace was decided
         elif not entry.task_spans:

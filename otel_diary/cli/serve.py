@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,7 +20,7 @@ from pydantic import ValidationError
 
 from otel_diary import wiring
 from otel_diary.conventions import load_conventions
-from otel_diary.settings import Settings
+from otel_diary.settings import SERVE_TOKEN, Settings, check_serve_token
 
 if TYPE_CHECKING:
     from otel_diary.receiver.service import Service
@@ -75,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
         return missing
 
     configure(args.log_format, bool(getattr(args, "verbose", False)))
+    problem = _token_problem(args)
+    if problem is not None:
+        print(f"otel-diary serve: {problem}", file=sys.stderr)
+        return 2
     try:
         settings = settings_from(args, [field for _, field, _, _ in _FLAGS])
     except (ValidationError, ValueError) as exc:
@@ -84,6 +89,24 @@ def run(args: argparse.Namespace) -> int:
         print("otel-diary serve: both ports are 0; nothing to listen on", file=sys.stderr)
         return 2
     return asyncio.run(service_from(settings).run())
+
+
+def _token_problem(args: argparse.Namespace) -> str | None:
+    """Why the token given (by ``--token``, else the environment) is unusable, if it is.
+
+    Checked here and not left to the settings, which drop a bad environment value with a
+    warning: for the token that would mean starting without authentication.
+    """
+    flag = getattr(args, "serve_token", None)
+    value, what = ((flag, "--token") if flag is not None
+                   else (os.environ.get(SERVE_TOKEN), SERVE_TOKEN))
+    if value is None:
+        return None
+    try:
+        check_serve_token(value, what)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def service_from(settings: Settings) -> Service:
@@ -103,7 +126,10 @@ def service_from(settings: Settings) -> Service:
         grpc_port=settings.serve_grpc_port,
         shutdown_timeout_s=settings.shutdown_timeout_ms / 1000,
         folder=str(settings.root), grace_s=settings.serve_grace_s,
-        auth=settings.serve_token is not None)
+        auth=settings.serve_token is not None,
+        header_timeout_s=settings.serve_header_timeout_s,
+        body_timeout_s=settings.serve_body_timeout_s,
+        max_header_bytes=settings.serve_max_header_bytes)
     return Service(collector,
                    OtlpHttpApp(collector, conventions, token=token,
                                max_body_bytes=settings.serve_max_body_bytes),

@@ -7,7 +7,9 @@ child spans where the conventions say so), otherwise *completed*.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 from otel_diary.conventions import Conventions
@@ -24,7 +26,7 @@ from otel_diary.record import (
 Outcome = Literal["completed", "recovered"]
 
 MAX_STDERR = 64 * 1024
-"""Longest stderr tail kept before rendering caps it further."""
+"""Longest stderr tail kept before rendering caps it further (taken from redacted text)."""
 
 
 @dataclass(frozen=True)
@@ -72,10 +74,16 @@ def succeeded(record: SpanRecord, conventions: Conventions) -> bool:
 
 
 def classify(record: SpanRecord, children: ChildSummary | None,
-             conventions: Conventions) -> TaskRun | None:
-    """The run a root task span describes, or ``None`` when it failed."""
+             conventions: Conventions,
+             redact: Callable[[str], str] | None = None) -> TaskRun | None:
+    """The run a root task span describes, or ``None`` when it failed.
+
+    With ``redact``, every free-text fact of the span is redacted whole before it is cut
+    to its length, so no cut can leave a fragment of a secret behind.
+    """
     if not succeeded(record, conventions):
         return None
+    text = partial(as_text, redact=redact)
     attrs = record.attributes
     children = children or ChildSummary()
     conv = conventions
@@ -105,29 +113,31 @@ def classify(record: SpanRecord, children: ChildSummary | None,
         latency = max(record.end_ns - record.start_ns, 0) // 1_000_000
 
     file_ops = as_int(first(attrs, conv.file_operations))
-    model = as_text(first(attrs, conv.model), 256)
+    model = text(first(attrs, conv.model), 256)
     models = tuple(children.models)
     if model is None and models:
         model = models[0]
 
-    agent = (as_text(first(attrs, conv.agent), 256)
-             or as_text(first(record.resource, conv.agent_resource), 256)
+    agent = (text(first(attrs, conv.agent), 256)
+             or text(first(record.resource, conv.agent_resource), 256)
              or "unknown")
     stderr = first(attrs, conv.stderr_tail)
-    stderr_tail = stderr[-MAX_STDERR:] if isinstance(stderr, str) and stderr.strip() else None
+    stderr_tail = None
+    if isinstance(stderr, str) and stderr.strip():
+        stderr_tail = (redact(stderr) if redact is not None else stderr)[-MAX_STDERR:]
 
     return TaskRun(
         trace_id=record.trace_id,
         span_id=record.span_id,
-        task_id=as_text(first(attrs, conv.task_id), 256) or record.span_id_hex,
-        title=as_text(first(attrs, conv.title), 512) or as_text(record.name, 512) or "task",
+        task_id=text(first(attrs, conv.task_id), 256) or record.span_id_hex,
+        title=text(first(attrs, conv.title), 512) or text(record.name, 512) or "task",
         agent=agent,
         outcome="recovered" if recovered else "completed",
         end_ns=record.end_ns,
         latency_ms=latency,
-        trigger=as_text(first(attrs, conv.trigger), 256),
-        workflow=as_text(first(attrs, conv.workflow), 256),
-        route=as_text(first(attrs, conv.route), 256),
+        trigger=text(first(attrs, conv.trigger), 256),
+        workflow=text(first(attrs, conv.workflow), 256),
+        route=text(first(attrs, conv.route), 256),
         model=model,
         models=models,
         tokens=tokens,
@@ -136,7 +146,7 @@ def classify(record: SpanRecord, children: ChildSummary | None,
         escalations=escalations,
         repair_no_files=repair_no_files,
         stderr_tail=stderr_tail,
-        related=as_list(first(attrs, conv.related)),
+        related=as_list(first(attrs, conv.related), redact),
         failed_children=children.failed_spans if conv.recover_on_child_errors else 0,
         child_error_types=tuple(children.error_types) if conv.recover_on_child_errors else (),
         tool_calls=children.tool_calls,

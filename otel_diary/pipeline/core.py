@@ -7,6 +7,7 @@ Nothing raises out of :meth:`Pipeline.handle`: failures are logged once and coun
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -33,6 +34,14 @@ RelatedFinder = Callable[[TaskRun], Sequence[str]]
 """Returns ids of earlier diaries related to a run (beyond those the span names)."""
 DiaryListener = Callable[[Diary, TaskRun, Sequence[str]], None]
 """Called after a diary was delivered, with the locations the sinks returned."""
+
+
+STOPS = (SystemExit, KeyboardInterrupt)
+"""What stops a program: obeyed on the main thread, logged and ignored in a worker."""
+
+
+def on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 class Stats(Counters):
@@ -86,19 +95,22 @@ class Pipeline:
             self.stats.pipeline_errors += 1
             self._log_once("pipeline", "otel-diary could not turn a task span into a diary")
             return None
+        except STOPS:
+            if on_main_thread():
+                raise  # Ctrl-C and sys.exit() in replay stop the command
+            self.stats.pipeline_errors += 1
+            self._log_once("pipeline", "otel-diary could not turn a task span into a diary")
+            return None
 
     def _handle(self, ready: Ready) -> Diary | None:
         record, summary = ready
         self.stats.tasks += 1
-        run = classify(record, summary, self.conventions)
+        run = classify(record, summary, self.conventions, self.redactor)
         if run is None:
             self.stats.failed_runs += 1
             return None
-        if self.redactor is not None:
-            run = redact_run(run, self.redactor)
-        learned = self._reflect(run)
-        if self.redactor is not None:
-            learned = self.redactor(learned)
+        run = redact_children(run, self.redactor)
+        learned = self.redactor(self._reflect(run))
         trace_url = None
         if self.trace_url_template:
             trace_url = self.trace_url_template.format(trace_id=run.trace_id_hex,
@@ -123,6 +135,16 @@ class Pipeline:
                 self._log_once(f"sink:{type(sink).__name__}",
                                "otel-diary sink %s failed to write diary %s",
                                type(sink).__name__, diary.id)
+            except STOPS:
+                if on_main_thread():
+                    raise
+                # A sink's sys.exit() must not end the worker thread: every later task
+                # would then be dropped without a word.
+                self.stats.sink_errors += 1
+                self._log_once(f"sink:{type(sink).__name__}",
+                               "otel-diary sink %s raised %s writing diary %s; ignored",
+                               type(sink).__name__, "SystemExit or KeyboardInterrupt",
+                               diary.id)
         if locations or not self.sinks:
             self.stats.diaries += 1
             for listener in self.listeners:
@@ -135,7 +157,7 @@ class Pipeline:
     def _reflect(self, run: TaskRun) -> str:
         if not isinstance(self.reflector, StubReflector):
             try:
-                text = cut(self.reflector.reflect(run).strip(), MAX_LEARNED)
+                text = cut(self.redactor(self.reflector.reflect(run).strip()), MAX_LEARNED)
                 if text:
                     return text
             except Exception:
@@ -160,8 +182,20 @@ class Pipeline:
                 self._log_once("close:listener", "otel-diary listener close failed")
 
 
+def redact_children(run: TaskRun, redactor: Redactor) -> TaskRun:
+    """``run`` with what its child spans told (models, error types) passed through
+    ``redactor``; the span's own facts were redacted whole by ``classify``."""
+    return replace(
+        run,
+        model=None if run.model is None else redactor(run.model),
+        models=tuple(redactor(item) for item in run.models),
+        child_error_types=tuple(redactor(item) for item in run.child_error_types),
+    )
+
+
 def redact_run(run: TaskRun, redactor: Redactor) -> TaskRun:
-    """``run`` with every free-text fact passed through ``redactor``."""
+    """``run`` with every free-text fact passed through ``redactor`` (for a run classified
+    without one; facts already cut may hold fragments no redactor can recognise)."""
     def scrub(value: str | None) -> str | None:
         return None if value is None else redactor(value)
 
@@ -174,6 +208,7 @@ def redact_run(run: TaskRun, redactor: Redactor) -> TaskRun:
         workflow=scrub(run.workflow),
         route=scrub(run.route),
         model=scrub(run.model),
+        models=tuple(redactor(item) for item in run.models),
         stderr_tail=scrub(run.stderr_tail),
         related=tuple(redactor(item) for item in run.related),
         child_error_types=tuple(redactor(item) for item in run.child_error_types),

@@ -2,8 +2,9 @@
 
 Runs before anything leaves the process (the model call, the hub POST, the file). Every
 pattern is anchored on a literal or a token boundary and uses bounded quantifiers with no
-nested repetition, and private-key blocks are found with plain string search, so the work
-is linear in the input: a megabyte of hostile build log costs milliseconds, not minutes.
+ambiguous nested repetition (the one repeated group, words after ``docker login``, is
+delimited by white space), and private-key blocks are found with plain string search, so
+the work is linear in the input: a megabyte of hostile build log costs milliseconds.
 """
 
 from __future__ import annotations
@@ -103,14 +104,38 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
           r"pypi-" + _token_start(5) + r"(?:AgE[A-Za-z0-9_-]{20,4096}|[A-Za-z0-9_-]{50,4096})",
           ("pypi-",)),
     _rule("xai_api_key", r"xai-" + _token_start(4) + r"[A-Za-z0-9]{32,255}", ("xai-",)),
+    _rule("google_oauth_token", r"ya29\." + _token_start(5) + r"[A-Za-z0-9_-]{20,2048}",
+          ("ya29.",)),
+    *(_rule("azure_storage_key", "(" + key + r")[A-Za-z0-9+/]{20,512}={0,2}", (key,),
+            keep_prefix=True) for key in ("AccountKey=", "SharedAccessKey=")),
+    _rule("azure_sas", r"(sig=(?<=[?&;]sig=))[A-Za-z0-9%+/=_-]{16,512}", ("sig=",),
+          keep_prefix=True),
+    # The user may be empty (redis://:pw@host). MongoDB drivers take a password holding
+    # "/" unescaped; elsewhere a "/" ends the authority (https://host:8080/a@b is a path).
     _rule("url_credentials",
-          r"(://[^\s:/@\"'<>]{1,256}:)[^\s/@\"'<>]{1,256}(?=@)",
+          r"(mongodb(?:\+srv)?://[^\s:/@\"'<>]{0,256}:)[^\s:@\"'<>]{1,256}(?=@)",
+          ("mongodb",), keep_prefix=True),
+    _rule("url_credentials",
+          r"(://[^\s:/@\"'<>]{0,256}:)[^\s/@\"'<>]{1,256}(?=@)",
           ("://",), keep_prefix=True),
+    # curl -u user:password (not a numeric uid:gid, as docker run -u gives).
+    *(_rule("password",
+            "(" + flag + r"(?<=[ \t]" + flag + r")(?:[ \t]{1,4}|=)(?P<q>[\"'])?"
+            r"(?![0-9]{1,10}:[0-9]{1,10}(?![^\s\"']))[^\s:\"']{1,256}:)"
+            r"(?(q)[^\"'\r\n]{1,512}|[^\s\"']{1,512})",
+            (flag,), keep_prefix=True) for flag in ("-u", "--user")),
+    # docker login [registry] [-u user] -p password: at most three words in between.
+    *(_rule("password",
+            "(" + tool + _token_start(6) + r"[ \t]{1,4}login"
+            r"(?:[ \t]{1,4}[^\s]{1,256}){0,3}?[ \t]{1,4}-p(?:[ \t]{1,4}|=)(?P<q>[\"'])?)"
+            r"(?!-)(?(q)[^\"'\r\n]{1,512}|[^\s\"']{1,512})",
+            (tool,), keep_prefix=True) for tool in ("docker", "podman")),
 )
 """The case-sensitive families, each scanned by the regex engine from its literal prefix."""
 
 _ASSIGNMENT_KEYS: dict[str, str] = {
     "password": "password", "passwd": "password", "passphrase": "password",
+    "mysql_pwd": "password",
     "secret": "secret",
     "token": "token",
     "api_key": "api_key", "api-key": "api_key", "apikey": "api_key",
@@ -173,7 +198,7 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
     *(_AssignmentRule("secret", _assignment(tuple(k for k in _ASSIGNMENT_KEYS
                                                   if k.startswith(needle))),
                       (needle,), anchored=True)
-      for needle in ("pass", "secret", "token", "api", "access")),
+      for needle in ("pass", "secret", "token", "api", "access", "mysql_pwd")),
 )
 """The case-insensitive families, tried at each occurrence of a needle, leftmost first."""
 

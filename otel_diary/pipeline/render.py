@@ -32,6 +32,8 @@ MAX_TAIL_CHARS = 4000
 MAX_TITLE = 200
 
 _UNSAFE_SLUG = re.compile(r"[^A-Za-z0-9._-]+")
+_WINDOWS_RESERVED = re.compile(r"(?i)(?:CON|PRN|AUX|NUL|COM[0-9]|LPT[0-9])(?:\..*)?")
+"""Names Windows refuses for a file or folder, with any extension (``nul.txt`` too)."""
 
 
 @dataclass(frozen=True)
@@ -63,13 +65,17 @@ def diary_id(trace_id: int, span_id: int) -> str:
 
 
 def slug(text: str) -> str:
-    """A filesystem-safe name: ASCII letters, digits, ``.``, ``_``, ``-``; never ``.``/``..``."""
+    """A filesystem-safe name: ASCII letters, digits, ``.``, ``_``, ``-``; never ``.``/``..``,
+    nor a name Windows reserves (``CON``, ``nul.txt``, ``COM1``: these get a leading ``_``),
+    so a hub repository checks out everywhere."""
     ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
     safe = _UNSAFE_SLUG.sub("-", ascii_text).strip("-._")
     safe = re.sub(r"-{2,}", "-", safe)[:MAX_SLUG].rstrip("-._")
     if not safe:
         # Nothing readable survived (e.g. a non-Latin name): keep it distinct anyway.
         safe = "x-" + hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:12]
+    if _WINDOWS_RESERVED.fullmatch(safe):
+        safe = ("_" + safe)[:MAX_SLUG].rstrip("-._")
     return safe
 
 

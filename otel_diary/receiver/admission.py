@@ -101,12 +101,16 @@ class Collector:
         return Admission.ACCEPTED
 
     def _room(self) -> tuple[int, int]:
-        """Spans and estimated bytes the store's bounds leave (none at the trace bound)."""
+        """Spans and estimated bytes the store's bounds leave (none at the trace bound).
+
+        What traces without a task span hold counts as room: the store drops them first
+        to take a batch in, so they never keep a task out.
+        """
         store = self.store
-        if len(store) >= store.max_traces:
+        if len(store) - store.taskless_traces >= store.max_traces:
             return 0, 0
-        return (store.max_spans - store.spans - self._ready_count,
-                store.max_bytes - store.bytes - self._ready_bytes)
+        return (store.max_spans - (store.spans - store.taskless_spans) - self._ready_count,
+                store.max_bytes - (store.bytes - store.taskless_bytes) - self._ready_bytes)
 
     def offer(self, batch: Batch) -> Admission:
         """Assemble ``batch``, or say why not. Never waits on I/O or on the pipeline."""

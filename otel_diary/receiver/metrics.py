@@ -16,6 +16,8 @@ _METRICS: tuple[tuple[str, str, str], ...] = (
     ("diaries_written_total", "counter", "Diaries delivered to the sinks."),
     ("traces_expired_total", "counter", "Traces forgotten before a root task span came."),
     ("traces_evicted_total", "counter", "Traces decided early because memory was full."),
+    ("taskless_traces_evicted_total", "counter",
+     "Traces holding no task span dropped to make room (their spans count as dropped)."),
     ("errors_total", "counter", "Internal errors, by stage."),
     ("open_traces", "gauge", "Traces being assembled."),
     ("held_spans", "gauge",
@@ -35,13 +37,15 @@ def _samples(collector: Collector) -> dict[str, list[tuple[str, int]]]:
             samples[metric].append((f'{key}="{label}"' if key else "", value))
     samples["spans_accepted_total"].append(("", store.accepted))
     samples["spans_dropped_total"] += [('reason="duplicate"', store.duplicates),
-                                       ('reason="late"', store.late)]
+                                       ('reason="late"', store.late),
+                                       ('reason="taskless_evicted"', store.taskless_dropped)]
     samples["tasks_total"] += [('kind="root"', store.root_tasks),
                                ('kind="nested"', store.nested_tasks)]
     samples["task_runs_failed_total"].append(("", stats.failed_runs))
     samples["diaries_written_total"].append(("", stats.diaries))
     samples["traces_expired_total"].append(('reason="rootless"', store.rootless_expired))
     samples["traces_evicted_total"].append(("", store.evicted))
+    samples["taskless_traces_evicted_total"].append(("", store.evicted_taskless))
     samples["errors_total"] += [('stage="sink"', stats.sink_errors),
                                 ('stage="pipeline"', stats.pipeline_errors),
                                 ('stage="reflection"', stats.reflection_fallbacks),

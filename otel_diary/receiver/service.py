@@ -20,6 +20,7 @@ import uvicorn
 
 from otel_diary.receiver.admission import Collector
 from otel_diary.receiver.grpc import TraceService, grpc_server
+from otel_diary.receiver.guard import guarded_protocol
 from otel_diary.receiver.http import OtlpHttpApp
 
 logger = logging.getLogger("otel_diary")
@@ -42,6 +43,12 @@ class ServeConfig:
     """Where the diaries go, for the start-up log line."""
     grace_s: float = 10.0
     auth: bool = False
+    header_timeout_s: float = 10.0
+    """An HTTP request head not complete this long after it began closes the connection."""
+    body_timeout_s: float = 30.0
+    """An HTTP request body that stops arriving this long closes the connection."""
+    max_header_bytes: int = 64 * 1024
+    """A larger HTTP request head is answered 431."""
 
     def listening_on(self) -> list[str]:
         """Where the receivers listen, for people: ``http://127.0.0.1:4318 (OTLP/HTTP)``, ..."""
@@ -94,7 +101,10 @@ class Service:
             if config.http_port:
                 server_config = uvicorn.Config(
                     self.http_app, host=config.host, port=config.http_port,
-                    http="httptools", lifespan="off", log_config=None, access_log=False,
+                    http=guarded_protocol(header_timeout_s=config.header_timeout_s,
+                                          body_timeout_s=config.body_timeout_s,
+                                          max_header_bytes=config.max_header_bytes),
+                    lifespan="off", log_config=None, access_log=False,
                     server_header=False,
                     timeout_graceful_shutdown=max(int(shutdown_s), 1),
                 )

@@ -172,6 +172,6 @@ def replay(paths: list[Path], pipeline: Pipeline, store: TraceStore, *,
     report.skip("failed task runs", stats.failed_runs)
     report.skip("nested task spans", store.nested_tasks)
     report.skip("duplicate spans", store.duplicates)
-    report.skip("traces without a root task", store.rootless_expired)
+    report.skip("traces without a root task", store.rootless_expired + store.evicted_taskless)
     report.skip("diaries the sinks refused", stats.sink_errors)
     return report

@@ -176,6 +176,48 @@ def test_trace_bound_decides_the_oldest_trace_early() -> None:
     assert (len(traces), traces.evicted) == (2, 1)
 
 
+def test_traces_without_a_task_go_first_at_a_bound() -> None:
+    """At a bound a trace holding no task span is dropped before an older task trace."""
+    traces = store(max_traces=2)
+    ready = traces.add(batch_of(task_trace("T-old", chats=1)), now=0)
+    ready += traces.add(batch_of(task_trace("LOST", chats=2)[1:]), now=1)
+    assert (traces.taskless_traces, traces.taskless_spans) == (1, 2)
+    ready += traces.add(batch_of(task_trace("T-new", chats=1)), now=2)
+    assert ready == []
+    assert (len(traces), traces.evicted, traces.evicted_taskless) == (2, 0, 1)
+    assert (traces.taskless_traces, traces.taskless_spans, traces.taskless_bytes) == (0, 0, 0)
+    assert traces.taskless_dropped == 2
+    assert [r[0].attributes["orchestrator.task.id"] for r in traces.due(10)] == ["T-old",
+                                                                                "T-new"]
+    assert (traces.spans, traces.bytes) == (0, 0)
+
+
+def test_a_trace_stops_counting_as_taskless_when_its_task_comes() -> None:
+    """A trace whose task span comes after its children is no longer first to go."""
+    spans = task_trace("T-late-root", chats=2)
+    traces = store()
+    traces.add(batch_of(spans[1:]), now=0)
+    assert traces.taskless_traces == 1 and traces.taskless_bytes > 0
+    traces.add(batch_of(spans[:1]), now=1)
+    assert (traces.taskless_traces, traces.taskless_spans, traces.taskless_bytes) == (0, 0, 0)
+    assert tokens(traces.due(10)[0]) == 240
+
+
+def test_collector_takes_a_task_while_taskless_traces_fill_the_bound() -> None:
+    """Admission counts traces without a task span as room: no 503 while they can go."""
+    sink = InMemorySink()
+    service = collector(sink, max_traces=3, max_spans=4)
+    try:
+        for _ in range(4):
+            assert service.offer(batch_of(task_trace("x", chats=1)[1:])) is Admission.ACCEPTED
+        assert service.saturation() is Admission.ACCEPTED
+        assert service.offer(batch_of(task_trace("T-in", chats=1))) is Admission.ACCEPTED
+        assert service.store.evicted_taskless >= 2
+    finally:
+        service.close()
+    assert [d.task_id for d in sink.diaries] == ["T-in"]
+
+
 def test_drain_decides_every_waiting_task() -> None:
     """At the end of input every waiting task span is decided at once."""
     traces = store()

@@ -21,7 +21,13 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from otel_diary.pipeline.render import parse_front_matter
 from otel_diary.receiver.metrics import metric_values
 from tests.support.loopback import free_port
-from tests.support.otlp_build import protobuf_body, task_trace
+from tests.support.otlp_build import (
+    new_span_id,
+    new_trace_id,
+    protobuf_body,
+    span,
+    task_trace,
+)
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "support" / "node"
 
@@ -190,6 +196,57 @@ def test_token_is_required_when_set(tmp_path: Path) -> None:
         assert server.stop() == 0
     assert values['otel_diary_requests_rejected_total{reason="unauthenticated"}'] == 1
     assert list(server.diaries()) == ["T-tok"]
+
+
+@pytest.mark.parametrize(("args", "env", "named"), [
+    ((), {"OTEL_DIARY_SERVE_TOKEN": ""}, "OTEL_DIARY_SERVE_TOKEN"),
+    ((), {"OTEL_DIARY_SERVE_TOKEN": " \t "}, "OTEL_DIARY_SERVE_TOKEN"),
+    (("--token", ""), {}, "--token"),
+    (("--token", "   "), {"OTEL_DIARY_SERVE_TOKEN": "s3cret"}, "--token"),
+])
+def test_an_empty_token_refuses_to_start(tmp_path: Path, args: tuple[str, ...],
+                                         env: dict[str, str], named: str) -> None:
+    """An empty or blank token from the environment or --token stops serve before it listens."""
+    port = free_port()
+    environment = {k: v for k, v in os.environ.items() if k != "OTEL_DIARY_SERVE_TOKEN"}
+    done = subprocess.run(
+        [sys.executable, "-m", "otel_diary.cli", "serve", "--dir", str(tmp_path / "kb"),
+         "--http-port", str(port), "--grpc-port", "0", *args],
+        env={**environment, **env}, capture_output=True, text=True, timeout=20)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("otel-diary serve: ") and named in lines[0]
+    assert "empty" in lines[0]
+    assert not (tmp_path / "kb").exists()
+
+
+def test_traces_without_a_task_never_keep_a_task_out(tmp_path: Path) -> None:
+    """Traces of one LLM span and no task fill the trace bound; a task trace still gets in."""
+    server = Serve(tmp_path, env={"OTEL_DIARY_SERVE_MAX_TRACES": "100",
+                                  "OTEL_DIARY_SERVE_TRACE_TIMEOUT_S": "600"})
+    headers = {"content-type": "application/x-protobuf"}
+    flood: list[int] = []
+    try:
+        for _ in range(3):  # 300 traces, each one contributing span and no task span
+            spans = [span(new_trace_id(), new_span_id(), new_span_id(), name="chat",
+                          attributes={"gen_ai.request.model": "m", "gen_ai.usage.input_tokens": 5})
+                     for _ in range(100)]
+            flood.append(httpx.post(server.url + "/v1/traces", content=protobuf_body(spans),
+                                    headers=headers, timeout=10).status_code)
+        full = server.metrics()
+        answer = httpx.post(server.url + "/v1/traces", content=protobuf_body(
+            task_trace("T-room")), headers=headers, timeout=10)
+        server.wait_for_diaries(1)
+        values = server.metrics()
+    finally:
+        assert server.stop() == 0
+    assert full["otel_diary_open_traces"] == 100
+    assert answer.status_code == 200
+    assert flood == [200, 200, 200]
+    assert list(server.diaries()) == ["T-room"]
+    assert values["otel_diary_taskless_traces_evicted_total"] >= 201
+    assert values['otel_diary_spans_dropped_total{reason="taskless_evicted"}'] >= 201
 
 
 @pytest.mark.slow

@@ -46,6 +46,21 @@ EXAMPLES = [
     ("token", "gh auth --token=abc123 ok", "gh auth --token=[REDACTED:token] ok"),
     ("api_key", "cli --api-key 'two words' run", "cli --api-key '[REDACTED:api_key]' run"),
     ("password", "login --db-password\ts3cr3t!", "login --db-password\t[REDACTED:password]"),
+    ("url_credentials", "REDIS_URL=redis://:hunter2pw@cache:6379/0",
+     "REDIS_URL=redis://:[REDACTED:url_credentials]@cache:6379/0"),
+    ("url_credentials", "mongodb://app:pa/ss/w0rd@db.internal/orders",
+     "mongodb://app:[REDACTED:url_credentials]@db.internal/orders"),
+    ("password", "MYSQL_PWD=hunter22 mysql -h db", "MYSQL_PWD=[REDACTED:password] mysql -h db"),
+    ("password", "curl -fsS -u deploy:Sup3rS3cret https://x.example",
+     "curl -fsS -u deploy:[REDACTED:password] https://x.example"),
+    ("password", "docker login -u ci -p Pa55w0rd ghcr.io",
+     "docker login -u ci -p [REDACTED:password] ghcr.io"),
+    ("azure_storage_key", "AccountName=acct;AccountKey=" + "aB3+" * 10 + "==;EndpointSuffix=x",
+     "AccountName=acct;AccountKey=[REDACTED:azure_storage_key];EndpointSuffix=x"),
+    ("azure_sas", "https://a.blob.core.windows.net/c?sv=2022-11-02&sig=" + "Ab1%2B" * 5 + "&se=x",
+     "https://a.blob.core.windows.net/c?sv=2022-11-02&sig=[REDACTED:azure_sas]&se=x"),
+    ("google_oauth_token", "Authorization: ya29.a0AfH6SMBx" + "Qz_-" * 8,
+     "Authorization: [REDACTED:google_oauth_token]"),
 ]
 
 
@@ -64,6 +79,9 @@ def test_each_family_becomes_its_marker(kind: str, text: str, expected: str) -> 
     "The build failed because the password field was empty.",
     "docker login --password-stdin --token-file ~/.t --api-key --verbose",
     "pip install hf_transfer npm_config pypi-simple xai-sdk",
+    "docker run -u 1000:1000 -p 8080:80 app && git push -u origin main",
+    "fetched https://registry.npmjs.org:443/@types/node and http://host:8080/a@b",
+    "docker login -u ci --password-stdin ghcr.io; pwd: /app; design sig=1",
 ])
 def test_prose_and_build_output_stay_as_they_are(text: str) -> None:
     """Ordinary log lines and numbers named like secrets are not redacted."""

@@ -116,6 +116,26 @@ def test_slug_blocks_traversal_and_separators() -> None:
         assert len(safe) <= 80
 
 
+WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{n}" for n in range(10)),
+                    *(f"LPT{n}" for n in range(10))}
+
+
+@pytest.mark.parametrize("name", ["CON", "nul", "AUX", "COM1", "LPT9", "con.txt", "Nul.tar.gz",
+                                  "prn", " aux ", "lpt1.", "CON/"])
+def test_slug_never_makes_a_name_windows_reserves(name: str) -> None:
+    """Agent and task names Windows refuses as a file or folder name are made usable."""
+    safe = slug(name)
+    assert safe.split(".")[0].upper() not in WINDOWS_RESERVED
+    assert safe.lstrip("_").lower() == name.strip(" ./").lower()
+
+
+@pytest.mark.parametrize("name", ["coder", "console", "nullable", "auxiliary", "com10",
+                                  "LPT", "con-artist", "CONX.txt", "my.con"])
+def test_slug_keeps_names_that_only_look_reserved(name: str) -> None:
+    """Ordinary names, even ones starting like a reserved name, are kept as they are."""
+    assert slug(name) == name
+
+
 attribute_values = st.one_of(
     st.text(), st.integers(), st.floats(allow_nan=True), st.booleans(), st.none(),
     st.lists(st.text(max_size=20), max_size=5), st.lists(st.integers(), max_size=5),

@@ -229,6 +229,44 @@ def test_raising_sink_never_reaches_the_app(caplog: pytest.LogCaptureFixture) ->
     assert sum("disk on fire" in r.exc_text for r in caplog.records if r.exc_text) == 1
 
 
+class ExitingSink:
+    """Raises SystemExit, then KeyboardInterrupt, then writes nothing more."""
+
+    def __init__(self) -> None:
+        self.raised = 0
+
+    def write(self, diary: Diary) -> str:
+        self.raised += 1
+        if self.raised == 1:
+            raise SystemExit(3)
+        if self.raised == 2:
+            raise KeyboardInterrupt
+        return "ok"
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_sink_calling_exit_does_not_stop_the_pipeline(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """SystemExit or KeyboardInterrupt from a sink is logged and counted; the worker goes on."""
+    kept = InMemorySink()
+    provider = TracerProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, sinks=[ExitingSink(), kept])
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    with caplog.at_level(logging.ERROR, logger="otel_diary"):
+        for n in range(4):
+            with tracer.start_as_current_span("task", attributes={
+                    **TASK, "orchestrator.task.id": f"T-{n}"}):
+                pass
+            assert processor.force_flush()
+        provider.shutdown()
+    assert [diary.task_id for diary in kept.diaries] == ["T-0", "T-1", "T-2", "T-3"]
+    assert processor.stats.sink_errors == 2
+    assert any("ExitingSink" in r.getMessage() for r in caplog.records)
+
+
 class BlockingSink:
     def __init__(self) -> None:
         self.entered = threading.Event()

@@ -81,9 +81,39 @@ def _url_credentials(draw: st.DrawFn) -> Drawn:
     return f"{scheme}://{user}:{password}@{host}/path", [password]
 
 
+@st.composite
+def _url_credentials_unusual(draw: st.DrawFn) -> Drawn:
+    """URL credentials with an empty user, or a MongoDB password holding ``/``."""
+    scheme = draw(st.sampled_from(["redis", "rediss", "mongodb", "mongodb+srv", "amqp"]))
+    slash = "/" if scheme.startswith("mongodb") else ""
+    password = draw(_chars(ALNUM, 1, 1)) + draw(_chars(ALNUM + "!$*()_+-.~%" + slash, 7, 32))
+    user = draw(st.sampled_from(["", "app", "admin"]))
+    host = draw(st.sampled_from(["cache:6379/0", "db.internal/orders", "10.0.0.7"]))
+    return f"{scheme}://{user}:{password}@{host}", [password]
+
+
+@st.composite
+def _curl_user(draw: st.DrawFn) -> Drawn:
+    password = draw(_chars(ALNUM, 1, 1)) + draw(_chars(ALNUM + "!#$%^*()_+-.,@&~", 7, 40))
+    flag = draw(st.sampled_from(["-u ", "--user ", "--user=", "-u  "]))
+    options = draw(st.sampled_from(["", "-s ", "-fsSL -X POST ", "-H 'Accept: */*' "]))
+    quote = draw(st.sampled_from(["", "'", "\""]))
+    return f"curl {options}{flag}{quote}deploy:{password}{quote} https://x.example", [password]
+
+
+@st.composite
+def _docker_login(draw: st.DrawFn) -> Drawn:
+    password = draw(_chars(ALNUM, 1, 1)) + draw(_chars(PASSWORD_CHARS, 7, 40))
+    tool = draw(st.sampled_from(["docker", "podman"]))
+    before = draw(st.sampled_from(["", " -u ci", " registry.example.io -u ci", " --username=ci"]))
+    flag = draw(st.sampled_from(["-p ", "-p=", "-p  "]))
+    return f"{tool} login{before} {flag}{password} ghcr.io", [password]
+
+
 _KEYS = ["password", "PASSWORD", "db_password", "DB_PASSWORD", "passwd", "Passphrase",
          "secret", "client_secret", "AWS_SECRET_ACCESS_KEY", "token", "GITHUB_TOKEN",
-         "auth_token", "api_key", "API_KEY", "apiKey", "api-key", "x-api-key", "access_key"]
+         "auth_token", "api_key", "API_KEY", "apiKey", "api-key", "x-api-key", "access_key",
+         "MYSQL_PWD", "mysql_pwd"]
 _SEPARATORS = [("=", ""), (" = ", ""), (": ", ""), (":", ""), ("=\"", "\""), ("='", "'"),
                ("\": \"", "\""), (" => '", "'"), (":=", "")]
 
@@ -148,7 +178,18 @@ FAMILIES: dict[str, st.SearchStrategy[Drawn]] = {
     "bearer": _bearer(),
     "authorization": _authorization(),
     "private_key": _private_key(),
-    "url_credentials": _url_credentials(),
+    "url_credentials": st.one_of(_url_credentials(), _url_credentials_unusual()),
+    "curl_user": _curl_user(),
+    "docker_login": _docker_login(),
+    "azure_storage_key": st.builds(
+        lambda key, which: (f"DefaultEndpointsProtocol=https;AccountName=acct;{which}={key}=="
+                            ";EndpointSuffix=core.windows.net", [key]),
+        _chars(ALNUM + "+/", 40, 86), st.sampled_from(["AccountKey", "SharedAccessKey"])),
+    "azure_sas": st.builds(
+        lambda sig, first: (f"https://acct.blob.core.windows.net/c/b.txt?{first}"
+                            f"sig={sig}%3D&se=2027-01-01", [sig]),
+        _chars(ALNUM + "%+", 20, 60), st.sampled_from(["sv=2022-11-02&sp=r&", "", "ss=b&"])),
+    "google_oauth_token": _alone(_chars(URLSAFE, 40, 160).map(lambda rest: "ya29." + rest)),
     "assignment": _assignment(),
 }
 """Family -> strategy drawing ``(text, secrets)``."""

@@ -2,7 +2,9 @@
 its answer means (delivered, retry, rejected), and the backoff between retries.
 
 Connection errors, timeouts and 408/429/502/503/504 are retryable (``Retry-After``
-honoured, capped at an hour); any other non-2xx answer is final. Calls run with
+honoured, capped at an hour); any other non-2xx answer is final. The timeout bounds each
+read and write, and the whole answer too: a hub that trickles its body is cut off at the
+deadline (its status still decides). Calls run with
 instrumentation suppressed; answers and errors are redacted before anyone sees them.
 """
 
@@ -130,13 +132,14 @@ class HubClient:
 
     def send(self, ident: str, body: dict[str, Any], timeout_s: float | None = None) -> Attempt:
         """One POST; any error (even one httpx did not foresee) is a retryable attempt."""
-        timeout = httpx.Timeout(timeout_s if timeout_s is not None else self.timeout_s)
+        seconds = timeout_s if timeout_s is not None else self.timeout_s
+        deadline = time.monotonic() + seconds
         try:
             data = json.dumps(body, ensure_ascii=False).encode("utf-8")
             with suppressed(), self._client.stream(
                     "POST", self.endpoint, content=data, headers=self.headers(ident),
-                    timeout=timeout) as response:
-                answer = _read_capped(response)
+                    timeout=httpx.Timeout(seconds)) as response:
+                answer = _read_capped(response, deadline)
         except httpx.TimeoutException as exc:
             return Attempt(Outcome.RETRY, detail=f"timed out ({type(exc).__name__})")
         except httpx.TransportError as exc:
@@ -160,9 +163,9 @@ class HubClient:
         self._client.close()
 
 
-def _read_capped(response: httpx.Response) -> str:
-    """The start of the answer; a note instead when it cannot be decoded (the status
-    alone decides what happened)."""
+def _read_capped(response: httpx.Response, deadline: float) -> str:
+    """The start of the answer, read until ``deadline`` (``time.monotonic()``) at most; a
+    note instead when it cannot be decoded (the status alone decides what happened)."""
     chunks: list[bytes] = []
     size = 0
     try:
@@ -170,6 +173,9 @@ def _read_capped(response: httpx.Response) -> str:
             chunks.append(chunk)
             size += len(chunk)
             if size >= MAX_ANSWER_BYTES:
+                break
+            if time.monotonic() >= deadline:  # each read is bounded, their sum is not
+                chunks.append(b" (the answer was cut off at the deadline)")
                 break
     except httpx.DecodingError as exc:
         return f"(an answer that could not be decoded: {exc})"
