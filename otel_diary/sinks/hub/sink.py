@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -206,20 +207,7 @@ class HubSink:
             except Exception:
                 logger.debug("otel-diary could not resolve the folder path of %s", diary.id,
                              exc_info=True)
-        try:
-            self.spool.put(diary.id, hub_body(diary, path))
-        except SpoolFullError:
-            self.stats.spool_full += 1
-            self._log_once.warning("spool_full", "otel-diary spool %s is full: diaries for the "
-                                   "knowledge hub are dropped until it drains (see "
-                                   "OTEL_DIARY_SPOOL_MAX_*)", self.spool.directory)
-            raise
-        except OSError:
-            self.stats.spool_errors += 1
-            raise
-        self.stats.spooled += 1
-        self._runner.wake()
-        return f"hub:{path}"
+        return self._spool(diary.id, hub_body(diary, path), path)
 
     def write_lesson(self, ident: str, path: str, content: str, title: str) -> str:
         """Spool a lesson document (``source_type: lesson``); a newer version of one lesson
@@ -227,10 +215,17 @@ class HubSink:
         self._ensure_thread()
         body = {"path": path, "content": content, "source_type": "lesson", "title": title,
                 "tags": ["lesson"], "metadata": {"id": ident}}
+        return self._spool(ident, body, path)
+
+    def _spool(self, ident: str, body: dict[str, Any], path: str) -> str:
+        """Put a document in the spool (counted) and wake the delivery runner."""
         try:
             self.spool.put(ident, body)
         except SpoolFullError:
             self.stats.spool_full += 1
+            self._log_once.warning("spool_full", "otel-diary spool %s is full: diaries for the "
+                                   "knowledge hub are dropped until it drains (see "
+                                   "OTEL_DIARY_SPOOL_MAX_*)", self.spool.directory)
             raise
         except OSError:
             self.stats.spool_errors += 1
