@@ -2,7 +2,8 @@
 
 A :class:`Conventions` maps every fact of the design's attribute table to the attribute
 names that may carry it (first present wins) and says what marks a task span.
-``OTEL_DIARY_CONVENTIONS`` names one: a built-in profile (``orchestrator``, ``genai``) or
+``OTEL_DIARY_CONVENTIONS`` names one: a built-in profile (``orchestrator``, ``genai``,
+``openinference``) or
 the path of a TOML or YAML file that starts from a profile, renames any fact and says
 what marks a task span. Every key of a file is checked: an unknown key or a wrong type is
 an error naming it.
@@ -104,7 +105,31 @@ after failed child spans is recovered. The task id is ``gen_ai.conversation.id``
 span id. Current and older attribute names are read (``gen_ai.provider.name`` or
 ``gen_ai.system``; ``gen_ai.usage.input_tokens`` or ``gen_ai.usage.prompt_tokens``)."""
 
-PROFILES: dict[str, Conventions] = {"orchestrator": ORCHESTRATOR, "genai": GENAI}
+OPENINFERENCE = Conventions(
+    task_id=("session.id",),
+    workflow=(),
+    agent=("agent.name",),
+    route=("llm.provider", "llm.system"),
+    model=("llm.model_name",),
+    tokens=("llm.token_count.total",),
+    input_tokens=("llm.token_count.prompt",),
+    output_tokens=("llm.token_count.completion",),
+    operation=("openinference.span.kind",),
+    task_marker="openinference.span.kind",
+    task_marker_values=frozenset({"AGENT", "CHAIN"}),
+    tool_operation="TOOL",
+    recover_on_child_errors=True,
+)
+"""OpenInference conventions (Arize's instrumentations for OpenAI, OpenAI Agents, LangChain
+and others): the outermost ``AGENT`` or ``CHAIN`` span (``openinference.span.kind``) is the
+task, so an OpenAI Agents run (an ``AGENT`` trace root) and a LangGraph run (a ``CHAIN``
+root) are one diary each; ``TOOL`` children are tool calls; model and tokens come from the
+``LLM`` children (``llm.model_name``, ``llm.token_count.prompt`` + ``.completion``; a task
+span's own ``llm.token_count.total`` wins). The task id is ``session.id``, else the span id;
+a run that succeeded after failed child spans is recovered."""
+
+PROFILES: dict[str, Conventions] = {"orchestrator": ORCHESTRATOR, "genai": GENAI,
+                                    "openinference": OPENINFERENCE}
 """Built-in profiles by the name ``OTEL_DIARY_CONVENTIONS`` gives them."""
 
 FACTS: tuple[str, ...] = tuple(

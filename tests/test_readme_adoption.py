@@ -158,7 +158,7 @@ def test_readme_command(command: str, tmp_path: Path, chat: str) -> None:
         env = clean_env(tmp_path, OPENAI_BASE_URL=chat, OPENAI_API_KEY="test-key",
                         **otlp_env)
         if scenario.instruments_openai:
-            del env["OTEL_PYTHON_DISABLED_INSTRUMENTATIONS"]
+            env["OTEL_PYTHON_DISABLED_INSTRUMENTATIONS"] = "openai_agents"
         del env["OTEL_TRACES_EXPORTER"]  # the distro's default (otlp) applies
         if scenario.distro_defaults:
             del env["OTEL_METRICS_EXPORTER"], env["OTEL_LOGS_EXPORTER"]

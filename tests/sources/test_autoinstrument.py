@@ -51,7 +51,7 @@ def test_console_and_diary_exporters(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("mechanisms", [
     {"OTEL_TRACES_EXPORTER": "otlp,diary",
-     "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai,diary"},
+     "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai,openai_agents,diary"},
     {"OTEL_CONFIG_FILE": str(REPO / "examples" / "otel-config.yaml")},
 ], ids=["env-exporter+hook", "config-exporter+instrumentor+hook"])
 def test_several_mechanisms_process_each_task_once(tmp_path: Path,

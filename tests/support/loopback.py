@@ -96,15 +96,24 @@ class Recorded:
         return cls(scope["method"], scope["path"], headers, await read_body(receive))
 
 
+@dataclass(frozen=True)
+class ToolCall:
+    """A scripted answer asking the client to call tool ``name`` with ``arguments`` (JSON)."""
+
+    name: str
+    arguments: str = "{}"
+
+
 @dataclass
 class ChatServer:
     """An OpenAI-compatible ``POST /v1/chat/completions`` endpoint scripted by a test.
 
     Each request takes the next entry of ``script`` (the last one repeats): a string is
-    the answer's content, an int an error status, ``"hang"`` sleeps ``hang_s`` seconds.
+    the answer's content, an int an error status, ``"hang"`` sleeps ``hang_s`` seconds,
+    a :class:`ToolCall` asks for a tool call.
     """
 
-    script: list[str | int] = field(default_factory=lambda: ["A useful insight."])
+    script: list[str | int | ToolCall] = field(default_factory=lambda: ["A useful insight."])
     model: str = "test-model"
     hang_s: float = 30.0
     requests: list[Recorded] = field(default_factory=list)
@@ -136,13 +145,19 @@ class ChatServer:
             await send_json(send, step, {"error": {"message": f"status {step}",
                                                    "type": "server_error"}})
         else:
+            message: dict[str, Any] = {"role": "assistant", "content": step}
+            finish = "stop"
+            if isinstance(step, ToolCall):
+                finish = "tool_calls"
+                message = {"role": "assistant", "content": None, "tool_calls": [{
+                    "id": f"call-{len(self.requests)}", "type": "function",
+                    "function": {"name": step.name, "arguments": step.arguments}}]}
             await send_json(send, 200, {
                 "id": f"chatcmpl-{len(self.requests)}",
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": self.model,
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": step}}],
+                "choices": [{"index": 0, "finish_reason": finish, "message": message}],
                 "usage": {"prompt_tokens": self.input_tokens,
                           "completion_tokens": self.output_tokens,
                           "total_tokens": self.input_tokens + self.output_tokens},

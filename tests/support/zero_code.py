@@ -42,8 +42,9 @@ def clean_env(tmp: Path, **extra: str) -> dict[str, str]:
         "OTEL_TRACES_EXPORTER": "none",
         "OTEL_METRICS_EXPORTER": "none",
         "OTEL_LOGS_EXPORTER": "none",
-        # Importing openai for its instrumentation costs seconds: only the GenAI runs keep it.
-        "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai",
+        # Importing openai or the Agents SDK for their instrumentations costs seconds: only
+        # the GenAI runs keep openai's.
+        "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai,openai_agents",
     })
     env.update(extra)
     return env

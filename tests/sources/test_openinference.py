@@ -1,0 +1,187 @@
+"""The `openinference` profile with the real OpenInference instrumentations: the ``openai``
+client and the OpenAI Agents SDK, against an OpenAI-compatible server on 127.0.0.1."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import agents
+import openai
+import pytest
+from openinference.instrumentation import using_session
+from openinference.instrumentation.openai import OpenAIInstrumentor
+from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+from openinference.instrumentation.openai_agents._processor import (
+    OpenInferenceTracingProcessor,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+
+from otel_diary import Diary, DiarySpanProcessor
+from otel_diary.conventions import OPENINFERENCE
+from otel_diary.pipeline.render import parse_front_matter
+from otel_diary.testing import InMemorySink
+from tests.support.loopback import ChatServer, ToolCall, serve_asgi
+
+MODEL = "gpt-test"
+CALL_TOKENS = 11 + 7
+"""Prompt plus completion tokens the server reports for every successful call."""
+
+
+class Harness:
+    """A provider whose diary processor uses the `openinference` profile."""
+
+    def __init__(self) -> None:
+        self.sink = InMemorySink()
+        self.provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
+                                       shutdown_on_exit=False)
+        self.processor = DiarySpanProcessor(enabled=True, sinks=[self.sink],
+                                            conventions="openinference")
+        self.provider.add_span_processor(self.processor)
+
+    def diaries(self) -> list[Diary]:
+        assert self.processor.force_flush(10_000)
+        return self.sink.diaries
+
+
+@pytest.fixture
+def harness() -> Iterator[Harness]:
+    made = Harness()
+    yield made
+    made.provider.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def dummy_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No real key and no real endpoint: every client here is given the local server."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+def error_section(diary: Diary) -> str:
+    return diary.body.split("## Error encountered\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_profile_is_selected_by_name(harness: Harness) -> None:
+    """`conventions="openinference"` selects the OpenInference profile."""
+    assert harness.processor.conventions is OPENINFERENCE
+
+
+# -- openinference-instrumentation-openai with the openai client ----------------------
+
+
+def ask(client: openai.OpenAI, question: str) -> str:
+    """One model call, retried once by the app after a server error."""
+    for attempt in (1, 2):
+        try:
+            reply = client.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": question}])
+            return reply.choices[0].message.content or ""
+        except openai.APIError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def run_agent(harness: Harness, client: openai.OpenAI, session: str) -> None:
+    """The app's own AGENT span around ask, a TOOL span, ask again."""
+    tracer = harness.provider.get_tracer("app")
+    with tracer.start_as_current_span("researcher", attributes={
+            "openinference.span.kind": "AGENT", "agent.name": "researcher",
+            "session.id": session}):
+        draft = ask(client, "What changed?")
+        with tracer.start_as_current_span("lookup", attributes={
+                "openinference.span.kind": "TOOL", "tool.name": "lookup"}):
+            notes = f"notes about {draft}"
+        ask(client, notes)
+
+
+@pytest.fixture
+def instrumented_openai(harness: Harness) -> Iterator[None]:
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=harness.provider)
+    yield
+    instrumentor.uninstrument()
+
+
+@pytest.mark.usefixtures("instrumented_openai")
+def test_openai_client_runs_give_one_diary_each(harness: Harness) -> None:
+    """Each agent run over the instrumented client is one diary with the model, the summed
+    tokens and the tool call; the run whose call failed once is recovered, naming the error."""
+    server = ChatServer(script=["draft", "final", "draft", 500, "final"], model=MODEL)
+    with serve_asgi(server) as url:
+        client = openai.OpenAI(base_url=url + "/v1", max_retries=0)
+        run_agent(harness, client, "conv-1")
+        run_agent(harness, client, "conv-2")
+    found = {diary.task_id: diary for diary in harness.diaries()}
+    assert sorted(found) == ["conv-1", "conv-2"]
+    assert {task: diary.outcome for task, diary in found.items()} == {
+        "conv-1": "completed", "conv-2": "recovered"}
+    for diary in found.values():
+        front = parse_front_matter(diary.content)
+        assert (diary.agent, front["model"]) == ("researcher", MODEL)
+        assert front["tokens"] == 2 * CALL_TOKENS
+        assert "Made 1 tool call(s)." in diary.body
+    assert "1 failed call(s) (openai.InternalServerError)" in error_section(found["conv-2"])
+    assert len(server.requests) == 5
+
+
+# -- openinference-instrumentation-openai-agents with openai-agents --------------------
+
+
+@pytest.fixture
+def instrumented_agents(harness: Harness) -> Iterator[None]:
+    instrumentor = OpenAIAgentsInstrumentor()
+    instrumentor.instrument(tracer_provider=harness.provider)
+    yield
+    instrumentor.uninstrument()
+
+
+@pytest.mark.usefixtures("instrumented_agents")
+def test_agents_sdk_exports_nowhere_else() -> None:
+    """Instrumented, the Agents SDK's only trace processor is OpenInference's: its own
+    exporter (to api.openai.com) is replaced, so no run leaves the machine."""
+    processors = agents.tracing.get_trace_provider()._multi_processor._processors  # type: ignore[attr-defined]
+    assert [type(p) for p in processors] == [OpenInferenceTracingProcessor]
+
+
+def agent_run(url: str, lookups: list[str]) -> str:
+    """An Agents SDK agent with one tool that fails on its first call; the model call that
+    meets a server error is retried by the runner."""
+
+    @agents.function_tool
+    def lookup(term: str) -> str:
+        """Look a term up."""
+        lookups.append(term)
+        if len(lookups) == 1:
+            raise TimeoutError("lookup timed out")
+        return f"notes about {term}"
+
+    client = openai.AsyncOpenAI(base_url=url + "/v1", max_retries=0)
+    retry = agents.ModelRetrySettings(
+        max_retries=1, backoff={"initial_delay": 0},
+        policy=agents.retry_policies.http_status([500]))
+    agent = agents.Agent(
+        name="researcher", instructions="Be brief.", tools=[lookup],
+        model=agents.OpenAIChatCompletionsModel(model=MODEL, openai_client=client),
+        model_settings=agents.ModelSettings(retry=retry))
+    return str(agents.Runner.run_sync(agent, "What changed?").final_output)
+
+
+@pytest.mark.usefixtures("instrumented_agents")
+def test_agents_sdk_run_is_one_recovered_diary(harness: Harness) -> None:
+    """An agent loop with a failed model call retried, a failed tool call repeated and a
+    final answer is one diary: the session, the model, the summed tokens, two tool calls,
+    recovered."""
+    lookup = ToolCall("lookup", '{"term": "release"}')
+    server = ChatServer(script=[500, lookup, lookup, "final"], model=MODEL)
+    lookups: list[str] = []
+    with serve_asgi(server) as url, using_session("s-1"):
+        assert agent_run(url, lookups) == "final"
+    assert lookups == ["release", "release"]
+    [diary] = harness.diaries()
+    front = parse_front_matter(diary.content)
+    assert (diary.task_id, diary.outcome, front["model"]) == ("s-1", "recovered", MODEL)
+    assert front["tokens"] == 3 * CALL_TOKENS  # the failed call reported none
+    assert "Made 2 tool call(s)." in diary.body
+    assert "2 failed call(s)" in error_section(diary), diary.body
