@@ -48,8 +48,6 @@ from opentelemetry.proto.trace.v1.trace_pb2 import (
     ResourceSpans,
     ScopeSpans,
     Span,
-    SpanFlags,
-    Status,
 )
 
 from otel_diary.assembly.batch import (
@@ -63,6 +61,15 @@ from otel_diary.assembly.batch import (
 )
 from otel_diary.conventions import Conventions
 from otel_diary.errors import DecodeError, TooLarge
+from otel_diary.receiver.json_reader import read_json
+from otel_diary.receiver.records import (
+    STATUS_ERROR,
+    ZERO_ID,
+    ZERO_SPAN,
+    ZERO_TRACE,
+    kept_keys,
+    span_record,
+)
 from otel_diary.record import SpanRecord
 
 try:
@@ -104,12 +111,6 @@ PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 MEDIA_TYPES = (PROTOBUF, JSON)
 
-_STATUS_ERROR = Status.STATUS_CODE_ERROR
-_HAS_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
-_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
-_ZERO_TRACE = bytes(16)
-_ZERO_SPAN = bytes(8)
-ZERO_ID = "a span has an all-zero trace id or span id"
 
 
 
@@ -177,7 +178,7 @@ def decode(body: bytes, media_type: str, conventions: Conventions, *,
            native: bool = NATIVE) -> Batch:
     """The items of an OTLP trace request in ``media_type`` (protobuf or JSON)."""
     if media_type == JSON:
-        return extract(parse_json(body), conventions)
+        return read_json(body, conventions)
     if native and WIRE_RULES is not None:
         try:
             return scan(body, conventions, validate=True)
@@ -206,7 +207,11 @@ _ID_FIELDS = (("traceId", "trace_id", 16), ("spanId", "span_id", 8),
 
 
 def parse_json(body: bytes) -> ExportTraceServiceRequest:
-    """The request an OTLP/JSON body holds; ids are read as hex, as OTLP/JSON has them.
+    """The request an OTLP/JSON body holds, as a protobuf message; ids are read as hex.
+
+    :func:`decode` reads OTLP/JSON with :func:`~otel_diary.receiver.json_reader.read_json`
+    instead, several times faster: this slower route through ``json_format`` is the
+    reference its tests compare it to.
 
     ``json_format`` alone would read a hex id as base64 and silently make a 24-byte trace
     id of it, so ids are converted here first. Unknown fields are ignored.
@@ -276,12 +281,6 @@ def attributes(pairs: Iterable[KeyValue]) -> dict[str, object]:
     return {kv.key: any_value(kv.value) for kv in pairs}
 
 
-def kept_keys(conventions: Conventions) -> tuple[str, ...]:
-    """The attribute keys whose values decoding keeps: the task marker, then the keys of
-    what a span contributes to its task."""
-    return (conventions.task_marker, *sorted(conventions.child_keys))
-
-
 def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
             raw: bytes | None = None) -> Batch:
     """The task spans and contributing spans of ``request``; every other span is counted.
@@ -313,7 +312,7 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
                     raise DecodeError(
                         f"span {span.name[:64]!r}: trace id must be 16 bytes and span id 8 "
                         f"(got {len(trace_id)} and {len(span_id)})")
-                if trace_id == _ZERO_TRACE or span_id == _ZERO_SPAN:
+                if trace_id == ZERO_TRACE or span_id == ZERO_SPAN:
                     batch.rejected += 1
                     batch.reason = batch.reason or ZERO_ID
                     continue
@@ -328,7 +327,7 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
                             value = kv.value  # most are strings or integers: one read
                             found[key] = (value.string_value or value.int_value
                                           or any_value(value))
-                is_error = child_errors and span.status.code == _STATUS_ERROR
+                is_error = child_errors and span.status.code == STATUS_ERROR
                 if found is None and not is_error:
                     continue
                 if part is None or part.trace_id != trace_id:
@@ -398,29 +397,6 @@ def task_record(span: Span, resource: Mapping[str, object]) -> SpanRecord:
     return span_record(span.trace_id, span.span_id, span.name, span.start_time_unix_nano,
                        span.end_time_unix_nano, span.parent_span_id, span.flags, status.code,
                        status.message, attributes(span.attributes), resource)
-
-
-def span_record(trace_id: bytes, span_id: bytes, name: str, start_ns: int, end_ns: int,
-                parent: bytes, flags: int, code: int, message: str,
-                span_attributes: Mapping[str, object],
-                resource: Mapping[str, object]) -> SpanRecord:
-    """A task span from its OTLP fields; a parent id of the wrong length is undecodable."""
-    if parent and len(parent) != 8:
-        raise DecodeError(f"span {name[:64]!r}: parent span id must be 8 bytes "
-                          f"(got {len(parent)})")
-    return SpanRecord(  # positional: noticeably faster than keywords, per task span
-        int.from_bytes(trace_id, "big"),  # trace_id
-        int.from_bytes(span_id, "big"),  # span_id
-        name,
-        start_ns,
-        end_ns or start_ns,  # end_ns
-        int.from_bytes(parent, "big") or None,  # parent_span_id
-        bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),  # parent_is_remote
-        code == _STATUS_ERROR,  # is_error
-        message,  # status_message
-        span_attributes,  # attributes
-        resource,
-    )
 
 
 # -- responses ---------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from otel_diary.assembly.grace import TraceStore
 from otel_diary.counters import Counters
 from otel_diary.errors import DecodeError
 from otel_diary.pipeline.core import Pipeline
-from otel_diary.receiver.decode import extract, parse_json
+from otel_diary.receiver.json_reader import read_json
 
 PROGRESS_MIN_BYTES = 8 * 2**20
 """Files at least this large (together) get a progress bar on a terminal."""
@@ -146,7 +146,7 @@ def replay(paths: list[Path], pipeline: Pipeline, store: TraceStore, *,
                 if bar is not None:
                     bar.update(before + position)
                 try:
-                    batch = extract(parse_json(document), conventions)
+                    batch = read_json(document, conventions)
                 except DecodeError as exc:
                     report.skip("undecodable documents", 1, f"{path}:{number}: {exc}")
                     continue

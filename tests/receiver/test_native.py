@@ -36,6 +36,7 @@ from otel_diary.assembly.batch import Batch, Contribution, Part
 from otel_diary.errors import DecodeError
 from otel_diary.receiver import decode as _otlp
 from otel_diary.receiver.decode import PROTOBUF, decode
+from otel_diary.receiver.records import kept_keys
 from tests.support.otlp_build import protobuf_body, task_trace
 
 if not _otlp.NATIVE:
@@ -331,7 +332,7 @@ def test_a_value_member_the_reader_does_not_know_is_read_by_protobuf() -> None:
 def test_bad_utf8_in_a_task_span_is_a_value_error() -> None:
     """Unvalidated bytes with a broken name and status message: ValueError, whichever
     string fails first (never an error raised while another is pending)."""
-    keys = _otlp.kept_keys(COUNTING)
+    keys = kept_keys(COUNTING)
     for name, message in ((b"\xff", b"\xfe"), (b"ok", b"\xfe"), (b"\xff", b"ok")):
         body = request_of(IDS + field(9, TASK.SerializeToString()) + field(5, name)
                           + field(15, field(2, message)))

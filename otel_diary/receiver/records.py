@@ -1,0 +1,47 @@
+"""What both OTLP readers (protobuf and JSON) share: the keys kept and a task span's record."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from opentelemetry.proto.trace.v1.trace_pb2 import SpanFlags, Status
+
+from otel_diary.conventions import Conventions
+from otel_diary.errors import DecodeError
+from otel_diary.record import SpanRecord
+
+STATUS_ERROR = Status.STATUS_CODE_ERROR
+_HAS_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
+_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
+ZERO_TRACE = bytes(16)
+ZERO_SPAN = bytes(8)
+ZERO_ID = "a span has an all-zero trace id or span id"
+
+
+def kept_keys(conventions: Conventions) -> tuple[str, ...]:
+    """The attribute keys whose values decoding keeps: the task marker, then the keys of
+    what a span contributes to its task."""
+    return (conventions.task_marker, *sorted(conventions.child_keys))
+
+
+def span_record(trace_id: bytes, span_id: bytes, name: str, start_ns: int, end_ns: int,
+                parent: bytes, flags: int, code: int, message: str,
+                span_attributes: Mapping[str, object],
+                resource: Mapping[str, object]) -> SpanRecord:
+    """A task span from its OTLP fields; a parent id of the wrong length is undecodable."""
+    if parent and len(parent) != 8:
+        raise DecodeError(f"span {name[:64]!r}: parent span id must be 8 bytes "
+                          f"(got {len(parent)})")
+    return SpanRecord(  # positional: noticeably faster than keywords, per task span
+        int.from_bytes(trace_id, "big"),  # trace_id
+        int.from_bytes(span_id, "big"),  # span_id
+        name,
+        start_ns,
+        end_ns or start_ns,  # end_ns
+        int.from_bytes(parent, "big") or None,  # parent_span_id
+        bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),  # parent_is_remote
+        code == STATUS_ERROR,  # is_error
+        message,  # status_message
+        span_attributes,  # attributes
+        resource,
+    )
