@@ -65,10 +65,9 @@ from otel_diary.receiver.json_reader import read_json
 from otel_diary.receiver.records import (
     STATUS_ERROR,
     ZERO_ID,
-    ZERO_SPAN,
-    ZERO_TRACE,
     kept_keys,
     span_record,
+    valid_ids,
 )
 from otel_diary.record import SpanRecord
 
@@ -308,11 +307,7 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
             for span in scope_spans.spans:
                 trace_id = span.trace_id
                 span_id = span.span_id
-                if len(trace_id) != 16 or len(span_id) != 8:
-                    raise DecodeError(
-                        f"span {span.name[:64]!r}: trace id must be 16 bytes and span id 8 "
-                        f"(got {len(trace_id)} and {len(span_id)})")
-                if trace_id == ZERO_TRACE or span_id == ZERO_SPAN:
+                if not valid_ids(trace_id, span_id, span.name):
                     batch.rejected += 1
                     batch.reason = batch.reason or ZERO_ID
                     continue

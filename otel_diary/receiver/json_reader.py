@@ -24,10 +24,9 @@ from otel_diary.errors import DecodeError
 from otel_diary.receiver.records import (
     STATUS_ERROR,
     ZERO_ID,
-    ZERO_SPAN,
-    ZERO_TRACE,
     kept_keys,
     span_record,
+    valid_ids,
 )
 
 _STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
@@ -233,12 +232,7 @@ def read_document(data: dict[str, Any], conventions: Conventions) -> Batch:
                 span_id = _id(_field(span, "spanId", "span_id"), 8, where, "spanId")
                 parent = _id(_field(span, "parentSpanId", "parent_span_id"), 8, where,
                              "parentSpanId")
-                if len(trace_id) != 16 or len(span_id) != 8:
-                    name = span.get("name")
-                    raise DecodeError(
-                        f"span {name[:64] if isinstance(name, str) else ''!r}: trace id must "
-                        f"be 16 bytes and span id 8 (got {len(trace_id)} and {len(span_id)})")
-                if trace_id == ZERO_TRACE or span_id == ZERO_SPAN:
+                if not valid_ids(trace_id, span_id, span.get("name")):
                     batch.rejected += 1
                     batch.reason = batch.reason or ZERO_ID
                     continue

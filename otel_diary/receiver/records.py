@@ -18,6 +18,16 @@ ZERO_SPAN = bytes(8)
 ZERO_ID = "a span has an all-zero trace id or span id"
 
 
+def valid_ids(trace_id: bytes, span_id: bytes, name: object) -> bool:
+    """Whether a span's ids are usable: False for an all-zero id (the span is refused and
+    counted); a trace or span id of the wrong length makes the request undecodable."""
+    if len(trace_id) != 16 or len(span_id) != 8:
+        shown = name[:64] if isinstance(name, str) else ""
+        raise DecodeError(f"span {shown!r}: trace id must be 16 bytes and span id 8 "
+                          f"(got {len(trace_id)} and {len(span_id)})")
+    return trace_id != ZERO_TRACE and span_id != ZERO_SPAN
+
+
 def kept_keys(conventions: Conventions) -> tuple[str, ...]:
     """The attribute keys whose values decoding keeps: the task marker, then the keys of
     what a span contributes to its task."""
