@@ -239,6 +239,14 @@ class Settings(BaseSettings):
     serve_max_bytes: int = Field(256 * 1024 * 1024, gt=0)
     """``OTEL_DIARY_SERVE_MAX_BYTES``: most (estimated) bytes held for assembly; 256 MiB by
     default. At any of these bounds the receiver answers 503 with ``Retry-After``."""
+    journal: str = ""
+    """``OTEL_DIARY_JOURNAL``: the write-ahead journal of ``otel-diary serve``, a SQLite
+    file holding every span a request was acknowledged for until its diary is written;
+    a restart takes back what is left. ``<dir>/journal.sqlite3`` by default; ``off``
+    turns it off (a crash then loses the tasks waiting for their diaries)."""
+    journal_max_bytes: int = Field(256 * 1024 * 1024, gt=0)
+    """``OTEL_DIARY_JOURNAL_MAX_BYTES``: most bytes the journal holds; past it requests
+    are answered 503 with ``Retry-After`` (and counted). 256 MiB by default."""
 
     @field_validator("enabled", mode="before")
     @classmethod
@@ -308,6 +316,14 @@ class Settings(BaseSettings):
     def root(self) -> Path:
         """The knowledge-base root in use."""
         return self.dir if self.dir is not None else default_dir()
+
+    @property
+    def journal_path(self) -> Path | None:
+        """The serve journal in use; ``None`` when it is off."""
+        value = self.journal.strip()
+        if value.lower() == "off":
+            return None
+        return Path(value) if value else self.root / "journal.sqlite3"
 
     @property
     def spool_root(self) -> Path:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import gc
 import logging
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from otel_diary.assembly.batch import Batch, Contribution
@@ -107,6 +108,9 @@ class TraceStore:
         """Traces without a task span dropped to make room at a bound."""
         self.taskless_dropped = 0
         """Contributions dropped with them."""
+        self.on_close: Callable[[bytes], None] | None = None
+        """Told the id of every trace the store forgets (decided, expired or evicted): the
+        collector compacts the trace's journal rows once its diaries are written."""
 
     def __len__(self) -> int:
         return len(self._traces)
@@ -331,6 +335,8 @@ class TraceStore:
         """Forget a trace (decided, expired or evicted), counting what is lost."""
         self._not_taskless(trace_id, entry)
         del self._traces[trace_id]
+        if self.on_close is not None:
+            self.on_close(trace_id)
         self.spans -= len(entry.tasks) + len(entry.contributions)
         self.bytes -= entry.size
         if not expired:

@@ -88,7 +88,14 @@ def run(args: argparse.Namespace) -> int:
     if not settings.serve_http_port and not settings.serve_grpc_port:
         print("otel-diary serve: both ports are 0; nothing to listen on", file=sys.stderr)
         return 2
-    return asyncio.run(service_from(settings).run())
+    from otel_diary.assembly.journal import JournalError
+
+    try:
+        service = service_from(settings)
+    except JournalError as exc:
+        print(f"otel-diary serve: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(service.run())
 
 
 def _token_problem(args: argparse.Namespace) -> str | None:
@@ -112,20 +119,26 @@ def _token_problem(args: argparse.Namespace) -> str | None:
 def service_from(settings: Settings) -> Service:
     """The receivers, assembly and pipeline ``settings`` describe (they need the ``serve``
     extra: imported here, once :func:`run` has checked that it is installed)."""
+    from otel_diary.assembly.journal import Journal
     from otel_diary.receiver.admission import Collector
     from otel_diary.receiver.grpc import TraceService
     from otel_diary.receiver.http import OtlpHttpApp
     from otel_diary.receiver.service import ServeConfig, Service
 
     conventions = load_conventions(settings.conventions)
+    path = settings.journal_path
+    journal = Journal(path, max_bytes=settings.journal_max_bytes) if path else None
+    # As many diaries are written at once as model calls may be in flight.
     collector = Collector(wiring.trace_store(settings, conventions),
-                          wiring.build_pipeline(settings, conventions))
+                          wiring.build_pipeline(settings, conventions), journal=journal,
+                          workers=settings.reflection_concurrency)
     token = settings.serve_token.get_secret_value() if settings.serve_token else None
     config = ServeConfig(
         host=settings.serve_host, http_port=settings.serve_http_port,
         grpc_port=settings.serve_grpc_port,
         shutdown_timeout_s=settings.shutdown_timeout_ms / 1000,
         folder=str(settings.root), grace_s=settings.serve_grace_s,
+        journal=str(path) if path else "",
         auth=settings.serve_token is not None,
         header_timeout_s=settings.serve_header_timeout_s,
         body_timeout_s=settings.serve_body_timeout_s,

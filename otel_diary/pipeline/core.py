@@ -92,22 +92,22 @@ class Pipeline:
         try:
             return self._handle(ready)
         except Exception:
-            self.stats.pipeline_errors += 1
+            self.stats.add("pipeline_errors")
             self._log_once("pipeline", "otel-diary could not turn a task span into a diary")
             return None
         except STOPS:
             if on_main_thread():
                 raise  # Ctrl-C and sys.exit() in replay stop the command
-            self.stats.pipeline_errors += 1
+            self.stats.add("pipeline_errors")
             self._log_once("pipeline", "otel-diary could not turn a task span into a diary")
             return None
 
     def _handle(self, ready: Ready) -> Diary | None:
         record, summary = ready
-        self.stats.tasks += 1
+        self.stats.add("tasks")
         run = classify(record, summary, self.conventions, self.redactor)
         if run is None:
-            self.stats.failed_runs += 1
+            self.stats.add("failed_runs")
             return None
         run = redact_children(run, self.redactor)
         learned = self.redactor(self._reflect(run))
@@ -128,10 +128,10 @@ class Pipeline:
             try:
                 locations.append(sink.write(diary))
             except FolderUnwritable as exc:
-                self.stats.sink_errors += 1
+                self.stats.add("sink_errors")
                 log_unwritable(exc)
             except Exception:
-                self.stats.sink_errors += 1
+                self.stats.add("sink_errors")
                 self._log_once(f"sink:{type(sink).__name__}",
                                "otel-diary sink %s failed to write diary %s",
                                type(sink).__name__, diary.id)
@@ -140,13 +140,13 @@ class Pipeline:
                     raise
                 # A sink's sys.exit() must not end the worker thread: every later task
                 # would then be dropped without a word.
-                self.stats.sink_errors += 1
+                self.stats.add("sink_errors")
                 self._log_once(f"sink:{type(sink).__name__}",
                                "otel-diary sink %s raised %s writing diary %s; ignored",
                                type(sink).__name__, "SystemExit or KeyboardInterrupt",
                                diary.id)
         if locations or not self.sinks:
-            self.stats.diaries += 1
+            self.stats.add("diaries")
             for listener in self.listeners:
                 try:
                     listener(diary, run, locations)
@@ -162,7 +162,7 @@ class Pipeline:
                     return text
             except Exception:
                 self._log_once("reflection", "otel-diary reflection failed; using the stub")
-            self.stats.reflection_fallbacks += 1
+            self.stats.add("reflection_fallbacks")
         return self._stub.reflect(run)
 
     def close(self) -> None:

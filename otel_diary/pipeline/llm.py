@@ -192,20 +192,20 @@ class LLMReflector:
 
     def _ask(self, body: dict[str, Any]) -> str:
         if not self._take_budget():
-            self.stats.over_budget += 1
+            self.stats.add("over_budget")
             return ""
         if not self._slots.acquire(timeout=self.timeout_s):
-            self.stats.busy += 1
+            self.stats.add("busy")
             return ""
         try:
-            self.stats.calls += 1
+            self.stats.add("calls")
             with suppressed():
                 text = self._call(body)
         finally:
             self._slots.release()
         if not text:
             return ""
-        self.stats.answers += 1
+        self.stats.add("answers")
         return self._redact(text)
 
     def close(self) -> None:
@@ -230,22 +230,22 @@ class LLMReflector:
                                      headers=self.headers()) as response:
                 raw = _read_capped(response, time.monotonic() + 2 * self.timeout_s)
         except httpx.TimeoutException:
-            self.stats.timeouts += 1
+            self.stats.add("timeouts")
             self._log_failure("timed out after %.1fs", self.timeout_s)
             return ""
         except Exception as exc:  # any failure of the call writes the stub
-            self.stats.errors += 1
+            self.stats.add("errors")
             self._log_failure("failed: %s", self._redact(f"{type(exc).__name__}: {exc}"))
             return ""
         if response.status_code != 200:
-            self.stats.errors += 1
+            self.stats.add("errors")
             answer = " ".join(raw.decode("utf-8", "replace").split())[:300]
             self._log_failure("answered HTTP %d: %s", response.status_code,
                               self._redact(answer))
             return ""
         text = answer_text(raw)
         if not text:
-            self.stats.empty += 1
+            self.stats.add("empty")
         return text
 
     def _log_failure(self, message: str, *args: object) -> None:

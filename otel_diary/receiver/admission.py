@@ -2,10 +2,14 @@
 
 :class:`Collector` is the receivers' side of assembly: a locked
 :class:`~otel_diary.assembly.grace.TraceStore` that request handlers add batches to
-(:meth:`Collector.offer`, which answers with an :class:`Admission`), a timer runner that
-decides task spans whose grace period is over, and a pipeline runner that writes their
-diaries. Decided tasks waiting for the pipeline count against the store's bounds, so a
-slow sink or model sheds load (503) instead of growing memory.
+(:meth:`Collector.offer`, which answers with an :class:`Admission` and, with a journal,
+the future a handler waits for before it acknowledges), a timer runner that decides task
+spans whose grace period is over, and pipeline runners that write their diaries, several
+at once. Decided tasks waiting for the pipeline count against the store's bounds, so a
+slow sink or model sheds load (503) instead of growing memory. With a
+:class:`~otel_diary.assembly.journal.Journal`, what the store holds is journaled before
+it is acknowledged, replayed on start, and compacted once a trace is closed and its
+diaries are written.
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future
 
-from otel_diary.assembly.batch import Batch, weight
+from otel_diary.assembly.batch import Batch, Part, weight
 from otel_diary.assembly.grace import TraceStore
-from otel_diary.counters import Counters
+from otel_diary.assembly.journal import Journal, Mark, encode
+from otel_diary.counters import Counters, LogOnce
 from otel_diary.pipeline.core import Pipeline
 from otel_diary.record import Ready
 from otel_diary.runner import Runner
@@ -40,6 +46,14 @@ class Admission(enum.Enum):
     """The service is stopping (HTTP 503, gRPC UNAVAILABLE)."""
     TOO_LARGE = "too_large"
     """The batch alone exceeds what the collector can ever hold (HTTP 413)."""
+    JOURNAL_FULL = "journal_full"
+    """The journal is at its bound: retry later (HTTP 503, gRPC UNAVAILABLE)."""
+
+
+Offered = tuple[Admission, "Future[None] | None"]
+"""An admission, and for an accepted batch with journaled rows the future that is done
+once they are durable: a receiver acknowledges the request only then (an exception in
+it: answer as :attr:`Admission.JOURNAL_FULL`, to be retried)."""
 
 
 DECIDE_AT_ONCE = 256
@@ -47,16 +61,18 @@ DECIDE_AT_ONCE = 256
 
 
 class Collector:
-    """The receivers' side of assembly: a locked :class:`TraceStore`, a timer thread and a
-    pipeline thread.
+    """The receivers' side of assembly: a locked :class:`TraceStore`, a timer thread,
+    ``workers`` pipeline threads and, optionally, a journal.
 
     :meth:`offer` is all a request handler calls: it adds the batch to the store at once,
-    under the lock, and never waits on I/O. Assembling on the receiving thread costs less
-    than handing each batch to another thread, where two threads running Python would
-    take the interpreter lock from each other on every socket call. The timer thread
-    decides task spans whose grace period is over and forgets expired traces; the
-    pipeline thread renders and delivers, so a slow sink or model never stalls receiving
-    (its backlog counts against the bounds).
+    under the lock, and never waits on I/O (journaled rows are committed by the
+    journal's own thread). Assembling on the receiving thread costs less than handing
+    each batch to another thread, where two threads running Python would take the
+    interpreter lock from each other on every socket call. The timer thread decides task
+    spans whose grace period is over and forgets expired traces; the pipeline threads
+    render and deliver, each one task at a time (model calls, SQLite and file writes let
+    the others run meanwhile), so a slow sink or model never stalls receiving (its
+    backlog counts against the bounds).
     """
 
     def __init__(
@@ -64,11 +80,16 @@ class Collector:
         store: TraceStore,
         pipeline: Pipeline,
         *,
+        journal: Journal | None = None,
+        workers: int = 1,
         clock: Callable[[], float] = time.monotonic,
         start: bool = True,
     ) -> None:
+        if workers < 1:
+            raise ValueError("a collector needs at least one pipeline worker")
         self.store = store
         self.pipeline = pipeline
+        self.journal = journal
         self.counters = Counters()
         self._clock = clock
         self._lock = threading.Lock()
@@ -76,18 +97,62 @@ class Collector:
         self._ready_count = 0
         self._ready_bytes = 0
         self._closed = False
+        self._started = False
         self._idle = threading.Condition(self._lock)
         self._next_expiry = 0.0
+        self._log_once = LogOnce()
+        self._closing: list[bytes] = []
+        """Traces the store closed during the current call (compacted once written)."""
+        self._delivering: dict[bytes, int] = {}
+        """Decided tasks of a trace not written yet, by trace id."""
+        self._compact_later: dict[bytes, Mark] = {}
+        """Journal rows of closed traces whose diaries are still being written."""
+        if journal is not None:
+            store.on_close = self._closing.append
         self._timer = Runner("otel-diary-assemble", self._decide_due, interval_s=0.5,
                              on_error=self._assembly_failed)
-        self._delivery = Runner("otel-diary-pipeline", self._deliver, interval_s=0.5,
-                                on_error=self._assembly_failed)
+        self._delivery = [Runner(f"otel-diary-pipeline-{n}", self._deliver, interval_s=0.5,
+                                 on_error=self._assembly_failed) for n in range(workers)]
         if start:
             self.start()
 
     def start(self) -> None:
-        self._delivery.start()
+        """Replay the journal (once), then start the threads."""
+        if not self._started:
+            self._started = True
+            if self.journal is not None:
+                self._replay(self.journal)
+                self.journal.start()
+        for runner in self._delivery:
+            runner.start()
         self._timer.start()
+
+    def _replay(self, journal: Journal) -> None:
+        """Take in what the journal holds: traces with a task decided before the process
+        ended are due at once, the others wait their grace period again."""
+        traces = journal.replay()
+        if not traces:
+            return
+        grace = self.store.grace
+        now = self._clock()
+        decided = [trace for trace in traces if trace.decided]
+        held = [trace for trace in traces if not trace.decided]
+        spans = 0
+        with self._lock:
+            # Decided ones first, as if they had come a grace period ago: deadlines stay
+            # in order.
+            for group, at in ((decided, now - grace), (held, now)):
+                batch = _batch([part for trace in group for part in trace.parts])
+                spans += batch.held
+                try:
+                    self._hand_over(self.store.add(batch, at))
+                except Exception:
+                    self._assembly_failed()
+        logger.info("otel-diary took back %d spans of %d traces from the journal",
+                    spans, len(traces), extra={"fields": {
+                        "event": "journal.replayed", "spans": spans, "traces": len(traces),
+                        "decided_traces": len(decided), "journal": str(journal.path)}})
+        self._timer.wake()
 
     # -- hot path -------------------------------------------------------------------------
 
@@ -98,6 +163,9 @@ class Collector:
         spans_left, bytes_left = self._room()
         if spans_left <= 0 or bytes_left <= 0:
             return Admission.STORE_FULL
+        journal = self.journal
+        if journal is not None and journal.bytes >= journal.max_bytes:
+            return Admission.JOURNAL_FULL
         return Admission.ACCEPTED
 
     def _room(self) -> tuple[int, int]:
@@ -112,20 +180,35 @@ class Collector:
         return (store.max_spans - (store.spans - store.taskless_spans) - self._ready_count,
                 store.max_bytes - (store.bytes - store.taskless_bytes) - self._ready_bytes)
 
-    def offer(self, batch: Batch) -> Admission:
-        """Assemble ``batch``, or say why not. Never waits on I/O or on the pipeline."""
+    def offer(self, batch: Batch) -> Offered:
+        """Assemble ``batch``, or say why not. Never waits on I/O or on the pipeline.
+
+        With a journal, an accepted batch's kept spans are journaled first; the future
+        returned is done once they are durable."""
         held = batch.held
         size = batch.size
         store = self.store
+        journal = self.journal
+        rows = encode(batch.parts) if journal is not None and held else None
+        durable: Future[None] | None = None
         with self._lock:
             if self._closed:
-                return Admission.CLOSED
+                return Admission.CLOSED, None
             if held > store.max_spans or size > store.max_bytes:
-                return Admission.TOO_LARGE
+                return Admission.TOO_LARGE, None
             if held:
                 spans_left, bytes_left = self._room()
                 if held > spans_left or size > bytes_left:
-                    return Admission.STORE_FULL
+                    return Admission.STORE_FULL, None
+            if rows:
+                assert journal is not None
+                if not journal.room(rows):
+                    self._log_once.warning("journal-full", "otel-diary's journal %s holds "
+                                           "its maximum of %d bytes; refusing spans (503) "
+                                           "until diaries are written", journal.path,
+                                           journal.max_bytes)
+                    return Admission.JOURNAL_FULL, None
+                durable = journal.append(rows)  # before the store: it may close the trace
             if batch.valid:
                 waiting = store.next_deadline() is not None
                 try:
@@ -134,7 +217,7 @@ class Collector:
                     self._assembly_failed()
                 if not waiting and store.next_deadline() is not None:
                     self._timer.wake()  # the timer thread may be asleep for longer
-        return Admission.ACCEPTED
+        return Admission.ACCEPTED, durable
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -150,19 +233,24 @@ class Collector:
     def close(self, timeout: float = 10.0) -> bool:
         """Stop taking batches, decide every waiting task now and deliver it; idempotent.
 
-        Returns False when ``timeout`` passed before the pipeline was drained.
+        Returns False when ``timeout`` passed before the pipeline was drained; what was
+        not written then stays in the journal, for the next start.
         """
         with self._lock:
             already = self._closed
             self._closed = True
         deadline = time.monotonic() + timeout
         finished = self._timer.stop(timeout)
-        finished = self._delivery.stop(deadline - time.monotonic()) and finished
+        for runner in self._delivery:
+            finished = runner.stop(deadline - time.monotonic()) and finished
         if not already:
             self.pipeline.close()
+            if self.journal is not None:
+                self.journal.close(max(deadline - time.monotonic(), 1.0))
         if not finished:
             logger.warning("otel-diary stopped with work left", extra={"fields": {
-                "pending_diaries": self._ready_count}})
+                "pending_diaries": self._ready_count,
+                "journaled": self.journal is not None}})
         return finished
 
     @property
@@ -192,6 +280,7 @@ class Collector:
                 if now >= self._next_expiry:
                     self._next_expiry = now + 1.0
                     store.expire(now)
+                    self._hand_over([])
                 if self._closed:
                     self._hand_over(store.drain())
                     return None
@@ -208,18 +297,36 @@ class Collector:
         logger.exception("otel-diary assembly failed; continuing")
 
     def _hand_over(self, ready: list[Ready]) -> None:
-        """Queue decided tasks for the pipeline thread; the caller holds the lock."""
-        if not ready:
-            return
+        """Queue decided tasks for the pipeline threads, then compact the journal rows of
+        traces the store closed whose diaries are all written; the caller holds the lock."""
+        journal = self.journal
         for item in ready:
             size = weight(item[0])
             self._ready.append((item, size))
             self._ready_count += 1
             self._ready_bytes += size
-        self._delivery.wake()
+            if journal is not None:
+                trace_id = item[0].trace_id.to_bytes(16, "big")
+                self._delivering[trace_id] = self._delivering.get(trace_id, 0) + 1
+                journal.decided(trace_id, item[0].span_id)
+        if ready:
+            for runner in self._delivery:
+                runner.wake()
+        if journal is not None and self._closing:
+            closing, self._closing[:] = list(self._closing), []
+            for trace_id in closing:
+                mark = journal.close_trace(trace_id)
+                if mark is None:
+                    continue
+                if trace_id in self._delivering:
+                    later = self._compact_later.get(trace_id)
+                    self._compact_later[trace_id] = mark if later is None else later + mark
+                else:
+                    journal.forget(trace_id, mark)
 
     def _deliver(self, stopping: bool) -> None:
-        """One round of the pipeline runner: every decided task, in order."""
+        """One round of a pipeline runner: decided tasks, in order, until none is left."""
+        journal = self.journal
         while True:
             with self._lock:
                 if not self._ready:
@@ -229,4 +336,25 @@ class Collector:
             with self._idle:
                 self._ready_count -= 1
                 self._ready_bytes -= size
+                if journal is not None:
+                    self._written(journal, item[0].trace_id.to_bytes(16, "big"))
                 self._idle.notify_all()
+
+    def _written(self, journal: Journal, trace_id: bytes) -> None:
+        """A diary of ``trace_id`` is written: once all are and the trace is closed, its
+        journal rows go (the caller holds the lock)."""
+        left = self._delivering.get(trace_id, 1) - 1
+        if left > 0:
+            self._delivering[trace_id] = left
+            return
+        self._delivering.pop(trace_id, None)
+        mark = self._compact_later.pop(trace_id, None)
+        if mark is not None:
+            journal.forget(trace_id, mark)
+
+
+def _batch(parts: list[Part]) -> Batch:
+    """A batch of parts read back from the journal."""
+    held = sum(len(part.span_ids) + len(part.tasks) for part in parts)
+    size = sum(part.size + sum(task[2] for task in part.tasks) for part in parts)
+    return Batch(parts=parts, held=held, valid=held, size=size)

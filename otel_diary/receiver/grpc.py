@@ -23,6 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from otel_diary.assembly.journal import JournalError
 from otel_diary.conventions import Conventions
 from otel_diary.errors import DecodeError
 from otel_diary.receiver.admission import Admission, Collector
@@ -42,6 +43,8 @@ _SATURATED = {
     Admission.STORE_FULL: (grpc.StatusCode.UNAVAILABLE, 5,
                            "assembly memory is full; retry after the delay given"),
     Admission.CLOSED: (grpc.StatusCode.UNAVAILABLE, 5, "the receiver is shutting down"),
+    Admission.JOURNAL_FULL: (grpc.StatusCode.UNAVAILABLE, 5,
+                             "the journal is full; retry after the delay given"),
 }
 
 
@@ -80,7 +83,7 @@ class TraceService:
         finally:
             with self._lock:
                 self._inflight -= size
-        admission = self.collector.offer(batch)
+        admission, durable = self.collector.offer(batch)
         if admission is Admission.TOO_LARGE:
             counters.add("requests_rejected_total:reason", "too_large")
             counters.add("spans_rejected_total:reason", "too_large", batch.spans)
@@ -88,6 +91,11 @@ class TraceService:
                           "the request holds more spans than the receiver can assemble at once")
         if admission is not Admission.ACCEPTED:
             self._refuse(context, admission, batch.spans)
+        if durable is not None:  # acknowledged only once journaled
+            try:
+                durable.result()
+            except JournalError:
+                self._refuse(context, Admission.JOURNAL_FULL, batch.spans)
         counters.add("spans_received_total:protocol", "grpc", batch.spans)
         response = ExportTraceServiceResponse()
         if batch.rejected:

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from otel_diary.assembly.batch import Batch
+from otel_diary.assembly.journal import JournalError
 from otel_diary.conventions import Conventions
 from otel_diary.errors import DecodeError, TooLarge
 from otel_diary.receiver.admission import Admission, Collector
@@ -60,6 +61,8 @@ _SATURATED = {
     Admission.STORE_FULL: (503, _UNAVAILABLE, 5,
                            "assembly memory is full; retry after the delay given"),
     Admission.CLOSED: (503, _UNAVAILABLE, 5, "the receiver is shutting down"),
+    Admission.JOURNAL_FULL: (503, _UNAVAILABLE, 5,
+                             "the journal is full; retry after the delay given"),
 }
 
 
@@ -164,12 +167,17 @@ class OtlpHttpApp:
             body = await self._read(receive, gzip=encoding == "gzip")
             batch = await self._decode(body, media_type)
             del body
-            admission = self.collector.offer(batch)
+            admission, durable = self.collector.offer(batch)
             if admission is Admission.TOO_LARGE:
                 raise _too_large(self.max_body_bytes, "the request holds more spans than the "
                                  "receiver can assemble at once", batch.spans)
             if admission is not Admission.ACCEPTED:
                 raise _saturated(admission, batch.spans)
+            if durable is not None:  # acknowledged only once journaled
+                try:
+                    await asyncio.wrap_future(durable)
+                except JournalError:
+                    raise _saturated(Admission.JOURNAL_FULL, batch.spans) from None
         except _Refused as refused:
             self.collector.counters.add("requests_rejected_total:reason", refused.reason)
             if refused.spans:

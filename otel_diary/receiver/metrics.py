@@ -24,6 +24,8 @@ _METRICS: tuple[tuple[str, str, str], ...] = (
      "Task spans and contributions held for assembly or awaiting the pipeline."),
     ("held_bytes", "gauge", "Estimated bytes held for assembly."),
     ("pending_diaries", "gauge", "Root task spans waiting for the pipeline."),
+    ("journal_bytes", "gauge", "Bytes held in the write-ahead journal."),
+    ("journal_commits_total", "counter", "Group commits of the journal."),
 )
 
 
@@ -54,6 +56,11 @@ def _samples(collector: Collector) -> dict[str, list[tuple[str, int]]]:
     samples["held_spans"].append(("", store.spans + collector.pending_diaries))
     samples["held_bytes"].append(("", max(store.bytes, 0)))
     samples["pending_diaries"].append(("", collector.pending_diaries))
+    journal = collector.journal
+    if journal is not None:
+        samples["journal_bytes"].append(("", journal.bytes))
+        samples["journal_commits_total"].append(("", journal.stats.commits))
+        samples["errors_total"].append(('stage="journal"', journal.stats.errors))
     return samples
 
 

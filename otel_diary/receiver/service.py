@@ -42,6 +42,8 @@ class ServeConfig:
     folder: str = ""
     """Where the diaries go, for the start-up log line."""
     grace_s: float = 10.0
+    journal: str = ""
+    """The journal file, for the start-up log line ("": none)."""
     auth: bool = False
     header_timeout_s: float = 10.0
     """An HTTP request head not complete this long after it began closes the connection."""
@@ -121,7 +123,8 @@ class Service:
             fields = {"event": "serve.started", "host": config.host,
                       "http_port": config.http_port or None,
                       "grpc_port": config.grpc_port or None,
-                      "dir": config.folder, "grace_s": config.grace_s, "auth": config.auth}
+                      "dir": config.folder, "grace_s": config.grace_s, "auth": config.auth,
+                      "journal": config.journal or None}
             logger.info("otel-diary serve is listening on %s; diaries go to %s",
                         " and ".join(config.listening_on()), config.folder,
                         extra={"fields": fields})

@@ -209,9 +209,9 @@ def test_collector_takes_a_task_while_taskless_traces_fill_the_bound() -> None:
     service = collector(sink, max_traces=3, max_spans=4)
     try:
         for _ in range(4):
-            assert service.offer(batch_of(task_trace("x", chats=1)[1:])) is Admission.ACCEPTED
+            assert service.offer(batch_of(task_trace("x", chats=1)[1:]))[0] is Admission.ACCEPTED
         assert service.saturation() is Admission.ACCEPTED
-        assert service.offer(batch_of(task_trace("T-in", chats=1))) is Admission.ACCEPTED
+        assert service.offer(batch_of(task_trace("T-in", chats=1)))[0] is Admission.ACCEPTED
         assert service.store.evicted_taskless >= 2
     finally:
         service.close()
@@ -240,8 +240,8 @@ def test_collector_assembles_offered_batches_into_diaries() -> None:
     service = collector(sink)
     try:
         spans = task_trace("T-c", chats=2)
-        assert service.offer(batch_of(spans[2:])) is Admission.ACCEPTED
-        assert service.offer(batch_of(spans[:2])) is Admission.ACCEPTED
+        assert service.offer(batch_of(spans[2:]))[0] is Admission.ACCEPTED
+        assert service.offer(batch_of(spans[:2]))[0] is Admission.ACCEPTED
         diaries = sink.wait_for(1, timeout=10)
         assert [d.task_id for d in diaries] == ["T-c"]
         assert "Tokens: 240" in diaries[0].body
@@ -253,20 +253,20 @@ def test_offer_assembles_the_batch_at_once() -> None:
     """An accepted batch is in the store when offer returns (no thread involved); a
     batch of refused spans only is accepted and holds nothing."""
     service = collector(InMemorySink(), start=False)
-    assert service.offer(batch_of(task_trace("A", chats=2))) is Admission.ACCEPTED
+    assert service.offer(batch_of(task_trace("A", chats=2)))[0] is Admission.ACCEPTED
     assert (len(service.store), service.store.spans, service.store.accepted) == (1, 3, 4)
     zero = batch_of([span(bytes(16), b"\x01" * 8)])
     assert (zero.valid, zero.rejected) == (0, 1)
-    assert service.offer(zero) is Admission.ACCEPTED
+    assert service.offer(zero)[0] is Admission.ACCEPTED
     assert (len(service.store), service.store.accepted) == (1, 4)
 
 
 def test_collector_says_store_full_at_the_span_bound() -> None:
     """Past the held-span bound the collector refuses batches (503) instead of growing."""
     service = collector(InMemorySink(), start=False, max_spans=5)  # task + chats are held
-    assert service.offer(batch_of(task_trace("A", chats=2))) is Admission.ACCEPTED
-    assert service.offer(batch_of(task_trace("B", chats=2))) is Admission.STORE_FULL
-    assert service.offer(batch_of(task_trace("C", chats=9))) is Admission.TOO_LARGE
+    assert service.offer(batch_of(task_trace("A", chats=2)))[0] is Admission.ACCEPTED
+    assert service.offer(batch_of(task_trace("B", chats=2)))[0] is Admission.STORE_FULL
+    assert service.offer(batch_of(task_trace("C", chats=9)))[0] is Admission.TOO_LARGE
 
 
 def test_close_writes_waiting_diaries_before_their_grace_ends() -> None:
@@ -275,10 +275,10 @@ def test_close_writes_waiting_diaries_before_their_grace_ends() -> None:
     settings = Settings(index=False)
     pipeline = build_pipeline(settings, ORCHESTRATOR, sinks=[sink])
     service = Collector(TraceStore(ORCHESTRATOR, grace=3600), pipeline)
-    assert service.offer(batch_of(task_trace("T-close"))) is Admission.ACCEPTED
+    assert service.offer(batch_of(task_trace("T-close")))[0] is Admission.ACCEPTED
     assert service.close(10)
     assert [d.task_id for d in sink.diaries] == ["T-close"]
-    assert service.offer(batch_of(task_trace("T-after"))) is Admission.CLOSED
+    assert service.offer(batch_of(task_trace("T-after")))[0] is Admission.CLOSED
 
 
 def test_metrics_text_is_prometheus_exposition() -> None:

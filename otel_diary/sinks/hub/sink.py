@@ -222,15 +222,15 @@ class HubSink:
         try:
             self.spool.put(ident, body)
         except SpoolFullError:
-            self.stats.spool_full += 1
+            self.stats.add("spool_full")
             self._log_once.warning("spool_full", "otel-diary spool %s is full: diaries for the "
                                    "knowledge hub are dropped until it drains (see "
                                    "OTEL_DIARY_SPOOL_MAX_*)", self.spool.directory)
             raise
         except OSError:
-            self.stats.spool_errors += 1
+            self.stats.add("spool_errors")
             raise
-        self.stats.spooled += 1
+        self.stats.add("spooled")
         self._runner.wake()
         return f"hub:{path}"
 

@@ -1,0 +1,349 @@
+"""The write-ahead journal of what assembly holds: an acknowledged span survives a crash.
+
+Every task span and contribution a receiver takes in is appended, one row per trace of a
+request, to a SQLite database in WAL mode before the request is answered. A writer
+thread commits everything appended in the last few milliseconds at once (group commit,
+each commit synced to disk) and completes one future per commit, which the requests it
+covers wait for: a request is acknowledged once its rows are durable, and the receiving
+thread never waits on the disk. A decided task gets a small row too. The rows of a trace
+are deleted once the trace is closed and its diaries written; on start, the rows left
+are read back (:meth:`Journal.replay`). Bounded in bytes: past the bound, nothing more
+is taken in (the receivers answer 503 and count it).
+
+Rows hold ``marshal`` data (plain values only): the file is this process's own, locked
+against a second process, and read back by the same program.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import marshal
+import os
+import sqlite3
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from otel_diary.assembly.batch import Contribution, Part
+from otel_diary.counters import Counters, LogOnce
+from otel_diary.errors import DiaryError
+from otel_diary.record import SpanRecord
+from otel_diary.runner import Runner
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no lock against a second process
+    fcntl = None  # type: ignore[assignment]
+
+logger = logging.getLogger("otel_diary")
+
+COMMIT_INTERVAL_S = 0.002
+"""The shortest time between two commits: what arrives meanwhile is committed at once."""
+PART = 0
+DECIDED = 1
+"""Row kinds: the kept spans of one trace in one request; a task span decided."""
+ROW_BYTES = 48
+"""What a row costs the database besides its body (key, trace id, index entry)."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    seq INTEGER PRIMARY KEY,
+    trace_id BLOB NOT NULL,
+    kind INTEGER NOT NULL,
+    body BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entries_by_trace ON entries (trace_id, seq);
+"""
+
+Row = tuple[bytes, bytes]
+"""(trace id, body) of a part, encoded off the lock."""
+
+
+class JournalError(DiaryError):
+    """The journal cannot be opened, or a commit failed (the request is not acknowledged)."""
+
+
+class JournalStats(Counters):
+    """What the journal did; read, never reset."""
+
+    rows: int
+    commits: int
+    errors: int
+    replayed_rows: int
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """The rows of one trace up to ``seq``, and their bytes: what a compaction deletes."""
+
+    seq: int
+    size: int
+
+    def __add__(self, other: Mark) -> Mark:
+        return Mark(max(self.seq, other.seq), self.size + other.size)
+
+
+@dataclass(slots=True)
+class Replayed:
+    """The rows of one trace read back on start."""
+
+    trace_id: bytes
+    parts: list[Part]
+    decided: bool
+    """A task of it was decided before the process ended."""
+
+
+def encode(parts: list[Part]) -> list[Row]:
+    """The rows of a request's parts (plain values, no lock needed)."""
+    rows = []
+    for trace_id, span_ids, contributions, tasks, size in parts:
+        rows.append((trace_id, marshal.dumps((
+            span_ids,
+            [(attributes, is_error, end_ns) for attributes, is_error, end_ns in contributions],
+            [(span_id, _record(record), task_size) for span_id, record, task_size in tasks],
+            size))))
+    return rows
+
+
+def _record(record: SpanRecord) -> tuple[object, ...]:
+    return (record.trace_id, record.span_id, record.name, record.start_ns, record.end_ns,
+            record.parent_span_id, record.parent_is_remote, record.is_error,
+            record.status_message, _plain(record.attributes), _plain(record.resource))
+
+
+def _plain(mapping: object) -> dict[object, object]:
+    return mapping if type(mapping) is dict else dict(mapping)  # type: ignore[call-overload]
+
+
+def decode(trace_id: bytes, body: bytes) -> Part:
+    """A part from its row."""
+    span_ids, contributions, tasks, size = marshal.loads(body)
+    return Part(trace_id, span_ids, [Contribution(*item) for item in contributions],
+                [(span_id, SpanRecord(*fields), task_size)
+                 for span_id, fields, task_size in tasks], size)
+
+
+class Journal:
+    """The journal file at ``path``: appended by the collector, committed by its own thread.
+
+    Usage::
+
+        journal = Journal(path)              # locked: one process per journal
+        for trace in journal.replay(): ...   # what the last process left, before start()
+        journal.start()
+        durable = journal.append(encode(batch.parts))   # a Future, done once committed
+        mark = journal.close_trace(trace_id)            # the trace is closed in assembly
+        journal.forget(trace_id, mark)                  # ... and its diaries are written
+        journal.close(5.0)
+
+    The collector calls it under its own lock, so rows keep the order of assembly.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, max_bytes: int = 256 * 2**20,
+                 commit_interval_s: float = COMMIT_INTERVAL_S) -> None:
+        self.path = Path(path)
+        self.max_bytes = max_bytes
+        self.commit_interval_s = commit_interval_s
+        self.stats = JournalStats()
+        self.bytes = 0
+        """Bytes of the rows not compacted yet (bodies and a fixed cost per row)."""
+        self._lock = threading.Lock()
+        self._open: dict[bytes, list[int]] = {}
+        """Traces with rows and open in assembly: trace id -> [last seq, bytes]."""
+        self._inserts: list[tuple[int, bytes, int, bytes]] = []
+        self._deletes: list[tuple[bytes, int]] = []
+        self._future: Future[None] = Future()
+        self._last_commit = 0.0
+        self._closed = False
+        self._log_once = LogOnce()
+        self._lock_file = self._take_lock()
+        try:
+            self._conn = self._connect()
+            row = self._conn.execute("SELECT max(seq) FROM entries").fetchone()
+        except sqlite3.Error as exc:
+            self._release_lock()
+            raise JournalError(f"cannot open the journal {self.path}: {exc}") from exc
+        self._seq = int(row[0] or 0)
+        self._writer = Runner("otel-diary-journal", self._commit, interval_s=1.0,
+                              on_error=lambda: self.stats.add("errors"))
+
+    def _take_lock(self) -> IO[bytes]:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(self.path.with_name(self.path.name + ".lock"), "a+b")  # noqa: SIM115
+        except OSError as exc:
+            raise JournalError(f"cannot open the journal {self.path}: "
+                               f"{exc.strerror or exc}") from exc
+        if fcntl is not None:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+                raise JournalError(f"the journal {self.path} is in use by another process; "
+                                   "give each serve process its own") from None
+        return handle
+
+    def _release_lock(self) -> None:
+        with contextlib.suppress(OSError):
+            self._lock_file.close()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")  # each commit is on disk when it returns
+        conn.executescript(_SCHEMA)
+        return conn
+
+    # -- start ----------------------------------------------------------------------------
+
+    def replay(self) -> list[Replayed]:
+        """The rows left by the last process, by trace in the order they were written;
+        they stay in the journal until compacted like new ones. Call before :meth:`start`."""
+        traces: dict[bytes, Replayed] = {}
+        for seq, trace_id, kind, body in self._conn.execute(
+                "SELECT seq, trace_id, kind, body FROM entries ORDER BY seq"):
+            trace_id = bytes(trace_id)
+            trace = traces.get(trace_id)
+            if trace is None:
+                trace = traces[trace_id] = Replayed(trace_id, [], False)
+            size = len(body) + ROW_BYTES
+            if kind == DECIDED:
+                trace.decided = True
+            else:
+                try:
+                    trace.parts.append(decode(trace_id, body))
+                except (ValueError, EOFError, TypeError):
+                    self._log_once.warning("journal-row", "otel-diary skipped an unreadable "
+                                           "journal row of trace %s", trace_id.hex())
+            held = self._open.setdefault(trace_id, [0, 0])
+            held[0] = seq
+            held[1] += size
+            self.bytes += size
+            self.stats.replayed_rows += 1
+        return list(traces.values())
+
+    def start(self) -> None:
+        self._writer.start()
+
+    # -- appending (under the collector's lock) --------------------------------------------
+
+    def room(self, rows: list[Row]) -> bool:
+        """Whether ``rows`` fit under the bound."""
+        return self.bytes + sum(len(body) for _, body in rows) + ROW_BYTES * len(rows) \
+            <= self.max_bytes
+
+    def append(self, rows: list[Row]) -> Future[None]:
+        """Queue ``rows``; the future is done once they are committed (or failed)."""
+        with self._lock:
+            if self._closed:
+                failed: Future[None] = Future()
+                failed.set_exception(JournalError("the journal is closed"))
+                return failed
+            inserts = self._inserts
+            seq = self._seq
+            opened = self._open
+            added = 0
+            for trace_id, body in rows:
+                seq += 1
+                size = len(body) + ROW_BYTES
+                inserts.append((seq, trace_id, PART, body))
+                held = opened.get(trace_id)
+                if held is None:
+                    opened[trace_id] = [seq, size]
+                else:
+                    held[0] = seq
+                    held[1] += size
+                added += size
+            self._seq = seq
+            self.bytes += added
+            future = self._future
+        self._writer.wake()
+        return future
+
+    def decided(self, trace_id: bytes, span_id: int) -> None:
+        """Note that a task span of ``trace_id`` was decided (replay writes it at once)."""
+        with self._lock:
+            held = self._open.get(trace_id)
+            if held is None or self._closed:
+                return  # no rows: nothing to replay
+            self._seq += 1
+            body = span_id.to_bytes(8, "big")
+            self._inserts.append((self._seq, trace_id, DECIDED, body))
+            held[0] = self._seq
+            held[1] += len(body) + ROW_BYTES
+            self.bytes += len(body) + ROW_BYTES
+        self._writer.wake()
+
+    def close_trace(self, trace_id: bytes) -> Mark | None:
+        """The trace was closed in assembly: the mark of its rows so far (``None``: none).
+        Rows appended for it later belong to a new opening of the trace."""
+        with self._lock:
+            held = self._open.pop(trace_id, None)
+        return None if held is None else Mark(held[0], held[1])
+
+    def forget(self, trace_id: bytes, mark: Mark) -> None:
+        """Delete the rows of ``trace_id`` up to ``mark`` (compaction)."""
+        with self._lock:
+            self.bytes -= mark.size
+            if self._closed:
+                return
+            self._deletes.append((trace_id, mark.seq))
+        self._writer.wake()
+
+    # -- the writer thread ----------------------------------------------------------------
+
+    def _commit(self, stopping: bool) -> float | None:
+        """One group commit: everything queued since the last one, in one transaction."""
+        wait = self._last_commit + self.commit_interval_s - time.monotonic()
+        if wait > 0 and not stopping:
+            time.sleep(wait)  # let more requests join this commit
+        with self._lock:
+            inserts, deletes, future = self._inserts, self._deletes, self._future
+            if not inserts and not deletes:
+                return None
+            self._inserts, self._deletes, self._future = [], [], Future()
+        conn = self._conn
+        try:
+            conn.execute("BEGIN")
+            # Inserts first: a delete queued in this group may cover rows queued before it.
+            conn.executemany("INSERT INTO entries VALUES (?, ?, ?, ?)", inserts)
+            conn.executemany("DELETE FROM entries WHERE trace_id = ? AND seq <= ?", deletes)
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            self.stats.add("errors")
+            self._log_once("commit", "otel-diary could not commit to the journal %s",
+                           self.path)
+            future.set_exception(JournalError(f"journal commit failed: {exc}"))
+        else:
+            self.stats.add("rows", amount=len(inserts))
+            self.stats.add("commits")
+            future.set_result(None)
+        self._last_commit = time.monotonic()
+        with self._lock:
+            more = bool(self._inserts or self._deletes)
+        return 0.0 if more else None
+
+    def rows(self) -> int:
+        """Rows in the database now (committed ones)."""
+        with self._lock:
+            return int(self._conn.execute("SELECT count(*) FROM entries").fetchone()[0])
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Commit what is queued, then close the file and release its lock; idempotent.
+        Later appends fail, later compactions are left for the next start."""
+        self._writer.stop(timeout_s)
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._commit(True)  # what came after the writer's last round
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._conn.close()
+        self._release_lock()

@@ -1,0 +1,126 @@
+"""The write-ahead journal: what a collector held comes back after the process ended."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from otel_diary import ORCHESTRATOR, Settings
+from otel_diary.assembly.batch import Batch
+from otel_diary.assembly.grace import TraceStore
+from otel_diary.assembly.journal import Journal, JournalError, decode, encode
+from otel_diary.receiver.admission import Admission, Collector
+from otel_diary.receiver.decode import PROTOBUF
+from otel_diary.receiver.decode import decode as decode_request
+from otel_diary.testing import InMemorySink
+from otel_diary.wiring import build_pipeline
+from tests.support.otlp_build import protobuf_body, task_trace
+
+
+def batch_of(spans: Sequence[Span]) -> Batch:
+    return decode_request(protobuf_body(spans), PROTOBUF, ORCHESTRATOR)
+
+
+def collector(sink: InMemorySink, journal: Journal, *, grace: float,
+              start: bool = True) -> Collector:
+    pipeline = build_pipeline(Settings(index=False), ORCHESTRATOR, sinks=[sink])
+    return Collector(TraceStore(ORCHESTRATOR, grace=grace, trace_timeout=60), pipeline,
+                     journal=journal, start=start)
+
+
+def rows(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
+
+
+def test_a_part_reads_back_as_it_was_written() -> None:
+    """Encoding then decoding a request's parts gives the same task records and
+    contributions."""
+    batch = batch_of(task_trace("T-rt", chats=3) + task_trace("T-rt2", chats=1))
+    again = [decode(trace_id, body) for trace_id, body in encode(batch.parts)]
+    assert again == batch.parts
+
+
+def test_offered_spans_are_durable_when_the_future_is_done(tmp_path: Path) -> None:
+    """The future an accepted batch comes with is done once its rows are committed; once
+    the diary is written the rows are compacted away."""
+    path = tmp_path / "journal.sqlite3"
+    sink = InMemorySink()
+    service = collector(sink, Journal(path), grace=3600)
+    try:
+        admission, durable = service.offer(batch_of(task_trace("T-dur")))
+        assert admission is Admission.ACCEPTED and durable is not None
+        durable.result(10)
+        assert rows(path) == 1
+    finally:
+        assert service.close(10)
+    assert [d.task_id for d in sink.diaries] == ["T-dur"]
+    assert rows(path) == 0
+
+
+def test_a_new_collector_takes_back_what_the_last_one_held(tmp_path: Path) -> None:
+    """Task spans still in their grace period when the journal was left (no shutdown)
+    are replayed by the next collector and written."""
+    path = tmp_path / "journal.sqlite3"
+    first = collector(InMemorySink(), Journal(path), grace=3600)
+    for n in range(3):
+        _, durable = first.offer(batch_of(task_trace(f"T-back-{n}", chats=2)))
+        assert durable is not None
+        durable.result(10)
+    assert first.journal is not None
+    first.journal.close()  # as if the process had been killed: nothing decided
+    sink = InMemorySink()
+    second = collector(sink, Journal(path), grace=0.05)
+    try:
+        diaries = sink.wait_for(3, timeout=10)
+    finally:
+        assert second.close(10)
+    assert sorted(d.task_id for d in diaries) == ["T-back-0", "T-back-1", "T-back-2"]
+    assert all("Tokens: 240" in d.body for d in diaries)
+    assert rows(path) == 0
+
+
+def test_a_task_decided_before_the_end_is_written_at_once_on_replay(tmp_path: Path) -> None:
+    """A task decided but not yet written when the process ended does not wait a second
+    grace period after the restart."""
+    path = tmp_path / "journal.sqlite3"
+    first = collector(InMemorySink(), Journal(path), grace=0, start=False)
+    first.journal.start()  # type: ignore[union-attr]
+    _, durable = first.offer(batch_of(task_trace("T-decided")))
+    assert durable is not None
+    durable.result(10)
+    assert not first.flush(0.2)  # decided; no pipeline thread writes it
+    first.journal.close()  # type: ignore[union-attr]
+    sink = InMemorySink()
+    second = collector(sink, Journal(path), grace=3600)
+    try:
+        assert [d.task_id for d in sink.wait_for(1, timeout=10)] == ["T-decided"]
+    finally:
+        second.close(10)
+
+
+def test_past_its_bound_the_journal_refuses_batches(tmp_path: Path) -> None:
+    """At the journal's byte bound a batch is refused as journal_full, not dropped."""
+    service = collector(InMemorySink(), Journal(tmp_path / "j.sqlite3", max_bytes=1500),
+                        grace=3600)
+    try:
+        answers = [service.offer(batch_of(task_trace(f"T-{n}")))[0] for n in range(5)]
+    finally:
+        service.close(10)
+    assert answers[0] is Admission.ACCEPTED
+    assert answers[-1] is Admission.JOURNAL_FULL
+
+
+def test_one_journal_serves_one_process(tmp_path: Path) -> None:
+    """A journal in use cannot be opened a second time."""
+    journal = Journal(tmp_path / "journal.sqlite3")
+    try:
+        with pytest.raises(JournalError, match="in use"):
+            Journal(tmp_path / "journal.sqlite3")
+    finally:
+        journal.close()
+    Journal(tmp_path / "journal.sqlite3").close()  # free again
