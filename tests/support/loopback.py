@@ -110,12 +110,14 @@ class ChatServer:
 
     Each request takes the next entry of ``script`` (the last one repeats): a string is
     the answer's content, an int an error status, ``"hang"`` sleeps ``hang_s`` seconds,
-    a :class:`ToolCall` asks for a tool call.
+    a :class:`ToolCall` asks for a tool call. Every answer comes ``delay_s`` seconds
+    after its request (a slow model).
     """
 
     script: list[str | int | ToolCall] = field(default_factory=lambda: ["A useful insight."])
     model: str = "test-model"
     hang_s: float = 30.0
+    delay_s: float = 0.0
     requests: list[Recorded] = field(default_factory=list)
     input_tokens: int = 11
     output_tokens: int = 7
@@ -136,6 +138,8 @@ class ChatServer:
 
     async def _answer(self, scope: Scope, send: Send) -> None:
         step = self.script[min(len(self.requests) - 1, len(self.script) - 1)]
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
         if not scope["path"].endswith("/chat/completions"):
             await send_json(send, 404, {"error": {"message": "not found"}})
         elif step == "hang":
