@@ -46,9 +46,12 @@ COMMIT_INTERVAL_S = 0.002
 PART = 0
 DECIDED = 1
 """Row kinds: the kept spans of one trace in one request; a task span decided."""
-ROW_BYTES = 48
-"""What a row costs the database besides its body (key, trace id, index entry)."""
+ROW_BYTES = 40
+"""What a row costs the database besides its body (key, trace id)."""
 
+# Rows are appended in key order and deleted by key, so writing touches few pages: no
+# index by trace (its entries would land all over the file); the process keeps each open
+# trace's keys in memory.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
     seq INTEGER PRIMARY KEY,
@@ -56,7 +59,6 @@ CREATE TABLE IF NOT EXISTS entries (
     kind INTEGER NOT NULL,
     body BLOB NOT NULL
 );
-CREATE INDEX IF NOT EXISTS entries_by_trace ON entries (trace_id, seq);
 """
 
 Row = tuple[bytes, bytes]
@@ -76,15 +78,15 @@ class JournalStats(Counters):
     replayed_rows: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Mark:
-    """The rows of one trace up to ``seq``, and their bytes: what a compaction deletes."""
+    """The rows of one trace (their keys) and their bytes: what a compaction deletes."""
 
-    seq: int
+    seqs: list[int]
     size: int
 
     def __add__(self, other: Mark) -> Mark:
-        return Mark(max(self.seq, other.seq), self.size + other.size)
+        return Mark(self.seqs + other.seqs, self.size + other.size)
 
 
 @dataclass(slots=True)
@@ -103,7 +105,7 @@ def encode(parts: list[Part]) -> list[Row]:
     for trace_id, span_ids, contributions, tasks, size in parts:
         rows.append((trace_id, marshal.dumps((
             span_ids,
-            [(attributes, is_error, end_ns) for attributes, is_error, end_ns in contributions],
+            list(map(tuple, contributions)),  # marshal takes plain tuples only
             [(span_id, _record(record), task_size) for span_id, record, task_size in tasks],
             size))))
     return rows
@@ -137,7 +139,7 @@ class Journal:
         journal.start()
         durable = journal.append(encode(batch.parts))   # a Future, done once committed
         mark = journal.close_trace(trace_id)            # the trace is closed in assembly
-        journal.forget(trace_id, mark)                  # ... and its diaries are written
+        journal.forget(mark)                            # ... and its diaries are written
         journal.close(5.0)
 
     The collector calls it under its own lock, so rows keep the order of assembly.
@@ -152,10 +154,10 @@ class Journal:
         self.bytes = 0
         """Bytes of the rows not compacted yet (bodies and a fixed cost per row)."""
         self._lock = threading.Lock()
-        self._open: dict[bytes, list[int]] = {}
-        """Traces with rows and open in assembly: trace id -> [last seq, bytes]."""
+        self._open: dict[bytes, Mark] = {}
+        """Traces with rows and open in assembly, with the keys and bytes of their rows."""
         self._inserts: list[tuple[int, bytes, int, bytes]] = []
-        self._deletes: list[tuple[bytes, int]] = []
+        self._deletes: list[tuple[int]] = []
         self._future: Future[None] = Future()
         self._last_commit = 0.0
         self._closed = False
@@ -219,9 +221,7 @@ class Journal:
                 except (ValueError, EOFError, TypeError):
                     self._log_once.warning("journal-row", "otel-diary skipped an unreadable "
                                            "journal row of trace %s", trace_id.hex())
-            held = self._open.setdefault(trace_id, [0, 0])
-            held[0] = seq
-            held[1] += size
+            self._note(trace_id, seq, size)
             self.bytes += size
             self.stats.replayed_rows += 1
         return list(traces.values())
@@ -253,10 +253,10 @@ class Journal:
                 inserts.append((seq, trace_id, PART, body))
                 held = opened.get(trace_id)
                 if held is None:
-                    opened[trace_id] = [seq, size]
+                    opened[trace_id] = Mark([seq], size)
                 else:
-                    held[0] = seq
-                    held[1] += size
+                    held.seqs.append(seq)
+                    held.size += size
                 added += size
             self._seq = seq
             self.bytes += added
@@ -267,31 +267,36 @@ class Journal:
     def decided(self, trace_id: bytes, span_id: int) -> None:
         """Note that a task span of ``trace_id`` was decided (replay writes it at once)."""
         with self._lock:
-            held = self._open.get(trace_id)
-            if held is None or self._closed:
+            if trace_id not in self._open or self._closed:
                 return  # no rows: nothing to replay
             self._seq += 1
             body = span_id.to_bytes(8, "big")
             self._inserts.append((self._seq, trace_id, DECIDED, body))
-            held[0] = self._seq
-            held[1] += len(body) + ROW_BYTES
+            self._note(trace_id, self._seq, len(body) + ROW_BYTES)
             self.bytes += len(body) + ROW_BYTES
         self._writer.wake()
+
+    def _note(self, trace_id: bytes, seq: int, size: int) -> None:
+        held = self._open.get(trace_id)
+        if held is None:
+            self._open[trace_id] = Mark([seq], size)
+        else:
+            held.seqs.append(seq)
+            held.size += size
 
     def close_trace(self, trace_id: bytes) -> Mark | None:
         """The trace was closed in assembly: the mark of its rows so far (``None``: none).
         Rows appended for it later belong to a new opening of the trace."""
         with self._lock:
-            held = self._open.pop(trace_id, None)
-        return None if held is None else Mark(held[0], held[1])
+            return self._open.pop(trace_id, None)
 
-    def forget(self, trace_id: bytes, mark: Mark) -> None:
-        """Delete the rows of ``trace_id`` up to ``mark`` (compaction)."""
+    def forget(self, mark: Mark) -> None:
+        """Delete the rows of ``mark`` (compaction)."""
         with self._lock:
             self.bytes -= mark.size
             if self._closed:
                 return
-            self._deletes.append((trace_id, mark.seq))
+            self._deletes.extend((seq,) for seq in mark.seqs)
         self._writer.wake()
 
     # -- the writer thread ----------------------------------------------------------------
@@ -311,7 +316,7 @@ class Journal:
             conn.execute("BEGIN")
             # Inserts first: a delete queued in this group may cover rows queued before it.
             conn.executemany("INSERT INTO entries VALUES (?, ?, ?, ?)", inserts)
-            conn.executemany("DELETE FROM entries WHERE trace_id = ? AND seq <= ?", deletes)
+            conn.executemany("DELETE FROM entries WHERE seq = ?", deletes)
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             with contextlib.suppress(sqlite3.Error):

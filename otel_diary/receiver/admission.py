@@ -322,7 +322,7 @@ class Collector:
                     later = self._compact_later.get(trace_id)
                     self._compact_later[trace_id] = mark if later is None else later + mark
                 else:
-                    journal.forget(trace_id, mark)
+                    journal.forget(mark)
 
     def _deliver(self, stopping: bool) -> None:
         """One round of a pipeline runner: decided tasks, in order, until none is left."""
@@ -350,7 +350,7 @@ class Collector:
         self._delivering.pop(trace_id, None)
         mark = self._compact_later.pop(trace_id, None)
         if mark is not None:
-            journal.forget(trace_id, mark)
+            journal.forget(mark)
 
 
 def _batch(parts: list[Part]) -> Batch:
