@@ -239,6 +239,10 @@ class Settings(BaseSettings):
     serve_max_bytes: int = Field(256 * 1024 * 1024, gt=0)
     """``OTEL_DIARY_SERVE_MAX_BYTES``: most (estimated) bytes held for assembly; 256 MiB by
     default. At any of these bounds the receiver answers 503 with ``Retry-After``."""
+    serve_max_pending: int = Field(2000, gt=0, le=10_000_000)
+    """``OTEL_DIARY_SERVE_MAX_PENDING``: decided tasks allowed to wait for their diaries;
+    past it requests are answered 503 with ``Retry-After``, so that the pipeline catches
+    up. 2000 by default."""
     journal: str = ""
     """``OTEL_DIARY_JOURNAL``: the write-ahead journal of ``otel-diary serve``, a SQLite
     file holding every span a request was acknowledged for until its diary is written;

@@ -131,7 +131,8 @@ def service_from(settings: Settings) -> Service:
     # As many diaries are written at once as model calls may be in flight.
     collector = Collector(wiring.trace_store(settings, conventions),
                           wiring.build_pipeline(settings, conventions), journal=journal,
-                          workers=settings.reflection_concurrency)
+                          workers=settings.reflection_concurrency,
+                          max_pending=settings.serve_max_pending)
     token = settings.serve_token.get_secret_value() if settings.serve_token else None
     config = ServeConfig(
         host=settings.serve_host, http_port=settings.serve_http_port,

@@ -48,6 +48,9 @@ class Admission(enum.Enum):
     """The batch alone exceeds what the collector can ever hold (HTTP 413)."""
     JOURNAL_FULL = "journal_full"
     """The journal is at its bound: retry later (HTTP 503, gRPC UNAVAILABLE)."""
+    BEHIND = "pipeline_behind"
+    """As many decided tasks wait for the pipeline as it may fall behind by: retry later
+    (HTTP 503, gRPC UNAVAILABLE)."""
 
 
 Offered = tuple[Admission, "Future[None] | None"]
@@ -82,6 +85,7 @@ class Collector:
         *,
         journal: Journal | None = None,
         workers: int = 1,
+        max_pending: int = 2000,
         clock: Callable[[], float] = time.monotonic,
         start: bool = True,
     ) -> None:
@@ -90,6 +94,9 @@ class Collector:
         self.store = store
         self.pipeline = pipeline
         self.journal = journal
+        self.max_pending = max_pending
+        """Decided tasks allowed to wait for the pipeline; past it requests are refused, so
+        receiving never takes the time the pipeline needs to catch up."""
         self.counters = Counters()
         self._clock = clock
         self._lock = threading.Lock()
@@ -163,6 +170,8 @@ class Collector:
         spans_left, bytes_left = self._room()
         if spans_left <= 0 or bytes_left <= 0:
             return Admission.STORE_FULL
+        if self._ready_count >= self.max_pending:
+            return Admission.BEHIND
         journal = self.journal
         if journal is not None and journal.bytes >= journal.max_bytes:
             return Admission.JOURNAL_FULL
@@ -200,6 +209,8 @@ class Collector:
                 spans_left, bytes_left = self._room()
                 if held > spans_left or size > bytes_left:
                     return Admission.STORE_FULL, None
+                if self._ready_count >= self.max_pending:
+                    return Admission.BEHIND, None
             if rows:
                 assert journal is not None
                 if not journal.room(rows):

@@ -43,6 +43,9 @@ _SATURATED = {
     Admission.STORE_FULL: (grpc.StatusCode.UNAVAILABLE, 5,
                            "assembly memory is full; retry after the delay given"),
     Admission.CLOSED: (grpc.StatusCode.UNAVAILABLE, 5, "the receiver is shutting down"),
+    Admission.BEHIND: (grpc.StatusCode.UNAVAILABLE, 5,
+                       "diaries are being written more slowly than tasks come; retry "
+                       "after the delay given"),
     Admission.JOURNAL_FULL: (grpc.StatusCode.UNAVAILABLE, 5,
                              "the journal is full; retry after the delay given"),
 }

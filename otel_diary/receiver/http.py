@@ -61,6 +61,9 @@ _SATURATED = {
     Admission.STORE_FULL: (503, _UNAVAILABLE, 5,
                            "assembly memory is full; retry after the delay given"),
     Admission.CLOSED: (503, _UNAVAILABLE, 5, "the receiver is shutting down"),
+    Admission.BEHIND: (503, _UNAVAILABLE, 5,
+                       "diaries are being written more slowly than tasks come; retry "
+                       "after the delay given"),
     Admission.JOURNAL_FULL: (503, _UNAVAILABLE, 5,
                              "the journal is full; retry after the delay given"),
 }

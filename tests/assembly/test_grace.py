@@ -298,3 +298,16 @@ def test_metrics_text_is_prometheus_exposition() -> None:
     assert values['otel_diary_spans_received_total{protocol="http"}'] == 4
     assert values["otel_diary_diaries_written_total"] == 1
     assert values['otel_diary_tasks_total{kind="root"}'] == 1
+
+
+def test_collector_says_behind_when_diaries_wait_past_their_bound() -> None:
+    """Past the bound of decided tasks waiting for the pipeline, batches are refused
+    until it catches up."""
+    pipeline = build_pipeline(Settings(index=False), ORCHESTRATOR, sinks=[InMemorySink()])
+    service = Collector(TraceStore(ORCHESTRATOR, grace=0), pipeline, max_pending=1,
+                        start=False)
+    assert service.offer(batch_of(task_trace("A")))[0] is Admission.ACCEPTED
+    assert not service.flush(0.05)  # decided; nothing writes it
+    assert service.pending_diaries == 1
+    assert service.saturation() is Admission.BEHIND
+    assert service.offer(batch_of(task_trace("B")))[0] is Admission.BEHIND
