@@ -58,6 +58,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/receiver_throughput.py
 	$(BIN)/python benchmarks/receive_path_instructions.py
 	$(BIN)/python benchmarks/journal.py
+	$(BIN)/python benchmarks/sustained_serve.py
 
 clean:
 	rm -rf $(VENV) build/sanitize .pytest_cache .mypy_cache .ruff_cache .hypothesis demo-kb
