@@ -2,7 +2,8 @@
 
 :class:`Service` starts the listeners, and on :meth:`Service.stop` (SIGTERM, SIGINT) stops
 taking requests, lets those in flight finish, then decides every waiting task span and
-writes its diary before :meth:`Service.run` returns.
+writes its diary before :meth:`Service.run` returns; what the shutdown timeout leaves
+unwritten stays in the journal for the next start.
 """
 
 from __future__ import annotations
@@ -166,7 +167,8 @@ class Service:
                     stats.diaries, stats.failed_runs, extra={"fields": {
             "event": "serve.stopped", "drained": drained, "spans_accepted": store.accepted,
             "root_tasks": store.root_tasks, "diaries_written": stats.diaries,
-            "failed_runs": stats.failed_runs, "rootless_traces": store.rootless_expired}})
+            "failed_runs": stats.failed_runs, "rootless_traces": store.rootless_expired,
+            "left_for_next_start": self.collector.pending_diaries}})
 
 
 class _Server(uvicorn.Server):

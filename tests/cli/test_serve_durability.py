@@ -152,3 +152,34 @@ def test_past_the_journal_bound_requests_get_503_and_are_counted(tmp_path: Path)
     assert all(answers[task].headers.get("retry-after") for task in refused)
     assert values['otel_diary_requests_rejected_total{reason="journal_full"}'] == len(refused)
     assert sorted(diary_files(tmp_path)) == sorted(accepted)
+
+
+def test_what_sigterm_cannot_write_in_time_is_written_by_the_next_start(
+        tmp_path: Path) -> None:
+    """With a model slower than the shutdown timeout allows, the tasks SIGTERM could not
+    write stay in the journal; the next start writes them, each once."""
+    chat = ChatServer(script=["Late insight."], delay_s=2.0)
+    tasks = [f"T-late-{n}" for n in range(6)]
+    with serve_asgi(chat) as model_url:
+        server = Serve(tmp_path, "--grace", "600", env={
+            "OTEL_DIARY_REFLECTION_URL": model_url + "/v1",
+            "OTEL_DIARY_REFLECTION_CONCURRENCY": "1",
+            "OTEL_DIARY_REFLECTION_CALLS_PER_MINUTE": "1000",
+            "OTEL_DIARY_SHUTDOWN_TIMEOUT_MS": "1000"})
+        try:
+            for task in tasks:
+                assert httpx.post(server.url + "/v1/traces", headers=PROTOBUF, timeout=10,
+                                  content=protobuf_body(task_trace(task))).status_code == 200
+        finally:
+            assert server.stop() == 0
+    written_at_stop = diary_files(tmp_path)
+    assert len(written_at_stop) < len(tasks)
+    assert journal_rows(tmp_path) > 0
+
+    again = Serve(tmp_path)  # no model now: the stub writes what is left
+    try:
+        again.wait_for_diaries(len(tasks) - len(written_at_stop))
+    finally:
+        assert again.stop() == 0
+    assert diary_files(tmp_path) == Counter({task: 1 for task in tasks})
+    assert journal_rows(tmp_path) == 0
