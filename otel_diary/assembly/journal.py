@@ -318,7 +318,7 @@ class Journal:
             conn.executemany("INSERT INTO entries VALUES (?, ?, ?, ?)", inserts)
             conn.executemany("DELETE FROM entries WHERE seq = ?", deletes)
             conn.execute("COMMIT")
-        except sqlite3.Error as exc:
+        except Exception as exc:  # whatever it is, the requests waiting must be answered
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             self.stats.add("errors")
