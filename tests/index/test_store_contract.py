@@ -16,6 +16,7 @@ from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
 from tests.support.kb import PY_STDERR, TS_STDERR, task_record
 
+
 @pytest.fixture(params=["folder", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DiaryStore]:
     """Each store, empty."""
