@@ -20,6 +20,7 @@ import os
 import pwd
 import secrets
 import shutil
+import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -27,11 +28,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.loopback import free_port
 
 INSTALL_HINT = ("PostgreSQL server binaries (initdb, pg_ctl) not found: install them with "
                 "`apt-get install postgresql` (Debian/Ubuntu) or put their directory on PATH")
 USER = "postgres"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def server_binaries() -> Path | None:
