@@ -204,8 +204,9 @@ class PostgresStore:
         return IndexUnavailable(self._down_reason)
 
     @contextlib.contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection to a database with the current schema."""
+    def _connection(self, *, prepare: bool = True) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection to a database with the current schema (unless not
+        ``prepare``)."""
         if time.monotonic() < self._down_until:
             raise IndexUnavailable(self._down_reason)
         with self._lock:
@@ -214,7 +215,7 @@ class PostgresStore:
                 self._opened = True
         try:
             with self._pool.connection() as conn:
-                if not self._ready:
+                if prepare and not self._ready:
                     self._prepare(conn)
                 yield conn
         except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as exc:
@@ -240,8 +241,10 @@ class PostgresStore:
 
     def migrate(self) -> tuple[int, int]:
         """Create or migrate the schema now; the versions before and after."""
-        with self._connection() as conn:
-            return migrate(conn), SCHEMA_VERSION
+        with self._connection(prepare=False) as conn:
+            found = migrate(conn)
+        self._ready = True
+        return found, SCHEMA_VERSION
 
     def close(self) -> None:
         with self._lock:

@@ -28,7 +28,6 @@ from pathlib import Path
 
 import pytest
 
-
 INSTALL_HINT = ("PostgreSQL server binaries (initdb, pg_ctl) not found: install them with "
                 "`apt-get install postgresql` (Debian/Ubuntu) or put their directory on PATH")
 USER = "postgres"
