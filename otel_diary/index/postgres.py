@@ -42,6 +42,9 @@ from otel_diary.pipeline.redact import display_url, redact
 from otel_diary.text import one_line
 
 logger = logging.getLogger("otel_diary")
+# The pool logs each failed connection attempt; the store reports the reason itself, once
+# per failure and with the host only, so the pool's own lines would just repeat it.
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 SCHEMA = "otel_diary"
 MIGRATE_LOCK = 0x6F74_6C64_6961_7279 & 0x7FFF_FFFF_FFFF_FFFF

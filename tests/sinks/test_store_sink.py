@@ -93,14 +93,15 @@ def test_two_replicas_migrating_at_once_make_one_schema(postgres_url: str) -> No
     schema is made once, at the current version."""
     stores = [PostgresStore(postgres_url) for _ in range(4)]
     barrier = threading.Barrier(len(stores))
-    results: list[tuple[int, int] | BaseException] = []
+    results: list[tuple[int, int]] = []
+    errors: list[BaseException] = []
 
     def start(store: PostgresStore) -> None:
         barrier.wait()
         try:
             results.append(store.migrate())
         except BaseException as exc:
-            results.append(exc)
+            errors.append(exc)
 
     threads = [threading.Thread(target=start, args=(store,)) for store in stores]
     for thread in threads:
@@ -109,6 +110,7 @@ def test_two_replicas_migrating_at_once_make_one_schema(postgres_url: str) -> No
         thread.join()
     for store in stores:
         store.close()
+    assert errors == []
     assert sorted(results) == [(0, SCHEMA_VERSION)] + [(SCHEMA_VERSION, SCHEMA_VERSION)] * 3
     with psycopg.connect(postgres_url) as conn:
         assert schema_version(conn) == SCHEMA_VERSION
