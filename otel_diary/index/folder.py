@@ -98,3 +98,9 @@ class FolderStore:
 
     def close(self) -> None:
         self.index.close()
+
+    def __enter__(self) -> FolderStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

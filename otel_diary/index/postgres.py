@@ -91,9 +91,11 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         f"""CREATE TABLE {SCHEMA}.signatures (
             signature text NOT NULL,
             diary text NOT NULL REFERENCES {SCHEMA}.diaries (id) ON DELETE CASCADE,
+            created text NOT NULL,
             PRIMARY KEY (signature, diary)
         )""",
         f"CREATE INDEX signatures_diary ON {SCHEMA}.signatures (diary)",
+        f"CREATE INDEX signatures_newest ON {SCHEMA}.signatures (signature, created)",
         f"""CREATE TABLE {SCHEMA}.lessons (
             signature text PRIMARY KEY,
             id text NOT NULL UNIQUE,
@@ -176,7 +178,6 @@ class PostgresStore:
                        "-c idle_in_transaction_session_timeout=60000"}
         self._pool = ConnectionPool(url, kwargs=self._kwargs, min_size=0,
                                     max_size=max_connections, open=False, timeout=timeout_s,
-                                    check=ConnectionPool.check_connection,
                                     reconnect_timeout=timeout_s, name="otel-diary-store")
         self._lock = threading.Lock()
         self._opened = False
@@ -264,17 +265,25 @@ class PostgresStore:
     # -- diaries -----------------------------------------------------------------------
 
     def add_diary(self, entry: Entry, content: str) -> None:
-        if len(content) > MAX_DOCUMENT_BYTES:
-            raise ValueError(f"diary {entry.id} is larger than a diary can be")
-        row = {**asdict(entry), "content": content,
-               "body_start": len(content) - len(entry.body) + 1,
-               "body": entry.body[:MAX_VECTOR_CHARS]}
-        signatures = list(dict.fromkeys(entry.signatures))[:MAX_SIGNATURES]
+        self.add_diaries([(entry, content)])
+
+    def add_diaries(self, diaries: Sequence[tuple[Entry, str]]) -> None:
+        """:meth:`add_diary` for each of ``diaries``, in one transaction (imports)."""
+        rows: list[dict[str, Any]] = []
+        for entry, content in diaries:
+            if len(content) > MAX_DOCUMENT_BYTES:
+                raise ValueError(f"diary {entry.id} is larger than a diary can be")
+            rows.append({**asdict(entry), "content": content,
+                         "body_start": len(content) - len(entry.body) + 1,
+                         "body": entry.body[:MAX_VECTOR_CHARS],
+                         "signatures": list(dict.fromkeys(entry.signatures))[:MAX_SIGNATURES]})
+        if not rows:
+            return
         try:
-            with self._connection() as conn, conn.transaction():
-                conn.execute(f"DELETE FROM {SCHEMA}.diaries WHERE path = %(path)s "
-                             "AND id <> %(id)s", row)
-                conn.execute(
+            with self._connection() as conn, conn.transaction(), conn.cursor() as cursor:
+                cursor.executemany(f"DELETE FROM {SCHEMA}.diaries WHERE path = %(path)s "
+                                   "AND id <> %(id)s", rows)
+                cursor.executemany(
                     f"INSERT INTO {SCHEMA}.diaries (id, path, title, agent, task, outcome, "
                     "task_trigger, workflow, trace_id, span_id, created, summary, content, "
                     "body_start, search) VALUES (%(id)s, %(path)s, %(title)s, %(agent)s, "
@@ -287,13 +296,16 @@ class PostgresStore:
                     "span_id = EXCLUDED.span_id, created = EXCLUDED.created, "
                     "summary = EXCLUDED.summary, content = EXCLUDED.content, "
                     "body_start = EXCLUDED.body_start, search = EXCLUDED.search, "
-                    "stored_at = now()", row)
-                conn.execute(f"DELETE FROM {SCHEMA}.signatures WHERE diary = %s", (entry.id,))
-                if signatures:
-                    conn.execute(f"INSERT INTO {SCHEMA}.signatures (signature, diary) "
-                                 "SELECT unnest(%s::text[]), %s", (signatures, entry.id))
+                    "stored_at = now()", rows)
+                cursor.executemany(f"DELETE FROM {SCHEMA}.signatures WHERE diary = %(id)s",
+                                   rows)
+                cursor.executemany(f"INSERT INTO {SCHEMA}.signatures (signature, diary, "
+                                   "created) SELECT unnest(%(signatures)s::text[]), %(id)s, "
+                                   "%(created)s",
+                                   [row for row in rows if row["signatures"]])
         except psycopg.DataError as exc:
-            raise ValueError(f"the store refused diary {entry.id}: "
+            raise ValueError(f"the store refused diary {rows[0]['id']}"
+                             f"{'' if len(rows) == 1 else ' or another of its batch'}: "
                              f"{self._clean(str(exc))}") from None
 
     def search(self, query: str = "", *, agent: str | None = None,
@@ -381,25 +393,32 @@ class PostgresStore:
                 "signatures": list(dict.fromkeys(signatures))[:MAX_SIGNATURES]}
         queries: list[tuple[str, float]] = []
         if task:
-            queries.append((f"SELECT d.id, d.created, 1 FROM {SCHEMA}.diaries AS d WHERE "
+            queries.append((f"SELECT d.id, d.created, 1::bigint FROM {SCHEMA}.diaries AS d WHERE "
                             f"d.task = %(task)s AND {common} ORDER BY d.created DESC "
                             "LIMIT %(n)s", 2.0))
         if args["signatures"]:
-            queries.append((f"SELECT d.id, d.created, count(*) FROM {SCHEMA}.signatures AS s "
-                            f"JOIN {SCHEMA}.diaries AS d ON d.id = s.diary WHERE "
-                            f"s.signature = ANY(%(signatures)s) AND {common} GROUP BY d.id "
+            # The newest candidates of each signature only: bounded work however many
+            # diaries met a common error.
+            queries.append((f"SELECT d.id, d.created, count(*) FROM unnest(%(signatures)s::"
+                            f"text[]) AS w (signature) CROSS JOIN LATERAL (SELECT s.diary FROM "
+                            f"{SCHEMA}.signatures AS s WHERE s.signature = w.signature AND "
+                            "s.diary <> %(exclude)s AND s.created <= %(before)s ORDER BY "
+                            f"s.created DESC LIMIT %(n)s) AS c JOIN {SCHEMA}.diaries AS d ON "
+                            f"d.id = c.diary WHERE {common} GROUP BY d.id "
                             "ORDER BY count(*) DESC, d.created DESC LIMIT %(n)s", 3.0))
         if trigger:
-            queries.append((f"SELECT d.id, d.created, 1 FROM {SCHEMA}.diaries AS d WHERE "
-                            f"d.task_trigger = %(trigger)s AND {common} "
+            queries.append((f"SELECT d.id, d.created, 1::bigint FROM {SCHEMA}.diaries AS d "
+                            f"WHERE d.task_trigger = %(trigger)s AND {common} "
                             "ORDER BY d.created DESC LIMIT %(n)s", 1.0))
         if not queries:
             return []
+        # One round trip: each part tagged with its weight.
+        sql = " UNION ALL ".join(f"(SELECT {weight}::float8, * FROM ({part}) AS p{n})"
+                                 for n, (part, weight) in enumerate(queries))
         with self._connection() as conn:
-            for sql, weight in queries:
-                for ident, stamp, count in conn.execute(sql, args):
-                    scores[ident] = scores.get(ident, 0.0) + weight * count
-                    created[ident] = stamp
+            for weight, ident, stamp, count in conn.execute(sql, args):
+                scores[ident] = scores.get(ident, 0.0) + weight * count
+                created[ident] = stamp
         ranked = sorted(scores)  # stable sorts: best score, then newest, then id
         ranked.sort(key=created.__getitem__, reverse=True)
         ranked.sort(key=scores.__getitem__, reverse=True)

@@ -99,6 +99,13 @@ def test_error_signatures_are_looked_up_exactly(store: DiaryStore) -> None:
     same_task = store.related(exclude=later.id, task="T-1", trigger=None, signatures=[],
                               before=later.created)
     assert same_task == [first.id]
+    by_trigger = render(task_record(5, "T-5", trigger="ci-red"))
+    keep(store, by_trigger)
+    assert store.related(exclude=later.id, task="T-9", trigger="ci-red", signatures=[],
+                         before=later.created) == [by_trigger.id]
+    assert store.related(exclude=later.id, task="T-1", trigger="ci-red",
+                         signatures=["code:TS2345"], before=later.created) == \
+        [first.id, second.id, by_trigger.id]
 
 
 def test_lookups_by_trace_and_id(store: DiaryStore) -> None:
