@@ -176,9 +176,8 @@ class PostgresStore:
             "application_name": "otel-diary",
             "options": f"-c statement_timeout={statement_ms} -c lock_timeout={statement_ms} "
                        "-c idle_in_transaction_session_timeout=60000"}
-        self._pool = ConnectionPool(url, kwargs=self._kwargs, min_size=0,
-                                    max_size=max_connections, open=False, timeout=timeout_s,
-                                    reconnect_timeout=timeout_s, name="otel-diary-store")
+        self._max_connections = max_connections
+        self._pool = self._new_pool()
         self._lock = threading.Lock()
         self._opened = False
         self._ready = False
@@ -186,6 +185,12 @@ class PostgresStore:
         self._down_reason = ""
 
     # -- connections -------------------------------------------------------------------
+
+    def _new_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
+        return ConnectionPool(self._url, kwargs=self._kwargs, min_size=0,
+                              max_size=self._max_connections, open=False,
+                              timeout=self.timeout_s, reconnect_timeout=self.timeout_s,
+                              name="otel-diary-store")
 
     def _clean(self, text: str) -> str:
         """An error message fit to show: one line, redacted, never the password."""
@@ -252,8 +257,9 @@ class PostgresStore:
 
     def close(self) -> None:
         with self._lock:
-            if self._opened:
+            if self._opened:  # a store used again after close opens a new pool
                 self._pool.close()
+                self._pool = self._new_pool()
                 self._opened = False
 
     def __enter__(self) -> PostgresStore:
