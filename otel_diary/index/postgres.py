@@ -53,8 +53,9 @@ MAX_VECTOR_CHARS = 256 * 1024
 """Body text searched per diary: a tsvector holds at most 1 MB."""
 MAX_DOCUMENT_BYTES = 1024 * 1024
 _CANDIDATES = 50
-_DOWN_S = 2.0
-"""After a failed connection, calls fail at once for this long (no wait per diary)."""
+_DOWN_S = 10.0
+"""After a failed connection, calls fail at once for this long: while the database is
+away, the worker waits for it once per period, not once per diary."""
 _WEIGHTS = "{0.1, 0.1, 0.3, 1.0}"
 """ts_rank weights of D, C (body), B (meta), A (title): SQLite's bm25 10 / 3 / 1."""
 _HIT = ("d.id, d.path, d.title, d.agent, d.task, d.outcome, d.task_trigger, d.created, "
@@ -162,6 +163,8 @@ class PostgresStore:
                  migrate: bool = True) -> None:
         if timeout_s <= 0 or max_connections <= 0:
             raise ValueError("the store's timeout and pool size must be positive")
+        if url.partition("://")[0].lower() not in ("postgresql", "postgres"):
+            raise ValueError("expected a postgresql:// URL")  # never echoed: may hold a secret
         self.where = display_url(url)
         try:
             self._password = str(conninfo_to_dict(url).get("password") or "")

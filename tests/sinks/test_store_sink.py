@@ -139,3 +139,14 @@ def test_the_pipeline_writes_to_the_store_and_relates_from_it(
         lesson = store.lesson("code:TS2345")
     assert lesson.runs == 2
     assert list(second.related[:2]) == [lesson.id, first.id]
+
+
+def test_the_url_password_is_never_shown() -> None:
+    """A store names its database by host, port and name only; a connection string that
+    is not a URL is refused without being echoed."""
+    store = PostgresStore("postgresql://diary:hunter2@db.example:5432/kb?sslmode=require")
+    assert store.where == "postgresql://db.example:5432/kb"
+    store.close()
+    with pytest.raises(ValueError) as refused:
+        PostgresStore("host=db.example password=hunter2")
+    assert "hunter2" not in str(refused.value)
