@@ -66,7 +66,8 @@ class Deliverer:
     """Sends what waits in a spool, oldest first; shared by the delivery thread and the CLI."""
 
     def __init__(self, spool: Spool, client: Sender, backoff: Backoff,
-                 stats: HubStats | None = None) -> None:
+                 stats: HubStats | None = None, label: str = "the knowledge hub") -> None:
+        self.label = label
         self.spool = spool
         self.client = client
         self.backoff = backoff
@@ -108,8 +109,8 @@ class Deliverer:
                     rejected += 1
                     target = self.spool.fail(claim, attempt.status, attempt.detail)
                     self.stats.failed_removed = self.spool.failed_removed
-                    logger.warning("knowledge hub refused diary %s (%s); not retried, "
-                                   "kept in %s", claim.id, attempt.detail, target)
+                    logger.warning("%s refused diary %s (%s); not retried, kept in %s",
+                                   self.label, claim.id, attempt.detail, target)
                 else:
                     claim.release()
                     self.stats.retries += 1
@@ -176,7 +177,8 @@ class HubSink:
         self._path_of = path_of
         self._poll_s = poll_s
         self._deliverer = Deliverer(self.spool, self._client,
-                                    Backoff(initial_backoff_s, max_backoff_s), self.stats)
+                                    Backoff(initial_backoff_s, max_backoff_s), self.stats,
+                                    label)
         self._log_once = LogOnce()
         self._closed = False
         self._retry_at = 0.0
