@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from otel_diary.cli.common import add_store_argument, fail, open_store_of
 from otel_diary.errors import IndexUnavailable
-from otel_diary.index.documents import entry_from_parts
-from otel_diary.index.lessons import scan_diaries, sighting
+from otel_diary.index.documents import Entry, entry_from_parts
+from otel_diary.index.lessons import Sighting, scan_diaries, sighting
 from otel_diary.settings import Settings
 
 if TYPE_CHECKING:
@@ -62,6 +62,30 @@ def _import(store: PostgresStore, root: Path) -> int:
     diaries.sort(key=lambda item: (str(item[1].get("created", "")), item[0]))
     present = store.ids()
     added = skipped = refused = 0
+    batch: list[tuple[Entry, str, tuple[str, Sighting] | None]] = []
+
+    def flush() -> int:
+        """Keep ``batch`` (one transaction), then count it into its lessons, oldest first."""
+        try:
+            store.add_diaries([(entry, content) for entry, content, _ in batch])
+        except ValueError as exc:
+            print(f"otel-diary store: a batch was refused ({exc}); importing it one by one",
+                  file=sys.stderr)
+            kept = []
+            for item in batch:
+                try:
+                    store.add_diary(item[0], item[1])
+                    kept.append(item)
+                except ValueError as one:
+                    print(f"otel-diary store: skipped {item[0].path}: {one}", file=sys.stderr)
+            batch[:] = kept
+        for _, _, found in batch:
+            if found is not None:
+                store.add_lesson(*found)
+        done = len(batch)
+        batch.clear()
+        return done
+
     for n, (path, front, content) in enumerate(diaries, 1):
         try:
             entry = entry_from_parts(path, front, content)
@@ -71,19 +95,14 @@ def _import(store: PostgresStore, root: Path) -> int:
         if entry.id in present:
             skipped += 1
         else:
-            try:
-                store.add_diary(entry, content)
-            except ValueError as exc:
-                print(f"otel-diary store: skipped {path}: {exc}", file=sys.stderr)
-                refused += 1
-                continue
-            found = sighting(path, front, content)
-            if found is not None:
-                store.add_lesson(*found)
             present.add(entry.id)
-            added += 1
+            batch.append((entry, content, sighting(path, front, content)))
+            if len(batch) >= PROGRESS_EVERY:
+                added += flush()
         if n % PROGRESS_EVERY == 0:
             print(f"otel-diary store: {n}/{len(diaries)} diaries read", file=sys.stderr)
+    added += flush()
+    refused = len(diaries) - added - skipped  # unreadable, or refused by the store
     print(f"imported {added} diaries from {root} into {store.where} "
           f"({skipped} already there, {refused} refused)")
     return 0
