@@ -12,6 +12,7 @@ their stderr tail), then measures
     from disk and from memory.
 
     python benchmarks/index.py [--diaries 10000] [--queries 400] [--scan-queries 20]
+                               [--stores 10000,100000]   # then SQLite and PostgreSQL
 """
 
 from __future__ import annotations
@@ -150,6 +151,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=400)
     parser.add_argument("--scan-queries", type=int, default=20)
     parser.add_argument("--updates", type=int, default=500)
+    parser.add_argument("--stores", metavar="SIZES",
+                        help="also compare SQLite and PostgreSQL at these sizes "
+                             "(10000,100000): benchmarks/stores.py")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="otel-diary-bench-") as tmp:
@@ -229,6 +233,13 @@ def main() -> None:
               f"scan in memory {statistics.median(memory) * 1000:.1f} ms "
               f"({statistics.median(memory) / statistics.median(all_samples):,.0f}x)")
         index.close()
+
+
+    if args.stores:
+        import stores  # benchmarks/stores.py, beside this file
+
+        print()
+        stores.main(["--sizes", args.stores])
 
 
 if __name__ == "__main__":

@@ -182,6 +182,13 @@ class Settings(BaseSettings):
     spooled (counted and logged). 10000 by default."""
     spool_max_bytes: int = Field(256 * 1024 * 1024, gt=0)
     """``OTEL_DIARY_SPOOL_MAX_BYTES``: most bytes waiting in the spool; 256 MiB by default."""
+    store_url: SecretStr | None = None
+    """``OTEL_DIARY_STORE_URL``: a shared store, ``postgresql://user:password@host/db``, for
+    many replicas: diaries, "Related", lessons and the readers use it instead of the
+    folder's index (``OTEL_DIARY_DIR`` set as well: diary files are written too). Writes
+    go through the spool ``<spool dir>/store``. Unset by default."""
+    store_timeout_s: float = Field(5.0, gt=0, le=600)
+    """``OTEL_DIARY_STORE_TIMEOUT_S``: connect and statement timeout of the store; 5."""
     reflection_url: str | None = None
     """``OTEL_DIARY_REFLECTION_URL``: an OpenAI-compatible base URL (e.g.
     ``http://localhost:11434/v1``) that writes "What was learned". Unset by default: the
@@ -273,6 +280,15 @@ class Settings(BaseSettings):
     def _base_url(cls, value: str | None) -> str | None:
         return check_base_url(value) if value and value.strip() else None
 
+    @field_validator("store_url")
+    @classmethod
+    def _store_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        if value.get_secret_value().partition("://")[0] not in ("postgresql", "postgres"):
+            raise ValueError("expected a postgresql:// URL")
+        return value
+
     @field_validator("hub_api_key", "reflection_api_key")
     @classmethod
     def _header_key(cls, value: SecretStr | None) -> SecretStr | None:
@@ -328,6 +344,11 @@ class Settings(BaseSettings):
         if value.lower() == "off":
             return None
         return Path(value) if value else self.root / "journal.sqlite3"
+
+    @property
+    def store_spool(self) -> Path:
+        """Where diaries wait for the store."""
+        return self.spool_root / "store"
 
     @property
     def spool_root(self) -> Path:

@@ -44,6 +44,7 @@ __all__ = [
     "reflector_from",
     "settings_from",
     "settings_redactor",
+    "store_sink",
     "trace_store",
 ]
 
@@ -100,18 +101,22 @@ def reflector_from(settings: Settings,
 def default_sinks(settings: Settings) -> list[Sink]:
     """The sinks ``settings`` describe: the folder, the hub, or both.
 
-    With no hub URL the folder serves; with a hub URL the hub does, and the folder too
-    when ``OTEL_DIARY_DIR`` is set explicitly.
+    With no hub URL and no store URL the folder serves; with a hub or a store URL they
+    do, and the folder too when ``OTEL_DIARY_DIR`` is set explicitly.
     """
-    if not settings.hub_url:
+    if not settings.hub_url and settings.store_url is None:
         return [FolderSink(settings.root)]
-    from otel_diary.sinks.hub.sink import HubSink  # httpx: only when a hub is set
-
     sinks: list[Sink] = []
     folder: FolderSink | None = None
     if settings.dir is not None:
         folder = FolderSink(settings.root)
         sinks.append(folder)
+    if settings.store_url is not None:
+        sinks.append(store_sink(settings, folder))
+    if not settings.hub_url:
+        return sinks
+    from otel_diary.sinks.hub.sink import HubSink  # httpx: only when a hub is set
+
     sinks.append(HubSink(
         settings.hub_url,
         redactor=settings_redactor(settings),
@@ -126,6 +131,27 @@ def default_sinks(settings: Settings) -> list[Sink]:
         path_of=_folder_path(folder) if folder is not None else None,
     ))
     return sinks
+
+
+def store_sink(settings: Settings, folder: FolderSink | None = None) -> Sink:
+    """The sink delivering to the store at ``OTEL_DIARY_STORE_URL`` through its spool."""
+    from otel_diary.index.postgres import PostgresStore  # psycopg: the pg extra
+    from otel_diary.sinks.store import StoreSink
+
+    assert settings.store_url is not None
+    store = PostgresStore(settings.store_url.get_secret_value(),
+                          timeout_s=settings.store_timeout_s)
+    return StoreSink(
+        store,
+        spool_dir=settings.store_spool,
+        timeout_s=settings.store_timeout_s,
+        initial_backoff_s=settings.retry_initial_backoff_s,
+        max_backoff_s=settings.retry_max_backoff_s,
+        max_entries=settings.spool_max_entries,
+        max_bytes=settings.spool_max_bytes,
+        shutdown_timeout_s=settings.shutdown_timeout_ms / 1000,
+        path_of=_folder_path(folder) if folder is not None else None,
+    )
 
 
 def _folder_path(folder: FolderSink) -> Callable[[Diary], str]:
@@ -156,7 +182,8 @@ def build_pipeline(
     diary, not here); a second listener counts each diary into its error's lesson (its
     rules revised by the reflection model when one is configured, the lesson sent to the
     hub when there is one), and "Related" lists that lesson first; ``listeners`` run after
-    them.
+    them. With a store sink (``OTEL_DIARY_STORE_URL``) the store indexes each diary and
+    grows its lesson as it is delivered, and "Related" comes from the store.
     """
     stats = stats if stats is not None else Stats()
     redactor = settings_redactor(settings)  # always on; also hides the configured keys
@@ -167,7 +194,14 @@ def build_pipeline(
     related: RelatedFinder | None = None
     every_listener: list[DiaryListener] = []
     folder = next((sink for sink in sinks if isinstance(sink, FolderSink)), None)
-    if settings.index and folder is not None:
+    store_sinks = sys.modules.get("otel_diary.sinks.store")  # not loaded: no store sink
+    shared = next((sink for sink in sinks if store_sinks is not None
+                   and isinstance(sink, store_sinks.StoreSink)), None)
+    if settings.index and shared is not None:
+        # The store keeps the index and the lessons as it takes each diary from the spool.
+        store = shared.store
+        related = LessonFirstFinder(store, IndexRelatedFinder(store, stats))
+    elif settings.index and folder is not None:
         index = DiaryIndex(folder.root)
         every_listener.append(IndexListener(index, folder, stats))
         book = LessonBook(folder.root)

@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                 "rebuild the search index and the lessons from the diary folder"),
     "serve": ("otel_diary.cli.serve", "receive OTLP traces over HTTP and gRPC and write diaries"),
     "replay": ("otel_diary.cli.replay", "feed OTLP JSON files through the pipeline offline"),
+    "store": ("otel_diary.cli.store",
+              "the shared PostgreSQL store: migrate its schema, import a folder into it"),
     "spool": ("otel_diary.cli.spool", "show the diaries waiting for the knowledge hub; --flush"),
     "mcp": ("otel_diary.cli.mcp", "serve the knowledge base to agents over MCP (stdio or HTTP)"),
     "context": ("otel_diary.cli.context",

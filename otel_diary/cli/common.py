@@ -10,10 +10,14 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from otel_diary.index.store import INDEX_FILE
 from otel_diary.pipeline.render import DIARY_ROOT
 from otel_diary.settings import Settings
+
+if TYPE_CHECKING:
+    from otel_diary.index.postgres import PostgresStore
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,6 +29,37 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
 
 def root_of(args: argparse.Namespace) -> Path:
     return Path(args.dir) if args.dir else Settings().root
+
+
+def add_store_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", metavar="URL",
+                        help="a shared store, postgresql://… (default: OTEL_DIARY_STORE_URL; "
+                             "unset: the folder)")
+
+
+def store_of(args: argparse.Namespace) -> str | None:
+    """The store URL asked for (``--store``, else ``OTEL_DIARY_STORE_URL``), if any."""
+    if getattr(args, "store", None):
+        return str(args.store)
+    if getattr(args, "dir", None):
+        return None  # a folder named on the command line wins over the environment
+    url = Settings().store_url
+    return url.get_secret_value() if url is not None else None
+
+
+def open_store_of(command: str, url: str, *, migrate: bool = False) -> PostgresStore | None:
+    """The PostgreSQL store at ``url`` (its schema as it is), or ``None`` after printing why
+    it cannot be opened (the ``pg`` extra missing, a bad URL)."""
+    try:
+        from otel_diary.index.postgres import PostgresStore
+    except ImportError:
+        fail(command, 'a PostgreSQL store needs the pg extra: pip install "otel-diary[pg]"', 2)
+        return None
+    try:
+        return PostgresStore(url, migrate=migrate)
+    except ValueError as exc:
+        fail(command, str(exc), 2)
+        return None
 
 
 RECEIVER_MODULES: Mapping[str, str] = {

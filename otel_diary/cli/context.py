@@ -14,7 +14,14 @@ import json
 import sys
 from collections.abc import Callable
 
-from otel_diary.cli.common import fail, has_knowledge_base, root_of
+from otel_diary.cli.common import (
+    add_store_argument,
+    fail,
+    has_knowledge_base,
+    open_store_of,
+    root_of,
+    store_of,
+)
 from otel_diary.errors import DiaryError
 from otel_diary.readers.context import DEFAULT_LIMIT, DEFAULT_MAX_CHARS, digest, relevant
 from otel_diary.readers.knowledge import (
@@ -50,6 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"at most this many characters ({DEFAULT_MAX_CHARS})")
     parser.add_argument("--dir", help="knowledge-base root (default: OTEL_DIARY_DIR or "
                                       "~/.local/share/otel-diary)")
+    add_store_argument(parser)
 
 
 def _error_text(args: argparse.Namespace) -> str:
@@ -86,13 +94,21 @@ def run(args: argparse.Namespace) -> int:
         if not task.strip() and isinstance(prompt, str):
             task = prompt[:MAX_QUERY_CHARS]
     root = root_of(args)
-    if not (task.strip() or error.strip()) or not has_knowledge_base(root):
+    url = store_of(args)
+    if not (task.strip() or error.strip()) or not (url or has_knowledge_base(root)):
         return 0
-    with KnowledgeBase(root) as kb:
+    kb = KnowledgeBase(root)
+    if url:
+        if open_store_of("context", url) is None:
+            return 2
+        from otel_diary.readers.shared import open_knowledge_base  # psycopg: the pg extra
+
+        kb = open_knowledge_base(root, url)
+    with kb:
         try:
             signatures, found = relevant(kb, task=task, error=error, agent=args.agent,
                                          limit=args.limit)
         except DiaryError as exc:
             return fail("context", str(exc), 1)
-    sys.stdout.write(digest(root, signatures, found, args.max_chars))
+    sys.stdout.write(digest(kb.root, signatures, found, args.max_chars))
     return 0

@@ -8,21 +8,45 @@ when there are none (or none for that signature).
 from __future__ import annotations
 
 import argparse
+import contextlib
+from pathlib import Path
 
-from otel_diary.cli.common import add_common_arguments, fail, print_json, root_of
-from otel_diary.index.lessons import LessonBook, lesson_path
+from otel_diary.cli.common import (
+    add_common_arguments,
+    add_store_argument,
+    fail,
+    open_store_of,
+    print_json,
+    root_of,
+    store_of,
+)
+from otel_diary.errors import IndexUnavailable
+from otel_diary.index.base import DiaryStore
+from otel_diary.index.folder import FolderStore
+from otel_diary.index.lessons import lesson_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--signature", metavar="S",
                         help="only the lesson of this signature, e.g. code:TS2345")
     add_common_arguments(parser)
+    add_store_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     root = root_of(args)
-    book = LessonBook(root)
-    lessons = [book.read(args.signature)] if args.signature else book.all()
+    url = store_of(args)
+    store: DiaryStore = FolderStore(root)
+    if url:
+        opened = open_store_of("lessons", url)
+        if opened is None:
+            return 2
+        store, root = opened, Path()
+    try:
+        with contextlib.closing(store):
+            lessons = [store.lesson(args.signature)] if args.signature else store.lessons()
+    except IndexUnavailable as exc:
+        return fail("lessons", str(exc), 1)
     lessons = [lesson for lesson in lessons if lesson.runs]
     if args.json:
         print_json({"count": len(lessons), "lessons": [
@@ -36,9 +60,9 @@ def run(args: argparse.Namespace) -> int:
         return 0 if lessons else 1
     if not lessons:
         wanted = f" for {args.signature}" if args.signature else ""
-        return fail("lessons", f"no lessons{wanted} under {root} yet", 1)
+        return fail("lessons", f"no lessons{wanted} in {store.where} yet", 1)
     if args.signature:
-        print(book.path(args.signature).read_text(encoding="utf-8"), end="")
+        print(lessons[0].as_document(), end="")
         return 0
     for lesson in lessons:
         print(f"{lesson.id}  {lesson.runs} run(s)  {lesson.last_seen[:10]}  {lesson.signature}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from otel_diary.cli.common import fail, root_of
+from otel_diary.cli.common import add_store_argument, fail, open_store_of, root_of, store_of
 
 
 def _port(text: str) -> int:
@@ -33,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="port to listen on with --transport http (8765)")
     parser.add_argument("--dir", help="knowledge-base root (default: OTEL_DIARY_DIR or "
                                       "~/.local/share/otel-diary)")
+    add_store_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,7 +51,15 @@ def run(args: argparse.Namespace) -> int:
         return fail("mcp", f"--transport http needs a bearer token in {TOKEN_ENV}", 2)
 
     root = root_of(args)
-    with KnowledgeBase(root) as kb:
+    url = store_of(args)
+    if url and open_store_of("mcp", url) is None:
+        return 2
+    kb = KnowledgeBase(root)
+    if url:
+        from otel_diary.readers.shared import open_knowledge_base
+
+        kb = open_knowledge_base(root, url)
+    with kb:
         if args.transport == "http":
             serve_http(kb, token=token, host=args.host, port=args.port)
         else:

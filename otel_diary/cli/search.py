@@ -15,13 +15,16 @@ from typing import Any
 
 from otel_diary.cli.common import (
     add_common_arguments,
+    add_store_argument,
     fail,
     has_knowledge_base,
+    open_store_of,
     print_json,
     root_of,
+    store_of,
 )
 from otel_diary.errors import IndexUnavailable, SearchError
-from otel_diary.index.query import SearchResult
+from otel_diary.index.query import SearchResult, fts_terms
 from otel_diary.index.store import DiaryIndex
 from otel_diary.readers.knowledge import search_lessons
 from otel_diary.text import parse_since
@@ -65,6 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fts", action="store_true",
                         help="read QUERY as an SQLite FTS5 query (AND, OR, NEAR, column:)")
     add_common_arguments(parser)
+    add_store_argument(parser)
 
 
 def lessons_for(root: Path, query: str, limit: int) -> list[dict[str, Any]]:
@@ -83,8 +87,35 @@ def ranked(root: Path, index: DiaryIndex, query: str, *, limit: int = 10) -> lis
     return found[:limit]
 
 
+def _in_store(args: argparse.Namespace, url: str) -> tuple[SearchResult, list[dict[str, Any]]]:
+    """The diaries and lessons the store at ``url`` has for ``args``."""
+    from otel_diary.readers.shared import search_store_lessons
+
+    store = open_store_of("search", url)
+    if store is None:
+        raise SearchError("")
+    with store:
+        result = store.search(args.query, agent=args.agent, outcome=args.outcome,
+                              task=args.task, since=args.since, limit=args.limit, raw=args.fts)
+        lessons: list[dict[str, Any]] = []
+        if not (args.agent or args.outcome or args.task or args.since or args.fts):
+            lessons = [{"id": found.id, "kind": "lesson", "title": found.title,
+                        "path": found.path, "updated": found.created,
+                        "snippet": found.snippet, "file": found.path}
+                       for found in search_store_lessons(store, fts_terms(args.query),
+                                                         args.limit)]
+    return result, lessons
+
+
 def run(args: argparse.Namespace) -> int:
     root = root_of(args)
+    url = store_of(args)
+    if url:
+        try:
+            result, lessons = _in_store(args, url)
+        except (SearchError, IndexUnavailable) as exc:
+            return fail("search", str(exc), 2) if str(exc) else 2
+        return _show(args, result, lessons, Path())
     if not has_knowledge_base(root):
         result = SearchResult([], "recent")
         if not args.json:
@@ -97,10 +128,15 @@ def run(args: argparse.Namespace) -> int:
                                       raw=args.fts)
             except (SearchError, IndexUnavailable) as exc:
                 return fail("search", str(exc), 2)
-    lessons: list[dict[str, Any]] = []
+    lessons = []
     unfiltered = not (args.agent or args.outcome or args.task or args.since or args.fts)
     if unfiltered and has_knowledge_base(root):
         lessons = lessons_for(root, args.query, args.limit)
+    return _show(args, result, lessons, root)
+
+
+def _show(args: argparse.Namespace, result: SearchResult, lessons: list[dict[str, Any]],
+          root: Path) -> int:
     found = 0 if result.hits else 1  # as grep's, on the diaries: lessons come beside them
     if args.json:
         print_json({

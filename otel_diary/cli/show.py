@@ -11,10 +11,13 @@ import sys
 
 from otel_diary.cli.common import (
     add_common_arguments,
+    add_store_argument,
     fail,
     has_knowledge_base,
+    open_store_of,
     print_json,
     root_of,
+    store_of,
 )
 from otel_diary.errors import IndexUnavailable
 from otel_diary.index.query import Hit
@@ -33,6 +36,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--id", metavar="ID",
                        help="the diary id to print (kh-…; the kh- may be left out)")
     add_common_arguments(parser)
+    add_store_argument(parser)
+
+
+def _from_store(url: str, trace: bool, wanted: str) -> list[tuple[Hit, str, str]] | int:
+    """The diaries of the trace or id ``wanted`` in the store at ``url``, as
+    (hit, where, text); an exit status when they cannot be read."""
+    store = open_store_of("show", url)
+    if store is None:
+        return 2
+    with store:
+        try:
+            if trace:
+                hits = store.by_trace(wanted)
+            else:
+                found = store.by_id(wanted)
+                hits = [found] if found is not None else []
+            documents = [(hit, hit.path, store.document(hit.path) or "") for hit in hits]
+        except IndexUnavailable as exc:
+            return fail("show", str(exc), 1)
+        if not documents:
+            return fail("show", f"no diary for {'trace' if trace else 'id'} {wanted} in "
+                                f"{store.where}", 1)
+    return documents
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,6 +71,12 @@ def run(args: argparse.Namespace) -> int:
         wanted = args.trace.strip().lower().removeprefix("0x")
         if not _TRACE_ID.fullmatch(wanted):
             return fail("show", f"{args.trace!r} is not a trace id (32 hex digits)", 2)
+    url = store_of(args)
+    if url:
+        stored = _from_store(url, args.trace is not None, wanted)
+        if isinstance(stored, int):
+            return stored
+        return _print(args, stored)
     hits: list[Hit] = []
     if has_knowledge_base(root):
         with DiaryIndex(root) as index:
@@ -59,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if not hits:
         what = "trace" if args.trace is not None else "id"
         return fail("show", f"no diary for {what} {wanted} under {root}", 1)
-    documents = []
+    documents: list[tuple[Hit, str, str]] = []
     folder = (root / DIARY_ROOT).resolve()
     for hit in hits:
         file = root / hit.path
@@ -70,7 +102,11 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             return fail("show", f"diary {hit.id} is indexed at {file} but cannot be read "
                                 f"({exc.strerror}); run `otel-diary reindex`", 1)
-        documents.append((hit, file, content))
+        documents.append((hit, str(file), content))
+    return _print(args, documents)
+
+
+def _print(args: argparse.Namespace, documents: list[tuple[Hit, str, str]]) -> int:
     if args.json:
         diaries = []
         for hit, file, content in documents:
@@ -79,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
                 body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
             except ValueError:
                 front, body = {}, content
-            diaries.append({"id": hit.id, "path": hit.path, "file": str(file),
+            diaries.append({"id": hit.id, "path": hit.path, "file": file,
                             "front_matter": front, "body": body})
         print_json({"diaries": diaries})
         return 0

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -34,6 +34,9 @@ from otel_diary.index.templates import first_error_line, stderr_block
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.render import DIARY_ROOT, Diary, diary_id, parse_front_matter, slug
 from otel_diary.text import clean, one_line
+
+if TYPE_CHECKING:
+    from otel_diary.index.base import DiaryStore
 
 try:
     import fcntl
@@ -528,7 +531,7 @@ class LessonFirstFinder:
     """A pipeline related-finder: the run's lesson (when there is one yet), then what
     ``finder`` finds."""
 
-    def __init__(self, book: LessonBook,
+    def __init__(self, book: LessonBook | DiaryStore,
                  finder: Callable[[TaskRun], Sequence[str]]) -> None:
         self.book = book
         self.finder = finder

@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from otel_diary.counters import Counters, LogOnce
 from otel_diary.errors import IndexUnavailable, SearchError
@@ -41,6 +42,9 @@ from otel_diary.pipeline.render import (
 from otel_diary.runner import renew_after_fork
 from otel_diary.sinks.folder import FolderSink, log_unwritable, unwritable
 from otel_diary.text import one_line, utc_stamp
+
+if TYPE_CHECKING:
+    from otel_diary.index.base import DiaryStore
 
 logger = logging.getLogger("otel_diary")
 
@@ -509,10 +513,10 @@ class DiaryIndex:
 
 # -- pipeline stages -----------------------------------------------------------------------
 
-def _folder_unwritable(root: Path) -> bool:
+def _folder_unwritable(root: Path | None) -> bool:
     """Inside an ``except`` block: when the index failed because nothing can be written
     under ``root``, log that as one line (once per folder, with the sink's) and say so."""
-    if not isinstance(sys.exc_info()[1], IndexUnavailable):
+    if root is None or not isinstance(sys.exc_info()[1], IndexUnavailable):
         return False
     folder = unwritable(root)
     if folder is None:
@@ -554,7 +558,7 @@ class IndexListener:
 class IndexRelatedFinder:
     """A pipeline related-finder: earlier diaries sharing a run's task, trigger or error."""
 
-    def __init__(self, index: DiaryIndex, stats: Counters | None = None,
+    def __init__(self, index: DiaryIndex | DiaryStore, stats: Counters | None = None,
                  limit: int = MAX_RELATED) -> None:
         self.index = index
         self.limit = limit
@@ -574,7 +578,7 @@ class IndexRelatedFinder:
         except Exception:
             if self._stats is not None:
                 self._stats.add("index_errors")
-            if _folder_unwritable(self.index.root):
+            if _folder_unwritable(getattr(self.index, "root", None)):
                 return []
             self._log_once("related", "otel-diary could not look up related diaries for %s",
                          diary_id(run.trace_id, run.span_id))

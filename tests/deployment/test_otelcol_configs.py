@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -354,3 +355,88 @@ def test_loadbalancing_routes_each_trace_to_one_replica(otelcol: Path, tmp_path:
         assert event["rootless_traces"] == 0
     trace_ids = [{front["trace_id"] for front in files} for files in by_replica]
     assert not trace_ids[0] & trace_ids[1]
+
+
+def test_replicas_behind_loadbalancing_share_one_postgresql_store(
+        otelcol: Path, tmp_path: Path, postgres_url: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two replicas behind loadbalancing.yaml on one PostgreSQL store: a recovered run on
+    one replica lists, in Related and in its lesson, earlier runs of the same error that
+    went to the other; `otel-diary search --store` sees every diary of both."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+    from otel_diary.index.postgres import PostgresStore
+    from tests.support.kb import TS_STDERR
+
+    first, second = 10, 10
+    monkeypatch.setenv("OTEL_DIARY_STORE_URL", postgres_url)
+    monkeypatch.setenv("OTEL_DIARY_RETRY_INITIAL_BACKOFF_S", "0.1")
+    store = PostgresStore(postgres_url)
+    with ExitStack() as stack:
+        stack.callback(store.close)
+        replicas = start_serves(stack, *((tmp_path / f"replica-{n}", ("--token", TOKEN))
+                                         for n in range(2)))
+        balancer = start_otelcol(stack, otelcol, "loadbalancing.yaml", tmp_path / "lb.log", {
+            "OTEL_DIARY_REPLICAS": "[" + ", ".join(
+                f"127.0.0.1:{replica.grpc_port}" for replica in replicas) + "]",
+            "OTEL_DIARY_TLS_INSECURE": "true",
+            "OTEL_DIARY_TOKEN": TOKEN,
+        })
+
+        def recovered_runs(start: int, count: int) -> None:
+            provider = TracerProvider(resource=Resource.create({"service.name": "shared"}),
+                                      shutdown_on_exit=False)
+            exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{balancer.grpc_port}",
+                                        insecure=True)
+            provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=200))
+            tracer = provider.get_tracer("orchestrator")
+            for n in range(start, start + count):
+                with tracer.start_as_current_span("orchestrator.task", attributes={
+                    "orchestrator.task.id": f"shared-{n}", "orchestrator.agent.name": "shared",
+                    "orchestrator.build_verify.attempts": 2,
+                    "orchestrator.build_verify.stderr_tail": TS_STDERR}):
+                    pass
+            assert provider.force_flush(30_000)
+            provider.shutdown()
+
+        def stored() -> int:
+            try:
+                return store.count()
+            except Exception:
+                return 0
+
+        recovered_runs(0, first)
+        wait_until(lambda: stored() >= first, 90, f"{first} diaries in the store",
+                   lambda: f"stored: {stored()}\nbalancer log:\n{balancer.log_text()}")
+        recovered_runs(first, second)
+        wait_until(lambda: stored() >= first + second, 90, "every diary in the store",
+                   lambda: f"stored: {stored()}\nbalancer log:\n{balancer.log_text()}")
+        balancer.stop()
+        for replica in replicas:
+            assert replica.stop() == 0
+
+    home = {str(front["id"]): n for n, replica in enumerate(replicas)
+            for front in diary_files(replica)}
+    assert len(home) == first + second
+    assert set(home.values()) == {0, 1}, "one replica got no work"
+    lesson = store.lesson("code:TS2345")
+    assert lesson.runs == first + second
+    assert set(lesson.evidence) == set(home)
+    earlier = {str(front["id"]) for replica in replicas for front in diary_files(replica)
+               if int(str(front["task"]).split("-")[1]) < first}
+    crossed = []
+    for n, replica in enumerate(replicas):
+        for front in diary_files(replica):
+            if int(str(front["task"]).split("-")[1]) < first:
+                continue
+            related = [str(ident) for ident in front.get("related") or []]  # type: ignore[attr-defined]
+            assert related[0] == lesson.id
+            crossed += [ident for ident in related[1:] if ident in earlier and home[ident] != n]
+    assert crossed, "no later run listed an earlier run of the other replica"
+    store.close()
+    done = subprocess.run([sys.executable, "-m", "otel_diary.cli", "search", "--store",
+                           postgres_url, "--json", "--limit", "1000"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    found = {hit["id"] for hit in json.loads(done.stdout)["results"]}
+    assert found == set(home)

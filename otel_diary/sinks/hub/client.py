@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timezone
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -92,6 +92,17 @@ class Attempt:
     status: int | None = None
     retry_after: float | None = None
     detail: str = ""
+
+
+class Sender(Protocol):
+    """Delivers one spooled document and classifies the outcome; never raises."""
+
+    timeout_s: float
+
+    def send(self, ident: str, body: dict[str, Any],
+             timeout_s: float | None = None) -> Attempt: ...
+
+    def close(self) -> None: ...
 
 
 class HubClient:

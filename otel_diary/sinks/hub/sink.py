@@ -28,7 +28,7 @@ from otel_diary.errors import SpoolFullError
 from otel_diary.pipeline.redact import display_url
 from otel_diary.pipeline.render import Diary
 from otel_diary.runner import Runner, renew_after_fork
-from otel_diary.sinks.hub.client import Backoff, HubClient, Outcome, hub_body
+from otel_diary.sinks.hub.client import Backoff, HubClient, Outcome, Sender, hub_body
 from otel_diary.sinks.hub.spool import Spool
 
 logger = logging.getLogger("otel_diary")
@@ -65,8 +65,9 @@ class PassResult:
 class Deliverer:
     """Sends what waits in a spool, oldest first; shared by the delivery thread and the CLI."""
 
-    def __init__(self, spool: Spool, client: HubClient, backoff: Backoff,
-                 stats: HubStats | None = None) -> None:
+    def __init__(self, spool: Spool, client: Sender, backoff: Backoff,
+                 stats: HubStats | None = None, label: str = "the knowledge hub") -> None:
+        self.label = label
         self.spool = spool
         self.client = client
         self.backoff = backoff
@@ -108,8 +109,8 @@ class Deliverer:
                     rejected += 1
                     target = self.spool.fail(claim, attempt.status, attempt.detail)
                     self.stats.failed_removed = self.spool.failed_removed
-                    logger.warning("knowledge hub refused diary %s (%s); not retried, "
-                                   "kept in %s", claim.id, attempt.detail, target)
+                    logger.warning("%s refused diary %s (%s); not retried, kept in %s",
+                                   self.label, claim.id, attempt.detail, target)
                 else:
                     claim.release()
                     self.stats.retries += 1
@@ -157,12 +158,18 @@ class HubSink:
         poll_s: float = _POLL_S,
         transport: httpx.BaseTransport | None = None,
         redactor: Callable[[str], str] | None = None,
+        client: Sender | None = None,
+        label: str = "the knowledge hub",
     ) -> None:
         if timeout_s <= 0 or shutdown_timeout_s < 0 or poll_s <= 0:
             raise ValueError("timeouts must be positive")
         self.url = url.rstrip("/")
-        self._client = HubClient(self.url, api_key=api_key, timeout_s=timeout_s,
-                                 transport=transport, redactor=redactor)
+        self.label = label
+        """What the diaries are delivered to, for log lines."""
+        # Any: the HTTP client's own attributes stay reachable (as they were) for the hub.
+        self._client: Any = client if client is not None else HubClient(
+            self.url, api_key=api_key, timeout_s=timeout_s, transport=transport,
+            redactor=redactor)
         self.spool = Spool(spool_dir, max_entries=max_entries, max_bytes=max_bytes,
                            max_failed_entries=max_failed_entries)
         self.stats = HubStats()
@@ -170,7 +177,8 @@ class HubSink:
         self._path_of = path_of
         self._poll_s = poll_s
         self._deliverer = Deliverer(self.spool, self._client,
-                                    Backoff(initial_backoff_s, max_backoff_s), self.stats)
+                                    Backoff(initial_backoff_s, max_backoff_s), self.stats,
+                                    label)
         self._log_once = LogOnce()
         self._closed = False
         self._retry_at = 0.0
@@ -223,9 +231,9 @@ class HubSink:
             self.spool.put(ident, body)
         except SpoolFullError:
             self.stats.add("spool_full")
-            self._log_once.warning("spool_full", "otel-diary spool %s is full: diaries for the "
-                                   "knowledge hub are dropped until it drains (see "
-                                   "OTEL_DIARY_SPOOL_MAX_*)", self.spool.directory)
+            self._log_once.warning("spool_full", "otel-diary spool %s is full: diaries for %s "
+                                   "are dropped until it drains (see OTEL_DIARY_SPOOL_MAX_*)",
+                                   self.spool.directory, self.label)
             raise
         except OSError:
             self.stats.add("spool_errors")
@@ -254,9 +262,8 @@ class HubSink:
         stopped = self._runner.stop(self.shutdown_timeout_s)
         waiting = len(self.spool)
         if waiting:
-            logger.warning("otel-diary stopped with %d diaries for the knowledge hub in %s; "
-                           "the next start (or `otel-diary spool --flush`) delivers them",
-                           waiting, self.spool.directory)
+            logger.warning("otel-diary stopped with %d diaries for %s in %s; the next "
+                           "start delivers them", waiting, self.label, self.spool.directory)
         if stopped:
             self._client.close()
 
@@ -277,17 +284,17 @@ class HubSink:
             self._retry_at = time.monotonic() + result.retry_in
             if not self._failing:
                 self._failing = True
-                logger.warning("otel-diary could not deliver to the knowledge hub at %s "
-                               "(%s); diaries wait in %s, retrying in %.1fs",
+                logger.warning("otel-diary could not deliver to %s at %s (%s); diaries "
+                               "wait in %s, retrying in %.1fs", self.label,
                                display_url(self.url), result.failure, self.spool.directory,
                                result.retry_in)
             else:
-                logger.debug("knowledge hub still failing (%s); retrying in %.1fs",
+                logger.debug("%s still failing (%s); retrying in %.1fs", self.label,
                              result.failure, result.retry_in)
             return result.retry_in
         if self._failing and result.delivered:
             self._failing = False
-            logger.info("otel-diary reached the knowledge hub again")
+            logger.info("otel-diary reached %s again", self.label)
         if stopping:  # done once a pass finds nothing more to send
             return 0.0 if result.delivered or result.rejected else None
         return None

@@ -1,0 +1,108 @@
+"""``otel-diary store migrate`` and ``otel-diary store import --dir DIR``: the shared store.
+
+``migrate`` creates or upgrades the store's schema (replicas starting at once wait for
+each other). ``import`` copies the diaries of a folder knowledge base into the store,
+oldest first, growing their lessons; diaries already there are skipped, so it may be run
+again. Both use ``--store URL`` or ``OTEL_DIARY_STORE_URL``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from otel_diary.cli.common import add_store_argument, fail, open_store_of
+from otel_diary.errors import IndexUnavailable
+from otel_diary.index.documents import Entry, entry_from_parts
+from otel_diary.index.lessons import Sighting, scan_diaries, sighting
+from otel_diary.settings import Settings
+
+if TYPE_CHECKING:
+    from otel_diary.index.postgres import PostgresStore
+
+PROGRESS_EVERY = 500
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    migrate = actions.add_parser("migrate", help="create or upgrade the store's schema")
+    add_store_argument(migrate)
+    copy = actions.add_parser("import", help="copy a folder knowledge base into the store")
+    copy.add_argument("--dir", required=True, help="the knowledge-base root to copy")
+    add_store_argument(copy)
+
+
+def run(args: argparse.Namespace) -> int:
+    env = Settings().store_url
+    url = args.store or (env.get_secret_value() if env is not None else None)
+    if not url:
+        return fail("store", "no store: pass --store postgresql://… or set "
+                             "OTEL_DIARY_STORE_URL", 2)
+    store = open_store_of("store", url, migrate=True)
+    if store is None:
+        return 2
+    try:
+        with store:
+            if args.action == "migrate":
+                before, after = store.migrate()
+                print(f"store {store.where}: schema version {after}"
+                      + (f" (was {before})" if before != after else " (current)"))
+                return 0
+            return _import(store, Path(args.dir))
+    except IndexUnavailable as exc:
+        return fail("store", str(exc), 1)
+
+
+def _import(store: PostgresStore, root: Path) -> int:
+    if not root.is_dir():
+        return fail("store", f"no knowledge base at {root}", 2)
+    diaries = scan_diaries(root)
+    diaries.sort(key=lambda item: (str(item[1].get("created", "")), item[0]))
+    present = store.ids()
+    added = skipped = refused = 0
+    batch: list[tuple[Entry, str, tuple[str, Sighting] | None]] = []
+
+    def flush() -> int:
+        """Keep ``batch`` (one transaction), then count it into its lessons, oldest first."""
+        try:
+            store.add_diaries([(entry, content) for entry, content, _ in batch])
+        except ValueError as exc:
+            print(f"otel-diary store: a batch was refused ({exc}); importing it one by one",
+                  file=sys.stderr)
+            kept = []
+            for item in batch:
+                try:
+                    store.add_diary(item[0], item[1])
+                    kept.append(item)
+                except ValueError as one:
+                    print(f"otel-diary store: skipped {item[0].path}: {one}", file=sys.stderr)
+            batch[:] = kept
+        for _, _, found in batch:
+            if found is not None:
+                store.add_lesson(*found)
+        done = len(batch)
+        batch.clear()
+        return done
+
+    for n, (path, front, content) in enumerate(diaries, 1):
+        try:
+            entry = entry_from_parts(path, front, content)
+        except ValueError:
+            refused += 1
+            continue
+        if entry.id in present:
+            skipped += 1
+        else:
+            present.add(entry.id)
+            batch.append((entry, content, sighting(path, front, content)))
+            if len(batch) >= PROGRESS_EVERY:
+                added += flush()
+        if n % PROGRESS_EVERY == 0:
+            print(f"otel-diary store: {n}/{len(diaries)} diaries read", file=sys.stderr)
+    added += flush()
+    refused = len(diaries) - added - skipped  # unreadable, or refused by the store
+    print(f"imported {added} diaries from {root} into {store.where} "
+          f"({skipped} already there, {refused} refused)")
+    return 0

@@ -1,0 +1,131 @@
+"""The read side over a shared store (PostgreSQL): the same answers as over a folder.
+
+:class:`StoreKnowledgeBase` is a :class:`~otel_diary.readers.knowledge.KnowledgeBase`
+whose diaries, lessons and documents come from a
+:class:`~otel_diary.index.postgres.PostgresStore` instead of files; paths in its answers
+are the documents' paths in the store (``diaries/…``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from otel_diary.index.documents import entry_from_document
+from otel_diary.index.postgres import PostgresStore
+from otel_diary.index.query import Hit
+from otel_diary.pipeline.render import parse_front_matter
+from otel_diary.readers.knowledge import (
+    Document,
+    Found,
+    KnowledgeBase,
+    ReadError,
+    _found_lesson,
+    _heading,
+    _Lesson,
+    _plain_json,
+    _text,
+)
+
+_T = TypeVar("_T")
+
+
+class StoreLessons:
+    """The lessons of a store, with the face the knowledge base reads lessons through."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+
+    @staticmethod
+    def _lesson(row: tuple[str, ...]) -> tuple[_Lesson, str]:
+        ident, path, title, signature, last_seen, snippet = row
+        return _Lesson(id=ident, path=path, title=title, signatures=[signature],
+                       created=last_seen), " ".join(snippet.split())
+
+    def by_id(self, ident: str) -> _Lesson | None:
+        rows = self._store.lesson_rows(ident=ident)
+        return self._lesson(rows[0])[0] if rows else None
+
+    def by_signature(self, signatures: Sequence[str]) -> list[tuple[_Lesson, list[str]]]:
+        if not signatures:
+            return []
+        order = {signature: n for n, signature in enumerate(signatures)}
+        found = [self._lesson(row)[0] for row in
+                 self._store.lesson_rows(signatures=signatures, limit=len(signatures))]
+        found.sort(key=lambda lesson: order[lesson.signatures[0]])
+        return [(lesson, list(lesson.signatures)) for lesson in found]
+
+    def search(self, terms: Sequence[str], limit: int) -> list[tuple[_Lesson, str]]:
+        if not terms:
+            return []
+        return [self._lesson(row) for row in self._store.lesson_rows(terms=terms, limit=limit)]
+
+    def close(self) -> None:
+        pass
+
+
+def search_store_lessons(store: PostgresStore, terms: Sequence[str],
+                         limit: int = 10) -> list[Found]:
+    """The lessons of ``store`` with every one of ``terms``, best first."""
+    return [_found_lesson(lesson, snippet, ["text"])
+            for lesson, snippet in StoreLessons(store).search(terms, limit)]
+
+
+class StoreKnowledgeBase(KnowledgeBase):
+    """Read-only answers over a shared store; safe to share between threads.
+
+    Usage::
+
+        with StoreKnowledgeBase(PostgresStore(url)) as kb:
+            kb.lessons("error TS2345: ...").results
+    """
+
+    def __init__(self, store: PostgresStore) -> None:  # no folder: nothing of super's
+        self.root = Path()
+        self.store = store
+        self._lessons = StoreLessons(store)  # type: ignore[assignment]
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.store.close()
+
+    def _query(self, action: Callable[[PostgresStore], _T]) -> _T:  # type: ignore[override]
+        return action(self.store)
+
+    def _content(self, path: str) -> str:
+        content = self.store.document(path)
+        if content is None:
+            raise ReadError(f"no document at {path!r} in the store")
+        return content
+
+    def _read(self, path: str) -> Document:
+        path = path.removeprefix("./")
+        content = self._content(path)
+        try:
+            front = parse_front_matter(content)
+        except ValueError:
+            raise ReadError(f"{path!r} is not a diary or lesson document") from None
+        ident = _text(front.get("id"))
+        kind = front.get("source_type", "diary")
+        if not ident or kind not in ("diary", "lesson"):
+            raise ReadError(f"{path!r} is not a diary or lesson document")
+        body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
+        return Document(id=ident, kind=kind, path=path, uri=f"diary://{ident}",
+                        title=_text(front.get("title")) or _heading(body),
+                        front_matter=_plain_json(front), body=body, content=content)
+
+    def _shared(self, hit: Hit, signatures: Sequence[str]) -> list[str]:
+        try:
+            own = entry_from_document(hit.path, self._content(hit.path)).signatures
+        except (ValueError, ReadError):
+            return []
+        return [signature for signature in signatures if signature in own]
+
+
+def open_knowledge_base(root: Path, store_url: str | None = None) -> KnowledgeBase:
+    """The knowledge base at ``store_url`` when one is given, else the folder at ``root``."""
+    if store_url:
+        return StoreKnowledgeBase(PostgresStore(store_url, migrate=False))
+    return KnowledgeBase(root)

@@ -1,0 +1,163 @@
+"""The store contract, pinned on both stores: the folder + SQLite default and PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from otel_diary import ORCHESTRATOR, ChildSummary, Diary, Settings, SpanRecord
+from otel_diary.index.base import DiaryStore, open_store
+from otel_diary.index.documents import entry_from_parts, primary_signature
+from otel_diary.index.lessons import lesson_id, sighting
+from otel_diary.testing import InMemorySink
+from otel_diary.wiring import build_pipeline
+from tests.support.kb import PY_STDERR, TS_STDERR, task_record
+
+
+@pytest.fixture(params=["folder", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DiaryStore]:
+    """Each store, empty."""
+    location = (request.getfixturevalue("postgres_url") if request.param == "postgres"
+                else str(tmp_path / "kb"))
+    opened = open_store(location)
+    yield opened
+    opened.close()
+
+
+def render(record: SpanRecord) -> Diary:
+    """The diary the pipeline renders for ``record`` (no store involved)."""
+    sink = InMemorySink()
+    pipeline = build_pipeline(Settings(enabled=True, index=False), ORCHESTRATOR, sinks=[sink])
+    diary = pipeline.handle((record, ChildSummary()))
+    assert diary is not None
+    return diary
+
+
+def keep(store: DiaryStore, diary: Diary, path: str | None = None) -> None:
+    """What delivering ``diary`` does: the document and its lesson."""
+    where = path or diary.alternate_path
+    store.add_diary(entry_from_parts(where, diary.front_matter, diary.content), diary.content)
+    found = sighting(where, diary.front_matter, diary.content)
+    if found is not None:
+        store.add_lesson(*found)
+
+
+def test_the_same_diary_twice_is_one_diary(store: DiaryStore) -> None:
+    """Keeping one diary id twice leaves one diary, with the newer text, and one lesson run."""
+    diary = render(task_record(1, "T-1", stderr=TS_STDERR))
+    keep(store, diary)
+    keep(store, diary)
+    assert store.count() == 1
+    assert store.by_id(diary.id) is not None
+    assert store.document(diary.alternate_path) == diary.content
+    assert store.lesson("code:TS2345").runs == 1
+
+
+def test_search_ranks_a_title_match_first_and_falls_back_to_any_word(
+        store: DiaryStore) -> None:
+    """A word in the title ranks above the same word in the body only; when no diary has
+    every word, diaries with some of them come back as ``any``; no words: the newest."""
+    in_body = render(task_record(1, "T-1", title="Tidy the report builder",
+                                 stderr="zanzibar quokka failed"))
+    in_title = render(task_record(2, "T-2", title="Zanzibar quokka export"))
+    other = render(task_record(3, "T-3", title="Something else entirely", agent="docs"))
+    for diary in (in_body, in_title, other):
+        keep(store, diary)
+    result = store.search("zanzibar")
+    assert [hit.id for hit in result.hits] == [in_title.id, in_body.id]
+    assert result.match == "all"
+    assert result.hits[0].title == "Zanzibar quokka export"
+    either = store.search("zanzibar entirely")
+    assert either.match == "any"
+    assert {hit.id for hit in either.hits} == {in_body.id, in_title.id, other.id}
+    recent = store.search("")
+    assert recent.match == "recent"
+    assert [hit.id for hit in recent.hits] == [other.id, in_title.id, in_body.id]
+    assert [hit.id for hit in store.search("", agent="docs").hits] == [other.id]
+    assert [hit.id for hit in store.search("zanzibar", outcome="recovered").hits] == \
+        [in_body.id]
+    assert "**" in store.search("quokka").hits[0].snippet
+
+
+def test_error_signatures_are_looked_up_exactly(store: DiaryStore) -> None:
+    """Related finds earlier diaries sharing an error signature, most recent first, not the
+    diary itself nor later ones; an unrelated error is not related."""
+    first = render(task_record(1, "T-1", stderr=TS_STDERR))
+    second = render(task_record(2, "T-2", stderr=TS_STDERR))
+    unrelated = render(task_record(3, "T-3", stderr=PY_STDERR))
+    later = render(task_record(9, "T-9", stderr=TS_STDERR))
+    for diary in (first, second, unrelated, later):
+        keep(store, diary)
+    found = store.related(exclude=second.id, task=None, trigger=None,
+                          signatures=["code:TS2345"], before=second.created)
+    assert found == [first.id]
+    assert store.related(exclude="", task=None, trigger=None, signatures=["code:TS2345"],
+                         before="9999") == [later.id, second.id, first.id]
+    same_task = store.related(exclude=later.id, task="T-1", trigger=None, signatures=[],
+                              before=later.created)
+    assert same_task == [first.id]
+    by_trigger = render(task_record(5, "T-5", trigger="ci-red"))
+    keep(store, by_trigger)
+    assert store.related(exclude=later.id, task="T-9", trigger="ci-red", signatures=[],
+                         before=later.created) == [by_trigger.id]
+    assert store.related(exclude=later.id, task="T-1", trigger="ci-red",
+                         signatures=["code:TS2345"], before=later.created) == \
+        [first.id, second.id, by_trigger.id]
+
+
+def test_lookups_by_trace_and_id(store: DiaryStore) -> None:
+    """A diary is found by its trace id and by its id; unknown ones are not."""
+    diary = render(task_record(1, "T-1"))
+    keep(store, diary)
+    assert [hit.id for hit in store.by_trace(diary.trace_id.upper())] == [diary.id]
+    found = store.by_id(diary.id)
+    assert found is not None and found.path == diary.alternate_path
+    assert store.by_id("kh-nope") is None
+    assert store.by_trace("0" * 32) == []
+    assert store.document("diaries/agents/none.md") is None
+
+
+def test_lessons_gather_every_run_of_an_error(store: DiaryStore) -> None:
+    """Runs meeting one error grow one lesson (counted once each), listed newest first; a
+    lesson lists others than a diary once another run met it."""
+    first = render(task_record(1, "T-1", stderr=TS_STDERR))
+    keep(store, first)
+    assert not store.lists_others("code:TS2345", first.id)
+    second = render(task_record(2, "T-2", stderr=TS_STDERR))
+    keep(store, second)
+    keep(store, render(task_record(3, "T-3", stderr=PY_STDERR)))
+    lesson = store.lesson("code:TS2345")
+    assert lesson.runs == 2
+    assert lesson.evidence == [first.id, second.id]
+    assert store.lists_others("code:TS2345", first.id)
+    assert [item.signature for item in store.lessons()] == \
+        ["exception:ValueError", "code:TS2345"]
+    assert store.lesson("code:TS9999").runs == 0
+    assert lesson.id == lesson_id("code:TS2345")
+
+
+def test_concurrent_lesson_updates_lose_no_run(store: DiaryStore) -> None:
+    """Eight threads each counting five runs into one lesson leave it with forty runs."""
+    diaries = [render(task_record(n, f"T-{n}", stderr=TS_STDERR)) for n in range(40)]
+    sightings = [sighting(d.alternate_path, d.front_matter, d.content) for d in diaries]
+    assert all(found is not None and found[0] == "code:TS2345" for found in sightings)
+    barrier = threading.Barrier(8)
+
+    def worker(part: int) -> None:
+        barrier.wait()
+        for found in sightings[part::8]:
+            assert found is not None
+            store.add_lesson(*found)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    lesson = store.lesson("code:TS2345")
+    assert lesson.runs == 40
+    assert sorted(lesson.evidence) == sorted(d.id for d in diaries)
+    assert primary_signature(["code:TS2345"]) == "code:TS2345"
