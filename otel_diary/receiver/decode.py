@@ -65,6 +65,7 @@ from otel_diary.receiver.json_reader import read_json
 from otel_diary.receiver.records import (
     STATUS_ERROR,
     ZERO_ID,
+    Links,
     kept_keys,
     span_record,
     valid_ids,
@@ -300,6 +301,7 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
     parts = batch.parts
     part: Part | None = None
     part_ids: set[bytes] = set()  # span ids kept in the part: a copy is left out
+    links = Links(batch.links)
     valid = held = size = 0
     for resource_spans in request.resource_spans:
         resource: dict[str, object] | None = None
@@ -312,6 +314,7 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
                     batch.reason = batch.reason or ZERO_ID
                     continue
                 valid += 1
+                links.add(trace_id, span_id, span.parent_span_id)
                 found: dict[str, object] | None = None
                 if wanted:
                     for kv in span.attributes:
@@ -345,6 +348,7 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
                 part.span_ids.append(span_id)
                 part.contributions.append(
                     Contribution(found or {}, is_error, span.end_time_unix_nano))
+    links.close()
     for index, part in enumerate(parts):
         part_size = sum(contribution.size for contribution in part.contributions)
         parts[index] = part._replace(size=part_size)
@@ -363,7 +367,7 @@ def scan(body: bytes, conventions: Conventions, *, validate: bool = False) -> Ba
     if validate and WIRE_RULES is None:
         raise DecodeError("the C reader has no wire rules to validate with")
     try:
-        parts, held, valid, rejected, duplicates, size = _otlpscan.scan(
+        parts, held, valid, rejected, duplicates, size, links = _otlpscan.scan(
             body, keys, conventions.task_marker_values, conventions.recover_on_child_errors,
             Contribution, Part, _decode_value, CONTRIBUTION_BYTES, ATTRIBUTE_BYTES,
             TASK_BYTES, WIRE_RULES if validate else None)
@@ -376,7 +380,8 @@ def scan(body: bytes, conventions: Conventions, *, validate: bool = False) -> Ba
             tasks[n] = (span_id, span_record(part.trace_id, span_id, name, start, end, parent,
                                              flags, code, message, span_attributes, resource),
                         task_size)
-    return Batch(parts, held, valid, rejected, duplicates, ZERO_ID if rejected else "", size)
+    return Batch(parts, held, valid, rejected, duplicates, ZERO_ID if rejected else "", size,
+                 links)
 
 
 def _decode_value(data: bytes, pair: bool = False) -> object:

@@ -24,6 +24,7 @@ from otel_diary.errors import DecodeError
 from otel_diary.receiver.records import (
     STATUS_ERROR,
     ZERO_ID,
+    Links,
     kept_keys,
     span_record,
     valid_ids,
@@ -218,6 +219,7 @@ def read_document(data: dict[str, Any], conventions: Conventions) -> Batch:
     parts = batch.parts
     part: Part | None = None
     part_ids: set[bytes] = set()
+    links = Links(batch.links)
     valid = held = size = 0
     for r, resource_spans in enumerate(_messages(data, "resourceSpans", "resource_spans", "")):
         resource: dict[str, object] | None = None
@@ -237,6 +239,7 @@ def read_document(data: dict[str, Any], conventions: Conventions) -> Batch:
                     batch.reason = batch.reason or ZERO_ID
                     continue
                 valid += 1
+                links.add(trace_id, span_id, parent)
                 found: dict[str, object] | None = None
                 pairs = span.get("attributes")
                 if pairs is not None:
@@ -291,6 +294,7 @@ def read_document(data: dict[str, Any], conventions: Conventions) -> Batch:
                     continue
                 part.span_ids.append(span_id)
                 part.contributions.append(Contribution(found or {}, is_error, end))
+    links.close()
     for index, part in enumerate(parts):
         part_size = sum(contribution.size for contribution in part.contributions)
         parts[index] = part._replace(size=part_size)

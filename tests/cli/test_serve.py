@@ -133,6 +133,34 @@ def test_python_http_exporter_gets_diaries(serve: Serve) -> None:
     assert diaries["py-http-0"]["tokens"] == 45
 
 
+def test_a_task_under_a_plain_span_under_a_task_is_one_diary(serve: Serve) -> None:
+    """Task > plain step > task, exported by the SDK, is one diary for the outer task with
+    the inner run's tokens and model."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "nest"}),
+                              shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(
+        OTLPSpanExporter(endpoint=serve.url + "/v1/traces")))
+    tracer = provider.get_tracer("orchestrator")
+    with tracer.start_as_current_span("orchestrator.task", attributes={
+            "orchestrator.task.id": "OUTER", "orchestrator.agent.name": "nest"}):
+        with tracer.start_as_current_span("plan"):
+            with tracer.start_as_current_span("orchestrator.task", attributes={
+                    "orchestrator.task.id": "INNER"}):
+                with tracer.start_as_current_span("chat", attributes={
+                        "gen_ai.request.model": "m-inner", "gen_ai.usage.input_tokens": 7,
+                        "gen_ai.usage.output_tokens": 3}):
+                    pass
+    assert provider.force_flush(30_000)
+    provider.shutdown()
+    serve.wait_for_diaries(1)
+    assert serve.stop() == 0
+    diaries = serve.diaries()
+    assert sorted(diaries) == ["OUTER"]
+    assert (diaries["OUTER"]["tokens"], diaries["OUTER"]["model"]) == (10, "m-inner")
+
+
 def test_python_grpc_exporter_gets_diaries(serve: Serve) -> None:
     """The SDK's OTLP/gRPC exporter (gzip) delivers tasks that become diaries."""
     from grpc import Compression

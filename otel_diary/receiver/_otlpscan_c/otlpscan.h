@@ -15,7 +15,8 @@
  *   ExportTraceServiceRequest: resource_spans = 1
  *   ResourceSpans: resource = 1, scope_spans = 2
  *   ScopeSpans: spans = 2
- *   Span: trace_id = 1, span_id = 2, name = 5, end_time_unix_nano = 8 (fixed64),
+ *   Span: trace_id = 1, span_id = 2, parent_span_id = 4, name = 5,
+ *         end_time_unix_nano = 8 (fixed64),
  *         attributes = 9, status = 15
  *   Status: code = 3
  *   KeyValue: key = 1, value = 2
@@ -424,11 +425,18 @@ typedef struct {
     PyObject *resource;    /* its resource attributes, once a task span needed them */
     IdSet ids;             /* span ids kept in the last part */
     long long held, valid, rejected, duplicates, size;
+    PyObject *links;       /* list of (trace id, parent links) runs, see scan_doc */
+    uint8_t link_trace[TRACE_ID];  /* the trace of the run being read */
+    uint8_t *link_pairs;   /* its links: span id and parent span id, 8 bytes each */
+    size_t link_size, link_capacity;
 } Scan;
 
 /* Reads the spans of a request into scan->parts: 0, or -1 with an exception set. */
 INTERNAL int scan_request(Scan *scan, const Wanted *wanted, const uint8_t *data,
                           size_t size);
+/* Appends the run of parent links being read to scan->links: 0, or -1 with an exception
+   set. */
+INTERNAL int close_links(Scan *scan);
 /* Stores the size of the last part's contributions in it, and leaves out of garbage
    collection what can be in no reference cycle: 0, or -1 with an exception set. */
 INTERNAL int close_part(Scan *scan);
