@@ -27,6 +27,8 @@ Outcome = Literal["completed", "recovered"]
 
 MAX_STDERR = 64 * 1024
 """Longest stderr tail kept before rendering caps it further (taken from redacted text)."""
+MAX_CHILD_ERROR = 300
+"""Longest first error of a failed call kept (class and message, cut after redaction)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,10 @@ class TaskRun:
     failed_children: int = 0
     child_error_types: tuple[str, ...] = ()
     tool_calls: int = 0
+    child_error: str | None = None
+    """The first failed call's error class and short message (redacted, one line)."""
+    stderr_is_stacktrace: bool = False
+    """Whether ``stderr_tail`` is the end of a failed call's stack trace (the span had none)."""
 
     @property
     def trace_id_hex(self) -> str:
@@ -123,8 +129,13 @@ def classify(record: SpanRecord, children: ChildSummary | None,
              or "unknown")
     stderr = first(attrs, conv.stderr_tail)
     stderr_tail = None
+    from_stacktrace = False
+    if not (isinstance(stderr, str) and stderr.strip()) and conv.recover_on_child_errors:
+        stderr, from_stacktrace = children.stacktrace, children.stacktrace is not None
     if isinstance(stderr, str) and stderr.strip():
         stderr_tail = (redact(stderr) if redact is not None else stderr)[-MAX_STDERR:]
+    child_error = (text(children.first_error, MAX_CHILD_ERROR)
+                   if conv.recover_on_child_errors else None)
 
     return TaskRun(
         trace_id=record.trace_id,
@@ -150,4 +161,6 @@ def classify(record: SpanRecord, children: ChildSummary | None,
         failed_children=children.failed_spans if conv.recover_on_child_errors else 0,
         child_error_types=tuple(children.error_types) if conv.recover_on_child_errors else (),
         tool_calls=children.tool_calls,
+        child_error=child_error,
+        stderr_is_stacktrace=from_stacktrace and stderr_tail is not None,
     )

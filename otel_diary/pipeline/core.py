@@ -210,6 +210,7 @@ def redact_run(run: TaskRun, redactor: Redactor) -> TaskRun:
         model=scrub(run.model),
         models=tuple(redactor(item) for item in run.models),
         stderr_tail=scrub(run.stderr_tail),
+        child_error=scrub(run.child_error),
         related=tuple(redactor(item) for item in run.related),
         child_error_types=tuple(redactor(item) for item in run.child_error_types),
     )

@@ -142,8 +142,12 @@ def error_encountered(run: TaskRun) -> str:
         parts.append(f"{_plural(run.failed_children, 'failed call')}" +
                      (f" ({kinds})" if kinds else ""))
     text = "; ".join(parts) if parts else "The run needed recovery"
+    if run.child_error:
+        text += f"\nFirst error: {one_line(run.child_error, 300)}"
     if run.stderr_tail:
-        text += "\nLast build stderr tail:\n" + fence(tail(run.stderr_tail))
+        heading = ("End of the failed call's stack trace" if run.stderr_is_stacktrace
+                   else "Last build stderr tail")
+        text += f"\n{heading}:\n" + fence(tail(run.stderr_tail))
     return text
 
 

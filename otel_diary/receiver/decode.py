@@ -70,7 +70,7 @@ from otel_diary.receiver.records import (
     span_record,
     valid_ids,
 )
-from otel_diary.record import SpanRecord
+from otel_diary.record import SpanRecord, error_details
 
 try:
     from otel_diary.receiver import _otlpscan  # type: ignore[attr-defined]
@@ -345,6 +345,9 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
                     size += task_size
                     part.tasks.append((span_id, record, task_size))
                     continue
+                if is_error:
+                    found = {**(found or {}), **error_details(
+                        exception_attributes(span), span.status.message)}
                 part.span_ids.append(span_id)
                 part.contributions.append(
                     Contribution(found or {}, is_error, span.end_time_unix_nano))
@@ -370,7 +373,7 @@ def scan(body: bytes, conventions: Conventions, *, validate: bool = False) -> Ba
         parts, held, valid, rejected, duplicates, size, links = _otlpscan.scan(
             body, keys, conventions.task_marker_values, conventions.recover_on_child_errors,
             Contribution, Part, _decode_value, CONTRIBUTION_BYTES, ATTRIBUTE_BYTES,
-            TASK_BYTES, WIRE_RULES if validate else None)
+            TASK_BYTES, WIRE_RULES if validate else None, error_details)
     except (ValueError, _ProtobufDecodeError) as exc:
         raise DecodeError(str(exc)) from None
     for part in parts:
@@ -389,6 +392,14 @@ def _decode_value(data: bytes, pair: bool = False) -> object:
     if pair:
         return any_value(KeyValue.FromString(data).value)
     return any_value(AnyValue.FromString(data))
+
+
+def exception_attributes(span: Span) -> dict[str, object] | None:
+    """The attributes of the span's first ``exception`` event, if it has one."""
+    for event in span.events:
+        if event.name == "exception":
+            return attributes(event.attributes)
+    return None
 
 
 def task_record(span: Span, resource: Mapping[str, object]) -> SpanRecord:

@@ -21,6 +21,7 @@ from typing import Any
 from otel_diary.assembly.batch import Batch, Contribution, Part, weight
 from otel_diary.conventions import Conventions
 from otel_diary.errors import DecodeError
+from otel_diary.record import error_details
 from otel_diary.receiver.records import (
     STATUS_ERROR,
     ZERO_ID,
@@ -292,6 +293,11 @@ def read_document(data: dict[str, Any], conventions: Conventions) -> Batch:
                     size += task_size
                     part.tasks.append((span_id, record, task_size))
                     continue
+                if is_error:
+                    assert status is not None
+                    found = {**(found or {}), **error_details(
+                        _exception_attributes(span), _text(status.get("message"),
+                                                           "status.message"))}
                 part.span_ids.append(span_id)
                 part.contributions.append(Contribution(found or {}, is_error, end))
     links.close()
@@ -303,6 +309,14 @@ def read_document(data: dict[str, Any], conventions: Conventions) -> Batch:
     batch.valid = valid
     batch.size = size
     return batch
+
+
+def _exception_attributes(span: dict[str, Any]) -> dict[str, object] | None:
+    """The attributes of the span's first ``exception`` event, if it has one."""
+    for event in _messages(span, "events", "events", ""):
+        if _text(event.get("name"), "name") == "exception":
+            return attributes(_messages(event, "attributes", "attributes", ""))
+    return None
 
 
 def _status_code(value: object) -> int:

@@ -169,3 +169,33 @@ def test_a_failure_recorded_as_an_exception_event_names_its_class(
     [diary] = genai.diaries()
     error_section = diary.body.split("## Error encountered\n", 1)[1].split("\n## ", 1)[0]
     assert "1 failed call(s) (TimeoutError)" in error_section
+
+
+def failing_tool(tracer: Tracer, secret: str) -> None:
+    """A tool span that fails the way instrumentations record it: an ``exception`` event
+    (class, message, stack trace) and an ERROR status, no ``error.type``."""
+    with tracer.start_as_current_span("execute_tool lookup", record_exception=False,
+                                      set_status_on_exception=False, attributes={
+                                          "gen_ai.operation.name": "execute_tool"}) as span:
+        try:
+            raise LookupError(f"no row for key {secret} in table orders")
+        except LookupError as exc:
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, str(exc)))
+
+
+def test_a_failed_call_names_its_error_and_stack_trace(genai: GenAIHarness) -> None:
+    """A child failure recorded as an exception event gives "Error encountered" its class
+    and short message and the end of its stack trace, all redacted, and a signature."""
+    secret = "sk-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6"
+    with genai.agent():
+        failing_tool(genai.tracer, secret)
+        genai.tool("lookup")
+    [diary] = genai.diaries()
+    section = diary.body.split("## Error encountered\n")[1].split("\n## ")[0]
+    assert "1 failed call(s) (LookupError)" in section
+    assert "First error: LookupError: no row for key" in section
+    assert "End of the failed call's stack trace:" in section
+    assert 'raise LookupError(f"no row for key {secret} in table orders")' in section
+    assert secret not in diary.content
+    assert 'The first failure read "LookupError: no row for key' in diary.body

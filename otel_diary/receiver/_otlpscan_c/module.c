@@ -25,7 +25,7 @@
 
 PyDoc_STRVAR(scan_doc,
 "scan(body, keys, marker_values, child_errors, contribution, part, decode_any,\n"
-"     contribution_bytes, attribute_bytes, task_bytes, schema=None)\n"
+"     contribution_bytes, attribute_bytes, task_bytes, schema=None, error_details=None)\n"
 "--\n\n"
 "The spans of an OTLP ExportTraceServiceRequest ``body`` that matter to assembly.\n\n"
 "A span is kept when it has an attribute whose key is in ``keys`` (a tuple of str, the\n"
@@ -48,7 +48,9 @@ PyDoc_STRVAR(scan_doc,
 "parent's, 16 bytes per span. ``contribution`` and ``part`` are NamedTuple classes (tuple subclasses\n"
 "without fields of their own): their instances are made as tuple.__new__ makes them.\n"
 "``decode_any`` turns the bytes of an AnyValue (or, with a second argument, of a\n"
-"KeyValue) into plain data. Raises ValueError on malformed input or ids of the wrong\n"
+"KeyValue) into plain data. A failed contribution's attributes are updated with\n"
+"``error_details(attributes of its first exception event or None, status message)``\n"
+"when that is given. Raises ValueError on malformed input or ids of the wrong\n"
 "length; with a ``schema`` (see schema()), also on anything that is not valid by it.");
 
 /* Whether ``type`` is a tuple subclass whose instances are bare tuples (a NamedTuple):
@@ -68,11 +70,13 @@ scan(PyObject *Py_UNUSED(module), PyObject *args)
     Wanted wanted = {0};
     PyObject *result = NULL;
     PyObject *schema_capsule = Py_None;
-    if (!PyArg_ParseTuple(args, "y*O!OpO!O!OLLL|O:scan", &body, &PyTuple_Type, &wanted.tuple,
+    wanted.error_details = Py_None;
+    if (!PyArg_ParseTuple(args, "y*O!OpO!O!OLLL|OO:scan", &body, &PyTuple_Type, &wanted.tuple,
                           &wanted.marker_values, &wanted.child_errors, &PyType_Type,
                           &wanted.contribution, &PyType_Type, &wanted.part,
                           &wanted.decode_any, &wanted.contribution_bytes,
-                          &wanted.attribute_bytes, &wanted.task_bytes, &schema_capsule))
+                          &wanted.attribute_bytes, &wanted.task_bytes, &schema_capsule,
+                          &wanted.error_details))
         return NULL;
     Scan state = {0};
     Texts texts = {{0}};

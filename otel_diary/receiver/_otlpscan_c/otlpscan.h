@@ -17,8 +17,9 @@
  *   ScopeSpans: spans = 2
  *   Span: trace_id = 1, span_id = 2, parent_span_id = 4, name = 5,
  *         end_time_unix_nano = 8 (fixed64),
- *         attributes = 9, status = 15
- *   Status: code = 3
+ *         attributes = 9, events = 11, status = 15
+ *   Event: name = 2, attributes = 3
+ *   Status: message = 2, code = 3
  *   KeyValue: key = 1, value = 2
  *   AnyValue: string = 1, bool = 2, int = 3, double = 4, array = 5, kvlist = 6, bytes = 7
  */
@@ -289,6 +290,8 @@ typedef struct {
     PyTypeObject *contribution;  /* the Contribution class (a tuple subclass) */
     PyTypeObject *part;        /* the Part class (a tuple subclass) */
     PyObject *decode_any;      /* bytes of an AnyValue -> plain value (arrays, kvlists) */
+    PyObject *error_details;   /* (exception event attributes or None, status message) ->
+                                  what a failed contributing span adds, or None */
     const Schema *schema;      /* what to validate against, or NULL */
     Texts *texts;              /* strings decoded so far */
     int child_errors;

@@ -243,6 +243,59 @@ text(const uint8_t *data, size_t size)
     return PyUnicode_DecodeUTF8((const char *)data, (Py_ssize_t)size, NULL);
 }
 
+/* Adds to ``found`` what a failed span's first exception event and status message tell,
+   as wanted->error_details has it: 0, or -1 with an exception set. */
+static int
+add_error_details(const Wanted *wanted, PyObject *found, const uint8_t *data, size_t size,
+                  const uint8_t *message, size_t message_size)
+{
+    PyObject *exception = Py_NewRef(Py_None);
+    Field field = {0};
+    Fields fields = fields_of(data, size);
+    int got;
+    while ((got = next(&fields, &field)) > 0) {
+        if (field.number != 11 || field.wire != LEN)
+            continue;
+        Field inner = {0};
+        Fields event = fields_of(field.data, field.size);
+        const uint8_t *name = NULL;
+        size_t name_size = 0;
+        int read;
+        while ((read = next(&event, &inner)) > 0)
+            if (inner.number == 2 && inner.wire == LEN) {
+                name = inner.data;
+                name_size = inner.size;
+            }
+        if (read < 0)
+            goto error;
+        if (name_size == 9 && memcmp(name, "exception", 9) == 0) {
+            Py_DECREF(exception);
+            if ((exception = PyDict_New()) == NULL)
+                return -1;
+            if (all_attributes(wanted, exception, field.data, field.size, 3) < 0)
+                goto error;
+            break;
+        }
+    }
+    if (got < 0)
+        goto error;
+    PyObject *status = text(message, message_size);
+    if (status == NULL)
+        goto error;
+    PyObject *details = PyObject_CallFunctionObjArgs(wanted->error_details, exception, status,
+                                                     NULL);
+    Py_DECREF(status);
+    Py_DECREF(exception);
+    if (details == NULL)
+        return -1;
+    int merged = PyDict_Update(found, details);
+    Py_DECREF(details);
+    return merged;
+error:
+    Py_DECREF(exception);
+    return -1;
+}
+
 static int
 scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
 {
@@ -368,6 +421,9 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
     }
     if (found == NULL && (found = PyDict_New()) == NULL)
         return -1;
+    if (is_error && wanted->error_details != Py_None &&
+        add_error_details(wanted, found, data, size, message, message_size) < 0)
+        goto error;
     long long size_of = wanted->contribution_bytes +
                         wanted->attribute_bytes * (long long)PyDict_GET_SIZE(found);
     scan->part_size += size_of;
