@@ -21,7 +21,6 @@ from typing import Any
 from otel_diary.assembly.batch import Batch, Contribution, Part, weight
 from otel_diary.conventions import Conventions
 from otel_diary.errors import DecodeError
-from otel_diary.record import error_details
 from otel_diary.receiver.records import (
     STATUS_ERROR,
     ZERO_ID,
@@ -30,6 +29,7 @@ from otel_diary.receiver.records import (
     span_record,
     valid_ids,
 )
+from otel_diary.record import error_details
 
 _STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 _SURROGATE = re.compile("[\ud800-\udfff]")

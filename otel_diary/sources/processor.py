@@ -308,10 +308,11 @@ class DiarySpanProcessor(SpanProcessor):
                         awaited.discard(record.parent_span_id)  # that parent ended already
                     continue
                 if is_error or not conv.child_keys.isdisjoint(attributes):
+                    contributed: Mapping[str, object] = attributes
                     if is_error:  # how instrumentations record failures besides error.type
-                        attributes = {**attributes, **error_details(
+                        contributed = {**attributes, **error_details(
                             exception_event(span), span.status.description or "")}
-                    assembler.contribute(trace_id, attributes, is_error,
+                    assembler.contribute(trace_id, contributed, is_error,
                                          parent.span_id if parent is not None else None)
                 if trace_id in assembler:
                     local_root = parent is None or parent.is_remote
