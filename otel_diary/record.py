@@ -89,6 +89,14 @@ def error_details(exception: Mapping[str, object] | None, status: str) -> dict[s
     return details
 
 
+MAX_CONTENT = 64 * 1024
+"""Longest captured message content a summary keeps (a longer one is left out whole)."""
+
+
+def _content(value: object) -> str | None:
+    return value if isinstance(value, str) and 0 < len(value) <= MAX_CONTENT else None
+
+
 def _whole_words(text: str, from_end: bool = False) -> str:
     """``text`` without the word (the line, ``from_end``) a cut at :data:`MAX_ERROR_TEXT`
     may have split, so no fragment of a secret is left for redaction to miss."""
@@ -116,6 +124,14 @@ class ChildSummary:
     status description; not yet redacted, so classification redacts it before cutting."""
     stacktrace: str | None = None
     """The end of the first stack trace a failed span recorded (not yet redacted)."""
+    tools: dict[str, int] = field(default_factory=dict)
+    """Tool calls by tool name (at most ``MAX_LIST`` names)."""
+    agents: list[str] = field(default_factory=list)
+    """Names of agents that ran under the task (nested agent spans)."""
+    first_input: str | None = None
+    """The captured input messages of the first span that had them (not yet redacted)."""
+    last_output: str | None = None
+    """The captured output of the last span that had one (not yet redacted)."""
 
     def add(self, attributes: Mapping[str, object], is_error: bool,
             conventions: Conventions) -> None:
@@ -134,6 +150,17 @@ class ChildSummary:
             self.models.append(model)
         if as_text(first(attributes, conventions.operation)) == conventions.tool_operation:
             self.tool_calls += 1
+            tool = as_text(first(attributes, conventions.tool_name), 256)
+            if tool and (tool in self.tools or len(self.tools) < MAX_LIST):
+                self.tools[tool] = self.tools.get(tool, 0) + 1
+        agent = as_text(first(attributes, conventions.child_agent), 256)
+        if agent and agent not in self.agents and len(self.agents) < MAX_LIST:
+            self.agents.append(agent)
+        if conventions.input_messages and self.first_input is None:
+            self.first_input = _content(first(attributes, conventions.input_messages))
+        if conventions.output_messages:
+            self.last_output = (_content(first(attributes, conventions.output_messages))
+                                or self.last_output)
         if is_error:
             self.failed_spans += 1
             named = (error_name(first(attributes, conventions.error_type))
@@ -165,6 +192,14 @@ class ChildSummary:
         for error_type in other.error_types:
             if error_type not in self.error_types and len(self.error_types) < MAX_LIST:
                 self.error_types.append(error_type)
+        for tool, count in other.tools.items():
+            if tool in self.tools or len(self.tools) < MAX_LIST:
+                self.tools[tool] = self.tools.get(tool, 0) + count
+        for agent in other.agents:
+            if agent not in self.agents and len(self.agents) < MAX_LIST:
+                self.agents.append(agent)
+        self.first_input = self.first_input or other.first_input
+        self.last_output = other.last_output or self.last_output
         self.first_error = self.first_error or other.first_error
         self.stacktrace = self.stacktrace or other.stacktrace
         self.failed_spans += other.failed_spans

@@ -74,6 +74,8 @@ def facts(run: TaskRun) -> list[str]:
         ("failed calls", run.failed_children or None),
         ("failed call errors", ", ".join(run.child_error_types) or None),
         ("first error", run.child_error),
+        ("tools called", ", ".join(f"{tool} ({count})" for tool, count in run.tools) or None),
+        ("final answer begins", run.answer),
     ]
     return [f"- {name}: {' '.join(str(value).split())[:300]}"
             for name, value in known if value is not None]

@@ -58,6 +58,8 @@ class StubReflector:
             if run.repair_no_files:
                 sentences.append("A repair attempt changed no files: when a fix is a no-op, "
                                  "change the approach instead of retrying it.")
+        if run.answer:
+            sentences.append(f'The final answer began: "{one_line(run.answer, 200)}"')
         return cut(" ".join(sentences), MAX_LEARNED)
 
 

@@ -121,7 +121,9 @@ def test_openai_client_runs_give_one_diary_each(harness: Harness) -> None:
         front = parse_front_matter(diary.content)
         assert (diary.agent, front["model"]) == ("researcher", MODEL)
         assert front["tokens"] == 2 * CALL_TOKENS
-        assert "Made 1 tool call(s)." in diary.body
+        assert "Made 1 tool call(s): lookup (1)." in diary.body
+        assert diary.title == "What changed?"  # the first user message the client sent
+        assert 'The final answer began: "final"' in diary.body
     assert "1 failed call(s) (openai.InternalServerError)" in error_section(found["conv-2"])
     assert len(server.requests) == 5
 
@@ -183,5 +185,9 @@ def test_agents_sdk_run_is_one_recovered_diary(harness: Harness) -> None:
     front = parse_front_matter(diary.content)
     assert (diary.task_id, diary.outcome, front["model"]) == ("s-1", "recovered", MODEL)
     assert front["tokens"] == 3 * CALL_TOKENS  # the failed call reported none
-    assert "Made 2 tool call(s)." in diary.body
+    assert "Made 2 tool call(s): lookup (2)." in diary.body
+    assert (diary.agent, diary.title) == ("researcher", "What changed?")
     assert "2 failed call(s)" in error_section(diary), diary.body
+    # that instrumentation records only a status description: it is the first error
+    assert ("First error: Error getting response: {'error': 'Error code: 500 - status 500'}"
+            in error_section(diary))
