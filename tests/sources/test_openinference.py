@@ -3,7 +3,9 @@ client and the OpenAI Agents SDK, against an OpenAI-compatible server on 127.0.0
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 import agents
 import openai
@@ -21,6 +23,7 @@ from otel_diary import Diary, DiarySpanProcessor
 from otel_diary.conventions import OPENINFERENCE
 from otel_diary.pipeline.render import parse_front_matter
 from otel_diary.testing import InMemorySink
+from tests.cli.test_serve import Serve
 from tests.support.loopback import ChatServer, ToolCall, serve_asgi
 
 MODEL = "gpt-test"
@@ -191,3 +194,107 @@ def test_agents_sdk_run_is_one_recovered_diary(harness: Harness) -> None:
     # that instrumentation records only a status description: it is the first error
     assert ("First error: Error getting response: {'error': 'Error code: 500 - status 500'}"
             in error_section(diary))
+
+
+# -- openinference-instrumentation-langchain with LangGraph ------------------------------
+
+
+def langgraph_run(url: str, lookups: list[str], question: str = "What changed?") -> str:
+    """A LangGraph ReAct agent with one tool that fails on its first call; the tool node
+    hands the error to the model, which calls the tool again."""
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+    from langgraph.prebuilt import ToolNode, create_react_agent
+
+    @tool
+    def lookup(term: str) -> str:
+        """Look a term up."""
+        lookups.append(term)
+        if len(lookups) == 1:
+            raise TimeoutError("lookup timed out")
+        return f"notes about {term}"
+
+    model = ChatOpenAI(model=MODEL, base_url=url + "/v1", max_retries=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # create_react_agent's move to langchain.agents
+        graph = create_react_agent(model, ToolNode([lookup], handle_tool_errors=True),
+                                   name="researcher")
+    result = graph.invoke({"messages": [("user", question)]})
+    return str(result["messages"][-1].content)
+
+
+def langgraph_script() -> ChatServer:
+    lookup = ToolCall("lookup", '{"term": "release"}')
+    return ChatServer(script=[lookup, lookup, "The release moved. Details follow."],
+                      model=MODEL)
+
+
+@pytest.fixture
+def instrumented_langchain(harness: Harness) -> Iterator[None]:
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=harness.provider)
+    yield
+    instrumentor.uninstrument()
+
+
+def assert_langgraph_diary(diary: Diary) -> None:
+    """What a LangGraph run with a failed-then-retried tool step must say."""
+    front = parse_front_matter(diary.content)
+    assert (diary.outcome, front["model"], front["tokens"]) == ("recovered", MODEL,
+                                                                3 * CALL_TOKENS)
+    assert diary.title == "What changed?"
+    assert "Made 2 tool call(s): lookup (2)." in diary.body
+    section = error_section(diary)
+    assert "1 failed call(s) (TimeoutError)" in section
+    assert "First error: TimeoutError: lookup timed out" in section
+    assert 'The final answer began: "The release moved."' in diary.body
+
+
+@pytest.mark.usefixtures("instrumented_langchain")
+def test_langgraph_run_is_one_recovered_diary(harness: Harness) -> None:
+    """A LangGraph run (a CHAIN root over nested AGENT and CHAIN node spans) is one diary
+    with the model, the summed tokens, the tool counts, recovered, naming the error."""
+    lookups: list[str] = []
+    with serve_asgi(langgraph_script()) as url:
+        assert langgraph_run(url, lookups) == "The release moved. Details follow."
+    assert lookups == ["release", "release"]
+    [diary] = harness.diaries()
+    assert_langgraph_diary(diary)
+
+
+def test_langgraph_run_through_serve_is_one_recovered_diary(tmp_path: Path) -> None:
+    """The same LangGraph run exported over OTLP to a real ``otel-diary serve``: one diary,
+    the nested node spans followed up through the plain spans between them."""
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    server = Serve(tmp_path, env={"OTEL_DIARY_CONVENTIONS": "openinference"})
+    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
+                              shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(
+        OTLPSpanExporter(endpoint=server.url + "/v1/traces")))
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        with serve_asgi(langgraph_script()) as url:
+            langgraph_run(url, [])
+    finally:
+        instrumentor.uninstrument()
+    assert provider.force_flush(30_000)
+    provider.shutdown()
+    server.wait_for_diaries(1)
+    assert server.stop() == 0
+    paths = list((tmp_path / "kb" / "diaries" / "agents").rglob("*.md"))
+    assert len(paths) == 1
+    content = paths[0].read_text()
+    front = parse_front_matter(content)
+    assert (front["outcome"], front["model"], front["tokens"]) == ("recovered", MODEL,
+                                                                   3 * CALL_TOKENS)
+    assert "Made 2 tool call(s): lookup (2)." in content
+    assert "1 failed call(s) (TimeoutError)" in content
+    assert "First error: TimeoutError: lookup timed out" in content
+    assert front["title"] == "What changed?"  # the root CHAIN span's captured input
+    assert 'The final answer began: "The release moved."' in content
