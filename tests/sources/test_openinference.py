@@ -298,3 +298,53 @@ def test_langgraph_run_through_serve_is_one_recovered_diary(tmp_path: Path) -> N
     assert "First error: TimeoutError: lookup timed out" in content
     assert front["title"] == "What changed?"  # the root CHAIN span's captured input
     assert 'The final answer began: "The release moved."' in content
+
+
+# -- the README's snippets, run as written -----------------------------------------------
+
+
+def readme_snippet(label: str) -> str:
+    """The python block after ``**<label>**`` in the README's "Agent frameworks" section."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    start = readme.index("## Agent frameworks\n")
+    section = readme[start:readme.index("\n## ", start + 1)]
+    after = section[section.index(f"**{label}**"):]
+    return after.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.parametrize("label", ["The OpenAI client", "The OpenAI Agents SDK", "LangGraph"])
+def test_readme_snippets_give_one_diary_per_run(label: str, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each framework's README lines, run on an app's provider with diaries enabled, give
+    one diary per run in the folder, with the model and the question as title."""
+    import otel_diary
+
+    monkeypatch.setenv("KB_DIARIES_ENABLED", "1")
+    monkeypatch.setenv("OTEL_DIARY_DIR", str(tmp_path))
+    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
+                              shutdown_on_exit=False)
+    namespace: dict[str, object] = {"provider": provider, "otel_diary": otel_diary}
+    exec(readme_snippet(label), namespace)  # noqa: S102 - the README's own lines
+    instrumentor = next(value for name, value in namespace.items()
+                        if name.endswith("Instrumentor"))
+    harness = Harness.__new__(Harness)
+    harness.provider = provider
+    try:
+        if label == "The OpenAI client":
+            with serve_asgi(ChatServer(script=["draft", "final"], model=MODEL)) as url:
+                run_agent(harness, openai.OpenAI(base_url=url + "/v1", max_retries=0), "c-1")
+        elif label == "The OpenAI Agents SDK":
+            lookup = ToolCall("lookup", '{"term": "release"}')
+            with serve_asgi(ChatServer(script=[lookup, lookup, "final"], model=MODEL)) as url:
+                agent_run(url, [])
+        else:
+            with serve_asgi(langgraph_script()) as url:
+                langgraph_run(url, [])
+    finally:
+        instrumentor().uninstrument()  # type: ignore[operator]
+    assert provider.force_flush(10_000)
+    provider.shutdown()
+    paths = list((tmp_path / "diaries" / "agents").rglob("*.md"))
+    assert len(paths) == 1, paths
+    front = parse_front_matter(paths[0].read_text())
+    assert (front["model"], front["title"]) == (MODEL, "What changed?")
