@@ -324,7 +324,7 @@ def test_readme_snippets_give_one_diary_per_run(label: str, tmp_path: Path,
     provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
                               shutdown_on_exit=False)
     namespace: dict[str, object] = {"provider": provider, "otel_diary": otel_diary}
-    exec(readme_snippet(label), namespace)  # noqa: S102 - the README's own lines
+    exec(readme_snippet(label), namespace)  # the README's own lines
     instrumentor = next(value for name, value in namespace.items()
                         if name.endswith("Instrumentor"))
     harness = Harness.__new__(Harness)
