@@ -3,7 +3,7 @@
 A :class:`Conventions` maps every fact of the design's attribute table to the attribute
 names that may carry it (first present wins) and says what marks a task span.
 ``OTEL_DIARY_CONVENTIONS`` names one: a built-in profile (``orchestrator``, ``genai``,
-``openinference``) or
+``openinference``, ``claude-code``) or
 the path of a TOML or YAML file that starts from a profile, renames any fact and says
 what marks a task span. Every key of a file is checked: an unknown key or a wrong type is
 an error naming it.
@@ -151,8 +151,33 @@ a run that succeeded after failed child spans is recovered. Tools are named by
 ``tool.name``, a nested ``AGENT``'s ``agent.name`` names the agent, and captured content
 (``input.value``, ``output.value``) gives the title and the final answer."""
 
+CLAUDE_CODE = Conventions(
+    task_id=("session.id",),
+    title=("user_prompt",),
+    workflow=(),
+    agent=(),
+    route=(),
+    model=("model", "gen_ai.request.model"),
+    tokens=(),
+    input_tokens=("input_tokens",),
+    output_tokens=("output_tokens",),
+    latency_ms=("interaction.duration_ms",),
+    operation=(),
+    tool_name=("tool_name",),
+    task_marker="user_prompt_length",
+    recover_on_child_errors=True,
+)
+"""Claude Code's traces (beta), written from its documented span attributes: each user
+prompt is a ``claude_code.interaction`` span (marked by ``user_prompt_length``; the prompt
+itself, ``user_prompt``, only with ``OTEL_LOG_USER_PROMPTS=1``) over
+``claude_code.llm_request`` spans (``model``, bare ``input_tokens`` / ``output_tokens``)
+and ``claude_code.tool`` spans (``tool_name``: with no operation attribute, a span naming a
+tool is a tool call). The task id is ``session.id``; the agent is the resource's
+``service.name``. Not checked against a running Claude Code."""
+
 PROFILES: dict[str, Conventions] = {"orchestrator": ORCHESTRATOR, "genai": GENAI,
-                                    "openinference": OPENINFERENCE}
+                                    "openinference": OPENINFERENCE,
+                                    "claude-code": CLAUDE_CODE}
 """Built-in profiles by the name ``OTEL_DIARY_CONVENTIONS`` gives them."""
 
 FACTS: tuple[str, ...] = tuple(

@@ -148,9 +148,10 @@ class ChildSummary:
         model = as_text(first(attributes, conventions.model))
         if model and model not in self.models and len(self.models) < MAX_LIST:
             self.models.append(model)
-        if as_text(first(attributes, conventions.operation)) == conventions.tool_operation:
-            self.tool_calls += 1
-            tool = as_text(first(attributes, conventions.tool_name), 256)
+        tool = as_text(first(attributes, conventions.tool_name), 256)
+        if (as_text(first(attributes, conventions.operation)) == conventions.tool_operation
+                if conventions.operation else tool is not None):
+            self.tool_calls += 1  # without an operation attribute, a named tool is a call
             if tool and (tool in self.tools or len(self.tools) < MAX_LIST):
                 self.tools[tool] = self.tools.get(tool, 0) + 1
         agent = as_text(first(attributes, conventions.child_agent), 256)
