@@ -10,8 +10,10 @@ per span this reads only the trace and span ids (to validate them) and the attri
 keys. A span becomes an item only when it is a task span (copied whole, as a
 :class:`SpanRecord`) or contributes to its task (tokens, models, operation; errors when
 the conventions count failed children): then it keeps the values of those attributes
-and its end time. Every other span is only counted. Reading a protobuf field from
-Python costs far more than parsing it, so nothing else is read.
+and its end time (a failed one also its first exception event and status description).
+Every other span is only counted, its parent link kept (16 bytes, so assembly can follow
+a task span's ancestors through it). Reading a protobuf field from Python costs far more
+than parsing it, so nothing else is read.
 
 Protobuf bodies are read from the bytes by the C extension ``_otlpscan`` when it is
 built: it creates Python objects only for what is kept, and validates the request as it
