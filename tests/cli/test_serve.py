@@ -193,6 +193,8 @@ def test_a_failed_call_recorded_as_an_exception_event_is_named(tmp_path: Path) -
     assert "1 failed call(s) (LookupError)" in body
     assert "First error: LookupError: no row for key 42" in body
     assert 'raise LookupError("no row for key 42")' in body
+    # the error's signature files the run under its lesson
+    assert (tmp_path / "kb" / "diaries" / "lessons" / "exception-LookupError.md").is_file()
 
 
 def test_python_grpc_exporter_gets_diaries(serve: Serve) -> None:
