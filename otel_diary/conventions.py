@@ -3,7 +3,7 @@
 A :class:`Conventions` maps every fact of the design's attribute table to the attribute
 names that may carry it (first present wins) and says what marks a task span.
 ``OTEL_DIARY_CONVENTIONS`` names one: a built-in profile (``orchestrator``, ``genai``,
-``openinference``) or
+``openinference``, ``claude-code``) or
 the path of a TOML or YAML file that starts from a profile, renames any fact and says
 what marks a task span. Every key of a file is checked: an unknown key or a wrong type is
 an error naming it.
@@ -52,6 +52,15 @@ class Conventions:
     operation: tuple[str, ...] = ("gen_ai.operation.name",)
     error_type: tuple[str, ...] = ("error.type",)
     agent_resource: tuple[str, ...] = ("service.name",)
+    tool_name: tuple[str, ...] = ()
+    """Of a tool call's span: the tool's name (listed with its count under "What was done")."""
+    child_agent: tuple[str, ...] = ()
+    """Of a span under the task (a nested agent): the agent's name, when the task has none."""
+    input_messages: tuple[str, ...] = ()
+    """The messages a span was given, when the instrumentation captured content: the first
+    user message titles a run whose task span has no title."""
+    output_messages: tuple[str, ...] = ()
+    """What a span answered, when captured: the first sentence of the run's final answer."""
 
     task_marker: str = "orchestrator.task.id"
     """The attribute whose presence marks a task span."""
@@ -71,6 +80,8 @@ class Conventions:
             *self.model,
             *self.operation,
             *self.error_type,
+            *self.tool_name,
+            *self.child_agent,
         }
         object.__setattr__(self, "child_keys", frozenset(keys))
 
@@ -98,12 +109,18 @@ GENAI = Conventions(
     task_marker="gen_ai.operation.name",
     task_marker_values=frozenset({"invoke_agent", "invoke_workflow"}),
     recover_on_child_errors=True,
+    tool_name=("gen_ai.tool.name",),
+    child_agent=("gen_ai.agent.name",),
+    input_messages=("gen_ai.input.messages",),
+    output_messages=("gen_ai.output.messages",),
 )
 """OpenTelemetry GenAI conventions: an ``invoke_agent``/``invoke_workflow`` span whose parent
 is not one is the task; tokens and models come from its child spans; a run that succeeded
 after failed child spans is recovered. The task id is ``gen_ai.conversation.id``, else the
 span id. Current and older attribute names are read (``gen_ai.provider.name`` or
-``gen_ai.system``; ``gen_ai.usage.input_tokens`` or ``gen_ai.usage.prompt_tokens``)."""
+``gen_ai.system``; ``gen_ai.usage.input_tokens`` or ``gen_ai.usage.prompt_tokens``).
+Tools are named by ``gen_ai.tool.name``; captured messages (``gen_ai.input.messages``,
+``gen_ai.output.messages``) give the title and the final answer."""
 
 OPENINFERENCE = Conventions(
     task_id=("session.id",),
@@ -119,6 +136,10 @@ OPENINFERENCE = Conventions(
     task_marker_values=frozenset({"AGENT", "CHAIN"}),
     tool_operation="TOOL",
     recover_on_child_errors=True,
+    tool_name=("tool.name",),
+    child_agent=("agent.name",),
+    input_messages=("input.value",),
+    output_messages=("output.value",),
 )
 """OpenInference conventions (Arize's instrumentations for OpenAI, OpenAI Agents, LangChain
 and others): the outermost ``AGENT`` or ``CHAIN`` span (``openinference.span.kind``) is the
@@ -126,10 +147,37 @@ task, so an OpenAI Agents run (an ``AGENT`` trace root) and a LangGraph run (a `
 root) are one diary each; ``TOOL`` children are tool calls; model and tokens come from the
 ``LLM`` children (``llm.model_name``, ``llm.token_count.prompt`` + ``.completion``; a task
 span's own ``llm.token_count.total`` wins). The task id is ``session.id``, else the span id;
-a run that succeeded after failed child spans is recovered."""
+a run that succeeded after failed child spans is recovered. Tools are named by
+``tool.name``, a nested ``AGENT``'s ``agent.name`` names the agent, and captured content
+(``input.value``, ``output.value``) gives the title and the final answer."""
+
+CLAUDE_CODE = Conventions(
+    task_id=("session.id",),
+    title=("user_prompt",),
+    workflow=(),
+    agent=(),
+    route=(),
+    model=("model", "gen_ai.request.model"),
+    tokens=(),
+    input_tokens=("input_tokens",),
+    output_tokens=("output_tokens",),
+    latency_ms=("interaction.duration_ms",),
+    operation=(),
+    tool_name=("tool_name",),
+    task_marker="user_prompt_length",
+    recover_on_child_errors=True,
+)
+"""Claude Code's traces (beta), written from its documented span attributes: each user
+prompt is a ``claude_code.interaction`` span (marked by ``user_prompt_length``; the prompt
+itself, ``user_prompt``, only with ``OTEL_LOG_USER_PROMPTS=1``) over
+``claude_code.llm_request`` spans (``model``, bare ``input_tokens`` / ``output_tokens``)
+and ``claude_code.tool`` spans (``tool_name``: with no operation attribute, a span naming a
+tool is a tool call). The task id is ``session.id``; the agent is the resource's
+``service.name``. Not checked against a running Claude Code."""
 
 PROFILES: dict[str, Conventions] = {"orchestrator": ORCHESTRATOR, "genai": GENAI,
-                                    "openinference": OPENINFERENCE}
+                                    "openinference": OPENINFERENCE,
+                                    "claude-code": CLAUDE_CODE}
 """Built-in profiles by the name ``OTEL_DIARY_CONVENTIONS`` gives them."""
 
 FACTS: tuple[str, ...] = tuple(

@@ -61,6 +61,51 @@ MAX_LIST = 16
 UNNAMED_ERROR = "error"
 """The error type recorded for a failed span that names none."""
 
+EXCEPTION_TYPE = "exception.type"
+EXCEPTION_MESSAGE = "exception.message"
+EXCEPTION_STACKTRACE = "exception.stacktrace"
+STATUS_DESCRIPTION = "otel.status_description"
+"""How a failed span tells its error besides ``error.type``: the attributes of its first
+``exception`` event, and its status description, which every source hands over as these
+attributes of the span's contribution."""
+ERROR_DETAILS = (EXCEPTION_TYPE, EXCEPTION_MESSAGE, EXCEPTION_STACKTRACE, STATUS_DESCRIPTION)
+MAX_ERROR_TEXT = 2048
+"""Longest exception message or status description, and stack trace tail, a source hands
+over (a stack trace keeps its end); classification redacts it whole, then cuts it shorter."""
+
+
+def error_details(exception: Mapping[str, object] | None, status: str) -> dict[str, object]:
+    """The error-detail attributes of a failed span from its first ``exception`` event's
+    attributes and its status description, cut to :data:`MAX_ERROR_TEXT` (empty ones left out)."""
+    details: dict[str, object] = {}
+    if exception:
+        for key in (EXCEPTION_TYPE, EXCEPTION_MESSAGE, EXCEPTION_STACKTRACE):
+            value = exception.get(key)
+            if isinstance(value, str) and value.strip():
+                details[key] = (value[-MAX_ERROR_TEXT:] if key == EXCEPTION_STACKTRACE
+                                else value[:MAX_ERROR_TEXT])
+    if status.strip():
+        details[STATUS_DESCRIPTION] = status[:MAX_ERROR_TEXT]
+    return details
+
+
+MAX_CONTENT = 64 * 1024
+"""Longest captured message content a summary keeps (a longer one is left out whole)."""
+
+
+def _content(value: object) -> str | None:
+    return value if isinstance(value, str) and 0 < len(value) <= MAX_CONTENT else None
+
+
+def _whole_words(text: str, from_end: bool = False) -> str:
+    """``text`` without the word (the line, ``from_end``) a cut at :data:`MAX_ERROR_TEXT`
+    may have split, so no fragment of a secret is left for redaction to miss."""
+    if len(text) < MAX_ERROR_TEXT:
+        return text
+    if from_end:
+        return text.partition("\n")[2]
+    return text.rpartition(" ")[0]
+
 
 @dataclass
 class ChildSummary:
@@ -74,6 +119,19 @@ class ChildSummary:
     failed_spans: int = 0
     tool_calls: int = 0
     spans: int = 0
+    first_error: str | None = None
+    """The first failed span's error: its class and message (``Class: message``), else its
+    status description; not yet redacted, so classification redacts it before cutting."""
+    stacktrace: str | None = None
+    """The end of the first stack trace a failed span recorded (not yet redacted)."""
+    tools: dict[str, int] = field(default_factory=dict)
+    """Tool calls by tool name (at most ``MAX_LIST`` names)."""
+    agents: list[str] = field(default_factory=list)
+    """Names of agents that ran under the task (nested agent spans)."""
+    first_input: str | None = None
+    """The captured input messages of the first span that had them (not yet redacted)."""
+    last_output: str | None = None
+    """The captured output of the last span that had one (not yet redacted)."""
 
     def add(self, attributes: Mapping[str, object], is_error: bool,
             conventions: Conventions) -> None:
@@ -90,13 +148,40 @@ class ChildSummary:
         model = as_text(first(attributes, conventions.model))
         if model and model not in self.models and len(self.models) < MAX_LIST:
             self.models.append(model)
-        if as_text(first(attributes, conventions.operation)) == conventions.tool_operation:
-            self.tool_calls += 1
+        tool = as_text(first(attributes, conventions.tool_name), 256)
+        if (as_text(first(attributes, conventions.operation)) == conventions.tool_operation
+                if conventions.operation else tool is not None):
+            self.tool_calls += 1  # without an operation attribute, a named tool is a call
+            if tool and (tool in self.tools or len(self.tools) < MAX_LIST):
+                self.tools[tool] = self.tools.get(tool, 0) + 1
+        agent = as_text(first(attributes, conventions.child_agent), 256)
+        if agent and agent not in self.agents and len(self.agents) < MAX_LIST:
+            self.agents.append(agent)
+        if conventions.input_messages and self.first_input is None:
+            self.first_input = _content(first(attributes, conventions.input_messages))
+        if conventions.output_messages:
+            self.last_output = (_content(first(attributes, conventions.output_messages))
+                                or self.last_output)
         if is_error:
             self.failed_spans += 1
-            error_type = error_name(first(attributes, conventions.error_type)) or UNNAMED_ERROR
+            named = (error_name(first(attributes, conventions.error_type))
+                     or error_name(attributes.get(EXCEPTION_TYPE)))
+            error_type = named or UNNAMED_ERROR
             if error_type not in self.error_types and len(self.error_types) < MAX_LIST:
                 self.error_types.append(error_type)
+            if self.first_error is None:
+                message = attributes.get(EXCEPTION_MESSAGE)
+                if not (isinstance(message, str) and message.strip()):
+                    message = attributes.get(STATUS_DESCRIPTION)
+                if not isinstance(message, str) or error_name(message) in (named, None):
+                    self.first_error = named  # no message, or one that only names the class
+                else:
+                    text = _whole_words(message)
+                    self.first_error = (f"{named}: {text}" if named
+                                        and not text.startswith(named) else text)
+            trace = attributes.get(EXCEPTION_STACKTRACE)
+            if self.stacktrace is None and isinstance(trace, str) and trace.strip():
+                self.stacktrace = _whole_words(trace, from_end=True)
 
     def merge(self, other: ChildSummary) -> None:
         self.input_tokens += other.input_tokens
@@ -108,6 +193,16 @@ class ChildSummary:
         for error_type in other.error_types:
             if error_type not in self.error_types and len(self.error_types) < MAX_LIST:
                 self.error_types.append(error_type)
+        for tool, count in other.tools.items():
+            if tool in self.tools or len(self.tools) < MAX_LIST:
+                self.tools[tool] = self.tools.get(tool, 0) + count
+        for agent in other.agents:
+            if agent not in self.agents and len(self.agents) < MAX_LIST:
+                self.agents.append(agent)
+        self.first_input = self.first_input or other.first_input
+        self.last_output = other.last_output or self.last_output
+        self.first_error = self.first_error or other.first_error
+        self.stacktrace = self.stacktrace or other.stacktrace
         self.failed_spans += other.failed_spans
         self.tool_calls += other.tool_calls
         self.spans += other.spans

@@ -152,7 +152,8 @@ class Settings(BaseSettings):
     """``OTEL_DIARY_SHUTDOWN_TIMEOUT_MS``: how long shutdown waits for diaries to land."""
     conventions: str = "orchestrator"
     """``OTEL_DIARY_CONVENTIONS``: which attributes carry which fact, ``orchestrator`` by
-    default; ``genai`` for OpenTelemetry GenAI spans, or the path of a TOML/YAML mapping."""
+    default; ``genai`` for OpenTelemetry GenAI spans, ``openinference`` for OpenInference's,
+    ``claude-code`` for Claude Code's traces, or the path of a TOML/YAML mapping."""
     trace_url: str | None = None
     """``OTEL_DIARY_TRACE_URL``: link from a diary to its trace, a template with
     ``{trace_id}`` and ``{span_id}`` (e.g. ``http://localhost:16686/trace/{trace_id}``).

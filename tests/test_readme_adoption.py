@@ -89,7 +89,7 @@ def genai_diaries(kb: Path, otlp_paths: list[str]) -> None:
         assert front["agent"] == "researcher"
         assert front["model"] == "gpt-test"
         assert front["tokens"] == 2 * (11 + 7)  # two successful calls, as the spans say
-        assert "Made 1 tool call(s)." in front["body"]
+        assert "Made 1 tool call(s): lookup (1)." in front["body"]
     assert "openai.InternalServerError" in found["conv-2"]["body"].split(
         "## Error encountered", 1)[1]
     # A server error the agent retried past is the call's failure, not the agent's.

@@ -1,7 +1,8 @@
 """What a decoder hands to assembly: the kept spans of one request, grouped per trace.
 
 Decoding keeps only task spans (as :class:`~otel_diary.record.SpanRecord`) and spans that
-contribute to a task (as :class:`Contribution`); every other span is only counted. Sizes
+contribute to a task (as :class:`Contribution`); of every other span it keeps only the
+parent link (16 bytes), and counts it. Sizes
 are estimates of the memory assembly holds for them, so its bounds are in bytes.
 """
 
@@ -77,6 +78,11 @@ class Batch:
     """Why the first refused span was refused (for ``partial_success.error_message``)."""
     size: int = 0
     """Estimated bytes the collector holds while assembling the parts."""
+    links: list[tuple[bytes, bytes]] = field(default_factory=list)
+    """Parent links of the spans that have a parent, every span of the request whether
+    kept or not: per run of spans of one trace that follow each other, (trace id, pairs
+    of span id and parent span id, 8 bytes each). Assembly keeps those of open traces to
+    tell whether a task span has a task span among its ancestors."""
 
     @property
     def spans(self) -> int:

@@ -2,18 +2,20 @@
 
 Spans of a trace arrive in any order, split over requests, sometimes twice. Decoding
 keeps only task spans and spans that contribute to a task (tokens, models, tool calls,
-errors); every other span is counted and dropped on the spot, so its parent link is not
-kept either. A task span is decided a grace period after it arrived: it is a root task
-when its parent is not a task span of the trace, and goes to the pipeline with what the
-trace's contributions add up to.
+errors); of every other span only its parent link (16 bytes) is kept, while its trace is
+open. A task span is decided a grace period after it arrived: it is a root task when no
+task span of the trace is among its ancestors (followed through the parent links of the
+plain spans in between), and goes to the pipeline with what the trace's contributions
+add up to. A link that came before anything of its trace was held is not kept: an
+ancestor reached only through it is not seen.
 
-Trade-offs: without the parent links of plain spans, a contribution cannot be traced up
-to its task. Within a trace it goes to the root task that ends next after it, else to
-the one that ends last -- as in-process, where a local root task span takes what ended
-before it. With one root task per trace (the common case) that is every contribution; a
-task nested in another task counts for the outer one; two root tasks running at the same
-time in one trace may take some of each other's contributions. Copies of plain spans are
-not told apart (nothing of them is held): only duplicates of held spans are counted.
+Trade-offs: contributions are not traced up to their task. Within a trace one goes to
+the root task that ends next after it, else to the one that ends last -- as in-process,
+where a local root task span takes what ended before it. With one root task per trace
+(the common case) that is every contribution; a task nested in another task counts for
+the outer one; two root tasks running at the same time in one trace may take some of
+each other's contributions. Copies of plain spans are not told apart (only their links
+are held): only duplicates of held spans are counted.
 
 Memory is bounded in traces, held spans (task spans and contributions) and estimated
 bytes; the receiver's admission (:mod:`otel_diary.receiver.admission`) sheds load at them.
@@ -31,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from otel_diary.assembly.batch import Batch, Contribution
-from otel_diary.assembly.table import TraceTable
+from otel_diary.assembly.table import LINKS_OVERHEAD, Ancestry, TraceTable
 from otel_diary.conventions import Conventions
 from otel_diary.record import ChildSummary, Ready, SpanRecord
 
@@ -52,6 +54,8 @@ class _Trace:
     """Task spans not decided yet, by span id, with their estimated bytes."""
     task_spans: dict[int, tuple[int | None, int]] = field(default_factory=dict)
     """Every task span seen, decided or not: span id -> (parent span id, end time)."""
+    links: list[bytes] = field(default_factory=list)
+    """Parent links of the trace's spans (see :class:`~otel_diary.assembly.table.Ancestry`)."""
 
 
 class TraceStore:
@@ -168,6 +172,15 @@ class TraceStore:
                 self._taskless[trace_id] = None  # the youngest of them
                 self.taskless_spans += len(entry.contributions)
                 self.taskless_bytes += entry.size
+        for trace_id, links in batch.links:
+            entry = traces.get(trace_id)
+            if entry is not None:  # of a trace nothing is held of: not kept
+                entry.links.append(links)
+                link_size = LINKS_OVERHEAD + len(links)
+                entry.size += link_size
+                size += link_size
+                if trace_id in self._taskless:
+                    self.taskless_bytes += link_size
         self.bytes += size
         self.spans += held
         self.duplicates += duplicates
@@ -289,25 +302,28 @@ class TraceStore:
                 self._done.popitem(last=False)
         done.add(task_id)
         ready: list[Ready] = []
-        if self._is_nested(record.parent_span_id, entry, done):
+        ancestry = self._ancestry(entry, done)
+        if ancestry.nested(record.parent_span_id):
             self.nested_tasks += 1  # its parent task's diary covers it
         else:
             self.root_tasks += 1
-            ready.append((record, self._summary(entry, task_id, done)))
+            ready.append((record, self._summary(entry, task_id, ancestry)))
         if not entry.tasks:
             self._close(trace_id, entry)
         return ready
 
     @staticmethod
-    def _is_nested(parent: int | None, entry: _Trace, done: set[int]) -> bool:
-        return parent is not None and (parent in entry.task_spans or parent in done)
+    def _ancestry(entry: _Trace, done: set[int]) -> Ancestry:
+        task_spans = entry.task_spans
+        return Ancestry(lambda span_id: span_id in task_spans or span_id in done,
+                        entry.links)
 
-    def _summary(self, entry: _Trace, task_id: int, done: set[int]) -> ChildSummary:
+    def _summary(self, entry: _Trace, task_id: int, ancestry: Ancestry) -> ChildSummary:
         """What the trace's contributions add to root task ``task_id``; they are handed
         over and forgotten, as are those of root tasks decided before."""
         summary = ChildSummary()
         ends = sorted((end, span_id) for span_id, (parent, end) in entry.task_spans.items()
-                      if not self._is_nested(parent, entry, done))
+                      if not ancestry.nested(parent))
         last = ends[-1][1]
         kept: list[Contribution] = []
         for contribution in entry.contributions:

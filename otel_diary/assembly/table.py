@@ -8,7 +8,9 @@ a bound, and idle traces lead the table, so expiry looks only at the ones it for
 
 from __future__ import annotations
 
+import struct
 from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from typing import Protocol, TypeVar
 
 from otel_diary.record import Ready
@@ -40,6 +42,47 @@ class TraceTable(OrderedDict[K, T]):
         if not self:
             return False
         return now - self.oldest()[1].last_seen >= timeout
+
+
+LINK_BYTES = 16
+"""One parent link as the readers hand it over: a span id, then its parent's (big-endian)."""
+LINKS_OVERHEAD = 40
+"""Estimated memory of a bytes object of links besides its links."""
+
+
+class Ancestry:
+    """Whether a span has a task span among its ancestors, following the parent links of
+    the trace's spans (runs of :data:`LINK_BYTES` pairs) through the plain spans in
+    between. The links are read into a dict at the first walk that needs them, once per
+    decision; a walk ends at a span whose parent is not known (not come, or the trace
+    root), and at a cycle."""
+
+    __slots__ = ("_is_task", "_links", "_parents")
+
+    def __init__(self, is_task: Callable[[int], bool], links: Iterable[bytes]) -> None:
+        self._is_task = is_task
+        self._links = links
+        self._parents: dict[int, int] | None = None
+
+    def nested(self, parent: int | None) -> bool:
+        """Whether the span whose parent is ``parent`` has a task span among its ancestors."""
+        if parent is None:
+            return False
+        is_task = self._is_task
+        if is_task(parent):
+            return True
+        parents = self._parents
+        if parents is None:
+            parents = self._parents = dict(
+                pair for run in self._links for pair in struct.iter_unpack(">QQ", run))
+        for _ in range(len(parents)):
+            up = parents.get(parent)
+            if up is None:
+                return False
+            if is_task(up):
+                return True
+            parent = up
+        return False  # a cycle
 
 
 class Assembly(Protocol):

@@ -13,6 +13,7 @@ from functools import partial
 from typing import Literal
 
 from otel_diary.conventions import Conventions
+from otel_diary.pipeline.content import final_answer, first_sentence, user_message
 from otel_diary.record import (
     ChildSummary,
     SpanRecord,
@@ -27,6 +28,12 @@ Outcome = Literal["completed", "recovered"]
 
 MAX_STDERR = 64 * 1024
 """Longest stderr tail kept before rendering caps it further (taken from redacted text)."""
+MAX_QUESTION = 160
+"""Longest title taken from a run's first user message (cut after redaction)."""
+MAX_ANSWER = 300
+"""Longest first sentence of a final answer kept (cut after redaction)."""
+MAX_CHILD_ERROR = 300
+"""Longest first error of a failed call kept (class and message, cut after redaction)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,14 @@ class TaskRun:
     failed_children: int = 0
     child_error_types: tuple[str, ...] = ()
     tool_calls: int = 0
+    tools: tuple[tuple[str, int], ...] = ()
+    """Tool calls by tool name, most called first (when the spans name their tools)."""
+    answer: str | None = None
+    """The first sentence of the run's final answer, when content was captured (redacted)."""
+    child_error: str | None = None
+    """The first failed call's error class and short message (redacted, one line)."""
+    stderr_is_stacktrace: bool = False
+    """Whether ``stderr_tail`` is the end of a failed call's stack trace (the span had none)."""
 
     @property
     def trace_id_hex(self) -> str:
@@ -119,18 +134,28 @@ def classify(record: SpanRecord, children: ChildSummary | None,
         model = models[0]
 
     agent = (text(first(attrs, conv.agent), 256)
+             or next((text(name, 256) for name in children.agents), None)
              or text(first(record.resource, conv.agent_resource), 256)
              or "unknown")
+    question = user_message(first(attrs, conv.input_messages) or children.first_input)
+    answer = first_sentence(final_answer(first(attrs, conv.output_messages)
+                                         or children.last_output))
     stderr = first(attrs, conv.stderr_tail)
     stderr_tail = None
+    from_stacktrace = False
+    if not (isinstance(stderr, str) and stderr.strip()) and conv.recover_on_child_errors:
+        stderr, from_stacktrace = children.stacktrace, children.stacktrace is not None
     if isinstance(stderr, str) and stderr.strip():
         stderr_tail = (redact(stderr) if redact is not None else stderr)[-MAX_STDERR:]
+    child_error = (text(children.first_error, MAX_CHILD_ERROR)
+                   if conv.recover_on_child_errors else None)
 
     return TaskRun(
         trace_id=record.trace_id,
         span_id=record.span_id,
         task_id=text(first(attrs, conv.task_id), 256) or record.span_id_hex,
-        title=text(first(attrs, conv.title), 512) or text(record.name, 512) or "task",
+        title=(text(first(attrs, conv.title), 512) or text(question, MAX_QUESTION)
+               or text(record.name, 512) or "task"),
         agent=agent,
         outcome="recovered" if recovered else "completed",
         end_ns=record.end_ns,
@@ -150,4 +175,8 @@ def classify(record: SpanRecord, children: ChildSummary | None,
         failed_children=children.failed_spans if conv.recover_on_child_errors else 0,
         child_error_types=tuple(children.error_types) if conv.recover_on_child_errors else (),
         tool_calls=children.tool_calls,
+        tools=tuple(sorted(children.tools.items(), key=lambda item: (-item[1], item[0]))),
+        answer=text(answer, MAX_ANSWER),
+        child_error=child_error,
+        stderr_is_stacktrace=from_stacktrace and stderr_tail is not None,
     )

@@ -190,6 +190,7 @@ def redact_children(run: TaskRun, redactor: Redactor) -> TaskRun:
         model=None if run.model is None else redactor(run.model),
         models=tuple(redactor(item) for item in run.models),
         child_error_types=tuple(redactor(item) for item in run.child_error_types),
+        tools=tuple((redactor(tool), count) for tool, count in run.tools),
     )
 
 
@@ -210,6 +211,9 @@ def redact_run(run: TaskRun, redactor: Redactor) -> TaskRun:
         model=scrub(run.model),
         models=tuple(redactor(item) for item in run.models),
         stderr_tail=scrub(run.stderr_tail),
+        child_error=scrub(run.child_error),
+        answer=scrub(run.answer),
+        tools=tuple((redactor(tool), count) for tool, count in run.tools),
         related=tuple(redactor(item) for item in run.related),
         child_error_types=tuple(redactor(item) for item in run.child_error_types),
     )

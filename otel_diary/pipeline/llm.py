@@ -73,6 +73,9 @@ def facts(run: TaskRun) -> list[str]:
         ("a repair changed no files", True if run.repair_no_files else None),
         ("failed calls", run.failed_children or None),
         ("failed call errors", ", ".join(run.child_error_types) or None),
+        ("first error", run.child_error),
+        ("tools called", ", ".join(f"{tool} ({count})" for tool, count in run.tools) or None),
+        ("final answer begins", run.answer),
     ]
     return [f"- {name}: {' '.join(str(value).split())[:300]}"
             for name, value in known if value is not None]
@@ -82,7 +85,9 @@ def prompt(run: TaskRun) -> str:
     """The user message for ``run``: its facts, then its stderr tail (already redacted)."""
     text = "Facts of the run:\n" + "\n".join(facts(run))
     if run.stderr_tail:
-        text += ("\n\nLast build stderr tail:\n```text\n"
+        heading = ("End of the failed call's stack trace" if run.stderr_is_stacktrace
+                   else "Last build stderr tail")
+        text += (f"\n\n{heading}:\n```text\n"
                  + tail(run.stderr_tail, MAX_PROMPT_TAIL_LINES, MAX_PROMPT_TAIL_CHARS)
                  + "\n```")
     return text + "\n\nWhat should the next agent on a similar task know?"

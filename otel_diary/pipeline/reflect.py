@@ -58,13 +58,15 @@ class StubReflector:
             if run.repair_no_files:
                 sentences.append("A repair attempt changed no files: when a fix is a no-op, "
                                  "change the approach instead of retrying it.")
+        if run.answer:
+            sentences.append(f'The final answer began: "{one_line(run.answer, 200)}"')
         return cut(" ".join(sentences), MAX_LEARNED)
 
 
 def _what_failed(run: TaskRun) -> list[str]:
     """What went wrong first in a recovered run and what got it past that, as sentences."""
     sentences: list[str] = []
-    line = first_error_line(run.stderr_tail)
+    line = None if run.stderr_is_stacktrace else first_error_line(run.stderr_tail)
     attempts = run.build_attempts or 0
     if line:
         quoted = one_line(line, 160).rstrip(".")
@@ -84,6 +86,8 @@ def _what_failed(run: TaskRun) -> list[str]:
         named = f" ({one_line(', '.join(kinds), 160)})" if kinds else ""
         sentences.append(f"{run.failed_children} call(s) under this task failed{named}; the "
                          "agent got past them and completed the task.")
+        if run.child_error:
+            sentences.append(f'The first failure read "{one_line(run.child_error, 200)}".')
     if not sentences and not run.repair_no_files:
         sentences.append(f"{_how(run)} needed recovery to complete this task.")
     return sentences

@@ -115,7 +115,12 @@ def what_was_done(run: TaskRun) -> str:
     if run.file_operations is not None:
         second.append(f"Applied {_plural(run.file_operations, 'file operation')}.")
     if run.tool_calls:
-        second.append(f"Made {_plural(run.tool_calls, 'tool call')}.")
+        named = ", ".join(f"{one_line(tool, 80)} ({count})" for tool, count in run.tools)
+        second.append(f"Made {_plural(run.tool_calls, 'tool call')}"
+                      + (f": {named}." if named else "."))
+    others = [one_line(model, 120) for model in run.models if model != run.model]
+    if others:
+        second.append(f"Also used {', '.join(others)}.")
     if run.build_attempts is not None:
         second.append(f"Build verified in {_plural(run.build_attempts, 'attempt')}.")
     lines = [" ".join(first)]
@@ -142,8 +147,12 @@ def error_encountered(run: TaskRun) -> str:
         parts.append(f"{_plural(run.failed_children, 'failed call')}" +
                      (f" ({kinds})" if kinds else ""))
     text = "; ".join(parts) if parts else "The run needed recovery"
+    if run.child_error:
+        text += f"\nFirst error: {one_line(run.child_error, 300)}"
     if run.stderr_tail:
-        text += "\nLast build stderr tail:\n" + fence(tail(run.stderr_tail))
+        heading = ("End of the failed call's stack trace" if run.stderr_is_stacktrace
+                   else "Last build stderr tail")
+        text += f"\n{heading}:\n" + fence(tail(run.stderr_tail))
     return text
 
 

@@ -10,8 +10,10 @@ per span this reads only the trace and span ids (to validate them) and the attri
 keys. A span becomes an item only when it is a task span (copied whole, as a
 :class:`SpanRecord`) or contributes to its task (tokens, models, operation; errors when
 the conventions count failed children): then it keeps the values of those attributes
-and its end time. Every other span is only counted. Reading a protobuf field from
-Python costs far more than parsing it, so nothing else is read.
+and its end time (a failed one also its first exception event and status description).
+Every other span is only counted, its parent link kept (16 bytes, so assembly can follow
+a task span's ancestors through it). Reading a protobuf field from Python costs far more
+than parsing it, so nothing else is read.
 
 Protobuf bodies are read from the bytes by the C extension ``_otlpscan`` when it is
 built: it creates Python objects only for what is kept, and validates the request as it
@@ -65,11 +67,12 @@ from otel_diary.receiver.json_reader import read_json
 from otel_diary.receiver.records import (
     STATUS_ERROR,
     ZERO_ID,
+    Links,
     kept_keys,
     span_record,
     valid_ids,
 )
-from otel_diary.record import SpanRecord
+from otel_diary.record import SpanRecord, error_details
 
 try:
     from otel_diary.receiver import _otlpscan  # type: ignore[attr-defined]
@@ -300,6 +303,7 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
     parts = batch.parts
     part: Part | None = None
     part_ids: set[bytes] = set()  # span ids kept in the part: a copy is left out
+    links = Links(batch.links)
     valid = held = size = 0
     for resource_spans in request.resource_spans:
         resource: dict[str, object] | None = None
@@ -312,6 +316,7 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
                     batch.reason = batch.reason or ZERO_ID
                     continue
                 valid += 1
+                links.add(trace_id, span_id, span.parent_span_id)
                 found: dict[str, object] | None = None
                 if wanted:
                     for kv in span.attributes:
@@ -342,9 +347,13 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
                     size += task_size
                     part.tasks.append((span_id, record, task_size))
                     continue
+                if is_error:
+                    found = {**(found or {}), **error_details(
+                        exception_attributes(span), span.status.message)}
                 part.span_ids.append(span_id)
                 part.contributions.append(
                     Contribution(found or {}, is_error, span.end_time_unix_nano))
+    links.close()
     for index, part in enumerate(parts):
         part_size = sum(contribution.size for contribution in part.contributions)
         parts[index] = part._replace(size=part_size)
@@ -363,10 +372,10 @@ def scan(body: bytes, conventions: Conventions, *, validate: bool = False) -> Ba
     if validate and WIRE_RULES is None:
         raise DecodeError("the C reader has no wire rules to validate with")
     try:
-        parts, held, valid, rejected, duplicates, size = _otlpscan.scan(
+        parts, held, valid, rejected, duplicates, size, links = _otlpscan.scan(
             body, keys, conventions.task_marker_values, conventions.recover_on_child_errors,
             Contribution, Part, _decode_value, CONTRIBUTION_BYTES, ATTRIBUTE_BYTES,
-            TASK_BYTES, WIRE_RULES if validate else None)
+            TASK_BYTES, WIRE_RULES if validate else None, error_details)
     except (ValueError, _ProtobufDecodeError) as exc:
         raise DecodeError(str(exc)) from None
     for part in parts:
@@ -376,7 +385,8 @@ def scan(body: bytes, conventions: Conventions, *, validate: bool = False) -> Ba
             tasks[n] = (span_id, span_record(part.trace_id, span_id, name, start, end, parent,
                                              flags, code, message, span_attributes, resource),
                         task_size)
-    return Batch(parts, held, valid, rejected, duplicates, ZERO_ID if rejected else "", size)
+    return Batch(parts, held, valid, rejected, duplicates, ZERO_ID if rejected else "", size,
+                 links)
 
 
 def _decode_value(data: bytes, pair: bool = False) -> object:
@@ -384,6 +394,14 @@ def _decode_value(data: bytes, pair: bool = False) -> object:
     if pair:
         return any_value(KeyValue.FromString(data).value)
     return any_value(AnyValue.FromString(data))
+
+
+def exception_attributes(span: Span) -> dict[str, object] | None:
+    """The attributes of the span's first ``exception`` event, if it has one."""
+    for event in span.events:
+        if event.name == "exception":
+            return attributes(event.attributes)
+    return None
 
 
 def task_record(span: Span, resource: Mapping[str, object]) -> SpanRecord:

@@ -24,10 +24,12 @@ from otel_diary.errors import DecodeError
 from otel_diary.receiver.records import (
     STATUS_ERROR,
     ZERO_ID,
+    Links,
     kept_keys,
     span_record,
     valid_ids,
 )
+from otel_diary.record import error_details
 
 _STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -218,6 +220,7 @@ def read_document(data: dict[str, Any], conventions: Conventions) -> Batch:
     parts = batch.parts
     part: Part | None = None
     part_ids: set[bytes] = set()
+    links = Links(batch.links)
     valid = held = size = 0
     for r, resource_spans in enumerate(_messages(data, "resourceSpans", "resource_spans", "")):
         resource: dict[str, object] | None = None
@@ -237,6 +240,7 @@ def read_document(data: dict[str, Any], conventions: Conventions) -> Batch:
                     batch.reason = batch.reason or ZERO_ID
                     continue
                 valid += 1
+                links.add(trace_id, span_id, parent)
                 found: dict[str, object] | None = None
                 pairs = span.get("attributes")
                 if pairs is not None:
@@ -289,8 +293,14 @@ def read_document(data: dict[str, Any], conventions: Conventions) -> Batch:
                     size += task_size
                     part.tasks.append((span_id, record, task_size))
                     continue
+                if is_error:
+                    assert status is not None
+                    found = {**(found or {}), **error_details(
+                        _exception_attributes(span), _text(status.get("message"),
+                                                           "status.message"))}
                 part.span_ids.append(span_id)
                 part.contributions.append(Contribution(found or {}, is_error, end))
+    links.close()
     for index, part in enumerate(parts):
         part_size = sum(contribution.size for contribution in part.contributions)
         parts[index] = part._replace(size=part_size)
@@ -299,6 +309,14 @@ def read_document(data: dict[str, Any], conventions: Conventions) -> Batch:
     batch.valid = valid
     batch.size = size
     return batch
+
+
+def _exception_attributes(span: dict[str, Any]) -> dict[str, object] | None:
+    """The attributes of the span's first ``exception`` event, if it has one."""
+    for event in _messages(span, "events", "events", ""):
+        if _text(event.get("name"), "name") == "exception":
+            return attributes(_messages(event, "attributes", "attributes", ""))
+    return None
 
 
 def _status_code(value: object) -> int:

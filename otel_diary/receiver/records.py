@@ -28,6 +28,33 @@ def valid_ids(trace_id: bytes, span_id: bytes, name: object) -> bool:
     return trace_id != ZERO_TRACE and span_id != ZERO_SPAN
 
 
+class Links:
+    """Collects a request's parent links into ``Batch.links``: per run of spans of one
+    trace, the span id and parent span id of each span that has a parent (8 bytes each;
+    a parent id of another length is no link)."""
+
+    __slots__ = ("_out", "_pairs", "_trace_id")
+
+    def __init__(self, out: list[tuple[bytes, bytes]]) -> None:
+        self._out = out
+        self._trace_id = b""
+        self._pairs: list[bytes] = []
+
+    def add(self, trace_id: bytes, span_id: bytes, parent: bytes) -> None:
+        if len(parent) != 8 or parent == ZERO_SPAN:
+            return
+        if trace_id != self._trace_id:
+            self.close()
+            self._trace_id = trace_id
+        self._pairs.append(span_id + parent)
+
+    def close(self) -> None:
+        """Hand over the last run."""
+        if self._pairs:
+            self._out.append((self._trace_id, b"".join(self._pairs)))
+            self._pairs = []
+
+
 def kept_keys(conventions: Conventions) -> tuple[str, ...]:
     """The attribute keys whose values decoding keeps: the task marker, then the keys of
     what a span contributes to its task."""

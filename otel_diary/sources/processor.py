@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
@@ -24,7 +24,7 @@ from otel_diary import wiring
 from otel_diary.conventions import Conventions
 from otel_diary.pipeline.core import Pipeline, Stats
 from otel_diary.pipeline.reflect import Reflector
-from otel_diary.record import Ready, SpanRecord
+from otel_diary.record import Ready, SpanRecord, error_details
 from otel_diary.runner import Runner, renew_after_fork
 from otel_diary.sinks.base import Sink
 
@@ -60,14 +60,12 @@ def to_record(span: ReadableSpan) -> SpanRecord:
     )
 
 
-def exception_type(span: ReadableSpan) -> str | None:
-    """The ``exception.type`` of the span's first ``exception`` event (what
+def exception_event(span: ReadableSpan) -> Mapping[str, object] | None:
+    """The attributes of the span's first ``exception`` event (what
     ``Span.record_exception`` and most instrumentations record), if any."""
     for event in span.events or ():
         if event.name == "exception":
-            value = (event.attributes or {}).get("exception.type")
-            if isinstance(value, str) and value.strip():
-                return value
+            return event.attributes or {}
     return None
 
 
@@ -310,12 +308,11 @@ class DiarySpanProcessor(SpanProcessor):
                         awaited.discard(record.parent_span_id)  # that parent ended already
                     continue
                 if is_error or not conv.child_keys.isdisjoint(attributes):
-                    if is_error and conv.error_type and not any(
-                            attributes.get(key) for key in conv.error_type):
-                        named = exception_type(span)  # how instrumentations record failures
-                        if named is not None:
-                            attributes = {**attributes, conv.error_type[0]: named}
-                    assembler.contribute(trace_id, attributes, is_error,
+                    contributed: Mapping[str, object] = attributes
+                    if is_error:  # how instrumentations record failures besides error.type
+                        contributed = {**attributes, **error_details(
+                            exception_event(span), span.status.description or "")}
+                    assembler.contribute(trace_id, contributed, is_error,
                                          parent.span_id if parent is not None else None)
                 if trace_id in assembler:
                     local_root = parent is None or parent.is_remote

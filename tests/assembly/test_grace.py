@@ -4,18 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from otel_diary import ORCHESTRATOR, Settings
 from otel_diary.assembly.batch import Batch
 from otel_diary.assembly.grace import TraceStore
 from otel_diary.receiver.admission import Admission, Collector
-from otel_diary.receiver.decode import PROTOBUF, decode
+from otel_diary.receiver.decode import JSON, PROTOBUF, decode
 from otel_diary.receiver.metrics import metric_values, metrics_text
 from otel_diary.record import Ready
 from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
-from tests.support.otlp_build import new_span_id, new_trace_id, protobuf_body, span, task_trace
+from tests.support.otlp_build import (
+    json_body,
+    new_span_id,
+    new_trace_id,
+    protobuf_body,
+    span,
+    task_trace,
+)
 
 
 def batch_of(spans: Sequence[Span]) -> Batch:
@@ -118,6 +126,39 @@ def test_nested_task_spans_belong_to_the_outer_task() -> None:
     assert [r[0].attributes["orchestrator.task.id"] for r in ready] == ["OUTER"]
     assert tokens(ready[0]) == 3 * 120
     assert (traces.root_tasks, traces.nested_tasks) == (1, 1)
+
+
+@pytest.mark.parametrize("reader", ["native", "python", "json"])
+def test_a_task_under_a_plain_span_under_a_task_belongs_to_the_outer_task(reader: str) -> None:
+    """Task > plain step > task gives one root task, whichever reader decoded the spans and
+    in whichever request the plain span came: its parent link is followed."""
+    trace_id = new_trace_id()
+    outer = task_trace("OUTER", chats=1, trace_id=trace_id)
+    step = span(trace_id, new_span_id(), outer[0].span_id, name="plan")
+    inner = task_trace("INNER", chats=2, trace_id=trace_id, parent=step.span_id)
+
+    def read(spans: list[Span]) -> Batch:
+        if reader == "json":
+            return decode(json_body(spans), JSON, ORCHESTRATOR)
+        return decode(protobuf_body(spans), PROTOBUF, ORCHESTRATOR, native=reader == "native")
+
+    traces = store()
+    traces.add(read(inner), now=0)
+    traces.add(read([step]), now=0.5)
+    traces.add(read(outer), now=1)
+    ready = traces.due(10)
+    assert [r[0].attributes["orchestrator.task.id"] for r in ready] == ["OUTER"]
+    assert tokens(ready[0]) == 3 * 120
+    assert (traces.root_tasks, traces.nested_tasks) == (1, 1)
+
+
+def test_parent_links_of_traces_nothing_is_held_of_are_not_kept() -> None:
+    """Plain spans of traces without a kept span leave nothing behind."""
+    trace_id = new_trace_id()
+    root = new_span_id()
+    traces = store()
+    traces.add(batch_of([span(trace_id, root), span(trace_id, new_span_id(), root)]), now=0)
+    assert (len(traces), traces.bytes) == (0, 0)
 
 
 def later(spans: list[Span], seconds: float) -> list[Span]:

@@ -133,6 +133,70 @@ def test_python_http_exporter_gets_diaries(serve: Serve) -> None:
     assert diaries["py-http-0"]["tokens"] == 45
 
 
+def test_a_task_under_a_plain_span_under_a_task_is_one_diary(serve: Serve) -> None:
+    """Task > plain step > task, exported by the SDK, is one diary for the outer task with
+    the inner run's tokens and model."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "nest"}),
+                              shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(
+        OTLPSpanExporter(endpoint=serve.url + "/v1/traces")))
+    tracer = provider.get_tracer("orchestrator")
+    with tracer.start_as_current_span("orchestrator.task", attributes={
+            "orchestrator.task.id": "OUTER", "orchestrator.agent.name": "nest"}):
+        with tracer.start_as_current_span("plan"):
+            with tracer.start_as_current_span("orchestrator.task", attributes={
+                    "orchestrator.task.id": "INNER"}):
+                with tracer.start_as_current_span("chat", attributes={
+                        "gen_ai.request.model": "m-inner", "gen_ai.usage.input_tokens": 7,
+                        "gen_ai.usage.output_tokens": 3}):
+                    pass
+    assert provider.force_flush(30_000)
+    provider.shutdown()
+    serve.wait_for_diaries(1)
+    assert serve.stop() == 0
+    diaries = serve.diaries()
+    assert sorted(diaries) == ["OUTER"]
+    assert (diaries["OUTER"]["tokens"], diaries["OUTER"]["model"]) == (10, "m-inner")
+
+
+def test_a_failed_call_recorded_as_an_exception_event_is_named(tmp_path: Path) -> None:
+    """serve reads a failed tool span's exception event: the diary names its class and
+    message and shows the end of its stack trace."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.trace import Status, StatusCode
+
+    server = Serve(tmp_path, env={"OTEL_DIARY_CONVENTIONS": "genai"})
+    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
+                              shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(
+        OTLPSpanExporter(endpoint=server.url + "/v1/traces")))
+    tracer = provider.get_tracer("agent")
+    with tracer.start_as_current_span("invoke_agent helper", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper",
+            "gen_ai.conversation.id": "conv-1"}):
+        with tracer.start_as_current_span("execute_tool lookup", record_exception=False,
+                                          set_status_on_exception=False, attributes={
+                                              "gen_ai.operation.name": "execute_tool"}) as tool:
+            try:
+                raise LookupError("no row for key 42")
+            except LookupError as exc:
+                tool.record_exception(exc)
+                tool.set_status(Status(StatusCode.ERROR))
+    assert provider.force_flush(30_000)
+    provider.shutdown()
+    server.wait_for_diaries(1)
+    assert server.stop() == 0
+    [path] = (tmp_path / "kb" / "diaries").rglob("*-conv-1.md")
+    body = path.read_text()
+    assert "1 failed call(s) (LookupError)" in body
+    assert "First error: LookupError: no row for key 42" in body
+    assert 'raise LookupError("no row for key 42")' in body
+    # the error's signature files the run under its lesson
+    assert (tmp_path / "kb" / "diaries" / "lessons" / "exception-LookupError.md").is_file()
+
+
 def test_python_grpc_exporter_gets_diaries(serve: Serve) -> None:
     """The SDK's OTLP/gRPC exporter (gzip) delivers tasks that become diaries."""
     from grpc import Compression

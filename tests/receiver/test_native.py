@@ -119,16 +119,25 @@ _attributes = st.lists(st.one_of(
     st.builds(lambda v: KeyValue(key="gen_ai.operation.name", value=AnyValue(string_value=v)),
               st.sampled_from(["invoke_agent", "invoke_workflow", "chat", ""])),
 ), max_size=5)
+_events = st.lists(st.builds(
+    lambda name, attributes: Span.Event(name=name, time_unix_nano=1, attributes=attributes),
+    st.sampled_from(["exception", "log", ""]), st.lists(st.one_of(
+        st.builds(lambda k, v: KeyValue(key=k, value=v),
+                  st.sampled_from(["exception.type", "exception.message",
+                                   "exception.stacktrace", "x"]), _values),
+        st.builds(lambda v: KeyValue(key="exception.message", value=AnyValue(string_value=v)),
+                  st.text(max_size=12))), max_size=4)), max_size=3)
 _ids = st.one_of(st.sampled_from([bytes(16), b"\x01" * 16, b"\x02" * 16]), st.binary(
     min_size=16, max_size=16))
 _spans = st.builds(
-    lambda trace_id, span_id, parent, name, code, end, attributes: Span(
+    lambda trace_id, span_id, parent, name, code, end, attributes, events, message: Span(
         trace_id=trace_id, span_id=span_id, parent_span_id=parent, name=name,
         start_time_unix_nano=1, end_time_unix_nano=end, attributes=attributes,
-        status=Status(code=code, message="m")),
+        events=events, status=Status(code=code, message=message)),
     _ids, st.one_of(st.just(bytes(8)), st.binary(min_size=8, max_size=8)),
     st.one_of(st.just(b""), st.binary(min_size=8, max_size=8)), st.text(max_size=10),
-    st.sampled_from([0, 1, 2, 3, -1]), st.integers(0, 2**64 - 1), _attributes)
+    st.sampled_from([0, 1, 2, 3, -1]), st.integers(0, 2**64 - 1), _attributes, _events,
+    st.one_of(st.just("m"), st.text(max_size=8)))
 _requests = st.builds(
     lambda groups: ExportTraceServiceRequest(resource_spans=[
         ResourceSpans(scope_spans=[ScopeSpans(spans=spans) for spans in scopes])

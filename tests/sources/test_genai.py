@@ -4,6 +4,7 @@ instrumentation and client is the README's GenAI command in test_readme_adoption
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -84,7 +85,7 @@ def test_agent_run_sums_its_children(genai: GenAIHarness) -> None:
     assert front["tokens"] == 154
     assert front["model"] == "gpt-4o"
     assert front["route"] == "openai"
-    assert "Made 2 tool call(s)." in diary.body
+    assert "Made 2 tool call(s): fetch (1), search (1). Also used gpt-4o-mini." in diary.body
     assert "## Error encountered" not in diary.body
 
 
@@ -139,7 +140,7 @@ def test_nested_sub_agent_belongs_to_the_outer_agent(genai: GenAIHarness) -> Non
     [diary] = genai.diaries()
     assert (diary.agent, diary.task_id) == ("planner", "outer")
     assert "Tokens: 33." in diary.body
-    assert "Made 1 tool call(s)." in diary.body
+    assert "Made 1 tool call(s): search (1)." in diary.body
 
 
 def test_workflow_is_a_task_and_plain_chats_are_not(genai: GenAIHarness) -> None:
@@ -169,3 +170,55 @@ def test_a_failure_recorded_as_an_exception_event_names_its_class(
     [diary] = genai.diaries()
     error_section = diary.body.split("## Error encountered\n", 1)[1].split("\n## ", 1)[0]
     assert "1 failed call(s) (TimeoutError)" in error_section
+
+
+def failing_tool(tracer: Tracer, secret: str) -> None:
+    """A tool span that fails the way instrumentations record it: an ``exception`` event
+    (class, message, stack trace) and an ERROR status, no ``error.type``."""
+    with tracer.start_as_current_span("execute_tool lookup", record_exception=False,
+                                      set_status_on_exception=False, attributes={
+                                          "gen_ai.operation.name": "execute_tool"}) as span:
+        try:
+            raise LookupError(f"no row for key {secret} in table orders")
+        except LookupError as exc:
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, str(exc)))
+
+
+def test_a_failed_call_names_its_error_and_stack_trace(genai: GenAIHarness) -> None:
+    """A child failure recorded as an exception event gives "Error encountered" its class
+    and short message and the end of its stack trace, all redacted, and a signature."""
+    secret = "sk-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6"
+    with genai.agent():
+        failing_tool(genai.tracer, secret)
+        genai.tool("lookup")
+    [diary] = genai.diaries()
+    section = diary.body.split("## Error encountered\n")[1].split("\n## ")[0]
+    assert "1 failed call(s) (LookupError)" in section
+    assert "First error: LookupError: no row for key" in section
+    assert "End of the failed call's stack trace:" in section
+    assert 'raise LookupError(f"no row for key {secret} in table orders")' in section
+    assert secret not in diary.content
+    assert 'The first failure read "LookupError: no row for key' in diary.body
+
+
+def test_captured_messages_say_what_the_run_was_about(genai: GenAIHarness) -> None:
+    """With content captured, the first user message (one line, redacted) is the title and
+    the final answer's first sentence reaches the reflection; without it, the span name."""
+    secret = "sk-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6"
+    question = [{"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
+                {"role": "user", "parts": [{"type": "text",
+                                            "content": f"Why does key {secret}\nfail?"}]}]
+    answer = [{"role": "assistant", "parts": [{"type": "text", "content":
+                                               "The key expired. Rotate it."}]}]
+    with genai.agent(**{"gen_ai.input.messages": json.dumps(question),
+                        "gen_ai.output.messages": json.dumps(answer)}):
+        genai.tool()
+    with genai.agent():
+        genai.tool()
+    captured, bare = genai.diaries()
+    assert captured.title.startswith("Why does key ") and captured.title.endswith(" fail?")
+    assert secret not in captured.content and "\n" not in captured.title
+    assert 'The final answer began: "The key expired."' in captured.body
+    assert bare.title == "invoke_agent researcher"
+    assert "final answer" not in bare.body

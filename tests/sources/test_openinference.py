@@ -3,7 +3,9 @@ client and the OpenAI Agents SDK, against an OpenAI-compatible server on 127.0.0
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 import agents
 import openai
@@ -21,6 +23,7 @@ from otel_diary import Diary, DiarySpanProcessor
 from otel_diary.conventions import OPENINFERENCE
 from otel_diary.pipeline.render import parse_front_matter
 from otel_diary.testing import InMemorySink
+from tests.cli.test_serve import Serve
 from tests.support.loopback import ChatServer, ToolCall, serve_asgi
 
 MODEL = "gpt-test"
@@ -121,7 +124,9 @@ def test_openai_client_runs_give_one_diary_each(harness: Harness) -> None:
         front = parse_front_matter(diary.content)
         assert (diary.agent, front["model"]) == ("researcher", MODEL)
         assert front["tokens"] == 2 * CALL_TOKENS
-        assert "Made 1 tool call(s)." in diary.body
+        assert "Made 1 tool call(s): lookup (1)." in diary.body
+        assert diary.title == "What changed?"  # the first user message the client sent
+        assert 'The final answer began: "final"' in diary.body
     assert "1 failed call(s) (openai.InternalServerError)" in error_section(found["conv-2"])
     assert len(server.requests) == 5
 
@@ -183,5 +188,163 @@ def test_agents_sdk_run_is_one_recovered_diary(harness: Harness) -> None:
     front = parse_front_matter(diary.content)
     assert (diary.task_id, diary.outcome, front["model"]) == ("s-1", "recovered", MODEL)
     assert front["tokens"] == 3 * CALL_TOKENS  # the failed call reported none
-    assert "Made 2 tool call(s)." in diary.body
+    assert "Made 2 tool call(s): lookup (2)." in diary.body
+    assert (diary.agent, diary.title) == ("researcher", "What changed?")
     assert "2 failed call(s)" in error_section(diary), diary.body
+    # that instrumentation records only a status description: it is the first error
+    assert ("First error: Error getting response: {'error': 'Error code: 500 - status 500'}"
+            in error_section(diary))
+
+
+# -- openinference-instrumentation-langchain with LangGraph ------------------------------
+
+
+def langgraph_run(url: str, lookups: list[str], question: str = "What changed?") -> str:
+    """A LangGraph ReAct agent with one tool that fails on its first call; the tool node
+    hands the error to the model, which calls the tool again."""
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+    from langgraph.prebuilt import ToolNode, create_react_agent
+
+    @tool
+    def lookup(term: str) -> str:
+        """Look a term up."""
+        lookups.append(term)
+        if len(lookups) == 1:
+            raise TimeoutError("lookup timed out")
+        return f"notes about {term}"
+
+    model = ChatOpenAI(model=MODEL, base_url=url + "/v1", max_retries=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # create_react_agent's move to langchain.agents
+        graph = create_react_agent(model, ToolNode([lookup], handle_tool_errors=True),
+                                   name="researcher")
+    result = graph.invoke({"messages": [("user", question)]})
+    return str(result["messages"][-1].content)
+
+
+def langgraph_script() -> ChatServer:
+    lookup = ToolCall("lookup", '{"term": "release"}')
+    return ChatServer(script=[lookup, lookup, "The release moved. Details follow."],
+                      model=MODEL)
+
+
+@pytest.fixture
+def instrumented_langchain(harness: Harness) -> Iterator[None]:
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=harness.provider)
+    yield
+    instrumentor.uninstrument()
+
+
+def assert_langgraph_diary(diary: Diary) -> None:
+    """What a LangGraph run with a failed-then-retried tool step must say."""
+    front = parse_front_matter(diary.content)
+    assert (diary.outcome, front["model"], front["tokens"]) == ("recovered", MODEL,
+                                                                3 * CALL_TOKENS)
+    assert diary.title == "What changed?"
+    assert "Made 2 tool call(s): lookup (2)." in diary.body
+    section = error_section(diary)
+    assert "1 failed call(s) (TimeoutError)" in section
+    assert "First error: TimeoutError: lookup timed out" in section
+    assert 'The final answer began: "The release moved."' in diary.body
+
+
+@pytest.mark.usefixtures("instrumented_langchain")
+def test_langgraph_run_is_one_recovered_diary(harness: Harness) -> None:
+    """A LangGraph run (a CHAIN root over nested AGENT and CHAIN node spans) is one diary
+    with the model, the summed tokens, the tool counts, recovered, naming the error."""
+    lookups: list[str] = []
+    with serve_asgi(langgraph_script()) as url:
+        assert langgraph_run(url, lookups) == "The release moved. Details follow."
+    assert lookups == ["release", "release"]
+    [diary] = harness.diaries()
+    assert_langgraph_diary(diary)
+
+
+def test_langgraph_run_through_serve_is_one_recovered_diary(tmp_path: Path) -> None:
+    """The same LangGraph run exported over OTLP to a real ``otel-diary serve``: one diary,
+    the nested node spans followed up through the plain spans between them."""
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    server = Serve(tmp_path, env={"OTEL_DIARY_CONVENTIONS": "openinference"})
+    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
+                              shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(
+        OTLPSpanExporter(endpoint=server.url + "/v1/traces")))
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        with serve_asgi(langgraph_script()) as url:
+            langgraph_run(url, [])
+    finally:
+        instrumentor.uninstrument()
+    assert provider.force_flush(30_000)
+    provider.shutdown()
+    server.wait_for_diaries(1)
+    assert server.stop() == 0
+    paths = list((tmp_path / "kb" / "diaries" / "agents").rglob("*.md"))
+    assert len(paths) == 1
+    content = paths[0].read_text()
+    front = parse_front_matter(content)
+    assert (front["outcome"], front["model"], front["tokens"]) == ("recovered", MODEL,
+                                                                   3 * CALL_TOKENS)
+    assert "Made 2 tool call(s): lookup (2)." in content
+    assert "1 failed call(s) (TimeoutError)" in content
+    assert "First error: TimeoutError: lookup timed out" in content
+    assert front["title"] == "What changed?"  # the root CHAIN span's captured input
+    assert 'The final answer began: "The release moved."' in content
+
+
+# -- the README's snippets, run as written -----------------------------------------------
+
+
+def readme_snippet(label: str) -> str:
+    """The python block after ``**<label>**`` in the README's "Agent frameworks" section."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    start = readme.index("## Agent frameworks\n")
+    section = readme[start:readme.index("\n## ", start + 1)]
+    after = section[section.index(f"**{label}**"):]
+    return after.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.parametrize("label", ["The OpenAI client", "The OpenAI Agents SDK", "LangGraph"])
+def test_readme_snippets_give_one_diary_per_run(label: str, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each framework's README lines, run on an app's provider with diaries enabled, give
+    one diary per run in the folder, with the model and the question as title."""
+    import otel_diary
+
+    monkeypatch.setenv("KB_DIARIES_ENABLED", "1")
+    monkeypatch.setenv("OTEL_DIARY_DIR", str(tmp_path))
+    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
+                              shutdown_on_exit=False)
+    namespace: dict[str, object] = {"provider": provider, "otel_diary": otel_diary}
+    exec(readme_snippet(label), namespace)  # the README's own lines
+    instrumentor = next(value for name, value in namespace.items()
+                        if name.endswith("Instrumentor"))
+    harness = Harness.__new__(Harness)
+    harness.provider = provider
+    try:
+        if label == "The OpenAI client":
+            with serve_asgi(ChatServer(script=["draft", "final"], model=MODEL)) as url:
+                run_agent(harness, openai.OpenAI(base_url=url + "/v1", max_retries=0), "c-1")
+        elif label == "The OpenAI Agents SDK":
+            lookup = ToolCall("lookup", '{"term": "release"}')
+            with serve_asgi(ChatServer(script=[lookup, lookup, "final"], model=MODEL)) as url:
+                agent_run(url, [])
+        else:
+            with serve_asgi(langgraph_script()) as url:
+                langgraph_run(url, [])
+    finally:
+        instrumentor().uninstrument()  # type: ignore[operator]
+    assert provider.force_flush(10_000)
+    provider.shutdown()
+    paths = list((tmp_path / "diaries" / "agents").rglob("*.md"))
+    assert len(paths) == 1, paths
+    front = parse_front_matter(paths[0].read_text())
+    assert (front["model"], front["title"]) == (MODEL, "What changed?")

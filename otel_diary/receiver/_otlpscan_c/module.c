@@ -25,14 +25,14 @@
 
 PyDoc_STRVAR(scan_doc,
 "scan(body, keys, marker_values, child_errors, contribution, part, decode_any,\n"
-"     contribution_bytes, attribute_bytes, task_bytes, schema=None)\n"
+"     contribution_bytes, attribute_bytes, task_bytes, schema=None, error_details=None)\n"
 "--\n\n"
 "The spans of an OTLP ExportTraceServiceRequest ``body`` that matter to assembly.\n\n"
 "A span is kept when it has an attribute whose key is in ``keys`` (a tuple of str, the\n"
 "task marker first), or when ``child_errors`` and its status is ERROR. It is a task span\n"
 "when its marker is set (to one of ``marker_values`` unless that is None), as\n"
 "Conventions.is_task has it. Returns ``(parts, held, valid, rejected, duplicates,\n"
-"size)``.\n\n"
+"size, links)``.\n\n"
 "Kept spans of one trace that follow each other make a ``part(trace id, span ids,\n"
 "contributions, tasks, contributions' size)``; ``contribution(attributes, is_error,\n"
 "end_ns)`` keeps only the attributes in ``keys``, one per span id. ``tasks`` holds\n"
@@ -43,10 +43,14 @@ PyDoc_STRVAR(scan_doc,
 "span ids (of contributions and tasks) are unique. ``held`` counts the kept spans;\n"
 "``valid`` and ``rejected`` (all-zero ids) every span; ``size`` adds the\n"
 "tasks' sizes and ``contribution_bytes + attribute_bytes * len(attributes)`` per\n"
-"contribution. ``contribution`` and ``part`` are NamedTuple classes (tuple subclasses\n"
+"contribution. ``links`` holds, per run of valid spans of one trace that have a parent\n"
+"span id of 8 bytes, not all zero, ``(trace id, pairs)``: each span's id and its\n"
+"parent's, 16 bytes per span. ``contribution`` and ``part`` are NamedTuple classes (tuple subclasses\n"
 "without fields of their own): their instances are made as tuple.__new__ makes them.\n"
 "``decode_any`` turns the bytes of an AnyValue (or, with a second argument, of a\n"
-"KeyValue) into plain data. Raises ValueError on malformed input or ids of the wrong\n"
+"KeyValue) into plain data. A failed contribution's attributes are updated with\n"
+"``error_details(attributes of its first exception event or None, status message)``\n"
+"when that is given. Raises ValueError on malformed input or ids of the wrong\n"
 "length; with a ``schema`` (see schema()), also on anything that is not valid by it.");
 
 /* Whether ``type`` is a tuple subclass whose instances are bare tuples (a NamedTuple):
@@ -66,11 +70,13 @@ scan(PyObject *Py_UNUSED(module), PyObject *args)
     Wanted wanted = {0};
     PyObject *result = NULL;
     PyObject *schema_capsule = Py_None;
-    if (!PyArg_ParseTuple(args, "y*O!OpO!O!OLLL|O:scan", &body, &PyTuple_Type, &wanted.tuple,
+    wanted.error_details = Py_None;
+    if (!PyArg_ParseTuple(args, "y*O!OpO!O!OLLL|OO:scan", &body, &PyTuple_Type, &wanted.tuple,
                           &wanted.marker_values, &wanted.child_errors, &PyType_Type,
                           &wanted.contribution, &PyType_Type, &wanted.part,
                           &wanted.decode_any, &wanted.contribution_bytes,
-                          &wanted.attribute_bytes, &wanted.task_bytes, &schema_capsule))
+                          &wanted.attribute_bytes, &wanted.task_bytes, &schema_capsule,
+                          &wanted.error_details))
         return NULL;
     Scan state = {0};
     Texts texts = {{0}};
@@ -106,18 +112,22 @@ scan(PyObject *Py_UNUSED(module), PyObject *args)
         wanted.lengths |= (uint64_t)1 << (wanted.sizes[i] < 63 ? wanted.sizes[i] : 63);
     }
     state.parts = PyList_New(0);
-    if (state.parts == NULL)
+    state.links = PyList_New(0);
+    if (state.parts == NULL || state.links == NULL)
         goto done;
-    if (scan_request(&state, &wanted, body.buf, (size_t)body.len) < 0 || close_part(&state) < 0)
+    if (scan_request(&state, &wanted, body.buf, (size_t)body.len) < 0 ||
+        close_part(&state) < 0 || close_links(&state) < 0)
         goto done;
-    result = Py_BuildValue("(OLLLLL)", state.parts, state.held, state.valid, state.rejected,
-                           state.duplicates, state.size);
+    result = Py_BuildValue("(OLLLLLO)", state.parts, state.held, state.valid, state.rejected,
+                           state.duplicates, state.size, state.links);
 done:
     for (int i = 0; i < TEXT_SLOTS; i++)
         Py_XDECREF(texts.slots[i]);
     PyMem_Free(wanted.utf8);
     PyMem_Free(wanted.sizes);
     Py_XDECREF(state.parts);
+    Py_XDECREF(state.links);
+    PyMem_Free(state.link_pairs);
     Py_XDECREF(state.resource);
     PyMem_Free(state.ids.slots);
     PyBuffer_Release(&body);

@@ -15,9 +15,11 @@
  *   ExportTraceServiceRequest: resource_spans = 1
  *   ResourceSpans: resource = 1, scope_spans = 2
  *   ScopeSpans: spans = 2
- *   Span: trace_id = 1, span_id = 2, name = 5, end_time_unix_nano = 8 (fixed64),
- *         attributes = 9, status = 15
- *   Status: code = 3
+ *   Span: trace_id = 1, span_id = 2, parent_span_id = 4, name = 5,
+ *         end_time_unix_nano = 8 (fixed64),
+ *         attributes = 9, events = 11, status = 15
+ *   Event: name = 2, attributes = 3
+ *   Status: message = 2, code = 3
  *   KeyValue: key = 1, value = 2
  *   AnyValue: string = 1, bool = 2, int = 3, double = 4, array = 5, kvlist = 6, bytes = 7
  */
@@ -288,6 +290,8 @@ typedef struct {
     PyTypeObject *contribution;  /* the Contribution class (a tuple subclass) */
     PyTypeObject *part;        /* the Part class (a tuple subclass) */
     PyObject *decode_any;      /* bytes of an AnyValue -> plain value (arrays, kvlists) */
+    PyObject *error_details;   /* (exception event attributes or None, status message) ->
+                                  what a failed contributing span adds, or None */
     const Schema *schema;      /* what to validate against, or NULL */
     Texts *texts;              /* strings decoded so far */
     int child_errors;
@@ -424,11 +428,18 @@ typedef struct {
     PyObject *resource;    /* its resource attributes, once a task span needed them */
     IdSet ids;             /* span ids kept in the last part */
     long long held, valid, rejected, duplicates, size;
+    PyObject *links;       /* list of (trace id, parent links) runs, see scan_doc */
+    uint8_t link_trace[TRACE_ID];  /* the trace of the run being read */
+    uint8_t *link_pairs;   /* its links: span id and parent span id, 8 bytes each */
+    size_t link_size, link_capacity;
 } Scan;
 
 /* Reads the spans of a request into scan->parts: 0, or -1 with an exception set. */
 INTERNAL int scan_request(Scan *scan, const Wanted *wanted, const uint8_t *data,
                           size_t size);
+/* Appends the run of parent links being read to scan->links: 0, or -1 with an exception
+   set. */
+INTERNAL int close_links(Scan *scan);
 /* Stores the size of the last part's contributions in it, and leaves out of garbage
    collection what can be in no reference cycle: 0, or -1 with an exception set. */
 INTERNAL int close_part(Scan *scan);

@@ -1,6 +1,7 @@
 /* The walk over a request's spans: each span's ids and attribute keys are read, and a
  * span becomes Python objects only when it is kept (a task span, or one that contributes
- * to its task), into parts of consecutive spans of one trace. */
+ * to its task), into parts of consecutive spans of one trace. Every span's parent link
+ * goes into one bytes object per run of spans of one trace. */
 
 #include "otlpscan.h"
 
@@ -99,6 +100,43 @@ id_seen(IdSet *set, PyObject *span)
             return 1;
     set->slots[at] = (IdSlot){id, hash, set->part};
     set->count++;
+    return 0;
+}
+
+int
+close_links(Scan *scan)
+{
+    if (scan->link_size == 0)
+        return 0;
+    PyObject *run = Py_BuildValue("(y#y#)", (const char *)scan->link_trace,
+                                  (Py_ssize_t)TRACE_ID, (const char *)scan->link_pairs,
+                                  (Py_ssize_t)scan->link_size);
+    scan->link_size = 0;
+    return append_new(scan->links, run);
+}
+
+/* Adds a span's parent link to the run of its trace (a new run when the trace changes). */
+static int
+add_link(Scan *scan, const uint8_t *trace_id, const uint8_t *span_id, const uint8_t *parent)
+{
+    if (scan->link_size > 0 && memcmp(scan->link_trace, trace_id, TRACE_ID) != 0 &&
+        close_links(scan) < 0)
+        return -1;
+    if (scan->link_size == 0)
+        memcpy(scan->link_trace, trace_id, TRACE_ID);
+    if (scan->link_capacity - scan->link_size < 2 * SPAN_ID) {
+        size_t capacity = scan->link_capacity ? 2 * scan->link_capacity : 64 * 2 * SPAN_ID;
+        uint8_t *grown = PyMem_Realloc(scan->link_pairs, capacity);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        scan->link_pairs = grown;
+        scan->link_capacity = capacity;
+    }
+    memcpy(scan->link_pairs + scan->link_size, span_id, SPAN_ID);
+    memcpy(scan->link_pairs + scan->link_size + SPAN_ID, parent, SPAN_ID);
+    scan->link_size += 2 * SPAN_ID;
     return 0;
 }
 
@@ -205,6 +243,59 @@ text(const uint8_t *data, size_t size)
     return PyUnicode_DecodeUTF8((const char *)data, (Py_ssize_t)size, NULL);
 }
 
+/* Adds to ``found`` what a failed span's first exception event and status message tell,
+   as wanted->error_details has it: 0, or -1 with an exception set. */
+static int
+add_error_details(const Wanted *wanted, PyObject *found, const uint8_t *data, size_t size,
+                  const uint8_t *message, size_t message_size)
+{
+    PyObject *exception = Py_NewRef(Py_None);
+    Field field = {0};
+    Fields fields = fields_of(data, size);
+    int got;
+    while ((got = next(&fields, &field)) > 0) {
+        if (field.number != 11 || field.wire != LEN)
+            continue;
+        Field inner = {0};
+        Fields event = fields_of(field.data, field.size);
+        const uint8_t *name = NULL;
+        size_t name_size = 0;
+        int read;
+        while ((read = next(&event, &inner)) > 0)
+            if (inner.number == 2 && inner.wire == LEN) {
+                name = inner.data;
+                name_size = inner.size;
+            }
+        if (read < 0)
+            goto error;
+        if (name_size == 9 && memcmp(name, "exception", 9) == 0) {
+            Py_DECREF(exception);
+            if ((exception = PyDict_New()) == NULL)
+                return -1;
+            if (all_attributes(wanted, exception, field.data, field.size, 3) < 0)
+                goto error;
+            break;
+        }
+    }
+    if (got < 0)
+        goto error;
+    PyObject *status = text(message, message_size);
+    if (status == NULL)
+        goto error;
+    PyObject *details = PyObject_CallFunctionObjArgs(wanted->error_details, exception, status,
+                                                     NULL);
+    Py_DECREF(status);
+    Py_DECREF(exception);
+    if (details == NULL)
+        return -1;
+    int merged = PyDict_Update(found, details);
+    Py_DECREF(details);
+    return merged;
+error:
+    Py_DECREF(exception);
+    return -1;
+}
+
 static int
 scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
 {
@@ -278,6 +369,9 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
         return 0;
     }
     scan->valid++;
+    if (parent_size == SPAN_ID && !is_zero(parent, SPAN_ID) &&
+        add_link(scan, trace_id, span_id, parent) < 0)
+        goto error;
     int is_error = wanted->child_errors && code == STATUS_CODE_ERROR;
     if (found == NULL && !is_error)
         return 0;
@@ -327,6 +421,9 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
     }
     if (found == NULL && (found = PyDict_New()) == NULL)
         return -1;
+    if (is_error && wanted->error_details != Py_None &&
+        add_error_details(wanted, found, data, size, message, message_size) < 0)
+        goto error;
     long long size_of = wanted->contribution_bytes +
                         wanted->attribute_bytes * (long long)PyDict_GET_SIZE(found);
     scan->part_size += size_of;

@@ -1,0 +1,104 @@
+"""What a run was about, from the message content an instrumentation captured.
+
+Instrumentations that capture content put a span's messages in one attribute, as JSON or
+plain text: GenAI's ``gen_ai.input.messages`` (``[{"role": "user", "parts": [{"type":
+"text", "content": …}]}]``), OpenInference's ``input.value`` (the messages, a LangGraph
+state such as ``{"messages": [["user", …]]}``, or the input itself). :func:`user_message`
+finds the first user message, :func:`final_answer` the last assistant message, and
+:func:`first_sentence` cuts an answer to its first sentence. Nothing is guessed: a value
+that holds no such message gives ``None``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+MAX_DEPTH = 8
+"""How deep in a JSON value a message is looked for."""
+MAX_VALUE = 256 * 1024
+"""Longest value parsed; a longer one is read as plain text only when it is not JSON."""
+
+_USER = frozenset({"user", "human"})
+_ASSISTANT = frozenset({"assistant", "ai", "model"})
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+
+
+def user_message(value: object) -> str | None:
+    """The text of the first user message in ``value``, or the value itself when it is
+    plain text (not JSON)."""
+    return _read(value, _USER, last=False)
+
+
+def final_answer(value: object) -> str | None:
+    """The text of the last assistant message in ``value``, or the value itself when it is
+    plain text (not JSON)."""
+    return _read(value, _ASSISTANT, last=True)
+
+
+def first_sentence(text: str | None) -> str | None:
+    """The first sentence of ``text`` (all of it when it has one sentence)."""
+    if not text or not text.strip():
+        return None
+    return _SENTENCE.split(" ".join(text.split()), maxsplit=1)[0]
+
+
+def _read(value: object, roles: frozenset[str], *, last: bool) -> str | None:
+    if not isinstance(value, str) or not value.strip():
+        return None
+    stripped = value.strip()
+    if stripped[0] not in "[{\"":
+        return stripped
+    if len(stripped) > MAX_VALUE:
+        return None
+    try:
+        data = json.loads(stripped)
+    except (ValueError, RecursionError):
+        return stripped
+    if isinstance(data, str):
+        return data.strip() or None
+    found = list(_messages(data, roles, 0))
+    if not found:
+        return None
+    return found[-1] if last else found[0]
+
+
+def _messages(data: object, roles: frozenset[str], depth: int) -> list[str]:
+    """Texts of the messages in ``data`` whose role is one of ``roles``, in order."""
+    if depth > MAX_DEPTH:
+        return []
+    found: list[str] = []
+    if isinstance(data, dict):
+        role = data.get("role", data.get("type"))
+        if isinstance(role, str) and role.lower() in roles:
+            text = _text(data.get("content", data.get("parts")), depth)
+            if text:
+                return [text]
+        for item in data.values():
+            if isinstance(item, (dict, list)):
+                found.extend(_messages(item, roles, depth + 1))
+    elif isinstance(data, list):
+        if (len(data) == 2 and isinstance(data[0], str) and data[0].lower() in roles
+                and isinstance(data[1], str)):  # a ("user", "text") pair
+            return [data[1]] if data[1].strip() else []
+        for item in data:
+            found.extend(_messages(item, roles, depth + 1))
+    return found
+
+
+def _text(content: object, depth: int) -> str | None:
+    """A message's text: a string, or the text parts of a list of parts."""
+    if isinstance(content, str):
+        return content.strip() or None
+    if isinstance(content, list) and depth <= MAX_DEPTH:
+        texts = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict) and part.get("type", "text") == "text":
+                text = part.get("content", part.get("text"))
+                if isinstance(text, str):
+                    texts.append(text)
+        joined = " ".join(text.strip() for text in texts if text.strip())
+        return joined or None
+    return None

@@ -1,0 +1,38 @@
+"""Captured message content: the first user message and the final answer, in the forms
+GenAI and OpenInference instrumentations record them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from otel_diary.pipeline.content import final_answer, first_sentence, user_message
+
+GENAI = json.dumps([{"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
+                    {"role": "user", "parts": [{"type": "text", "content": "Fix the build"}]}])
+OPENAI = json.dumps([{"role": "user", "content": "Fix the build"},
+                     {"role": "assistant", "content": "Done. It passes."}])
+LANGGRAPH = json.dumps({"messages": [["user", "Fix the build"]]})
+LANGCHAIN = json.dumps({"messages": [{"lc": 1, "type": "constructor", "kwargs": {
+    "type": "human", "content": "Fix the build"}}]})
+
+
+@pytest.mark.parametrize("value", [GENAI, OPENAI, LANGGRAPH, LANGCHAIN, "Fix the build"])
+def test_the_first_user_message_is_found(value: str) -> None:
+    """Each recorded form gives the user's words."""
+    assert user_message(value) == "Fix the build"
+
+
+@pytest.mark.parametrize("value", [None, 3, "", json.dumps({"messages": []}),
+                                   json.dumps([{"role": "tool", "content": "x"}])])
+def test_nothing_is_guessed(value: object) -> None:
+    """Without a user message there is no question."""
+    assert user_message(value) is None
+
+
+def test_the_final_answer_is_the_last_assistant_message() -> None:
+    """The answer is the last assistant message; its first sentence is kept."""
+    assert final_answer(OPENAI) == "Done. It passes."
+    assert first_sentence(final_answer(OPENAI)) == "Done."
+    assert first_sentence("3.5 is the answer. Next") == "3.5 is the answer."

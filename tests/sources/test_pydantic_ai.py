@@ -1,0 +1,91 @@
+"""Pydantic AI's own OpenTelemetry spans (GenAI conventions) with the `genai` profile,
+against the local OpenAI-compatible server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from pydantic_ai import Agent, ModelRetry
+from pydantic_ai.models.instrumented import InstrumentationSettings
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from otel_diary import DiarySpanProcessor
+from otel_diary.pipeline.render import parse_front_matter
+from otel_diary.testing import InMemorySink
+from tests.sources.test_openinference import readme_snippet
+from tests.support.loopback import ChatServer, ToolCall, serve_asgi
+
+MODEL = "gpt-test"
+
+
+def test_an_agent_run_is_one_diary() -> None:
+    """A Pydantic AI agent run with a tool the model calls twice (the first call asks for a
+    retry) is one recovered diary: the agent's name, the model, the summed tokens, the tool
+    by name, the error class, the question as title and the final answer."""
+    sink = InMemorySink()
+    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
+                              shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, sinks=[sink], conventions="genai")
+    provider.add_span_processor(processor)
+    lookups: list[str] = []
+    lookup_call = ToolCall("lookup", '{"term": "release"}')
+    server = ChatServer(script=[lookup_call, lookup_call, "The release moved. Details follow."],
+                        model=MODEL)
+    with serve_asgi(server) as url:
+        model = OpenAIChatModel(MODEL, provider=OpenAIProvider(base_url=url + "/v1",
+                                                                api_key="test-key"))
+        agent = Agent(model, name="researcher")
+
+        @agent.tool_plain
+        def lookup(term: str) -> str:
+            """Look a term up."""
+            lookups.append(term)
+            if len(lookups) == 1:
+                raise ModelRetry("lookup timed out, try again")
+            return f"notes about {term}"
+
+        Agent.instrument_all(InstrumentationSettings(tracer_provider=provider))
+        try:
+            assert agent.run_sync("What changed?").output == "The release moved. Details follow."
+        finally:
+            Agent.instrument_all(False)
+    assert processor.force_flush(10_000)
+    provider.shutdown()
+    [diary] = sink.diaries
+    front = parse_front_matter(diary.content)
+    assert (diary.agent, front["model"], front["tokens"]) == ("researcher", MODEL, 3 * 18)
+    assert diary.title == "What changed?"
+    assert "Made 2 tool call(s): lookup (2)." in diary.body
+    assert 'The final answer began: "The release moved."' in diary.body
+    # The tool call that asked for a retry is a failed span with an exception event.
+    assert diary.outcome == "recovered"
+    assert "1 failed call(s) (pydantic_ai.exceptions.ToolRetryError)" in diary.body
+    assert ("First error: pydantic_ai.exceptions.ToolRetryError: lookup timed out, try again"
+            in diary.body)
+
+
+def test_the_readme_snippet_gives_one_diary(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's Pydantic AI lines, run as written on an app's provider, give the run
+    its diary in the folder."""
+    import otel_diary
+
+    monkeypatch.setenv("KB_DIARIES_ENABLED", "1")
+    monkeypatch.setenv("OTEL_DIARY_DIR", str(tmp_path))
+    provider = TracerProvider(shutdown_on_exit=False)
+    exec(readme_snippet("Pydantic AI"), {"provider": provider, "otel_diary": otel_diary})
+    try:
+        with serve_asgi(ChatServer(script=["It moved."], model=MODEL)) as url:
+            model = OpenAIChatModel(MODEL, provider=OpenAIProvider(base_url=url + "/v1",
+                                                                    api_key="test-key"))
+            Agent(model, name="researcher").run_sync("What changed?")
+    finally:
+        Agent.instrument_all(False)
+    assert provider.force_flush(10_000)
+    provider.shutdown()
+    [path] = (tmp_path / "diaries" / "agents" / "researcher").glob("*.md")
+    assert parse_front_matter(path.read_text())["title"] == "What changed?"
