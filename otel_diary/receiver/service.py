@@ -49,6 +49,10 @@ class ServeConfig:
     """An HTTP request body that stops arriving this long closes the connection."""
     max_header_bytes: int = 64 * 1024
     """A larger HTTP request head is answered 431."""
+    grpc_max_message_bytes: int = 16 * 2**20
+    """A larger gRPC request message is refused."""
+    grpc_max_concurrent_rpcs: int = 4
+    """gRPC calls served at once; more are refused unread."""
 
     def listening_on(self) -> list[str]:
         """Where the receivers listen, for people: ``http://127.0.0.1:4318 (OTLP/HTTP)``, ..."""
@@ -91,8 +95,10 @@ class Service:
         try:
             if config.grpc_port:
                 try:
-                    grpc, _ = grpc_server(self.grpc_service, config.host,
-                                          config.grpc_port)
+                    grpc, _ = grpc_server(
+                        self.grpc_service, config.host, config.grpc_port,
+                        max_message_bytes=config.grpc_max_message_bytes,
+                        max_concurrent_rpcs=config.grpc_max_concurrent_rpcs)
                 except (OSError, RuntimeError) as exc:
                     address = f"{config.host}:{config.grpc_port}"
                     logger.error("cannot listen for OTLP/gRPC on %s: %s", address, exc,
@@ -157,6 +163,7 @@ class Service:
             await loop.run_in_executor(None, stopped.wait, shutdown_s + 1)
         drained = await loop.run_in_executor(None, self.collector.close, shutdown_s)
         self.http_app.close()
+        self.grpc_service.close()
         store = self.collector.store
         stats = self.collector.pipeline.stats
         logger.info("otel-diary serve stopped: %d diaries written, %d failed runs skipped",
