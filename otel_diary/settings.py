@@ -227,6 +227,13 @@ class Settings(BaseSettings):
     serve_max_header_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
     """``OTEL_DIARY_SERVE_MAX_HEADER_BYTES``: a larger OTLP/HTTP request head is answered
     431; 64 KiB by default."""
+    serve_max_connections: int = Field(1000, gt=0, le=1_000_000)
+    """``OTEL_DIARY_SERVE_MAX_CONNECTIONS``: OTLP/HTTP connections open at once; past it a
+    new connection closes the one that has waited longest without a request in progress
+    (or is refused when every one is busy). 1000 by default."""
+    serve_idle_timeout_s: float = Field(15.0, gt=0, le=3600)
+    """``OTEL_DIARY_SERVE_IDLE_TIMEOUT_S``: an OTLP/HTTP connection idle between requests
+    this many seconds is closed; 15 by default."""
     serve_grpc_max_message_bytes: int = Field(16 * 1024 * 1024, ge=1024,
                                               le=1024 * 1024 * 1024)
     """``OTEL_DIARY_SERVE_GRPC_MAX_MESSAGE_BYTES``: largest OTLP/gRPC request message after

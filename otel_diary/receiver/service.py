@@ -49,6 +49,10 @@ class ServeConfig:
     """An HTTP request body that stops arriving this long closes the connection."""
     max_header_bytes: int = 64 * 1024
     """A larger HTTP request head is answered 431."""
+    max_connections: int = 1000
+    """HTTP connections open at once; past it the longest waiting one is closed."""
+    idle_timeout_s: float = 15.0
+    """An HTTP connection idle between requests this long is closed."""
     grpc_max_message_bytes: int = 16 * 2**20
     """A larger gRPC request message is refused."""
     grpc_max_concurrent_rpcs: int = 4
@@ -109,7 +113,10 @@ class Service:
                     self.http_app, host=config.host, port=config.http_port,
                     http=guarded_protocol(header_timeout_s=config.header_timeout_s,
                                           body_timeout_s=config.body_timeout_s,
-                                          max_header_bytes=config.max_header_bytes),
+                                          max_header_bytes=config.max_header_bytes,
+                                          max_connections=config.max_connections,
+                                          counters=self.collector.counters),
+                    timeout_keep_alive=config.idle_timeout_s,  # type: ignore[arg-type]
                     lifespan="off", log_config=None, access_log=False,
                     server_header=False,
                     timeout_graceful_shutdown=max(int(shutdown_s), 1),
