@@ -139,6 +139,10 @@ class Settings(BaseSettings):
     Defaults to ``$XDG_DATA_HOME/otel-diary`` (``~/.local/share/otel-diary``)."""
     queue_size: int = Field(8192, gt=0, le=1_000_000)
     """``OTEL_DIARY_QUEUE_SIZE``: ended spans waiting for the worker; over it spans drop."""
+    queue_max_bytes: int = Field(64 * 1024 * 1024, gt=0)
+    """``OTEL_DIARY_QUEUE_MAX_BYTES``: estimated bytes (attributes) of the ended spans and
+    decided task runs waiting in process; over it spans and task runs drop (counted and
+    logged). 64 MiB by default."""
     max_traces: int = Field(4096, gt=0, le=1_000_000)
     """``OTEL_DIARY_MAX_TRACES``: open traces whose child spans are being summarized."""
     trace_ttl_s: float = Field(3600.0, gt=0)
