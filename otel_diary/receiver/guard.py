@@ -11,14 +11,17 @@ re-armed per chunk.
 Past ``max_connections`` open connections, a new one closes the connection that has
 waited longest without a request in progress (its head not complete yet, or idle between
 requests), so many slow or idle clients cannot lock a quick one out; only when every
-connection is busy with a request is the new one refused. Each closing is counted
-(``connections_closed_total`` by reason) and logged at most every few seconds.
+connection is busy with a request is the new one refused. The cap stays under the
+process's open-file limit: out of descriptors, a server could accept no one at all.
+Each closing is counted (``connections_closed_total`` by reason) and logged at most
+every few seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import time
 from typing import Any, ClassVar
 
@@ -158,12 +161,35 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                                              "reason": reason}})
 
 
+FILES_KEPT = 128
+"""Open files the connection cap leaves to everything else in the process."""
+BACKLOG = 2048
+"""Connections waiting to be accepted (uvicorn's default); asyncio accepts up to this many
+at once, before the connections closed to make room for them release their files."""
+
+
+def connection_limits(wanted: int) -> tuple[int, int]:
+    """The connection cap and listen backlog to use: ``wanted`` and :data:`BACKLOG`, or
+    less when the process may not open that many files (a server out of descriptors
+    stops accepting anyone, and the cap could no longer make room)."""
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):  # pragma: no cover - no such limit here
+        return wanted, BACKLOG
+    if soft == resource.RLIM_INFINITY or soft - FILES_KEPT >= wanted + BACKLOG:
+        return wanted, BACKLOG
+    room = max((soft - FILES_KEPT) // 2, 1)
+    return min(wanted, room), min(BACKLOG, room)
+
+
 def guarded_protocol(*, header_timeout_s: float, body_timeout_s: float,
                      max_header_bytes: int, max_connections: int = 1000,
                      counters: Counters | None = None) -> type[GuardedHttpToolsProtocol]:
-    """The protocol class with these limits, for ``uvicorn.Config(http=...)``."""
+    """The protocol class with these limits, for ``uvicorn.Config(http=...)``; give its
+    server the backlog :func:`connection_limits` says."""
     return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), {
         "header_timeout_s": header_timeout_s, "body_timeout_s": body_timeout_s,
-        "max_header_bytes": max_header_bytes, "max_connections": max_connections,
+        "max_header_bytes": max_header_bytes,
+        "max_connections": connection_limits(max_connections)[0],
         "counters": counters if counters is not None else Counters(),
         "waiting": {}, "_logged_at": [0.0]})

@@ -20,7 +20,7 @@ import uvicorn
 
 from otel_diary.receiver.admission import Collector
 from otel_diary.receiver.grpc import TraceService, grpc_server
-from otel_diary.receiver.guard import guarded_protocol
+from otel_diary.receiver.guard import connection_limits, guarded_protocol
 from otel_diary.receiver.http import OtlpHttpApp
 
 logger = logging.getLogger("otel_diary")
@@ -117,6 +117,7 @@ class Service:
                                           max_connections=config.max_connections,
                                           counters=self.collector.counters),
                     timeout_keep_alive=config.idle_timeout_s,  # type: ignore[arg-type]
+                    backlog=connection_limits(config.max_connections)[1],
                     lifespan="off", log_config=None, access_log=False,
                     server_header=False,
                     timeout_graceful_shutdown=max(int(shutdown_s), 1),
