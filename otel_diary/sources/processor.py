@@ -267,6 +267,8 @@ class DiarySpanProcessor(SpanProcessor):
         """A forked child starts with fresh queues and threads (the parent's are gone)."""
         self._queue = deque()
         self._ready = deque()
+        self._queued_bytes = self._ready_bytes = 0
+        self._ready_lock = threading.Lock()
         self._awaited = set()
         self._assembler = self._new_assembler()
         for runner in (self._delivery, self._intake):
