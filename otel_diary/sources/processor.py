@@ -43,6 +43,14 @@ _WAKE_BATCH = 512
 """Spans queued before the worker is woken early (else it wakes every schedule delay)."""
 
 
+def _weight(span: ReadableSpan) -> int:
+    """Estimated bytes a queued span holds: its attributes (an SDK span's own dict)."""
+    try:
+        return estimate(span._attributes._dict)  # type: ignore[union-attr]
+    except (AttributeError, TypeError):
+        return estimate(span.attributes or {})
+
+
 def to_record(span: ReadableSpan) -> SpanRecord:
     """A plain-data copy of an ended SDK span."""
     ctx = span.context
@@ -62,14 +70,6 @@ def to_record(span: ReadableSpan) -> SpanRecord:
         attributes=dict(span.attributes or {}),
         resource=dict(resource.attributes) if resource is not None else {},
     )
-
-
-def _weight(span: ReadableSpan) -> int:
-    """Estimated bytes a queued span holds: its attributes (an SDK span's own dict)."""
-    try:
-        return estimate(span._attributes._dict)  # type: ignore[union-attr]
-    except (AttributeError, TypeError):
-        return estimate(span.attributes or {})
 
 
 def exception_type(span: ReadableSpan) -> str | None:
@@ -282,6 +282,8 @@ class DiarySpanProcessor(SpanProcessor):
         """One round of the worker: fold queued spans into traces, hand ready task runs to
         the delivery runner; when stopping, release every waiting task span too."""
         self._drain_queue()
+        if not self._queue:
+            self._queued_bytes = 0  # see its docstring
         now = time.monotonic()
         if now >= self._next_expiry:
             self._next_expiry = now + _EXPIRE_EVERY_S
@@ -369,8 +371,6 @@ class DiarySpanProcessor(SpanProcessor):
             except Exception:
                 self.stats.pipeline_errors += 1
                 logger.debug("otel-diary could not read a span", exc_info=True)
-        if not queue:
-            self._queued_bytes = 0  # see its docstring
         if self.stats.dropped_spans > self._drops_logged:
             self._hand_over([])
 
