@@ -139,6 +139,10 @@ class Settings(BaseSettings):
     Defaults to ``$XDG_DATA_HOME/otel-diary`` (``~/.local/share/otel-diary``)."""
     queue_size: int = Field(8192, gt=0, le=1_000_000)
     """``OTEL_DIARY_QUEUE_SIZE``: ended spans waiting for the worker; over it spans drop."""
+    queue_max_bytes: int = Field(64 * 1024 * 1024, gt=0)
+    """``OTEL_DIARY_QUEUE_MAX_BYTES``: estimated bytes (attributes) of the ended spans and
+    decided task runs waiting in process; over it spans and task runs drop (counted and
+    logged). 64 MiB by default."""
     max_traces: int = Field(4096, gt=0, le=1_000_000)
     """``OTEL_DIARY_MAX_TRACES``: open traces whose child spans are being summarized."""
     trace_ttl_s: float = Field(3600.0, gt=0)
@@ -230,10 +234,25 @@ class Settings(BaseSettings):
     many seconds after it began closes the connection; 10 by default."""
     serve_body_timeout_s: float = Field(30.0, gt=0, le=3600)
     """``OTEL_DIARY_SERVE_BODY_TIMEOUT_S``: an OTLP/HTTP request body that stops arriving
-    for this many seconds closes the connection; 30 by default."""
+    for this many seconds closes the connection, and an OTLP/gRPC call whose request has
+    not arrived this many seconds after it began is cancelled; 30 by default."""
     serve_max_header_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
     """``OTEL_DIARY_SERVE_MAX_HEADER_BYTES``: a larger OTLP/HTTP request head is answered
     431; 64 KiB by default."""
+    serve_max_connections: int = Field(1000, gt=0, le=1_000_000)
+    """``OTEL_DIARY_SERVE_MAX_CONNECTIONS``: OTLP/HTTP connections open at once; past it a
+    new connection closes the one that has waited longest without a request in progress
+    (or is refused when every one is busy). 1000 by default."""
+    serve_idle_timeout_s: float = Field(15.0, gt=0, le=3600)
+    """``OTEL_DIARY_SERVE_IDLE_TIMEOUT_S``: an OTLP/HTTP connection idle between requests
+    this many seconds is closed; 15 by default."""
+    serve_grpc_max_message_bytes: int = Field(16 * 1024 * 1024, ge=1024,
+                                              le=1024 * 1024 * 1024)
+    """``OTEL_DIARY_SERVE_GRPC_MAX_MESSAGE_BYTES``: largest OTLP/gRPC request message after
+    decompression (else RESOURCE_EXHAUSTED); 16 MiB by default."""
+    serve_grpc_max_concurrent_rpcs: int = Field(4, gt=0, le=1024)
+    """``OTEL_DIARY_SERVE_GRPC_MAX_CONCURRENT_RPCS``: OTLP/gRPC calls served at once; more
+    are refused at once with RESOURCE_EXHAUSTED (retried), unread. 4 by default."""
     serve_grace_s: float = Field(10.0, ge=0, le=3600)
     """``OTEL_DIARY_SERVE_GRACE_S``: how long after a task span arrives its late child
     spans are still waited for before the diary is written; 10 by default."""

@@ -230,6 +230,7 @@ class ProcessorConfig:
 
     enabled: bool
     queue_size: int
+    queue_max_bytes: int
     schedule_delay_s: float
     shutdown_timeout_s: float
 
@@ -272,6 +273,7 @@ def processor_parts(
                               pending_timeout_s=settings.pending_timeout_s)
 
     config = ProcessorConfig(enabled=settings.enabled, queue_size=settings.queue_size,
+                             queue_max_bytes=settings.queue_max_bytes,
                              schedule_delay_s=settings.schedule_delay_ms / 1000,
                              shutdown_timeout_s=settings.shutdown_timeout_ms / 1000)
     return ProcessorParts(settings, config, chosen, pipeline, new_assembler)

@@ -143,8 +143,15 @@ def service_from(settings: Settings) -> Service:
         auth=settings.serve_token is not None,
         header_timeout_s=settings.serve_header_timeout_s,
         body_timeout_s=settings.serve_body_timeout_s,
-        max_header_bytes=settings.serve_max_header_bytes)
+        max_header_bytes=settings.serve_max_header_bytes,
+        max_connections=settings.serve_max_connections,
+        idle_timeout_s=settings.serve_idle_timeout_s,
+        grpc_max_message_bytes=settings.serve_grpc_max_message_bytes,
+        grpc_max_concurrent_rpcs=settings.serve_grpc_max_concurrent_rpcs)
     return Service(collector,
                    OtlpHttpApp(collector, conventions, token=token,
                                max_body_bytes=settings.serve_max_body_bytes),
-                   TraceService(collector, conventions, token=token), config)
+                   TraceService(collector, conventions, token=token,
+                                inflight_bytes=2 * settings.serve_grpc_max_message_bytes,
+                                read_timeout_s=settings.serve_body_timeout_s),
+                   config)

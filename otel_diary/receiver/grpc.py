@@ -1,16 +1,25 @@
 """OTLP/gRPC receiver: ``opentelemetry.proto.collector.trace.v1.TraceService/Export``.
 
-Requests up to 64 MiB (gzip-compressed or not) are decoded and assembled like OTLP/HTTP
-ones. Status codes follow the OTLP specification: INVALID_ARGUMENT for what cannot be
-decoded, UNAUTHENTICATED, RESOURCE_EXHAUSTED (with ``RetryInfo``) when the requests being
-decoded at once hold their memory budget, and UNAVAILABLE when assembly memory is full or
-the service is stopping; both are retried.
+Requests up to a cap (16 MiB by default, gzip-compressed or not) are decoded and assembled
+like OTLP/HTTP ones. Status codes follow the OTLP specification: INVALID_ARGUMENT for what
+cannot be decoded, UNAUTHENTICATED, RESOURCE_EXHAUSTED (with ``RetryInfo``) when the
+requests being decoded at once hold their memory budget or too many calls are in flight,
+and UNAVAILABLE when assembly memory is full or the service is stopping; both are retried.
+
+Memory is bounded before a message is read: grpcio receives a unary request before it
+calls the handler, so ``Export`` is served as a client-streaming method (the same bytes on
+the wire) that checks the credentials and the collector's room first, and only then asks
+for the message; at most ``max_concurrent_rpcs`` calls are served at once, the others are
+refused at once (RESOURCE_EXHAUSTED) without being read.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
+import time
+from collections.abc import Iterator
 from concurrent import futures
 
 import grpc
@@ -29,10 +38,14 @@ from otel_diary.errors import DecodeError
 from otel_diary.receiver.admission import Admission, Collector
 from otel_diary.receiver.decode import PROTOBUF, decode
 from otel_diary.receiver.http import token_offered
+from otel_diary.runner import Runner
 
 logger = logging.getLogger("otel_diary")
 
-MAX_MESSAGE_BYTES = 64 * 2**20
+MAX_MESSAGE_BYTES = 16 * 2**20
+"""Largest request message (after decompression); a larger one is refused by grpcio."""
+MAX_CONCURRENT_RPCS = 4
+"""Calls served at once; more are refused at once with RESOURCE_EXHAUSTED."""
 INFLIGHT_BYTES = 2 * MAX_MESSAGE_BYTES
 """Request bytes decoded at once; past it, RESOURCE_EXHAUSTED with a retry delay."""
 SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name
@@ -51,19 +64,59 @@ _SATURATED = {
 }
 
 
+READ_TIMEOUT_S = 30.0
+"""A call whose request message has not fully arrived this long after it began is
+cancelled, so a stalled client cannot keep one of the few call slots."""
+
+
 class TraceService:
     """The ``Export`` method; takes the raw request bytes so decode errors are its own."""
 
     def __init__(self, collector: Collector, conventions: Conventions, *,
-                 token: str | None = None, inflight_bytes: int = INFLIGHT_BYTES) -> None:
+                 token: str | None = None, inflight_bytes: int = INFLIGHT_BYTES,
+                 read_timeout_s: float = READ_TIMEOUT_S) -> None:
         self.collector = collector
         self.conventions = conventions
         self._token = token.encode() if token else None
         self._budget = inflight_bytes
         self._inflight = 0
         self._lock = threading.Lock()
+        self._read_timeout_s = read_timeout_s
+        self._reading: dict[int, tuple[float, grpc.ServicerContext]] = {}
+        self._calls = itertools.count()
+        self._watch = Runner("otel-diary-grpc-watch", self._cancel_stalled,
+                             interval_s=min(read_timeout_s / 4, 1.0))
 
-    def export(self, request: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+    def close(self) -> None:
+        """Stop the thread that cancels stalled calls."""
+        self._watch.stop(1.0)
+
+    def _cancel_stalled(self, stopping: bool) -> None:
+        """One round of the watch: cancel the calls whose message is late."""
+        now = time.monotonic()
+        with self._lock:
+            late = [context for deadline, context in self._reading.values() if deadline <= now]
+        for context in late:
+            context.cancel()
+        if late:
+            self.collector.counters.add("requests_rejected_total:reason", "stalled", len(late))
+
+    def _receive(self, requests: Iterator[bytes],
+                 context: grpc.ServicerContext) -> bytes | None:
+        """The call's one request message, watched: cancelled past the read timeout."""
+        call = next(self._calls)
+        with self._lock:
+            self._reading[call] = (time.monotonic() + self._read_timeout_s, context)
+        self._watch.start()
+        try:
+            return next(requests, None)
+        finally:
+            with self._lock:
+                del self._reading[call]
+
+    def export(self, requests: Iterator[bytes],
+               context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+        """Check the credentials and the room left, then read the one request message."""
         counters = self.collector.counters
         if self._token is not None and not self._authorized(context):
             counters.add("requests_rejected_total:reason", "unauthenticated")
@@ -71,6 +124,10 @@ class TraceService:
         admission = self.collector.saturation()
         if admission is not Admission.ACCEPTED:
             self._refuse(context, admission, 0)
+        request = self._receive(requests, context)
+        if request is None:
+            counters.add("requests_rejected_total:reason", "undecodable")
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the call carried no request")
         size = len(request)
         with self._lock:
             busy = self._inflight + size > self._budget
@@ -131,17 +188,24 @@ class TraceService:
 
 
 def grpc_server(service: TraceService, host: str, port: int, *,
-                workers: int = 8) -> tuple[grpc.Server, int]:
-    """A started gRPC server for ``service`` on ``host:port``; returns it and its port."""
+                max_message_bytes: int = MAX_MESSAGE_BYTES,
+                max_concurrent_rpcs: int = MAX_CONCURRENT_RPCS) -> tuple[grpc.Server, int]:
+    """A started gRPC server for ``service`` on ``host:port``; returns it and its port.
+
+    It serves at most ``max_concurrent_rpcs`` calls at once, each on its own thread, and
+    refuses a message larger than ``max_message_bytes``.
+    """
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="otel-diary-grpc"),
-        options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        futures.ThreadPoolExecutor(max_workers=max_concurrent_rpcs,
+                                   thread_name_prefix="otel-diary-grpc"),
+        options=[("grpc.max_receive_message_length", max_message_bytes),
                  ("grpc.max_send_message_length", 4 * 2**20),
                  ("grpc.so_reuseport", 0)],
-        maximum_concurrent_rpcs=4 * workers,
+        maximum_concurrent_rpcs=max_concurrent_rpcs,
     )
     handler = grpc.method_handlers_generic_handler(SERVICE, {
-        "Export": grpc.unary_unary_rpc_method_handler(
+        # Client-streaming on the server's side only: nothing is read before export asks.
+        "Export": grpc.stream_unary_rpc_method_handler(
             service.export,
             request_deserializer=None,
             response_serializer=ExportTraceServiceResponse.SerializeToString,

@@ -1,4 +1,4 @@
-"""Slow and oversized HTTP clients: uvicorn's httptools protocol with deadlines and a cap.
+"""Slow, idle and oversized HTTP clients: uvicorn's httptools protocol with deadlines and caps.
 
 uvicorn closes an idle keep-alive connection, but a client that sends a byte now and
 then never is idle: it can hold a connection, and a request's memory, forever. The
@@ -7,26 +7,50 @@ protocol here closes a connection whose request head is not complete within
 body stops arriving for ``body_timeout_s``, and answers 431 to a head larger than
 ``max_header_bytes``. Its work per read is a comparison and an addition: no timer is
 re-armed per chunk.
+
+Past ``max_connections`` open connections, a new one closes the connection that has
+waited longest without a request in progress (its head not complete yet, or idle between
+requests), so many slow or idle clients cannot lock a quick one out; only when every
+connection is busy with a request is the new one refused. The cap stays under the
+process's open-file limit: out of descriptors, a server could accept no one at all.
+Each closing is counted (``connections_closed_total`` by reason) and logged at most
+every few seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import logging
+import resource
+import time
+from typing import Any, ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from otel_diary.counters import Counters
+
+logger = logging.getLogger("otel_diary")
 
 _HEAD_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
                    b"content-type: text/plain; charset=utf-8\r\ncontent-length: 32\r\n"
                    b"connection: close\r\n\r\nrequest header fields too large\n")
+LOG_EVERY_S = 10.0
+"""Closings are logged at most this often (each is counted)."""
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
-    """:class:`HttpToolsProtocol` that closes slow requests and refuses huge heads."""
+    """:class:`HttpToolsProtocol` that closes slow requests, refuses huge heads and keeps
+    the connections open under a cap."""
 
     header_timeout_s = 10.0
     body_timeout_s = 30.0
     max_header_bytes = 64 * 1024
+    max_connections = 1000
+    counters: ClassVar[Counters] = Counters()
+    waiting: ClassVar[dict[GuardedHttpToolsProtocol, None]] = {}
+    """Connections without a request in progress, longest waiting first (per class made
+    by :func:`guarded_protocol`, so per server)."""
+    _logged_at: ClassVar[list[float]] = [0.0]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -39,9 +63,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._arm(self.header_timeout_s, self._head_late)
+        if len(self.connections) > self.max_connections and not self._make_room():
+            return
+        self.waiting[self] = None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self.waiting.pop(self, None)
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -53,7 +81,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._in_head and self._head_bytes > self.max_header_bytes:
             if not self.transport.is_closing():
                 self.transport.write(_HEAD_TOO_LARGE)
-                self.transport.close()
+                self._close("head_too_large")
             self._disarm()
 
     # -- parser callbacks -------------------------------------------------------------------
@@ -69,6 +97,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._in_head = False
         self._in_body = True
         self._last_body = self.loop.time()
+        self.waiting.pop(self, None)
         self._arm(self.body_timeout_s, self._body_late)
         super().on_headers_complete()
 
@@ -77,7 +106,12 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._disarm()
         super().on_message_complete()
 
-    # -- deadlines --------------------------------------------------------------------------
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self.waiting[self] = None  # idle until its next request: the newest waiting
+
+    # -- deadlines and caps -----------------------------------------------------------------
 
     def _arm(self, delay: float, callback: Any) -> None:
         self._disarm()
@@ -91,7 +125,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _head_late(self) -> None:
         self._guard = None
         if self._in_head and not self.transport.is_closing():
-            self.transport.close()
+            self._close("header_timeout")
 
     def _body_late(self) -> None:
         self._guard = None
@@ -101,12 +135,61 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if idle < self.body_timeout_s:
             self._arm(self.body_timeout_s - idle, self._body_late)
         else:
-            self.transport.close()
+            self._close("body_timeout")
+
+    def _make_room(self) -> bool:
+        """At the cap: close the longest-waiting connection (True), or this one when every
+        other is busy with a request (False)."""
+        waiting = self.waiting
+        if not waiting:
+            self._close("refused")
+            return False
+        oldest = next(iter(waiting))
+        oldest._close("evicted")
+        return True
+
+    def _close(self, reason: str) -> None:
+        self.waiting.pop(self, None)
+        self.transport.close()
+        self.counters.add("connections_closed_total:reason", reason)
+        now = time.monotonic()
+        if now - self._logged_at[0] >= LOG_EVERY_S:
+            self._logged_at[0] = now
+            logger.warning("otel-diary closed an HTTP connection (%s); more may follow "
+                           "unlogged, see otel_diary_connections_closed_total", reason,
+                           extra={"fields": {"event": "serve.connection_closed",
+                                             "reason": reason}})
+
+
+FILES_KEPT = 128
+"""Open files the connection cap leaves to everything else in the process."""
+BACKLOG = 2048
+"""Connections waiting to be accepted (uvicorn's default); asyncio accepts up to this many
+at once, before the connections closed to make room for them release their files."""
+
+
+def connection_limits(wanted: int) -> tuple[int, int]:
+    """The connection cap and listen backlog to use: ``wanted`` and :data:`BACKLOG`, or
+    less when the process may not open that many files (a server out of descriptors
+    stops accepting anyone, and the cap could no longer make room)."""
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):  # pragma: no cover - no such limit here
+        return wanted, BACKLOG
+    if soft == resource.RLIM_INFINITY or soft - FILES_KEPT >= wanted + BACKLOG:
+        return wanted, BACKLOG
+    room = max((soft - FILES_KEPT) // 2, 1)
+    return min(wanted, room), min(BACKLOG, room)
 
 
 def guarded_protocol(*, header_timeout_s: float, body_timeout_s: float,
-                     max_header_bytes: int) -> type[GuardedHttpToolsProtocol]:
-    """The protocol class with these limits, for ``uvicorn.Config(http=...)``."""
+                     max_header_bytes: int, max_connections: int = 1000,
+                     counters: Counters | None = None) -> type[GuardedHttpToolsProtocol]:
+    """The protocol class with these limits, for ``uvicorn.Config(http=...)``; give its
+    server the backlog :func:`connection_limits` says."""
     return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), {
         "header_timeout_s": header_timeout_s, "body_timeout_s": body_timeout_s,
-        "max_header_bytes": max_header_bytes})
+        "max_header_bytes": max_header_bytes,
+        "max_connections": connection_limits(max_connections)[0],
+        "counters": counters if counters is not None else Counters(),
+        "waiting": {}, "_logged_at": [0.0]})

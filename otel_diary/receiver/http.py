@@ -14,7 +14,7 @@ import hmac
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 from otel_diary.assembly.batch import Batch
@@ -26,9 +26,9 @@ from otel_diary.receiver.decode import (
     JSON,
     MEDIA_TYPES,
     PROTOBUF,
-    Inflater,
     decode,
     export_response,
+    inflate,
     status_body,
 )
 from otel_diary.receiver.metrics import metrics_text
@@ -42,7 +42,8 @@ Send = Callable[[Message], Awaitable[None]]
 
 TRACES_PATH = "/v1/traces"
 OFFLOAD_BYTES = 1 << 20
-"""Bodies at least this large are decoded on a worker thread, keeping the loop responsive."""
+"""Protobuf bodies at least this large are decoded on a worker thread, keeping the loop
+responsive (OTLP/JSON and gzip bodies always are)."""
 
 # gRPC status codes used in google.rpc.Status bodies.
 _INVALID_ARGUMENT = 3
@@ -112,6 +113,7 @@ class OtlpHttpApp:
         token: str | None = None,
         max_body_bytes: int = 20 * 2**20,
         inflight_bytes: int | None = None,
+        decoder: Executor | None = None,
     ) -> None:
         self.collector = collector
         self.conventions = conventions
@@ -119,7 +121,8 @@ class OtlpHttpApp:
         self.max_body_bytes = max_body_bytes
         self._budget = inflight_bytes or max(2 * max_body_bytes, 64 * 2**20)
         self._inflight = 0
-        self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="otel-diary-decode")
+        self._executor = decoder or ThreadPoolExecutor(max_workers=2,
+                                                       thread_name_prefix="otel-diary-decode")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -167,8 +170,12 @@ class OtlpHttpApp:
             if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
                 raise _too_large(self.max_body_bytes)
             self._check_saturation()
-            body = await self._read(receive, gzip=encoding == "gzip")
-            batch = await self._decode(body, media_type)
+            held = _Held()
+            try:
+                body = await self._read(receive, held)
+                batch = await self._decode(body, media_type, held, gzip=encoding == "gzip")
+            finally:
+                self._inflight -= held.bytes
             del body
             admission, durable = self.collector.offer(batch)
             if admission is Admission.TOO_LARGE:
@@ -210,57 +217,51 @@ class OtlpHttpApp:
         if admission is not Admission.ACCEPTED:
             raise _saturated(admission, 0)
 
-    async def _read(self, receive: Receive, *, gzip: bool) -> bytes:
-        """The body, inflated; 413 past the cap, 503 past the in-flight memory budget."""
+    def _hold(self, held: _Held, size: int) -> None:
+        """Count ``size`` more bytes for a request; 429 past the in-flight budget."""
+        held.bytes += size
+        self._inflight += size
+        if self._inflight > self._budget:
+            raise _saturated(Admission.BUSY, 0)
+
+    async def _read(self, receive: Receive, held: _Held) -> bytes:
+        """The body as sent (still compressed), counted in ``held`` as it arrives; 413 past
+        the cap. A stalled upload holds only the bytes it has sent: it is inflated once
+        complete, with the decoding."""
         cap = self.max_body_bytes
-        inflater = Inflater(cap) if gzip else None
         chunks: list[bytes] = []
         raw = 0
-        held = 0
-        try:
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    raise _ClientGone
-                chunk = message.get("body", b"")
-                if chunk:
-                    raw += len(chunk)
-                    if raw > cap:
-                        raise _too_large(cap)
-                    before = held
-                    if inflater is not None:
-                        try:
-                            inflater.feed(chunk)
-                        except TooLarge:
-                            raise _too_large(cap) from None
-                        except DecodeError as exc:
-                            raise _Refused(400, _INVALID_ARGUMENT, str(exc),
-                                           "undecodable") from None
-                        held = raw + inflater.size
-                    else:
-                        chunks.append(chunk)
-                        held = raw
-                    self._inflight += held - before
-                    if self._inflight > self._budget:
-                        raise _saturated(Admission.BUSY, 0)
-                if not message.get("more_body", False):
-                    break
-            if inflater is None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _ClientGone
+            chunk = message.get("body", b"")
+            if chunk:
+                raw += len(chunk)
+                if raw > cap:
+                    raise _too_large(cap)
+                chunks.append(chunk)
+                self._hold(held, len(chunk))
+            if not message.get("more_body", False):
                 return b"".join(chunks)
-            try:
-                return inflater.finish()
-            except DecodeError as exc:
-                raise _Refused(400, _INVALID_ARGUMENT, str(exc), "undecodable") from None
-        finally:
-            self._inflight -= held
 
-    async def _decode(self, body: bytes, media_type: str) -> Batch:
+    async def _decode(self, body: bytes, media_type: str, held: _Held, *,
+                      gzip: bool) -> Batch:
+        """The body inflated and decoded. Every OTLP/JSON or gzip body is decoded on a
+        worker thread (a small protobuf one is quicker to read here); what a gzip body will
+        inflate to is counted first (its trailer says), so the bytes queued for and held
+        by the workers stay within the in-flight budget until they are done."""
+        if gzip:
+            self._hold(held, _inflated_size(body, self.max_body_bytes))
         try:
-            if len(body) >= OFFLOAD_BYTES:
+            if gzip or media_type == JSON or len(body) >= OFFLOAD_BYTES:
                 loop = asyncio.get_running_loop()
-                return await loop.run_in_executor(self._executor, decode, body, media_type,
-                                                  self.conventions)
+                return await loop.run_in_executor(
+                    self._executor, _inflate_and_decode, body, gzip, media_type,
+                    self.max_body_bytes, self.conventions)
             return decode(body, media_type, self.conventions)
+        except TooLarge:
+            raise _too_large(self.max_body_bytes) from None
         except DecodeError as exc:
             raise _Refused(400, _INVALID_ARGUMENT, str(exc), "undecodable") from None
 
@@ -270,6 +271,29 @@ class OtlpHttpApp:
 
 class _ClientGone(Exception):
     pass
+
+
+class _Held:
+    """The bytes one request counts against the in-flight budget."""
+
+    __slots__ = ("bytes",)
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+
+def _inflated_size(body: bytes, cap: int) -> int:
+    """What a gzip body says it inflates to (its last member's trailer), at most ``cap``.
+
+    Only an estimate to count ahead: the inflater itself stops at ``cap`` whatever it says.
+    """
+    return min(int.from_bytes(body[-4:], "little"), cap) if len(body) >= 18 else 0
+
+
+def _inflate_and_decode(body: bytes, gzip: bool, media_type: str, cap: int,
+                        conventions: Conventions) -> Batch:
+    """A worker's part: inflate (at most ``cap`` bytes, else :class:`TooLarge`), decode."""
+    return decode(inflate(body, cap) if gzip else body, media_type, conventions)
 
 
 def _too_large(cap: int, message: str = "", spans: int = 0) -> _Refused:

@@ -18,6 +18,8 @@ _METRICS: tuple[tuple[str, str, str], ...] = (
     ("traces_evicted_total", "counter", "Traces decided early because memory was full."),
     ("taskless_traces_evicted_total", "counter",
      "Traces holding no task span dropped to make room (their spans count as dropped)."),
+    ("connections_closed_total", "counter",
+     "HTTP connections the receiver closed: slow, oversized or past the cap, by reason."),
     ("errors_total", "counter", "Internal errors, by stage."),
     ("open_traces", "gauge", "Traces being assembled."),
     ("held_spans", "gauge",

@@ -21,7 +21,7 @@ import uvicorn
 
 from otel_diary.receiver.admission import Collector
 from otel_diary.receiver.grpc import TraceService, grpc_server
-from otel_diary.receiver.guard import guarded_protocol
+from otel_diary.receiver.guard import connection_limits, guarded_protocol
 from otel_diary.receiver.http import OtlpHttpApp
 
 logger = logging.getLogger("otel_diary")
@@ -52,6 +52,14 @@ class ServeConfig:
     """An HTTP request body that stops arriving this long closes the connection."""
     max_header_bytes: int = 64 * 1024
     """A larger HTTP request head is answered 431."""
+    max_connections: int = 1000
+    """HTTP connections open at once; past it the longest waiting one is closed."""
+    idle_timeout_s: float = 15.0
+    """An HTTP connection idle between requests this long is closed."""
+    grpc_max_message_bytes: int = 16 * 2**20
+    """A larger gRPC request message is refused."""
+    grpc_max_concurrent_rpcs: int = 4
+    """gRPC calls served at once; more are refused unread."""
 
     def listening_on(self) -> list[str]:
         """Where the receivers listen, for people: ``http://127.0.0.1:4318 (OTLP/HTTP)``, ..."""
@@ -94,8 +102,10 @@ class Service:
         try:
             if config.grpc_port:
                 try:
-                    grpc, _ = grpc_server(self.grpc_service, config.host,
-                                          config.grpc_port)
+                    grpc, _ = grpc_server(
+                        self.grpc_service, config.host, config.grpc_port,
+                        max_message_bytes=config.grpc_max_message_bytes,
+                        max_concurrent_rpcs=config.grpc_max_concurrent_rpcs)
                 except (OSError, RuntimeError) as exc:
                     address = f"{config.host}:{config.grpc_port}"
                     logger.error("cannot listen for OTLP/gRPC on %s: %s", address, exc,
@@ -106,7 +116,11 @@ class Service:
                     self.http_app, host=config.host, port=config.http_port,
                     http=guarded_protocol(header_timeout_s=config.header_timeout_s,
                                           body_timeout_s=config.body_timeout_s,
-                                          max_header_bytes=config.max_header_bytes),
+                                          max_header_bytes=config.max_header_bytes,
+                                          max_connections=config.max_connections,
+                                          counters=self.collector.counters),
+                    timeout_keep_alive=config.idle_timeout_s,  # type: ignore[arg-type]
+                    backlog=connection_limits(config.max_connections)[1],
                     lifespan="off", log_config=None, access_log=False,
                     server_header=False,
                     timeout_graceful_shutdown=max(int(shutdown_s), 1),
@@ -161,6 +175,7 @@ class Service:
             await loop.run_in_executor(None, stopped.wait, shutdown_s + 1)
         drained = await loop.run_in_executor(None, self.collector.close, shutdown_s)
         self.http_app.close()
+        self.grpc_service.close()
         store = self.collector.store
         stats = self.collector.pipeline.stats
         logger.info("otel-diary serve stopped: %d diaries written, %d failed runs skipped",

@@ -2,7 +2,10 @@
 
 ``on_end`` does O(1) work: it appends the span to a bounded queue (or counts a drop).
 A daemon worker turns queued spans into plain data, assembles traces and runs the
-pipeline. Nothing raises out of ``on_start``, ``on_end``, ``force_flush`` or ``shutdown``.
+pipeline. Both queues, of ended spans and of decided task runs, are bounded in count and
+together in bytes (their attributes, estimated): past either bound a span or task run is
+dropped, counted and logged. Nothing raises out of ``on_start``, ``on_end``,
+``force_flush`` or ``shutdown``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import StatusCode
 
 from otel_diary import wiring
+from otel_diary.assembly.batch import estimate
 from otel_diary.conventions import Conventions
 from otel_diary.pipeline.core import Pipeline, Stats
 from otel_diary.pipeline.reflect import Reflector
@@ -37,6 +41,14 @@ _EXPIRE_EVERY_S = 1.0
 _ERROR = StatusCode.ERROR
 _WAKE_BATCH = 512
 """Spans queued before the worker is woken early (else it wakes every schedule delay)."""
+
+
+def _weight(span: ReadableSpan) -> int:
+    """Estimated bytes a queued span holds: its attributes (an SDK span's own dict)."""
+    try:
+        return estimate(span._attributes._dict)  # type: ignore[union-attr]
+    except (AttributeError, TypeError):
+        return estimate(span.attributes or {})
 
 
 def to_record(span: ReadableSpan) -> SpanRecord:
@@ -114,6 +126,14 @@ class DiarySpanProcessor(SpanProcessor):
         self._ready: deque[Ready] = deque()
         """Task runs waiting for the delivery runner."""
         self._ready_capacity = max(64, config.queue_size // 16)
+        self._max_bytes = config.queue_max_bytes
+        self._queued_bytes = 0
+        """Estimated bytes of the spans queued. Added to by the app's threads without a
+        lock, so a rare lost update makes it a little off: the worker sets it to 0 each
+        time it empties the queue."""
+        self._ready_bytes = 0
+        """Estimated bytes of the task runs decided and not yet delivered."""
+        self._ready_lock = threading.Lock()
         self._intake: Runner | None = None
         self._delivery: Runner | None = None
         self._next_expiry = 0.0
@@ -173,6 +193,11 @@ class DiarySpanProcessor(SpanProcessor):
             queue = self._queue
             size = len(queue)
             if size < self._capacity:
+                weight = _weight(span)
+                if self._queued_bytes + self._ready_bytes + weight > self._max_bytes:
+                    self._drop(weight)
+                    return
+                self._queued_bytes += weight
                 queue.append(span)
                 if size == self._wake_at:  # a batch is waiting: wake the worker once
                     self._intake.wake()  # type: ignore[union-attr]
@@ -181,12 +206,17 @@ class DiarySpanProcessor(SpanProcessor):
         except Exception:  # never reach the app's `with` block
             logger.debug("otel-diary on_end failed", exc_info=True)
 
-    def _drop(self) -> None:
+    def _drop(self, weight: int = 0) -> None:
         dropped = next(self._drops)
         self.stats.dropped_spans = dropped
         if dropped == 1:
-            logger.warning("otel-diary queue is full (%d spans): dropping spans; see "
-                           "OTEL_DIARY_QUEUE_SIZE", self._capacity)
+            if weight:
+                logger.warning("otel-diary queues hold %d bytes of spans and task runs: "
+                               "dropping spans; see OTEL_DIARY_QUEUE_MAX_BYTES",
+                               self._queued_bytes + self._ready_bytes)
+            else:
+                logger.warning("otel-diary queue is full (%d spans): dropping spans; see "
+                               "OTEL_DIARY_QUEUE_SIZE", self._capacity)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -235,6 +265,8 @@ class DiarySpanProcessor(SpanProcessor):
         """A forked child starts with fresh queues and threads (the parent's are gone)."""
         self._queue = deque()
         self._ready = deque()
+        self._queued_bytes = self._ready_bytes = 0
+        self._ready_lock = threading.Lock()
         self._awaited = set()
         self._assembler = self._new_assembler()
         for runner in (self._delivery, self._intake):
@@ -248,6 +280,8 @@ class DiarySpanProcessor(SpanProcessor):
         """One round of the worker: fold queued spans into traces, hand ready task runs to
         the delivery runner; when stopping, release every waiting task span too."""
         self._drain_queue()
+        if not self._queue:
+            self._queued_bytes = 0  # see its docstring
         now = time.monotonic()
         if now >= self._next_expiry:
             self._next_expiry = now + _EXPIRE_EVERY_S
@@ -260,13 +294,20 @@ class DiarySpanProcessor(SpanProcessor):
             record = item[0]
             if record.parent_span_id is not None:
                 self._awaited.discard(record.parent_span_id)
-            if len(self._ready) < self._ready_capacity:
-                self._ready.append(item)
-            else:
+            weight = estimate(record.attributes)
+            with self._ready_lock:
+                taken = (len(self._ready) < self._ready_capacity and self._queued_bytes
+                         + self._ready_bytes + weight <= self._max_bytes)
+                if taken:
+                    self._ready.append(item)
+                    self._ready_bytes += weight
+            if not taken:
                 self.stats.dropped_tasks += 1
                 if self.stats.dropped_tasks == 1:
-                    logger.warning("otel-diary is %d task runs behind (reflection or a sink "
-                                   "is slow): dropping task runs", self._ready_capacity)
+                    logger.warning("otel-diary is %d task runs or %d bytes behind (reflection "
+                                   "or a sink is slow): dropping task runs; see "
+                                   "OTEL_DIARY_QUEUE_MAX_BYTES", len(self._ready),
+                                   self._ready_bytes)
         if ready and self._delivery is not None:
             self._delivery.wake()
         self.stats.traces_evicted = self._assembler.evicted
@@ -282,7 +323,11 @@ class DiarySpanProcessor(SpanProcessor):
         assert self.pipeline is not None
         ready = self._ready
         while ready:
-            self.pipeline.handle(ready.popleft())  # never raises
+            item = ready[0]  # counted until delivered: its diary is being made from it
+            self.pipeline.handle(item)  # never raises
+            with self._ready_lock:
+                ready.popleft()
+                self._ready_bytes -= estimate(item[0].attributes)
 
     def _drain_queue(self) -> None:
         """Fold every queued span into the assembler; deliver the task spans it releases."""
@@ -293,6 +338,7 @@ class DiarySpanProcessor(SpanProcessor):
         awaited = self._awaited
         while queue:
             span = popleft()
+            self._queued_bytes -= _weight(span)
             try:
                 ctx = span.context
                 parent = span.parent

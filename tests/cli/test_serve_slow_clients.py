@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import select
+import selectors
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.cli.test_serve import Serve
+from tests.support.otlp_build import protobuf_body, task_trace
 
 HEAD = b"POST /v1/traces HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/x-protobuf\r\n"
 TRICKLE = 400
@@ -78,3 +81,80 @@ def test_an_ordinary_keep_alive_client_is_not_disturbed(serve: Serve) -> None:
     with httpx.Client(timeout=10) as client:
         statuses = [client.get(serve.url + "/health").status_code for _ in range(2)]
     assert statuses == [200, 200]
+
+
+SLOWLORIS = 1500
+
+
+def _hung_up(sock: socket.socket) -> bool:
+    """Whether the server closed ``sock`` (readable, then end of stream or a reset)."""
+    try:
+        return sock.recv(65536) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_slowloris_connections_past_the_cap_are_closed_and_others_get_in(
+        tmp_path: Path) -> None:
+    """1,500 connections that never finish their request head, with a cap of 200 and a
+    head deadline far off: the server closes those waiting longest as new ones come, and
+    a quick client still gets its health check and its export answered."""
+    server = Serve(tmp_path, env={"OTEL_DIARY_SERVE_MAX_CONNECTIONS": "200",
+                                  "OTEL_DIARY_SERVE_HEADER_TIMEOUT_S": "120"})
+    selector = selectors.DefaultSelector()
+    try:
+        for _ in range(SLOWLORIS):
+            connection = socket.create_connection(("127.0.0.1", server.http_port), timeout=15)
+            connection.sendall(HEAD)  # the head never ends
+            selector.register(connection, selectors.EVENT_READ)
+        health = httpx.get(server.url + "/health", timeout=10).status_code
+        export = httpx.post(server.url + "/v1/traces", timeout=10,
+                            content=protobuf_body(task_trace("T-busy-door")),
+                            headers={"content-type": "application/x-protobuf"}).status_code
+        closed = 0
+        for _ in range(100):  # bounded: until the server's closings have all arrived
+            for key, _ in selector.select(timeout=0.1):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                if _hung_up(sock):
+                    selector.unregister(sock)
+                    sock.close()
+                    closed += 1
+            if closed >= SLOWLORIS - 200:
+                break
+        evicted = server.metrics().get('otel_diary_connections_closed_total{reason="evicted"}', 0)
+    finally:
+        for key in list(selector.get_map().values()):
+            key.fileobj.close()  # type: ignore[union-attr]
+        selector.close()
+        assert server.stop() == 0
+    assert health == 200 and export == 200
+    assert closed >= SLOWLORIS - 200
+    assert evicted >= SLOWLORIS - 200
+
+
+def test_an_idle_keep_alive_connection_is_closed_at_the_idle_timeout(tmp_path: Path) -> None:
+    """A connection left idle after its request is closed at the idle timeout (0.5 s
+    here, well before uvicorn's own 5 s)."""
+    server = Serve(tmp_path, env={"OTEL_DIARY_SERVE_IDLE_TIMEOUT_S": "0.5"})
+    try:
+        with socket.create_connection(("127.0.0.1", server.http_port), timeout=15) as sock:
+            sock.sendall(b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
+            answer = b""
+            closed = False
+            for _ in range(30):  # bounded: 3 s, six times the idle timeout
+                readable, _, _ = select.select([sock], [], [], 0.1)
+                if not readable:
+                    continue
+                try:
+                    chunk = sock.recv(65536)
+                except ConnectionResetError:
+                    chunk = b""
+                if not chunk:
+                    closed = True
+                    break
+                answer += chunk
+    finally:
+        assert server.stop() == 0
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert closed

@@ -52,6 +52,7 @@ def receiver(*, token: str | None = None, start: bool = True,
     finally:
         channel.close()
         server.stop(1).wait(5)
+        service.close()
         collector.close(10)
 
 
@@ -119,10 +120,10 @@ def test_stopping_receiver_is_unavailable() -> None:
     assert caught.value.code() is grpc.StatusCode.UNAVAILABLE
 
 
-def test_message_over_64_mib_is_refused() -> None:
-    """A message past the 64 MiB limit is refused by the transport, not read."""
+def test_message_over_the_cap_is_refused() -> None:
+    """A message past the 16 MiB default cap is refused by the transport, not read."""
     big = ExportTraceServiceRequest()
-    big.resource_spans.add().schema_url = "x" * (65 * 2**20)
+    big.resource_spans.add().schema_url = "x" * (17 * 2**20)
     with receiver() as server, pytest.raises(grpc.RpcError) as caught:
         server.stub.Export(big, timeout=60)
     assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED

@@ -9,6 +9,7 @@ import threading
 import time
 import tracemalloc
 from collections.abc import Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -48,13 +49,13 @@ class Receiver:
 @contextmanager
 def receiver(*, token: str | None = None, max_body_bytes: int = 2**20, start: bool = True,
              inflight_bytes: int | None = None, grace: float = 0.0,
-             **bounds: int) -> Iterator[Receiver]:
+             decoder: Executor | None = None, **bounds: int) -> Iterator[Receiver]:
     sink = InMemorySink()
     pipeline = build_pipeline(Settings(index=False), ORCHESTRATOR, sinks=[sink])
     store = TraceStore(ORCHESTRATOR, grace=grace, trace_timeout=60, **bounds)
     collector = Collector(store, pipeline, start=start)
     app = OtlpHttpApp(collector, ORCHESTRATOR, token=token, max_body_bytes=max_body_bytes,
-                      inflight_bytes=inflight_bytes)
+                      inflight_bytes=inflight_bytes, decoder=decoder)
     try:
         with serve_asgi(app) as url:
             yield Receiver(url, app, collector, sink)
@@ -220,6 +221,37 @@ def test_busy_receiver_answers_429_with_retry_after() -> None:
         assert status_of(busy).code == 8
         assert held[0].status_code == 200
         assert server.app.inflight == 0
+
+
+def test_json_is_decoded_off_the_loop_and_counted_until_decoded() -> None:
+    """A small OTLP/JSON body waits for a decoding thread, not on the event loop (which
+    answers /health meanwhile), and its bytes count against the in-flight budget until it
+    is decoded: a request that would pass the budget then gets 429."""
+    small = json_body(task_trace("J-small"))
+    decoder = ThreadPoolExecutor(max_workers=1)
+    release = threading.Event()
+    decoder.submit(release.wait, 30)  # the only decoding thread is busy
+    with receiver(inflight_bytes=len(small) + 100, decoder=decoder) as server:
+        waiting: list[httpx.Response] = []
+        sender = threading.Thread(target=lambda: waiting.append(server.post(small, JSON)))
+        sender.start()
+        try:
+            for _ in range(500):  # until the body is read and waits to be decoded
+                if server.app.inflight >= len(small) or waiting:
+                    break
+                time.sleep(0.01)
+            health = httpx.get(server.url + "/health", timeout=10)
+            answered_early = bool(waiting)
+            busy = server.post(json_body(task_trace("J-other")), JSON)
+        finally:
+            release.set()
+            sender.join(30)
+        assert health.status_code == 200
+        assert not answered_early
+        assert busy.status_code == 429
+        assert waiting[0].status_code == 200
+        assert server.app.inflight == 0
+    decoder.shutdown()
 
 
 def test_full_assembly_memory_answers_503_with_retry_after() -> None:

@@ -376,6 +376,38 @@ def test_slow_delivery_never_stalls_span_intake() -> None:
     assert len(sink.written) + processor.stats.dropped_tasks == 201
 
 
+def test_queues_are_bounded_in_bytes(caplog: pytest.LogCaptureFixture) -> None:
+    """Task spans with large attributes are held up to the byte bound, not the count bound:
+    while a sink is stuck, 21 task runs with a 1 MiB stderr tail each under an 8 MiB bound
+    keep at most 8 of them; the rest are dropped, counted and logged."""
+    sink = BlockingSink()
+    provider = TracerProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, sinks=[sink], schedule_delay_ms=10,
+                                   queue_max_bytes=8 * 2**20)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+
+    def run(n: int) -> None:
+        tail = f"run {n}: " + "e" * 2**20  # a fresh string per run, as an app makes them
+        with tracer.start_as_current_span("task", attributes={
+                **TASK, "orchestrator.task.id": f"T-{n}",
+                "orchestrator.build_verify.stderr_tail": tail}):
+            pass
+
+    run(0)
+    assert sink.entered.wait(10)  # delivery is stuck in the sink, holding that run
+    with caplog.at_level(logging.WARNING, logger="otel_diary"):
+        for n in range(1, 21):
+            run(n)
+        assert processor.force_flush(100) is False  # the sink still holds delivery
+    dropped = processor.stats.dropped_spans + processor.stats.dropped_tasks
+    sink.release.set()
+    provider.shutdown()
+    assert dropped >= 13
+    assert len(sink.written) + dropped == 21
+    assert any("OTEL_DIARY_QUEUE_MAX_BYTES" in r.getMessage() for r in caplog.records)
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
 def test_forked_child_gets_its_own_worker(tmp_path: Path) -> None:
     """A child process forked after set-up (a prefork server) still writes diaries."""

@@ -1,0 +1,87 @@
+"""``otel-diary serve``'s in-flight budget: what requests being read and decoded hold."""
+
+from __future__ import annotations
+
+import gzip
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.cli.test_serve import Serve
+from tests.support.otlp_build import new_span_id, protobuf_body, span, task_trace
+
+MAX_BODY = 16 * 2**20
+"""The body cap the server runs with: its in-flight budget is then 64 MiB."""
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Serve]:
+    server = Serve(tmp_path, env={"OTEL_DIARY_SERVE_MAX_BODY_BYTES": str(MAX_BODY)})
+    try:
+        yield server
+    finally:
+        if server.process.poll() is None:
+            server.stop()
+
+
+def _export(server: Serve, task: str, padding: int = 0) -> int:
+    """Post a task's trace, with a plain span whose name is ``padding`` bytes long."""
+    spans = task_trace(task)
+    if padding:
+        spans.append(span(spans[0].trace_id, new_span_id(), spans[0].span_id,
+                          name="p" * padding))
+    return httpx.post(server.url + "/v1/traces", content=protobuf_body(spans),
+                      headers={"content-type": "application/x-protobuf"},
+                      timeout=30).status_code
+
+
+def test_stalled_gzip_uploads_hold_only_what_they_sent(serve: Serve) -> None:
+    """Four gzip uploads that stall just before their end (16 KiB each on the wire, almost
+    16 MiB once inflated) leave the budget to everyone else: other 1 MiB exports get 200,
+    not 429."""
+    compressed = gzip.compress(bytes(MAX_BODY - 2**17))
+    head = (b"POST /v1/traces HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+            b"content-type: application/x-protobuf\r\ncontent-encoding: gzip\r\n"
+            b"content-length: " + str(len(compressed)).encode() + b"\r\n\r\n")
+    with ExitStack() as stack:
+        for _ in range(4):
+            connection = stack.enter_context(
+                socket.create_connection(("127.0.0.1", serve.http_port), timeout=15))
+            connection.sendall(head + compressed[:-16])  # the trailer never comes
+        statuses = []
+        for n in range(20):  # bounded: about a second, while the uploads stall
+            statuses.append(_export(serve, f"T-{n}", padding=2**20))
+            time.sleep(0.05)
+    assert set(statuses) == {200}
+
+
+def test_bodies_waiting_to_be_decoded_count_against_the_budget(serve: Serve) -> None:
+    """Twelve gzip OTLP/JSON bodies of 8 MiB each (8 KiB on the wire) sent at once: the
+    ones queued for decoding hold their inflated size, so past the 64 MiB budget the rest
+    get 429 instead of waiting in an unbounded queue."""
+    spans = (8 * 2**20) // 3
+    document = '{"resourceSpans":[{"scopeSpans":[{"spans":[' + ",".join(["{}"] * spans)
+    body = gzip.compress((document + "]}]}]}").encode())
+    statuses: list[int] = []
+    lock = threading.Lock()
+
+    def post() -> None:
+        status = httpx.post(serve.url + "/v1/traces", content=body, timeout=60, headers={
+            "content-type": "application/json", "content-encoding": "gzip"}).status_code
+        with lock:
+            statuses.append(status)
+
+    threads = [threading.Thread(target=post) for _ in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert 429 in statuses
+    assert set(statuses) <= {400, 429}  # every span lacks ids: undecodable when decoded
+    assert _export(serve, "T-after") == 200
