@@ -239,28 +239,41 @@ _IMPLICIT = Resolver.yaml_implicit_resolvers
 than a string (``yes``, ``null``, ``12``, ``1e3``, a date...)."""
 
 
+_NOT_PLAIN = re.compile(r"""^[#,\[\]{}&*!|>'"%@` ]|^[-?:](?: |$)|^---|^\.\.\.|: |:$| #| $""")
+"""What makes PyYAML quote a one-line string: an indicator where it starts, ``: ``,
+`` #``, a space at either end."""
+_QUOTED: dict[str, str] = {}
+"""Short strings already written (a lesson writes the same ids each time it is updated):
+at most ``_QUOTED_MAX`` of at most ``_QUOTED_CHARS`` characters."""
+_QUOTED_MAX = 4096
+_QUOTED_CHARS = 64
+
+
 def _scalar(value: object) -> str | None:
     """``value`` as PyYAML writes a scalar in block context, ``None`` when not sure."""
+    if type(value) is str:
+        text = _QUOTED.get(value)
+        if text is not None:
+            return text
+        if not value:
+            return "''"
+        if not _PRINTABLE.fullmatch(value):
+            return None
+        plain = not (_NOT_PLAIN.search(value) or any(
+            pattern.match(value) for _, pattern in _IMPLICIT.get(value[0], ())))
+        text = value if plain else "'" + value.replace("'", "''") + "'"
+        if len(value) <= _QUOTED_CHARS:
+            if len(_QUOTED) >= _QUOTED_MAX:
+                _QUOTED.clear()
+            _QUOTED[value] = text
+        return text
     if value is None:
         return "null"
     if value is True or value is False:
         return "true" if value else "false"
     if type(value) is int:
         return str(value)
-    if type(value) is not str:
-        return None
-    if not value:
-        return "''"
-    if not _PRINTABLE.fullmatch(value):
-        return None
-    first = value[0]
-    plain = not (
-        first in "#,[]{}&*!|>'\"%@` " or value[-1] == " "
-        or (first in "?:-" and (len(value) == 1 or value[1] == " "))
-        or value.startswith(("---", "..."))
-        or ": " in value or value[-1] == ":" or " #" in value
-        or any(pattern.match(value) for _, pattern in _IMPLICIT.get(first, ())))
-    return value if plain else "'" + value.replace("'", "''") + "'"
+    return None
 
 
 def _emit(mapping: Mapping[str, object], indent: str, first: str, out: list[str]) -> bool:
