@@ -57,6 +57,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/retrieval.py
 	$(BIN)/python benchmarks/receiver_throughput.py
 	$(BIN)/python benchmarks/receive_path_instructions.py
+	$(BIN)/python benchmarks/import_cost.py
 
 clean:
 	rm -rf $(VENV) build/sanitize .pytest_cache .mypy_cache .ruff_cache .hypothesis demo-kb
