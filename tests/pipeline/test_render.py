@@ -219,3 +219,20 @@ def test_front_matter_is_what_yaml_writes_and_reads_back(document: dict[str, obj
     assert text == yaml.dump(document, Dumper=dumper, sort_keys=False, allow_unicode=True,
                              width=2**31 - 1, default_flow_style=False)
     assert yaml.safe_load(text) == document
+
+
+@given(end_ns=st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(0, 4 * 10**18)))
+def test_utc_stamp_is_the_iso_form_strftime_writes(end_ns: int) -> None:
+    """The created stamp and date of any end time are what strftime writes for it."""
+    from datetime import datetime, timezone
+
+    from otel_diary.text import utc_stamp
+
+    seconds, nanos = divmod(max(end_ns, 0), 1_000_000_000)
+    try:
+        moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        moment = datetime(9999, 12, 31, tzinfo=timezone.utc)
+    assert utc_stamp(end_ns) == (
+        moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos // 1_000_000:03d}Z",
+        moment.strftime("%Y-%m-%d"))
