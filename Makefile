@@ -59,6 +59,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/receive_path_instructions.py
 	$(BIN)/python benchmarks/journal.py
 	$(BIN)/python benchmarks/sustained_serve.py
+	$(BIN)/python benchmarks/import_cost.py
 
 clean:
 	rm -rf $(VENV) build/sanitize .pytest_cache .mypy_cache .ruff_cache .hypothesis demo-kb

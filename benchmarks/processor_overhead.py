@@ -1,17 +1,24 @@
 """What DiarySpanProcessor costs an app, next to no processor and the SDK's own processor.
 
-Workload: many traces of a root span with ~30 child spans; one trace in fifty is an
-orchestrator task (task attributes on the root, LLM child spans with token usage).
+Workload: many traces of a root span with 30 child spans. Two shapes:
+
+  sparse  one trace in fifty is an orchestrator task, every child of it an LLM call with
+          token usage (the other traces are plain request traces)
+  dense   every trace is such a task
+
 Modes, each in a fresh subprocess:
 
   (a) no processor
   (b) BatchSpanProcessor with an exporter that does nothing
-  (c) DiarySpanProcessor writing diaries to a temporary folder
+  (c) DiarySpanProcessor writing diaries to a temporary folder (index and Related on)
 
-Reports the wall-clock ratio (b)/(a) and (c)/(a) (median of several runs; these machines
-are noisy) and, under ``valgrind --tool=callgrind``, the instruction-count ratio
-(x_N - x_0) / (a_N - a_0), where x_0 is the same mode's start-up (0 traces): repeatable
-whatever else the machine does. Finally the CPU time per diary of the pipeline alone.
+Reports, for the sparse shape, the wall-clock ratio (b)/(a) and (c)/(a) (median of several
+runs; these machines are noisy) and, for both shapes under ``valgrind --tool=callgrind``,
+the instruction-count ratio (x_N - x_0) / (a_N - a_0) of the whole process (app thread and
+workers), where x_0 is the same mode's start-up (0 traces): repeatable whatever else the
+machine does. Finally the cost per diary of the pipeline alone (folder sink, index,
+Related), for a completed run and for a recovered run that also updates its lesson: CPU
+milliseconds, and instructions under callgrind (N diaries minus none).
 
     python benchmarks/processor_overhead.py [--traces 2000] [--callgrind-traces 200]
 """
@@ -29,12 +36,13 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 CHILDREN = 30
-TASK_EVERY = 50
+TASK_EVERY = {"sparse": 50, "dense": 1}
 
 
-def workload(mode: str, traces: int, root: str) -> float:
+def workload(mode: str, traces: int, root: str, every: int) -> float:
     """Run the workload in this process; returns wall seconds including the final flush."""
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
     from opentelemetry.sdk.trace.export import (
@@ -57,7 +65,7 @@ def workload(mode: str, traces: int, root: str) -> float:
     tracer = provider.get_tracer("benchmark")
     start = time.perf_counter()
     for n in range(traces):
-        is_task = n % TASK_EVERY == 0
+        is_task = n % every == 0
         attributes: dict[str, str | int] = {"http.route": "/orders", "http.method": "GET"}
         if is_task:
             attributes = {
@@ -66,11 +74,11 @@ def workload(mode: str, traces: int, root: str) -> float:
                 "orchestrator.agent.name": "coder",
                 "orchestrator.route": "paid_model",
                 "orchestrator.file_operations": 3,
-                "orchestrator.build_verify.attempts": 1 + (n // TASK_EVERY) % 2,
+                "orchestrator.build_verify.attempts": 1 + (n // every) % 2,
             }
         with tracer.start_as_current_span("root", attributes=attributes):
             for child in range(CHILDREN):
-                if is_task and child % 5 == 0:
+                if is_task:
                     with tracer.start_as_current_span("chat", attributes={
                             "gen_ai.operation.name": "chat",
                             "gen_ai.request.model": "anthropic/claude-sonnet-4-7",
@@ -86,13 +94,17 @@ def workload(mode: str, traces: int, root: str) -> float:
     return elapsed
 
 
-def child(mode: str, traces: int) -> None:
+def child(mode: str, traces: int, shape: str) -> None:
     root = tempfile.mkdtemp(prefix="otel-diary-bench-")
+    every = TASK_EVERY[shape]
     try:
-        elapsed = workload(mode, traces, root)
+        if mode in "de":  # the pipeline alone: (d) completed runs, (e) recovered runs
+            print(diary_workload(traces, mode == "e", root))
+            return
+        elapsed = workload(mode, traces, root, every)
         if mode == "c" and traces:
-            written = len(list(Path(root).rglob("*.md")))
-            expected = (traces + TASK_EVERY - 1) // TASK_EVERY
+            written = len(list(Path(root, "diaries", "agents").rglob("*.md")))
+            expected = (traces + every - 1) // every
             if written != expected:
                 raise SystemExit(f"mode c wrote {written} diaries, expected {expected}")
         print(f"{elapsed:.6f}")
@@ -100,9 +112,10 @@ def child(mode: str, traces: int) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def run_child(mode: str, traces: int,
+def run_child(mode: str, traces: int, shape: str = "sparse",
               prefix: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
-    command = [*prefix, sys.executable, __file__, "--child", mode, "--traces", str(traces)]
+    command = [*prefix, sys.executable, __file__, "--child", mode, "--traces", str(traces),
+               "--shape", shape]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
@@ -110,43 +123,73 @@ def run_child(mode: str, traces: int,
     return done
 
 
-def instructions(mode: str, traces: int) -> int:
-    done = run_child(mode, traces, ["valgrind", "--tool=callgrind",
-                                    "--callgrind-out-file=/dev/null"])
+def instructions(mode: str, traces: int, shape: str = "sparse") -> int:
+    done = run_child(mode, traces, shape, ["valgrind", "--tool=callgrind",
+                                           "--callgrind-out-file=/dev/null"])
     match = re.search(r"Collected\s*:\s*(\d+)", done.stderr)
     if match is None:
         raise SystemExit("could not read callgrind's instruction count:\n" + done.stderr[-2000:])
     return int(match.group(1))
 
 
-def cpu_per_diary(count: int, index: bool) -> tuple[float, float]:
+def task_records(count: int, recovered: bool) -> list[Any]:
+    """Root task spans as plain data: recovered runs (escalations, a failed build whose
+    stderr names an error code, so each diary also updates that error's lesson), or
+    completed runs (no error, no lesson)."""
+    from otel_diary import SpanRecord
+
+    failure: dict[str, object] = {
+        "orchestrator.escalation_count": 2, "orchestrator.build_verify.attempts": 3,
+        "orchestrator.build_verify.stderr_tail": "error TS2345: bad\n" * 30}
+    return [SpanRecord(
+        trace_id=0x1000 + n, span_id=0x2000 + n, name="task", start_ns=0,
+        end_ns=1_764_460_800_000_000_000 + n * 1_000_000_000, attributes={
+            "orchestrator.task.id": f"T-{n}", "orchestrator.agent.name": "coder",
+            "orchestrator.task.title": "Tighten types in the orders API",
+            "orchestrator.route": "paid_model", "gen_ai.request.model": "m",
+            "orchestrator.tokens": 5132, "orchestrator.build_verify.attempts": 1,
+            **(failure if recovered else {})})
+        for n in range(count)]
+
+
+WARM_DIARIES = 5
+"""Diaries written before measuring (the index and the lesson exist by then)."""
+
+
+def diary_workload(count: int, recovered: bool, root: str) -> int:
+    """Write ``WARM_DIARIES`` then ``count`` diaries through the pipeline ``Settings``
+    describe (folder sink, index, Related); returns the diaries written."""
+    from otel_diary import ORCHESTRATOR, ChildSummary, Settings
+    from otel_diary.wiring import build_pipeline
+
+    pipeline = build_pipeline(Settings(enabled=True, dir=root), ORCHESTRATOR)
+    for record in task_records(WARM_DIARIES + count, recovered):
+        pipeline.handle((record, ChildSummary()))
+    pipeline.close()
+    return pipeline.stats.diaries
+
+
+def cpu_per_diary(count: int, recovered: bool) -> tuple[float, float]:
     """CPU ms per diary for the pipeline alone, and for just writing the same bytes."""
-    from otel_diary import ORCHESTRATOR, ChildSummary, Settings, SpanRecord
+    from otel_diary import ORCHESTRATOR, ChildSummary, Settings
     from otel_diary.sinks.base import atomic_write
     from otel_diary.wiring import build_pipeline
 
     with tempfile.TemporaryDirectory() as root:
-        pipeline = build_pipeline(Settings(enabled=True, dir=root, index=index), ORCHESTRATOR)
-        records = [SpanRecord(
-            trace_id=0x1000 + n, span_id=0x2000 + n, name="task", start_ns=0,
-            end_ns=1_764_460_800_000_000_000, attributes={
-                "orchestrator.task.id": f"T-{n}", "orchestrator.agent.name": "coder",
-                "orchestrator.task.title": "Tighten types in the orders API",
-                "orchestrator.route": "paid_model", "gen_ai.request.model": "m",
-                "orchestrator.tokens": 5132, "orchestrator.escalation_count": 2,
-                "orchestrator.build_verify.attempts": 3,
-                "orchestrator.build_verify.stderr_tail": "error TS2345: bad\n" * 30})
-            for n in range(count)]
+        pipeline = build_pipeline(Settings(enabled=True, dir=root), ORCHESTRATOR)
+        records = task_records(WARM_DIARIES + count, recovered)
+        for record in records[:WARM_DIARIES]:
+            pipeline.handle((record, ChildSummary()))
         start = time.process_time()
-        for record in records:
+        for record in records[WARM_DIARIES:]:
             pipeline.handle((record, ChildSummary()))
         pipeline_ms = (time.process_time() - start) * 1000 / count
         pipeline.close()
-        if pipeline.stats.diaries != count:
+        if pipeline.stats.diaries != WARM_DIARIES + count:
             raise SystemExit("the pipeline did not write every diary")
-        contents = [p.read_bytes() for p in Path(root).rglob("*.md")]
+        contents = [p.read_bytes() for p in Path(root, "diaries", "agents").rglob("*.md")]
         start = time.process_time()
-        for n, data in enumerate(contents):
+        for n, data in enumerate(contents[:count]):
             atomic_write(Path(root) / f"plain-{n}.md", data)
         write_ms = (time.process_time() - start) * 1000 / count
     return pipeline_ms, write_ms
@@ -159,43 +202,61 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--callgrind-traces", type=int, default=200)
     parser.add_argument("--diaries", type=int, default=500)
-    parser.add_argument("--child", choices="abc")
+    parser.add_argument("--callgrind-diaries", type=int, default=50)
+    parser.add_argument("--shape", choices=TASK_EVERY, default="sparse",
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices="abcde", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.traces)
+        child(args.child, args.traces, args.shape)
         return
 
     spans = args.traces * (CHILDREN + 1)
-    print(f"workload: {args.traces} traces x {CHILDREN + 1} spans = {spans} spans, "
-          f"one trace in {TASK_EVERY} a task")
-    times: dict[str, list[float]] = {"a": [], "b": [], "c": []}
-    for _ in range(args.repeats):
-        for mode in "abc":  # interleaved, so drift hits every mode alike
-            times[mode].append(float(run_child(mode, args.traces).stdout))
-    median = {mode: statistics.median(values) for mode, values in times.items()}
-    for mode, label in (("a", "no processor"), ("b", "BatchSpanProcessor(no-op)"),
-                        ("c", "DiarySpanProcessor")):
-        per_span = median[mode] / spans * 1e6
-        print(f"  ({mode}) {label:27s} median {median[mode]:.3f}s  {per_span:.2f} us/span  "
-              f"ratio to (a) {median[mode] / median['a']:.3f}")
+    if args.repeats > 0:
+        print(f"wall clock, sparse shape: {args.traces} traces x {CHILDREN + 1} spans = "
+              f"{spans} spans, one trace in {TASK_EVERY['sparse']} a task")
+        times: dict[str, list[float]] = {"a": [], "b": [], "c": []}
+        for _ in range(args.repeats):
+            for mode in "abc":  # interleaved, so drift hits every mode alike
+                times[mode].append(float(run_child(mode, args.traces).stdout))
+        median = {mode: statistics.median(values) for mode, values in times.items()}
+        for mode, label in LABELS.items():
+            per_span = median[mode] / spans * 1e6
+            print(f"  ({mode}) {label:27s} median {median[mode]:.3f}s  {per_span:.2f} us/span"
+                  f"  ratio to (a) {median[mode] / median['a']:.3f}")
 
-    if shutil.which("valgrind") and args.callgrind_traces > 0:
+    valgrind = shutil.which("valgrind") is not None
+    if valgrind and args.callgrind_traces > 0:
         n = args.callgrind_traces
-        counts = {mode: (instructions(mode, n), instructions(mode, 0)) for mode in "abc"}
-        base = counts["a"][0] - counts["a"][1]
-        print(f"instructions (callgrind), {n} traces minus start-up:")
-        for mode in "abc":
-            net = counts[mode][0] - counts[mode][1]
-            print(f"  ({mode}) {net:>14,d}  {net / (n * (CHILDREN + 1)):,.0f}/span  "
-                  f"ratio to (a) {net / base:.4f}")
-    else:
+        for shape, every in TASK_EVERY.items():
+            counts = {mode: (instructions(mode, n, shape), instructions(mode, 0, shape))
+                      for mode in "abc"}
+            base = counts["a"][0] - counts["a"][1]
+            print(f"instructions (callgrind), whole process, {shape} shape (one trace in "
+                  f"{every} a task, usage on each of its children), {n} traces minus "
+                  "start-up:")
+            for mode, label in LABELS.items():
+                net = counts[mode][0] - counts[mode][1]
+                print(f"  ({mode}) {label:27s} {net:>14,d}  {net / (n * (CHILDREN + 1)):,.0f}"
+                      f"/span  ratio to (a) {net / base:.4f}")
+    elif not valgrind:
         print("instructions: skipped (needs valgrind: apt-get install valgrind)")
 
-    for index in (False, True):
-        pipeline_ms, write_ms = cpu_per_diary(args.diaries, index)
-        print(f"CPU per diary (recovered run, stub reflection, folder sink"
-              f"{' + search index' if index else ''}): {pipeline_ms:.3f} ms; atomic write of "
-              f"the same bytes alone: {write_ms:.3f} ms (ratio {pipeline_ms / write_ms:.2f})")
+    for recovered in (False, True):
+        kind = ("recovered run, lesson updated" if recovered
+                else "completed run, no lesson")
+        pipeline_ms, write_ms = cpu_per_diary(args.diaries, recovered)
+        print(f"CPU per diary ({kind}; stub reflection, folder sink, index, Related): "
+              f"{pipeline_ms:.3f} ms; atomic write of the same bytes alone: {write_ms:.3f} ms "
+              f"(ratio {pipeline_ms / write_ms:.2f})")
+        if valgrind and args.callgrind_diaries > 0:
+            mode = "e" if recovered else "d"
+            net = instructions(mode, args.callgrind_diaries) - instructions(mode, 0)
+            print(f"  instructions per diary (callgrind, {args.callgrind_diaries} diaries "
+                  f"minus none): {net / args.callgrind_diaries:,.0f}")
+
+
+LABELS = {"a": "no processor", "b": "BatchSpanProcessor(no-op)", "c": "DiarySpanProcessor"}
 
 
 if __name__ == "__main__":

@@ -136,18 +136,26 @@ class ChildSummary:
     def add(self, attributes: Mapping[str, object], is_error: bool,
             conventions: Conventions) -> None:
         """Fold one child span's attributes into the summary."""
+        # Called for every contributing span: the common values (int counts, a model
+        # already listed) skip the coercions, which would return them unchanged.
         self.spans += 1
-        tokens_in = as_int(first(attributes, conventions.input_tokens))
-        tokens_out = as_int(first(attributes, conventions.output_tokens))
+        tokens_in = first(attributes, conventions.input_tokens)
+        if type(tokens_in) is not int:
+            tokens_in = as_int(tokens_in)
+        tokens_out = first(attributes, conventions.output_tokens)
+        if type(tokens_out) is not int:
+            tokens_out = as_int(tokens_out)
         if tokens_in is not None and tokens_in >= 0:
             self.input_tokens += tokens_in
             self.has_tokens = True
         if tokens_out is not None and tokens_out >= 0:
             self.output_tokens += tokens_out
             self.has_tokens = True
-        model = as_text(first(attributes, conventions.model))
-        if model and model not in self.models and len(self.models) < MAX_LIST:
-            self.models.append(model)
+        model = first(attributes, conventions.model)
+        if model is not None and model not in self.models and len(self.models) < MAX_LIST:
+            model = as_text(model)
+            if model and model not in self.models:
+                self.models.append(model)
         tool = as_text(first(attributes, conventions.tool_name), 256)
         if (as_text(first(attributes, conventions.operation)) == conventions.tool_operation
                 if conventions.operation else tool is not None):

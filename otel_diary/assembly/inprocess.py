@@ -161,6 +161,10 @@ class TraceAssembler:
         entry = self._traces.get(trace_id)
         if entry is None:
             return []
+        if not (is_local_root or entry.waiting_on):  # the common case: nobody waits on it
+            if not entry.pending:
+                entry.pending_since = 0.0
+            return []
         waiters = entry.waiting_on.pop(span_id, [])
         if waiters and parent_span_id is not None and not is_local_root:
             entry.waiting_on.setdefault(parent_span_id, []).extend(waiters)

@@ -32,7 +32,14 @@ from otel_diary.index.documents import (
 )
 from otel_diary.index.templates import first_error_line, stderr_block
 from otel_diary.pipeline.classify import TaskRun
-from otel_diary.pipeline.render import DIARY_ROOT, Diary, diary_id, parse_front_matter, slug
+from otel_diary.pipeline.render import (
+    DIARY_ROOT,
+    Diary,
+    diary_id,
+    front_matter,
+    parse_front_matter,
+    slug,
+)
 from otel_diary.text import clean, one_line
 
 if TYPE_CHECKING:
@@ -42,11 +49,6 @@ try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX: updates within one process only
     fcntl = None  # type: ignore[assignment]
-
-try:
-    _Dumper: Any = yaml.CSafeDumper
-except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _Dumper = yaml.SafeDumper
 
 LESSON_ROOT = f"{Path(DIARY_ROOT).parent.as_posix()}/lessons"
 """Where lessons live under the knowledge-base root."""
@@ -228,9 +230,7 @@ class Lesson:
                          f"{item.get('title', '')}: {item.get('path', '')}")
             if item.get("learned"):
                 lines.append(f"  {item['learned']}")
-        header = yaml.dump(front, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
-                           width=2**31 - 1, default_flow_style=False)
-        return f"---\n{header}---\n\n" + "\n".join(lines) + "\n"
+        return f"---\n{front_matter(front)}---\n\n" + "\n".join(lines) + "\n"
 
 
 def lesson_from_document(content: str) -> Lesson:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from yaml.resolver import Resolver
 
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.record import UNNAMED_ERROR
@@ -227,9 +228,7 @@ def render(run: TaskRun, learned: str, related: Sequence[str] = (),
     sections.append("## Related\n" + related_body)
     body = "\n\n".join(sections) + "\n"
 
-    header = yaml.dump(front, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
-                       width=2**31 - 1, default_flow_style=False)
-    content = f"---\n{header}---\n\n{body}"
+    content = f"---\n{front_matter(front)}---\n\n{body}"
     name = f"{date}-{slug(task_id)}"
     directory = f"{DIARY_ROOT}/{slug(agent)}"
     return Diary(
@@ -238,6 +237,96 @@ def render(run: TaskRun, learned: str, related: Sequence[str] = (),
         created=created, front_matter=front, body=body, content=content,
         alternate_path=f"{directory}/{name}-{span_hex[:8]}.md", related=related_ids,
     )
+
+
+_PRINTABLE = re.compile("[ -~\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]+")
+"""One line of characters libyaml writes as they are (with ``allow_unicode``): no control
+character, line or paragraph separator, byte-order mark, surrogate, nor a character past
+U+FFFF (libyaml escapes those)."""
+_IMPLICIT = Resolver.yaml_implicit_resolvers
+"""First character -> the patterns of plain scalars that read back as something other
+than a string (``yes``, ``null``, ``12``, ``1e3``, a date...)."""
+
+
+_NOT_PLAIN = re.compile(r"""^[#,\[\]{}&*!|>'"%@` ]|^[-?:](?: |$)|^---|^\.\.\.|: |:$| #| $""")
+"""What makes PyYAML quote a one-line string: an indicator where it starts, ``: ``,
+`` #``, a space at either end."""
+_QUOTED: dict[str, str] = {}
+"""Short strings already written (a lesson writes the same ids each time it is updated):
+at most ``_QUOTED_MAX`` of at most ``_QUOTED_CHARS`` characters."""
+_QUOTED_MAX = 4096
+_QUOTED_CHARS = 64
+
+
+def _scalar(value: object) -> str | None:
+    """``value`` as PyYAML writes a scalar in block context, ``None`` when not sure."""
+    if type(value) is str:
+        text = _QUOTED.get(value)
+        if text is not None:
+            return text
+        if not value:
+            return "''"
+        if not _PRINTABLE.fullmatch(value):
+            return None
+        plain = not (_NOT_PLAIN.search(value) or any(
+            pattern.match(value) for _, pattern in _IMPLICIT.get(value[0], ())))
+        text = value if plain else "'" + value.replace("'", "''") + "'"
+        if len(value) <= _QUOTED_CHARS:
+            if len(_QUOTED) >= _QUOTED_MAX:
+                _QUOTED.clear()
+            _QUOTED[value] = text
+        return text
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if type(value) is int:
+        return str(value)
+    return None
+
+
+def _emit(mapping: Mapping[str, object], indent: str, first: str, out: list[str]) -> bool:
+    """Append the block mapping's lines to ``out`` (its first line starts with ``first``,
+    the others with ``indent``); ``False`` when a value is outside what this writes."""
+    lead = first
+    for key, value in mapping.items():
+        if type(key) is not str or _scalar(key) != key:
+            return False
+        if isinstance(value, list):
+            if not value:
+                out.append(f"{lead}{key}: []\n")
+            else:
+                out.append(f"{lead}{key}:\n")
+                for item in value:
+                    if isinstance(item, dict):
+                        if not item:
+                            out.append(f"{indent}- {{}}\n")
+                        elif not _emit(item, indent + "  ", indent + "- ", out):
+                            return False
+                        continue
+                    text = _scalar(item)
+                    if text is None:
+                        return False
+                    out.append(f"{indent}- {text}\n")
+        else:
+            text = _scalar(value)
+            if text is None:
+                return False
+            out.append(f"{lead}{key}: {text}\n")
+        lead = indent
+    return bool(mapping)
+
+
+def front_matter(mapping: Mapping[str, object]) -> str:
+    """``mapping`` in YAML, byte for byte as ``yaml.dump`` writes it (block style, keys in
+    order, unicode as is, no line folding). The common values (strings, integers, lists of
+    them, lists of such mappings) are written here, much faster than PyYAML's representer;
+    anything else goes to PyYAML."""
+    out: list[str] = []
+    if _emit(mapping, "", "", out):
+        return "".join(out)
+    return yaml.dump(dict(mapping), Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+                     width=2**31 - 1, default_flow_style=False)
 
 
 def parse_front_matter(content: str) -> dict[str, Any]:

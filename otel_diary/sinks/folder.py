@@ -28,6 +28,9 @@ def unwritable(root: Path) -> FolderUnwritable | None:
     return None
 
 
+_MAX_FOLDERS = 1024
+"""Resolved agent folders a sink remembers."""
+
 _reported: set[Path] = set()
 _reported_lock = threading.Lock()
 
@@ -54,7 +57,10 @@ class FolderSink:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
+        self._resolved_root = self.root.resolve()
         self._base = (self.root / DIARY_ROOT).resolve()
+        self._folders: dict[str, Path] = {}
+        """Agent folders (relative) already resolved and found inside ``_base``."""
 
     def target(self, diary: Diary) -> Path:
         """The file this diary is (or will be) written to."""
@@ -87,9 +93,26 @@ class FolderSink:
         pass
 
     def _inside(self, relative: str) -> Path:
+        """``relative`` resolved, refused when it leaves the diary folder. An agent folder
+        is resolved once; after that a file name in it needs only a look at the folder and
+        the file (neither may have become a symbolic link) instead of one system call per
+        component of the path."""
+        folder, _, name = relative.rpartition("/")
+        known = self._folders.get(folder)
+        if known is not None and name not in ("", ".", ".."):
+            path = known / name
+            if not (known.is_symlink() or path.is_symlink()):
+                return path
         path = (self.root / relative).resolve()
         if not path.is_relative_to(self._base) or path == self._base:
             raise UnsafePathError(f"diary path {relative!r} leaves {self._base}")
+        if known is None and folder:
+            resolved = (self.root / folder).resolve()
+            if (resolved.is_relative_to(self._base) and resolved != self._base
+                    and resolved == self._resolved_root / folder and resolved.is_dir()):
+                if len(self._folders) >= _MAX_FOLDERS:
+                    self._folders.clear()
+                self._folders[folder] = resolved
         return path
 
 

@@ -336,15 +336,22 @@ class DiarySpanProcessor(SpanProcessor):
         conv = self.conventions
         assembler = self._assembler
         awaited = self._awaited
+        child_keys = conv.child_keys
         while queue:
             span = popleft()
             self._queued_bytes -= _weight(span)
             try:
-                ctx = span.context
-                parent = span.parent
+                try:  # an SDK span's own fields: its properties copy or wrap on every read
+                    attributes = span._attributes._dict  # type: ignore[union-attr]
+                    ctx = span._context
+                    parent = span._parent
+                    is_error = span._status._status_code is _ERROR
+                except AttributeError:
+                    attributes = span.attributes or {}
+                    ctx = span.context
+                    parent = span.parent
+                    is_error = span.status.status_code is _ERROR
                 trace_id, span_id = (ctx.trace_id, ctx.span_id) if ctx is not None else (0, 0)
-                attributes = span.attributes or {}
-                is_error = span.status.status_code is _ERROR
                 awaited.discard(span_id)
                 if conv.is_task(attributes):
                     record = to_record(span)
@@ -353,7 +360,7 @@ class DiarySpanProcessor(SpanProcessor):
                     if assembler.late_nested != late and record.parent_span_id is not None:
                         awaited.discard(record.parent_span_id)  # that parent ended already
                     continue
-                if is_error or not conv.child_keys.isdisjoint(attributes):
+                if is_error or not child_keys.isdisjoint(attributes):
                     contributed: Mapping[str, object] = attributes
                     if is_error:  # how instrumentations record failures besides error.type
                         contributed = {**attributes, **error_details(
@@ -362,12 +369,13 @@ class DiarySpanProcessor(SpanProcessor):
                                          parent.span_id if parent is not None else None)
                 if trace_id in assembler:
                     local_root = parent is None or parent.is_remote
-                    self._hand_over(assembler.span_ended(
+                    released = assembler.span_ended(
                         trace_id, span_id, local_root,
-                        None if local_root or parent is None else parent.span_id))
+                        None if local_root or parent is None else parent.span_id)
+                    if released:
+                        self._hand_over(released)
             except Exception:
                 self.stats.pipeline_errors += 1
                 logger.debug("otel-diary could not read a span", exc_info=True)
-        if self.stats.dropped_spans > self._drops_logged:
-            self._hand_over([])
+        self._hand_over([])  # counters and the drop log, once a round
 

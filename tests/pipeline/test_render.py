@@ -7,13 +7,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_diary import ORCHESTRATOR, FolderSink, SpanRecord, StubReflector, classify, render
 from otel_diary.index.documents import sections
 from otel_diary.pipeline.classify import TaskRun
-from otel_diary.pipeline.render import fence, parse_front_matter, slug, tail
+from otel_diary.pipeline.render import fence, front_matter, parse_front_matter, slug, tail
 
 GOLDEN = Path(__file__).resolve().parents[1] / "support" / "golden"
 END_NS = 1_764_460_800_123_000_000  # 2025-11-30T00:00:00.123Z
@@ -185,3 +186,53 @@ def test_any_span_renders_safely(tmp_path_factory: object, attributes: dict[str,
     assert front["tags"] == list(diary.tags)
     assert front["trace_id"] == f"{trace_id:032x}"
     assert front["source_type"] == "diary"
+
+
+HOSTILE = st.sampled_from([
+    "", " ", "yes", "No", "ON", "off", "true", "False", "null", "Null", "~", "123", "-7",
+    "+1", "0o17", "0x1F", "1_000", "1e3", "-.5", ".inf", ".NaN", "2025-11-30",
+    "2025-11-30T00:00:00.123Z", "<<", "=", "- a", "-", "-a", "? q", "?", ":", ": x", "a: b",
+    "a:", "a:b", "a #b", "a#b", "#x", "'q'", "it's", '"d"', "---", "--- x", "...", "x...",
+    " lead", "trail ", "two  spaces", "x\ny", "x\n", "\nx", "x\r", "tab\there", "\u2028",
+    "x\u2029y", "\ufeff", "\x85", "\xa0", "é", "日本語", "emoji \U0001f600", "\x00", "\x7f",
+    "[a]", "{b}", "a, b", "&anchor", "*alias", "!tag", "|", ">", "%", "@", "`", "https://h/p?q=1#f",
+])
+strings = st.one_of(HOSTILE, st.text(max_size=12),
+                    st.builds("".join, st.lists(HOSTILE, min_size=1, max_size=3)))
+scalars = st.one_of(strings, st.integers(-(2**70), 2**70), st.booleans(), st.none())
+keys = st.one_of(st.sampled_from(["id", "title", "tags", "runs", "evidence", "newest"]),
+                 strings)
+string_lists = st.lists(strings, max_size=4)
+entries = st.dictionaries(keys, st.one_of(scalars, string_lists), max_size=4)
+documents = st.dictionaries(
+    keys, st.one_of(scalars, string_lists, st.lists(entries, max_size=3)), max_size=8)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(document=documents)
+def test_front_matter_is_what_yaml_writes_and_reads_back(document: dict[str, object]) -> None:
+    """Front matter (diaries' and lessons') is byte for byte what PyYAML writes for the
+    same values, hostile strings included (quotes, colons, line breaks, unicode, leading
+    dashes, 'yes'/'no'/'null', numbers as strings), and parses back to those values."""
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    text = front_matter(document)
+    assert text == yaml.dump(document, Dumper=dumper, sort_keys=False, allow_unicode=True,
+                             width=2**31 - 1, default_flow_style=False)
+    assert yaml.safe_load(text) == document
+
+
+@given(end_ns=st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(0, 4 * 10**18)))
+def test_utc_stamp_is_the_iso_form_strftime_writes(end_ns: int) -> None:
+    """The created stamp and date of any end time are what strftime writes for it."""
+    from datetime import datetime, timezone
+
+    from otel_diary.text import utc_stamp
+
+    seconds, nanos = divmod(max(end_ns, 0), 1_000_000_000)
+    try:
+        moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        moment = datetime(9999, 12, 31, tzinfo=timezone.utc)
+    assert utc_stamp(end_ns) == (
+        moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos // 1_000_000:03d}Z",
+        moment.strftime("%Y-%m-%d"))

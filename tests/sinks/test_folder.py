@@ -52,6 +52,25 @@ def test_symlinked_agent_folder_cannot_escape(tmp_path: Path) -> None:
     assert not any(outside.iterdir())
 
 
+def test_links_planted_after_a_first_write_cannot_escape(tmp_path: Path) -> None:
+    """The sink that already wrote into an agent folder still refuses that folder, or a
+    diary file in it, once either is replaced by a symlink pointing outside the root."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    sink = FolderSink(tmp_path / "kb")
+    folder = Path(sink.write(render(COMPLETED, "x"))).parent
+    sink.write(render(replace(COMPLETED, span_id=COMPLETED.span_id + 3, task_id="T-2"), "x"))
+    other = replace(COMPLETED, span_id=COMPLETED.span_id + 1, task_id="T-other")
+    (folder / render(other, "x").path.rpartition("/")[2]).symlink_to(outside / "x.md")
+    with pytest.raises(UnsafePathError):
+        sink.write(render(other, "x"))
+    folder.rename(tmp_path / "moved")
+    folder.symlink_to(outside)
+    with pytest.raises(UnsafePathError):
+        sink.write(render(replace(COMPLETED, span_id=COMPLETED.span_id + 2), "x"))
+    assert not any(outside.iterdir())
+
+
 def test_a_name_taken_meanwhile_is_never_overwritten(tmp_path: Path) -> None:
     """If another process creates the file between the check and the write, this run
     lands in its alternate file instead of replacing the other run's diary."""
