@@ -1,12 +1,14 @@
 """Diary documents as the index sees them: error signatures and index entries.
 
-An entry is built from the document text alone (front matter and ``##`` sections), so the
-folder stays the source of truth and the index can always be rebuilt from it. Two
+An entry is what the document says (front matter and ``##`` sections), so the folder stays
+the source of truth and the index can always be rebuilt from it; a freshly rendered diary
+gives the same entry from the values in hand, without parsing its text again. Two
 diaries sharing an error signature met the same error, whatever else their output says.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Mapping
@@ -17,6 +19,7 @@ from typing import Any
 from otel_diary.index.templates import error_template, stderr_block
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.render import (
+    Diary,
     error_encountered,
     parse_front_matter,
 )
@@ -62,9 +65,13 @@ def template_signature(text: str) -> str | None:
     return f"template:{template}" if template else None
 
 
+@functools.lru_cache(maxsize=64)
 def section_signatures(section: str) -> tuple[str, ...]:
     """The error signatures of a diary's "Error encountered" section: the template is
-    read from its stderr tail only, never from the sentence that counts the attempts."""
+    read from its stderr tail only, never from the sentence that counts the attempts.
+
+    Remembered for the last few sections: the related-diary lookup before rendering and
+    the index update after writing ask for the same run's."""
     found = _precise(section)
     block = stderr_block(section)
     template = error_template(block) if block else ""
@@ -128,6 +135,9 @@ class Entry:
     signatures: tuple[str, ...]
 
 
+_FENCE_OPENING = re.compile(r"(`{3,}|~{3,})")
+
+
 def sections(body: str) -> dict[str, str]:
     """The ``## `` sections of a diary body by heading; headings inside fences don't count."""
     found: dict[str, list[str]] = {}
@@ -139,7 +149,7 @@ def sections(body: str) -> dict[str, str]:
             if stripped.startswith(fence) and stripped == fence[0] * len(stripped):
                 fence = ""
         else:
-            opening = re.match(r"(`{3,}|~{3,})", line)
+            opening = _FENCE_OPENING.match(line) if line[:3] in ("```", "~~~") else None
             if opening:
                 fence = opening.group(1)
             elif line.startswith("## "):
@@ -164,21 +174,30 @@ def entry_from_document(path: str, content: str) -> Entry:
 
     Raises ``ValueError`` when ``content`` is not a diary.
     """
-    return entry_from_parts(path, parse_front_matter(content), content)
+    front = parse_front_matter(content)
+    body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
+    parts = sections(body)
+    return _entry(path, front, body, parts.get("What was learned", ""),
+                  section_signatures(parts.get("Error encountered", "")))
 
 
-def entry_from_parts(path: str, front: Mapping[str, Any], content: str) -> Entry:
-    """The index entry of a diary from its front matter (as parsed) and its document text.
+def entry_from_diary(path: str, diary: Diary, run: TaskRun) -> Entry:
+    """The index entry of a diary just rendered from ``run`` and stored at ``path``: the
+    entry its file gives, from the values in hand (no YAML parsed, the error signatures
+    the related-diary lookup already read from the run)."""
+    return _entry(path, diary.front_matter, diary.body,
+                  sections(diary.body).get("What was learned", ""), run_signatures(run))
 
-    A freshly rendered diary passes its own ``front_matter``: no YAML is parsed again.
-    """
+
+def _entry(path: str, front: Mapping[str, Any], body: str, learned: str,
+           signatures: tuple[str, ...]) -> Entry:
+    """What the index keeps of a diary: its front matter's fields, its body, the start of
+    "What was learned" and its error signatures."""
     ident = _text(front.get("id"))
     if ident is None:
         raise ValueError("document has no id")
     if front.get("source_type", "diary") != "diary":
         raise ValueError("document is not a diary")
-    body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
-    parts = sections(body)
     tags = front.get("tags")
     tag_list = [str(tag) for tag in tags] if isinstance(tags, list) else []
     fields = {key: _text(front.get(key)) for key in (
@@ -199,8 +218,6 @@ def entry_from_parts(path: str, front: Mapping[str, Any], content: str) -> Entry
         created=fields["created"] or "",
         body=body,
         meta=meta,
-        summary=one_line(parts.get("What was learned", ""), 300),
-        signatures=section_signatures(parts.get("Error encountered", "")),
+        summary=one_line(learned, 300),
+        signatures=signatures,
     )
-
-

@@ -16,8 +16,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from otel_diary import DiarySpanProcessor
 from otel_diary.errors import IndexUnavailable, SearchError
 from otel_diary.index.documents import (
+    entry_from_diary,
     entry_from_document,
-    entry_from_parts,
     error_signatures,
     sections,
 )
@@ -284,7 +284,7 @@ def test_live_entry_equals_entry_parsed_from_the_file(title: str, task: str,
     file back (so live indexing and `reindex` agree)."""
     run = replace(RECOVERED, title=title or "t", task_id=task, stderr_tail=stderr or None)
     diary = render(run, StubReflector().reflect(run))
-    assert entry_from_parts(diary.path, diary.front_matter, diary.content) == \
+    assert entry_from_diary(diary.path, diary, run) == \
         entry_from_document(diary.path, diary.content)
 
 
