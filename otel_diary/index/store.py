@@ -98,11 +98,12 @@ class DiaryIndex:
 
     def __init__(self, root: str | os.PathLike[str], *,
                  path: str | os.PathLike[str] | None = None,
-                 busy_timeout_s: float = 10.0) -> None:
+                 busy_timeout_s: float = 10.0, ranked: int = RANKED) -> None:
         self.root = Path(root)
         self.path = Path(path) if path is not None else self.root / INDEX_FILE
         self.folder = self.root / DIARY_ROOT
         self._busy_timeout_s = busy_timeout_s
+        self._ranked = max(1, ranked)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
@@ -408,8 +409,7 @@ class DiaryIndex:
             raise IndexUnavailable(f"cannot read the index {self.path} ({exc}); "
                                    "run `otel-diary reindex`") from exc
 
-    @staticmethod
-    def _match(conn: sqlite3.Connection, expression: str, filters: list[str],
+    def _match(self, conn: sqlite3.Connection, expression: str, filters: list[str],
                params: list[object], limit: int) -> list[Hit]:
         where = " AND ".join(["diaries_fts MATCH ?", *filters])
         # The full-text table leads (CROSS JOIN), in its own order: by document number for
@@ -419,11 +419,11 @@ class DiaryIndex:
         # One read transaction, so every statement sees the same index.
         conn.execute("BEGIN")
         try:
-            # The RANKED most recently indexed matches: those from this document up.
+            # The most recently indexed matches (``ranked``): those from this document up.
             bound = conn.execute(
                 f"SELECT diaries_fts.rowid FROM {source} WHERE {where} "
                 "ORDER BY diaries_fts.rowid DESC LIMIT 1 OFFSET ?",
-                (expression, *params, RANKED - 1)).fetchone()
+                (expression, *params, self._ranked - 1)).fetchone()
             ranked = conn.execute(
                 "SELECT d.doc, bm25(diaries_fts, 10.0, 1.0, 3.0) AS score FROM diaries_fts "
                 f"CROSS JOIN diaries AS d ON d.doc = diaries_fts.rowid WHERE {where} "
