@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from otel_diary import DiarySpanProcessor
 from otel_diary.errors import IndexUnavailable, SearchError
 from otel_diary.index.documents import (
+    Entry,
     entry_from_diary,
     entry_from_document,
     error_signatures,
@@ -277,18 +278,43 @@ def test_any_query_returns_results_or_a_clear_message(small_index: DiaryIndex, q
         assert all(hit.id.startswith("kh-") for hit in result.hits)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(title=st.text(max_size=60), task=st.text(min_size=1, max_size=40),
+       agent=st.text(max_size=30), trigger=st.none() | st.text(max_size=30),
        stderr=st.text(max_size=200), learned=st.text(max_size=200), recovered=st.booleans())
-def test_live_entry_equals_entry_parsed_from_the_file(title: str, task: str, stderr: str,
+def test_live_entry_equals_entry_parsed_from_the_file(title: str, task: str, agent: str,
+                                                      trigger: str | None, stderr: str,
                                                       learned: str, recovered: bool) -> None:
     """Indexing a fresh diary from the values in hand (its front matter, body and run) gives
-    the same entry as parsing the file back (so live indexing and `reindex` agree)."""
-    run = replace(RECOVERED, title=title or "t", task_id=task, stderr_tail=stderr or None,
-                  outcome="recovered" if recovered else "completed")
+    the same entry as reading the file back (so live indexing and `reindex` agree)."""
+    run = replace(RECOVERED, title=title or "t", task_id=task, agent=agent, trigger=trigger,
+                  stderr_tail=stderr or None, outcome="recovered" if recovered else "completed")
     diary = render(run, learned or StubReflector().reflect(run))
     assert entry_from_diary(diary.path, diary, run) == \
         entry_from_document(diary.path, diary.content)
+
+
+@pytest.mark.parametrize("front", [
+    "task: 0x1F", "task: 012", "task: yes", "task: ~", "task: 1_000", "title: 1.50",
+    "created: 2026-01-01 10:00:00", "tags: [a, 'b c']", "agent: >\n  folded\n  text",
+    "title: 'it''s'", "title: x #not a comment", "title: \"double \\u00e9\"", "trigger:",
+    "workflow: 'a: b'", "workflow: a:b", "model: -x", "route: \"\"", "tokens: 12\nlatency_ms: 3",
+    "title: 'two\u2028lines'", "tags:\n- a\n- 'b'\n- c d",
+])
+def test_front_matter_is_read_as_yaml_reads_it(front: str) -> None:
+    """Whatever the front matter holds (typed values, quoting, flow lists, folded text), the
+    entry read from a file is the one YAML's reading of its front matter gives."""
+    content = f"---\nid: kh-1\n{front}\n---\n\n# T\n\n## What was learned\nx\n"
+    assert entry_from_document("p.md", content) == \
+        _entry_from_yaml("p.md", content)
+
+
+def _entry_from_yaml(path: str, content: str) -> Entry:
+    from otel_diary.index.documents import _entry, section_signatures
+    body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
+    parts = sections(body)
+    return _entry(path, parse_front_matter(content), body, parts.get("What was learned", ""),
+                  section_signatures(parts.get("Error encountered", "")))
 
 
 @needs_fork
