@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from otel_diary import TaskRun, render
-from otel_diary.index.documents import entry_from_document
+from otel_diary.index.documents import entry_from_document, run_signatures
 from otel_diary.index.query import SearchResult
 from otel_diary.index.store import INDEX_FILE, DiaryIndex, IndexListener, IndexRelatedFinder
 from otel_diary.pipeline.render import Diary
@@ -285,7 +285,8 @@ BASE_DIARIES = 200
 def updates_child(updates: int, diaries: int) -> None:
     """Render ``diaries`` more diaries into a folder of BASE_DIARIES, then hand the first
     ``updates`` of them to the index listener as the pipeline does (both runs render as
-    many; only the updates differ)."""
+    many and read each run's error signatures, as the pipeline's related-diary lookup does
+    before rendering; only the updates differ)."""
     with tempfile.TemporaryDirectory(prefix="otel-diary-bench-") as tmp:
         root = Path(tmp)
         runs = corpus(BASE_DIARIES + diaries, seed=5)
@@ -295,6 +296,8 @@ def updates_child(updates: int, diaries: int) -> None:
         index.rebuild()
         listener = IndexListener(index, FolderSink(root))
         placed = [(place(root, run, learned), run) for run, learned in runs[BASE_DIARIES:]]
+        for _, run in placed:
+            run_signatures(run)
         for (diary, path), run in placed[:updates]:
             listener(diary, run, [str(path.resolve())])
         index.close()
