@@ -121,7 +121,8 @@ INSERT_TEXT = "INSERT INTO diaries_fts (rowid, title, body, meta) VALUES (?, ?, 
 INSERT_SIGNATURE = "INSERT OR IGNORE INTO signatures (signature, created, doc) VALUES (?, ?, ?)"
 
 
-def diary_row(doc: int, entry: Entry) -> tuple[object, ...]:
+def diary_row(doc: int | None, entry: Entry) -> tuple[object, ...]:
+    """The diaries-table row of ``entry``; ``doc`` None takes the next number."""
     return (doc, entry.id, entry.path, entry.title, entry.agent, entry.task, entry.outcome,
             entry.trigger, entry.workflow, entry.trace_id, entry.span_id, entry.created,
             pack(entry.body, entry.meta, entry.summary))

@@ -355,8 +355,7 @@ class DiaryIndex:
 
     @staticmethod
     def _insert(conn: sqlite3.Connection, entry: Entry) -> None:
-        doc = int(conn.execute("SELECT coalesce(max(doc), 0) + 1 FROM diaries").fetchone()[0])
-        conn.execute(INSERT_DIARY, diary_row(doc, entry))
+        doc = conn.execute(INSERT_DIARY, diary_row(None, entry)).lastrowid
         conn.execute(INSERT_TEXT, (doc, entry.title, entry.body, entry.meta))
         conn.executemany(INSERT_SIGNATURE,
                          [(signature, entry.created, doc) for signature in entry.signatures])
