@@ -63,7 +63,7 @@ INDEX_FILE = "index.sqlite3"
 """The index's file name under the knowledge-base root."""
 MAX_DOCUMENT_BYTES = 1024 * 1024
 """Files in the diary folder larger than this are not diaries and are not indexed."""
-RANKED = 2000
+RANKED = 1000
 """Most matches a search ranks: a query matching more diaries is ranked among the most
 recently indexed of them (a rebuild indexes the folder oldest first)."""
 _CANDIDATES = 50
