@@ -65,7 +65,8 @@ MAX_DOCUMENT_BYTES = 1024 * 1024
 """Files in the diary folder larger than this are not diaries and are not indexed."""
 RANKED = 1000
 """Most matches a search ranks: a query matching more diaries is ranked among the most
-recently indexed of them (a rebuild indexes the folder oldest first)."""
+recently indexed of them (a rebuild indexes the folder oldest first), reaching further
+back when its filters leave fewer hits than asked for."""
 _CANDIDATES = 50
 
 
@@ -411,23 +412,25 @@ class DiaryIndex:
     def _match(self, conn: sqlite3.Connection, expression: str, filters: list[str],
                params: list[object], limit: int) -> list[Hit]:
         where = " AND ".join(["diaries_fts MATCH ?", *filters])
-        # The full-text table leads (CROSS JOIN), in its own order: by document number for
-        # the bound, by rank over the matches above it.
-        source = ("diaries_fts CROSS JOIN diaries AS d ON d.doc = diaries_fts.rowid"
-                  if filters else "diaries_fts")
         # One read transaction, so every statement sees the same index.
         conn.execute("BEGIN")
         try:
-            # The most recently indexed matches (``ranked``): those from this document up.
-            bound = conn.execute(
-                f"SELECT diaries_fts.rowid FROM {source} WHERE {where} "
-                "ORDER BY diaries_fts.rowid DESC LIMIT 1 OFFSET ?",
-                (expression, *params, self._ranked - 1)).fetchone()
-            ranked = conn.execute(
-                "SELECT d.doc, bm25(diaries_fts, 10.0, 1.0, 3.0) AS score FROM diaries_fts "
-                f"CROSS JOIN diaries AS d ON d.doc = diaries_fts.rowid WHERE {where} "
-                "AND diaries_fts.rowid >= ? ORDER BY score, d.created DESC, d.id LIMIT ?",
-                (expression, *params, bound[0] if bound else 0, limit)).fetchall()
+            # The most recently indexed matches (``ranked`` of them, from this document up),
+            # further back while the filters leave fewer hits than asked for. The
+            # full-text table leads (CROSS JOIN), ranking the matches above the bound.
+            window = self._ranked
+            while True:
+                bound = conn.execute(
+                    "SELECT rowid FROM diaries_fts WHERE diaries_fts MATCH ? "
+                    "ORDER BY rowid DESC LIMIT 1 OFFSET ?", (expression, window - 1)).fetchone()
+                ranked = conn.execute(
+                    "SELECT d.doc, bm25(diaries_fts, 10.0, 1.0, 3.0) AS score FROM diaries_fts "
+                    f"CROSS JOIN diaries AS d ON d.doc = diaries_fts.rowid WHERE {where} "
+                    "AND diaries_fts.rowid >= ? ORDER BY score, d.created DESC, d.id LIMIT ?",
+                    (expression, *params, bound[0] if bound else 0, limit)).fetchall()
+                if bound is None or not filters or len(ranked) >= limit:
+                    break
+                window *= 4
             docs = [row[0] for row in ranked]
             marks = ", ".join("?" * len(docs))
             # Columns and snippets only for the hits kept.

@@ -419,3 +419,17 @@ def test_a_query_matching_more_diaries_than_are_ranked_ranks_the_newest(
         assert {hit.id for hit in index.search("ledger").hits} == {d.id for d in newer[1:]}
     with DiaryIndex(tmp_path) as index:
         assert index.search("ledger").hits[0].id == oldest.id
+
+
+def test_a_filtered_search_past_its_ranking_bound_reaches_further_back(
+        tmp_path: Path) -> None:
+    """When the filters leave fewer hits among the newest matches than asked for, the
+    search ranks older matches too: an old diary of the filtered agent is still found."""
+    pipeline = kb_pipeline(tmp_path, index=False)
+    oldest = write(pipeline, task_record(1, "T-1", agent="reviewer", title="Close the ledger"))
+    for n in range(2, 12):
+        write(pipeline, task_record(n, f"T-{n}", agent="coder", title=f"Close the ledger {n}"))
+    with DiaryIndex(tmp_path, ranked=2) as index:
+        assert index.rebuild().indexed == 11
+        assert [hit.id for hit in index.search("ledger", agent="reviewer").hits] == [oldest.id]
+        assert len(index.search("ledger", agent="coder", limit=3).hits) == 3
