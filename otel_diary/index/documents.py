@@ -1,12 +1,14 @@
 """Diary documents as the index sees them: error signatures and index entries.
 
-An entry is built from the document text alone (front matter and ``##`` sections), so the
-folder stays the source of truth and the index can always be rebuilt from it. Two
+An entry is what the document says (front matter and ``##`` sections), so the folder stays
+the source of truth and the index can always be rebuilt from it; a freshly rendered diary
+gives the same entry from the values in hand, without parsing its text again. Two
 diaries sharing an error signature met the same error, whatever else their output says.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Mapping
@@ -14,9 +16,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import yaml
+
 from otel_diary.index.templates import error_template, stderr_block
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.render import (
+    Diary,
     error_encountered,
     parse_front_matter,
 )
@@ -62,9 +67,13 @@ def template_signature(text: str) -> str | None:
     return f"template:{template}" if template else None
 
 
+@functools.lru_cache(maxsize=64)
 def section_signatures(section: str) -> tuple[str, ...]:
     """The error signatures of a diary's "Error encountered" section: the template is
-    read from its stderr tail only, never from the sentence that counts the attempts."""
+    read from its stderr tail only, never from the sentence that counts the attempts.
+
+    Remembered for the last few sections: the related-diary lookup before rendering and
+    the index update after writing ask for the same run's."""
     found = _precise(section)
     block = stderr_block(section)
     template = error_template(block) if block else ""
@@ -128,6 +137,9 @@ class Entry:
     signatures: tuple[str, ...]
 
 
+_FENCE_OPENING = re.compile(r"(`{3,}|~{3,})")
+
+
 def sections(body: str) -> dict[str, str]:
     """The ``## `` sections of a diary body by heading; headings inside fences don't count."""
     found: dict[str, list[str]] = {}
@@ -139,7 +151,7 @@ def sections(body: str) -> dict[str, str]:
             if stripped.startswith(fence) and stripped == fence[0] * len(stripped):
                 fence = ""
         else:
-            opening = re.match(r"(`{3,}|~{3,})", line)
+            opening = _FENCE_OPENING.match(line) if line[:3] in ("```", "~~~") else None
             if opening:
                 fence = opening.group(1)
             elif line.startswith("## "):
@@ -159,26 +171,99 @@ def _text(value: object) -> str | None:
     return text or None
 
 
+# -- front matter, the fields an entry needs -------------------------------------------------
+
+_ENTRY_KEYS = frozenset(("id", "source_type", "title", "agent", "task", "outcome", "tags",
+                         "trigger", "workflow", "trace_id", "span_id", "created", "route",
+                         "model"))
+_KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):(?: (.*))?")
+_QUOTED = re.compile(r"'((?:[^'\x00-\x1f\x7f-\x9f]|'')*)'")
+_PLAIN = re.compile(r"[^\s\-?:,\[\]{}#&*!|>'\"%@`][^\x00-\x1f\x7f-\x9f]*")
+_UNREADABLE = re.compile("[^\x0a\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd"
+                         "\U00010000-\U0010ffff]")
+"""What YAML reads as a line break, or refuses (never in the front matter the renderer writes)."""
+_IMPLICIT = yaml.resolver.Resolver.yaml_implicit_resolvers
+"""YAML's typed plain scalars (numbers, booleans, null, dates), by first character."""
+
+
+def _string(text: str, typed: bool) -> str | None:
+    """A scalar as the renderer writes strings (plain, or single-quoted), else ``None``;
+    a plain scalar YAML reads as a number, boolean, null or date only when ``typed``."""
+    quoted = _QUOTED.fullmatch(text)
+    if quoted:
+        return quoted.group(1).replace("''", "'")
+    if not _PLAIN.fullmatch(text) or ": " in text or " #" in text or \
+            text.endswith((":", " ")):
+        return None
+    if not typed and any(regexp.match(text) for _, regexp in _IMPLICIT.get(text[0], ())):
+        return None
+    return text
+
+
+def _fields(content: str) -> dict[str, Any]:
+    """The front matter of a diary as far as an entry reads it. The ``key: value`` lines
+    and ``- item`` lists the renderer writes are read directly, anything else by YAML (the
+    same answer, at a fraction of the cost for a whole folder)."""
+    end = content.find("\n---\n", 3)
+    if not content.startswith("---\n") or end < 0 or _UNREADABLE.search(content, 4, end):
+        return parse_front_matter(content)
+    found: dict[str, Any] = {}
+    lines = content[4:end].split("\n")
+    number = 0
+    while number < len(lines):
+        key_line = _KEY.fullmatch(lines[number])
+        number += 1
+        if key_line is None:
+            return parse_front_matter(content)
+        key, value = key_line.group(1), key_line.group(2)
+        if value is None:  # a block list follows, or nothing (null)
+            items: list[str] = []
+            while number < len(lines) and lines[number].startswith("- "):
+                item = _string(lines[number][2:], typed=False)
+                if item is None:
+                    return parse_front_matter(content)
+                items.append(item)
+                number += 1
+            found[key] = items or None
+        elif value == "[]":
+            found[key] = []
+        else:
+            text = _string(value, typed=key not in _ENTRY_KEYS)
+            if text is None:
+                return parse_front_matter(content)
+            found[key] = text
+    return found
+
+
 def entry_from_document(path: str, content: str) -> Entry:
     """The index entry of the diary document ``content`` stored at ``path`` (relative).
 
     Raises ``ValueError`` when ``content`` is not a diary.
     """
-    return entry_from_parts(path, parse_front_matter(content), content)
+    front = _fields(content)
+    body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
+    parts = sections(body)
+    return _entry(path, front, body, parts.get("What was learned", ""),
+                  section_signatures(parts.get("Error encountered", "")))
 
 
-def entry_from_parts(path: str, front: Mapping[str, Any], content: str) -> Entry:
-    """The index entry of a diary from its front matter (as parsed) and its document text.
+def entry_from_diary(path: str, diary: Diary, run: TaskRun) -> Entry:
+    """The index entry of a diary just rendered from ``run`` and stored at ``path``: the
+    entry its file gives, from the values in hand (no YAML parsed, the error signatures
+    the related-diary lookup already read from the run)."""
+    return _entry(path, diary.front_matter, diary.body,
+                  sections(diary.body).get("What was learned", ""), run_signatures(run))
 
-    A freshly rendered diary passes its own ``front_matter``: no YAML is parsed again.
-    """
+
+def _entry(path: str, front: Mapping[str, Any], body: str, learned: str,
+           signatures: tuple[str, ...]) -> Entry:
+    """What the index keeps of a diary: its front matter's fields, its body, the start of
+    "What was learned" and its error signatures."""
     ident = _text(front.get("id"))
     if ident is None:
         raise ValueError("document has no id")
     if front.get("source_type", "diary") != "diary":
         raise ValueError("document is not a diary")
-    body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
-    parts = sections(body)
     tags = front.get("tags")
     tag_list = [str(tag) for tag in tags] if isinstance(tags, list) else []
     fields = {key: _text(front.get(key)) for key in (
@@ -199,8 +284,6 @@ def entry_from_parts(path: str, front: Mapping[str, Any], content: str) -> Entry
         created=fields["created"] or "",
         body=body,
         meta=meta,
-        summary=one_line(parts.get("What was learned", ""), 300),
-        signatures=section_signatures(parts.get("Error encountered", "")),
+        summary=one_line(learned, 300),
+        signatures=signatures,
     )
-
-

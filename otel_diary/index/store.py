@@ -6,6 +6,8 @@ rebuilt from the folder on demand (``otel-diary reindex``) or when it is missing
 one connection per thread and one short transaction per diary, so the worker writing and
 a reader searching do not wait on each other. A forked child opens its own connections
 and leaves the inherited ones alone.
+A search ranks at most ``RANKED`` matches, the most recently indexed; Related reads the
+newest diaries of each error signature (schema and storage: ``index.schema``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,18 +29,31 @@ from otel_diary.errors import IndexUnavailable, SearchError
 from otel_diary.index.documents import (
     MAX_SIGNATURES,
     Entry,
+    entry_from_diary,
     entry_from_document,
-    entry_from_parts,
     run_signatures,
 )
 from otel_diary.index.query import QUERY_ERRORS, Hit, SearchResult, fts_terms
+from otel_diary.index.schema import (
+    BULK_CACHE_KIB,
+    CACHE_KIB,
+    HIT_COLUMNS,
+    INDEXES,
+    INSERT_DIARY,
+    INSERT_SIGNATURE,
+    INSERT_TEXT,
+    SCHEMA,
+    SCHEMA_VERSION,
+    TABLES,
+    busy,
+    checkpoint,
+    diary_row,
+    prepare,
+    write,
+)
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.core import MAX_RELATED
-from otel_diary.pipeline.render import (
-    DIARY_ROOT,
-    Diary,
-    diary_id,
-)
+from otel_diary.pipeline.render import DIARY_ROOT, Diary, diary_id
 from otel_diary.runner import renew_after_fork
 from otel_diary.sinks.folder import FolderSink, log_unwritable, unwritable
 from otel_diary.text import one_line, utc_stamp
@@ -50,13 +65,13 @@ logger = logging.getLogger("otel_diary")
 
 INDEX_FILE = "index.sqlite3"
 """The index's file name under the knowledge-base root."""
-SCHEMA_VERSION = 1
 MAX_DOCUMENT_BYTES = 1024 * 1024
 """Files in the diary folder larger than this are not diaries and are not indexed."""
+RANKED = 1000
+"""Most matches a search ranks: a query matching more diaries is ranked among the most
+recently indexed of them (a rebuild indexes the folder oldest first), reaching further
+back when its filters leave fewer hits than asked for."""
 _CANDIDATES = 50
-
-
-
 
 
 @dataclass(frozen=True)
@@ -67,68 +82,12 @@ class RebuildReport:
     skipped: int
 
 
-_HIT_COLUMNS = ("d.id, d.path, d.title, d.agent, d.task, d.outcome, d.task_trigger, d.created, "
-                "d.trace_id, d.span_id, d.summary")
-
-_SCHEMA = (
-    """CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
-    """CREATE TABLE diaries (
-        doc INTEGER PRIMARY KEY,
-        id TEXT NOT NULL UNIQUE,
-        path TEXT NOT NULL,
-        title TEXT NOT NULL,
-        agent TEXT NOT NULL,
-        task TEXT NOT NULL,
-        outcome TEXT NOT NULL,
-        task_trigger TEXT,
-        workflow TEXT,
-        trace_id TEXT NOT NULL,
-        span_id TEXT NOT NULL,
-        created TEXT NOT NULL,
-        summary TEXT NOT NULL
-    )""",
-    "CREATE INDEX diaries_path ON diaries (path)",
-    "CREATE INDEX diaries_trace ON diaries (trace_id)",
-    "CREATE INDEX diaries_task ON diaries (task, created)",
-    "CREATE INDEX diaries_trigger ON diaries (task_trigger, created)",
-    "CREATE INDEX diaries_created ON diaries (created)",
-    """CREATE TABLE signatures (
-        signature TEXT NOT NULL,
-        doc INTEGER NOT NULL,
-        PRIMARY KEY (signature, doc)
-    ) WITHOUT ROWID""",
-    "CREATE INDEX signatures_doc ON signatures (doc)",
-    """CREATE VIRTUAL TABLE diaries_fts USING fts5 (
-        title, body, meta, tokenize = 'porter unicode61 remove_diacritics 2'
-    )""",
-)
-_TABLES = ("diaries_fts", "signatures", "diaries", "meta")
-
-
 def _identity(path: Path) -> tuple[int, int] | None:
     try:
         stat = path.stat()
     except OSError:
         return None
     return stat.st_dev, stat.st_ino
-
-
-def _busy(exc: sqlite3.OperationalError) -> bool:
-    """True for SQLite's "database is locked" / "busy": another connection is writing."""
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
-
-
-@contextlib.contextmanager
-def _write(conn: sqlite3.Connection) -> Iterator[None]:
-    """One write transaction, taken at once so that it never fails half-way on a lock."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
 class DiaryIndex:
@@ -144,11 +103,12 @@ class DiaryIndex:
 
     def __init__(self, root: str | os.PathLike[str], *,
                  path: str | os.PathLike[str] | None = None,
-                 busy_timeout_s: float = 10.0) -> None:
+                 busy_timeout_s: float = 10.0, ranked: int = RANKED) -> None:
         self.root = Path(root)
         self.path = Path(path) if path is not None else self.root / INDEX_FILE
         self.folder = self.root / DIARY_ROOT
         self._busy_timeout_s = busy_timeout_s
+        self._ranked = max(1, ranked)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
@@ -203,12 +163,13 @@ class DiaryIndex:
         deadline = time.monotonic() + self._busy_timeout_s
         while True:
             try:
+                prepare(conn)
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
                 self._ensure_schema(conn)
                 return conn
             except sqlite3.OperationalError as exc:
-                if _busy(exc) and time.monotonic() < deadline:
+                if busy(exc) and time.monotonic() < deadline:
                     time.sleep(0.02)
                     continue
                 conn.close()
@@ -222,14 +183,30 @@ class DiaryIndex:
     def _ensure_schema(self, conn: sqlite3.Connection) -> None:
         if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
             return
-        with _write(conn):
+        if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+            # Pages a rebuild frees go back to the file system (see checkpoint). The mode
+            # takes effect on a VACUUM, cheap once the tables of another version are gone.
+            with write(conn):
+                self._drop(conn)
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            with contextlib.suppress(sqlite3.OperationalError):
+                conn.execute("VACUUM")
+        with write(conn):
             if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
                 return
-            for table in _TABLES:
-                conn.execute(f"DROP TABLE IF EXISTS {table}")
-            for statement in _SCHEMA:
+            # Another version (or an empty file): start again; _ready() fills it.
+            self._drop(conn)
+            for statement in (*SCHEMA, *INDEXES):
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @staticmethod
+    def _drop(conn: sqlite3.Connection) -> None:
+        if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+            return
+        for table in TABLES:
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute("DROP VIEW IF EXISTS diaries_text")
 
     def _ready(self) -> sqlite3.Connection:
         """A connection to an index that holds the folder: a new database is filled first."""
@@ -239,9 +216,10 @@ class DiaryIndex:
             return conn
         if conn.execute("SELECT 1 FROM meta WHERE key = 'filled'").fetchone() is None:
             entries, _ = self.scan()
-            with _write(conn):
+            with write(conn):
                 if conn.execute("SELECT 1 FROM meta WHERE key = 'filled'").fetchone() is None:
                     self._replace_all(conn, entries)
+            checkpoint(conn)
         self._local.filled = conn
         return conn
 
@@ -291,7 +269,7 @@ class DiaryIndex:
         """Index (or re-index) one diary; it replaces any entry with its id or its path."""
         try:
             conn = self._ready()
-            with _write(conn):
+            with write(conn):
                 stale = conn.execute("SELECT doc FROM diaries WHERE id = ? OR path = ?",
                                      (entry.id, entry.path)).fetchall()
                 for (doc,) in stale:
@@ -313,15 +291,17 @@ class DiaryIndex:
             conn = self._connection()
             if conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
                 raise sqlite3.DatabaseError("quick_check failed")
-            with _write(conn):
+            with write(conn):
                 self._replace_all(conn, entries)
+            checkpoint(conn)
         except (IndexUnavailable, sqlite3.DatabaseError) as exc:
             logger.warning("otel-diary: recreating the damaged index %s (%s)", self.path, exc)
             self._discard()
             try:
                 conn = self._connection()
-                with _write(conn):
+                with write(conn):
                     self._replace_all(conn, entries)
+                checkpoint(conn)
             except sqlite3.Error as again:
                 raise IndexUnavailable(f"cannot rebuild the index {self.path}: {again}") \
                     from again
@@ -344,32 +324,46 @@ class DiaryIndex:
 
     @staticmethod
     def _replace_all(conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
-        for table in _TABLES:
-            conn.execute(f"DELETE FROM {table}")
-        for entry in entries:
-            DiaryIndex._insert(conn, entry)
-        conn.execute("INSERT INTO meta (key, value) VALUES ('filled', '1')")
+        """Load ``entries`` in place of everything indexed, oldest first, as a bulk load:
+        the secondary indexes are made after the rows, and the full-text index is merged
+        into one segment at the end."""
+        conn.execute(f"PRAGMA cache_size = -{BULK_CACHE_KIB}")
+        try:
+            for statement in INDEXES:
+                conn.execute(f"DROP INDEX IF EXISTS {statement.split(' ON ')[0].split()[-1]}")
+            for table in TABLES[1:]:
+                conn.execute(f"DELETE FROM {table}")
+            conn.execute("INSERT INTO diaries_fts (diaries_fts) VALUES ('delete-all')")
+            ordered = sorted(entries, key=lambda entry: (entry.created, entry.path))
+            conn.executemany(INSERT_DIARY, (diary_row(doc, entry)
+                                             for doc, entry in enumerate(ordered, 1)))
+            conn.executemany(INSERT_TEXT, ((doc, entry.title, entry.body, entry.meta)
+                                            for doc, entry in enumerate(ordered, 1)))
+            conn.executemany(INSERT_SIGNATURE, (
+                (signature, entry.created, doc)
+                for doc, entry in enumerate(ordered, 1) for signature in entry.signatures))
+            for statement in INDEXES:
+                conn.execute(statement)
+            conn.execute("INSERT INTO diaries_fts (diaries_fts) VALUES ('optimize')")
+            conn.execute("INSERT INTO meta (key, value) VALUES ('filled', '1')")
+        finally:
+            conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
 
     @staticmethod
     def _delete(conn: sqlite3.Connection, doc: int) -> None:
+        # The full-text table is told what it indexed for the diary, from the diary's row.
+        conn.execute("INSERT INTO diaries_fts (diaries_fts, rowid, title, body, meta) "
+                     "SELECT 'delete', doc, title, body, meta FROM diaries_text WHERE doc = ?",
+                     (doc,))
         conn.execute("DELETE FROM diaries WHERE doc = ?", (doc,))
-        conn.execute("DELETE FROM diaries_fts WHERE rowid = ?", (doc,))
         conn.execute("DELETE FROM signatures WHERE doc = ?", (doc,))
 
     @staticmethod
     def _insert(conn: sqlite3.Connection, entry: Entry) -> None:
-        cursor = conn.execute(
-            "INSERT INTO diaries (id, path, title, agent, task, outcome, task_trigger, "
-            "workflow, trace_id, span_id, created, summary) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (entry.id, entry.path, entry.title, entry.agent, entry.task, entry.outcome,
-             entry.trigger, entry.workflow, entry.trace_id, entry.span_id, entry.created,
-             entry.summary))
-        doc = cursor.lastrowid
-        conn.execute("INSERT INTO diaries_fts (rowid, title, body, meta) VALUES (?, ?, ?, ?)",
-                     (doc, entry.title, entry.body, entry.meta))
-        conn.executemany("INSERT OR IGNORE INTO signatures (signature, doc) VALUES (?, ?)",
-                         [(signature, doc) for signature in entry.signatures])
+        doc = conn.execute(INSERT_DIARY, diary_row(None, entry)).lastrowid
+        conn.execute(INSERT_TEXT, (doc, entry.title, entry.body, entry.meta))
+        conn.executemany(INSERT_SIGNATURE,
+                         [(signature, entry.created, doc) for signature in entry.signatures])
 
     # -- reading -----------------------------------------------------------------------
 
@@ -419,35 +413,49 @@ class DiaryIndex:
             raise IndexUnavailable(f"cannot read the index {self.path} ({exc}); "
                                    "run `otel-diary reindex`") from exc
 
-    @staticmethod
-    def _match(conn: sqlite3.Connection, expression: str, filters: list[str],
+    def _match(self, conn: sqlite3.Connection, expression: str, filters: list[str],
                params: list[object], limit: int) -> list[Hit]:
         where = " AND ".join(["diaries_fts MATCH ?", *filters])
-        # Snippets only for the hits kept: SQLite would make one for every match before
-        # sorting. One read transaction, so both statements see the same index.
+        # One read transaction, so every statement sees the same index.
         conn.execute("BEGIN")
         try:
-            rows = conn.execute(
-                f"SELECT d.doc, {_HIT_COLUMNS}, bm25(diaries_fts, 10.0, 1.0, 3.0) AS score "
-                "FROM diaries_fts JOIN diaries AS d ON d.doc = diaries_fts.rowid "
-                f"WHERE {where} ORDER BY score, d.created DESC, d.id LIMIT ?",
-                (expression, *params, limit)).fetchall()
-            docs = [row[0] for row in rows]
+            # The most recently indexed matches (``ranked`` of them, from this document up),
+            # further back while the filters leave fewer hits than asked for. The
+            # full-text table leads (CROSS JOIN), ranking the matches above the bound.
+            window = self._ranked
+            while True:
+                bound = conn.execute(
+                    "SELECT rowid FROM diaries_fts WHERE diaries_fts MATCH ? "
+                    "ORDER BY rowid DESC LIMIT 1 OFFSET ?", (expression, window - 1)).fetchone()
+                ranked = conn.execute(
+                    "SELECT d.doc, bm25(diaries_fts, 10.0, 1.0, 3.0) AS score FROM diaries_fts "
+                    f"CROSS JOIN diaries AS d ON d.doc = diaries_fts.rowid WHERE {where} "
+                    "AND diaries_fts.rowid >= ? ORDER BY score, d.created DESC, d.id LIMIT ?",
+                    (expression, *params, bound[0] if bound else 0, limit)).fetchall()
+                if bound is None or not filters or len(ranked) >= limit:
+                    break
+                window *= 4
+            docs = [row[0] for row in ranked]
+            marks = ", ".join("?" * len(docs))
+            # Columns and snippets only for the hits kept.
+            rows = {row[0]: row[1:] for row in conn.execute(
+                f"SELECT d.doc, {HIT_COLUMNS} FROM diaries AS d WHERE d.doc IN ({marks})",
+                docs)} if docs else {}
             snippets = dict(conn.execute(
                 "SELECT rowid, snippet(diaries_fts, -1, '**', '**', '…', 16) FROM diaries_fts "
-                f"WHERE diaries_fts MATCH ? AND rowid IN ({', '.join('?' * len(docs))})",
+                f"WHERE diaries_fts MATCH ? AND rowid IN ({marks})",
                 (expression, *docs)).fetchall()) if docs else {}
         finally:
             conn.execute("COMMIT")
-        return [replace(Hit(*row[1:12]), score=-float(row[12]),
-                        snippet=" ".join(str(snippets.get(row[0], "")).split()))
-                for row in rows]
+        return [replace(Hit(*rows[doc]), score=-float(score),
+                        snippet=" ".join(str(snippets.get(doc, "")).split()))
+                for doc, score in ranked]
 
     @staticmethod
     def _recent(conn: sqlite3.Connection, filters: list[str], params: list[object],
                 limit: int) -> list[Hit]:
         where = f"WHERE {' AND '.join(filters)}" if filters else ""
-        rows = conn.execute(f"SELECT {_HIT_COLUMNS} FROM diaries AS d {where} "
+        rows = conn.execute(f"SELECT {HIT_COLUMNS} FROM diaries AS d {where} "
                             "ORDER BY d.created DESC, d.id LIMIT ?",
                             (*params, limit)).fetchall()
         return [Hit(*row) for row in rows]
@@ -455,7 +463,7 @@ class DiaryIndex:
     def _lookup(self, column: str, value: str) -> list[Hit]:
         try:
             rows = self._ready().execute(
-                f"SELECT {_HIT_COLUMNS} FROM diaries AS d WHERE d.{column} = ? "
+                f"SELECT {HIT_COLUMNS} FROM diaries AS d WHERE d.{column} = ? "
                 "ORDER BY d.created, d.path", (value,)).fetchall()
         except sqlite3.Error as exc:
             raise IndexUnavailable(f"cannot read the index {self.path} ({exc}); "
@@ -497,11 +505,20 @@ class DiaryIndex:
                    f"{common} ORDER BY d.created DESC LIMIT ?", (task,), 2.0)
         wanted = list(dict.fromkeys(signatures))[:MAX_SIGNATURES]
         if wanted:
-            marks = ", ".join("?" * len(wanted))
-            gather("SELECT d.id, d.created, count(*) FROM signatures AS s "
-                   "JOIN diaries AS d ON d.doc = s.doc "
-                   f"WHERE s.signature IN ({marks}) AND {common} GROUP BY d.doc "
-                   "ORDER BY count(*) DESC, d.created DESC LIMIT ?", wanted, 3.0)
+            # The newest diaries of each signature, then how many of them each one shares:
+            # the candidates most shared, then newest.
+            docs: set[int] = set()
+            for signature in wanted:
+                docs.update(doc for (doc,) in conn.execute(
+                    "SELECT doc FROM signatures WHERE signature = ? AND created <= ? "
+                    "ORDER BY created DESC LIMIT ?", (signature, before, _CANDIDATES + 1)))
+            if docs:
+                gather("SELECT d.id, d.created, count(*) AS shared FROM signatures AS s "
+                       "JOIN diaries AS d ON d.doc = s.doc "
+                       f"WHERE s.doc IN ({', '.join('?' * len(docs))}) "
+                       f"AND s.signature IN ({', '.join('?' * len(wanted))}) AND {common} "
+                       "GROUP BY s.doc ORDER BY shared DESC, d.created DESC LIMIT ?",
+                       (*docs, *wanted), 3.0)
         if trigger:
             gather("SELECT d.id, d.created, 1 FROM diaries AS d WHERE d.task_trigger = ? AND "
                    f"{common} ORDER BY d.created DESC LIMIT ?", (trigger,), 1.0)
@@ -540,8 +557,8 @@ class IndexListener:
             for location in locations:
                 path = Path(location)
                 if path.is_absolute() and path.is_relative_to(self._root):
-                    self.index.add(entry_from_parts(path.relative_to(self._root).as_posix(),
-                                                    diary.front_matter, diary.content))
+                    self.index.add(entry_from_diary(path.relative_to(self._root).as_posix(),
+                                                    diary, run))
                     return
         except Exception:
             if self._stats is not None:

@@ -30,7 +30,8 @@ from otel_diary.index.documents import (
     template_signature,
 )
 from otel_diary.index.query import Hit, Match, fts_terms
-from otel_diary.index.store import INDEX_FILE, MAX_DOCUMENT_BYTES, SCHEMA_VERSION, DiaryIndex
+from otel_diary.index.schema import SCHEMA_VERSION, prepare
+from otel_diary.index.store import INDEX_FILE, MAX_DOCUMENT_BYTES, DiaryIndex
 from otel_diary.pipeline.render import DIARY_ROOT, parse_front_matter
 from otel_diary.text import one_line
 
@@ -337,6 +338,7 @@ class ReadOnlyIndex(DiaryIndex):
                                    timeout=self._busy_timeout_s, isolation_level=None,
                                    check_same_thread=False)
             conn.execute("PRAGMA query_only = ON")
+            prepare(conn)
             version = conn.execute("PRAGMA user_version").fetchone()[0]
         except (OSError, sqlite3.Error) as exc:
             raise IndexUnavailable(f"cannot open the index {self.path}: {exc}") from exc

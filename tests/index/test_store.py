@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -16,13 +17,15 @@ from opentelemetry.sdk.trace import TracerProvider
 from otel_diary import DiarySpanProcessor
 from otel_diary.errors import IndexUnavailable, SearchError
 from otel_diary.index.documents import (
+    Entry,
+    entry_from_diary,
     entry_from_document,
-    entry_from_parts,
     error_signatures,
     sections,
 )
 from otel_diary.index.lessons import lesson_id
 from otel_diary.index.query import fts_terms
+from otel_diary.index.schema import SCHEMA_VERSION
 from otel_diary.index.store import INDEX_FILE, DiaryIndex
 from otel_diary.pipeline.reflect import StubReflector
 from otel_diary.pipeline.render import parse_front_matter, render
@@ -275,17 +278,43 @@ def test_any_query_returns_results_or_a_clear_message(small_index: DiaryIndex, q
         assert all(hit.id.startswith("kh-") for hit in result.hits)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(title=st.text(max_size=60), task=st.text(min_size=1, max_size=40),
-       stderr=st.text(max_size=200))
-def test_live_entry_equals_entry_parsed_from_the_file(title: str, task: str,
-                                                      stderr: str) -> None:
-    """Indexing a fresh diary from its own front matter gives the same entry as parsing the
-    file back (so live indexing and `reindex` agree)."""
-    run = replace(RECOVERED, title=title or "t", task_id=task, stderr_tail=stderr or None)
-    diary = render(run, StubReflector().reflect(run))
-    assert entry_from_parts(diary.path, diary.front_matter, diary.content) == \
+       agent=st.text(max_size=30), trigger=st.none() | st.text(max_size=30),
+       stderr=st.text(max_size=200), learned=st.text(max_size=200), recovered=st.booleans())
+def test_live_entry_equals_entry_parsed_from_the_file(title: str, task: str, agent: str,
+                                                      trigger: str | None, stderr: str,
+                                                      learned: str, recovered: bool) -> None:
+    """Indexing a fresh diary from the values in hand (its front matter, body and run) gives
+    the same entry as reading the file back (so live indexing and `reindex` agree)."""
+    run = replace(RECOVERED, title=title or "t", task_id=task, agent=agent, trigger=trigger,
+                  stderr_tail=stderr or None, outcome="recovered" if recovered else "completed")
+    diary = render(run, learned or StubReflector().reflect(run))
+    assert entry_from_diary(diary.path, diary, run) == \
         entry_from_document(diary.path, diary.content)
+
+
+@pytest.mark.parametrize("front", [
+    "task: 0x1F", "task: 012", "task: yes", "task: ~", "task: 1_000", "title: 1.50",
+    "created: 2026-01-01 10:00:00", "tags: [a, 'b c']", "agent: >\n  folded\n  text",
+    "title: 'it''s'", "title: x #not a comment", "title: \"double \\u00e9\"", "trigger:",
+    "workflow: 'a: b'", "workflow: a:b", "model: -x", "route: \"\"", "tokens: 12\nlatency_ms: 3",
+    "title: 'two\u2028lines'", "tags:\n- a\n- 'b'\n- c d",
+])
+def test_front_matter_is_read_as_yaml_reads_it(front: str) -> None:
+    """Whatever the front matter holds (typed values, quoting, flow lists, folded text), the
+    entry read from a file is the one YAML's reading of its front matter gives."""
+    content = f"---\nid: kh-1\n{front}\n---\n\n# T\n\n## What was learned\nx\n"
+    assert entry_from_document("p.md", content) == \
+        _entry_from_yaml("p.md", content)
+
+
+def _entry_from_yaml(path: str, content: str) -> Entry:
+    from otel_diary.index.documents import _entry, section_signatures
+    body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
+    parts = sections(body)
+    return _entry(path, parse_front_matter(content), body, parts.get("What was learned", ""),
+                  section_signatures(parts.get("Error encountered", "")))
 
 
 @needs_fork
@@ -308,3 +337,99 @@ def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
         assert in_forked_child(child) == 0
         assert index._connection() is inherited
         assert index.by_id("kh-child") is not None
+
+
+_SCHEMA_1 = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE diaries (doc INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, path TEXT NOT NULL,"
+    " title TEXT NOT NULL, agent TEXT NOT NULL, task TEXT NOT NULL, outcome TEXT NOT NULL,"
+    " task_trigger TEXT, workflow TEXT, trace_id TEXT NOT NULL, span_id TEXT NOT NULL,"
+    " created TEXT NOT NULL, summary TEXT NOT NULL)",
+    "CREATE TABLE signatures (signature TEXT NOT NULL, doc INTEGER NOT NULL,"
+    " PRIMARY KEY (signature, doc)) WITHOUT ROWID",
+    "CREATE VIRTUAL TABLE diaries_fts USING fts5 (title, body, meta)",
+    "INSERT INTO meta VALUES ('filled', '1')",
+    "PRAGMA user_version = 1",
+)
+
+
+def test_an_index_of_the_first_schema_is_rebuilt_from_the_folder_when_opened(
+        tmp_path: Path) -> None:
+    """A database left by the first schema (its own copy of the texts, filled but stale) is
+    replaced by the current schema holding what the folder has."""
+    diary = write(kb_pipeline(tmp_path, index=False), task_record(1, "T-1", stderr=TS_STDERR))
+    conn = sqlite3.connect(tmp_path / INDEX_FILE)
+    for statement in _SCHEMA_1:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+    with DiaryIndex(tmp_path) as index:
+        assert [hit.id for hit in index.search("TS2345").hits] == [diary.id]
+        assert index._connection().execute("PRAGMA user_version").fetchone()[0] == \
+            SCHEMA_VERSION > 1
+
+
+def test_the_index_keeps_diary_texts_only_compressed(tmp_path: Path) -> None:
+    """The database does not hold a second plain copy of a diary: a sentence of its body is
+    in the file, not in the index, and the index still finds and quotes it."""
+    pipeline = kb_pipeline(tmp_path)
+    record = task_record(1, "T-1", title="Reconcile the quarterly ledger")
+    diary = write(pipeline, record)
+    pipeline.close()
+    sentence = "Route: paid_model via model-a."
+    assert sentence in (tmp_path / diary.path).read_text(encoding="utf-8")
+    with DiaryIndex(tmp_path) as index:
+        hit, = index.search("paid_model").hits
+        assert "**paid_model**" in hit.snippet and hit.summary
+    files = [Path(f"{tmp_path / INDEX_FILE}{suffix}") for suffix in ("", "-wal")]
+    stored = b"".join(file.read_bytes() for file in files if file.exists())
+    assert sentence.encode() not in stored
+
+
+def test_a_diary_indexed_again_with_other_text_leaves_a_sound_full_text_index(
+        tmp_path: Path) -> None:
+    """Re-indexing a diary whose file changed removes its old words from the full-text index
+    (which is told exactly what it indexed before) and adds the new ones."""
+    pipeline = kb_pipeline(tmp_path)
+    diary = write(pipeline, task_record(1, "T-1", title="Reconcile the quarterly ledger"))
+    pipeline.close()
+    file = tmp_path / diary.path
+    with DiaryIndex(tmp_path) as index:
+        changed = file.read_text(encoding="utf-8").replace("ledger", "invoices")
+        file.write_text(changed, encoding="utf-8")
+        index.add_document(diary.path, changed)
+        conn = index._connection()
+        conn.execute("INSERT INTO diaries_fts (diaries_fts, rank) VALUES ('integrity-check', 1)")
+        assert index.search("ledger").hits == []
+        assert [hit.id for hit in index.search("invoices").hits] == [diary.id]
+        assert index.count() == 1
+
+
+def test_a_query_matching_more_diaries_than_are_ranked_ranks_the_newest(
+        tmp_path: Path) -> None:
+    """When more diaries match than a search ranks, the newest are ranked, even where an
+    older one matches better and its file sorts first (a rebuild indexes oldest first)."""
+    pipeline = kb_pipeline(tmp_path, index=False)
+    oldest = write(pipeline, task_record(1, "T-1", agent="aaa",
+                                         title="Ledger ledger ledger ledger"))
+    newer = [write(pipeline, task_record(n, f"T-{n}", agent="zzz",
+                                         title=f"Close the ledger {n}")) for n in range(2, 6)]
+    with DiaryIndex(tmp_path, ranked=3) as index:
+        assert index.rebuild().indexed == 5
+        assert {hit.id for hit in index.search("ledger").hits} == {d.id for d in newer[1:]}
+    with DiaryIndex(tmp_path) as index:
+        assert index.search("ledger").hits[0].id == oldest.id
+
+
+def test_a_filtered_search_past_its_ranking_bound_reaches_further_back(
+        tmp_path: Path) -> None:
+    """When the filters leave fewer hits among the newest matches than asked for, the
+    search ranks older matches too: an old diary of the filtered agent is still found."""
+    pipeline = kb_pipeline(tmp_path, index=False)
+    oldest = write(pipeline, task_record(1, "T-1", agent="reviewer", title="Close the ledger"))
+    for n in range(2, 12):
+        write(pipeline, task_record(n, f"T-{n}", agent="coder", title=f"Close the ledger {n}"))
+    with DiaryIndex(tmp_path, ranked=2) as index:
+        assert index.rebuild().indexed == 11
+        assert [hit.id for hit in index.search("ledger", agent="reviewer").hits] == [oldest.id]
+        assert len(index.search("ledger", agent="coder", limit=3).hits) == 3
