@@ -39,7 +39,8 @@ from pathlib import Path
 from otel_diary import TaskRun, render
 from otel_diary.index.documents import entry_from_document, run_signatures
 from otel_diary.index.query import SearchResult
-from otel_diary.index.store import INDEX_FILE, DiaryIndex, IndexListener, IndexRelatedFinder
+from otel_diary.index.stages import IndexListener, IndexRelatedFinder
+from otel_diary.index.store import INDEX_FILE, DiaryIndex
 from otel_diary.pipeline.render import Diary
 from otel_diary.sinks.folder import FolderSink
 

@@ -37,7 +37,8 @@ from otel_diary.index.documents import Entry, entry_from_document
 from otel_diary.index.folder import FolderStore
 from otel_diary.index.lessons import Sighting, sighting
 from otel_diary.index.postgres import PostgresStore
-from otel_diary.index.store import DiaryIndex, IndexRelatedFinder
+from otel_diary.index.stages import IndexRelatedFinder
+from otel_diary.index.store import DiaryIndex
 from tests.support.postgres import PostgresCluster
 
 Item = tuple[Entry, str, tuple[str, Sighting] | None, TaskRun]

@@ -1,0 +1,93 @@
+"""The index's pipeline stages: a listener indexing each diary the folder sink wrote, and
+the Related finder over any store."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from otel_diary.counters import Counters, LogOnce
+from otel_diary.errors import IndexUnavailable
+from otel_diary.index.base import DiaryStore
+from otel_diary.index.documents import entry_from_diary, run_signatures
+from otel_diary.index.store import DiaryIndex
+from otel_diary.pipeline.classify import TaskRun
+from otel_diary.pipeline.core import MAX_RELATED
+from otel_diary.pipeline.render import Diary, diary_id
+from otel_diary.sinks.folder import FolderSink, log_unwritable, unwritable
+from otel_diary.text import one_line, utc_stamp
+
+
+def _folder_unwritable(root: Path | None) -> bool:
+    """Inside an ``except`` block: when the index failed because nothing can be written
+    under ``root``, log that as one line (once per folder, with the sink's) and say so."""
+    if root is None or not isinstance(sys.exc_info()[1], IndexUnavailable):
+        return False
+    folder = unwritable(root)
+    if folder is None:
+        return False
+    log_unwritable(folder)
+    return True
+
+
+class IndexListener:
+    """A pipeline listener: indexes each diary the folder sink wrote. Never raises."""
+
+    def __init__(self, index: DiaryIndex, folder: FolderSink,
+                 stats: Counters | None = None) -> None:
+        self.index = index
+        self._root = folder.root.resolve()
+        self._stats = stats
+        self._log_once = LogOnce()
+
+    def __call__(self, diary: Diary, run: TaskRun, locations: Sequence[str]) -> None:
+        try:
+            for location in locations:
+                path = Path(location)
+                if path.is_absolute() and path.is_relative_to(self._root):
+                    self.index.add(entry_from_diary(path.relative_to(self._root).as_posix(),
+                                                    diary, run))
+                    return
+        except Exception:
+            if self._stats is not None:
+                self._stats.add("index_errors")
+            if _folder_unwritable(self.index.root):
+                return
+            self._log_once("index", "otel-diary could not index diary %s; "
+                           "`otel-diary reindex` adds it", diary.id)
+
+    def close(self) -> None:
+        self.index.close()
+
+
+class IndexRelatedFinder:
+    """A pipeline related-finder: earlier diaries sharing a run's task, trigger or error."""
+
+    def __init__(self, index: DiaryIndex | DiaryStore, stats: Counters | None = None,
+                 limit: int = MAX_RELATED) -> None:
+        self.index = index
+        self.limit = limit
+        self._stats = stats
+        self._log_once = LogOnce()
+
+    def __call__(self, run: TaskRun) -> list[str]:
+        try:
+            return self.index.related(
+                exclude=diary_id(run.trace_id, run.span_id),
+                task=one_line(run.task_id, 200) or run.span_id_hex,
+                trigger=one_line(run.trigger, 200) if run.trigger else None,
+                signatures=run_signatures(run),
+                before=utc_stamp(run.end_ns)[0],
+                limit=self.limit,
+            )
+        except Exception:
+            if self._stats is not None:
+                self._stats.add("index_errors")
+            if _folder_unwritable(getattr(self.index, "root", None)):
+                return []
+            self._log_once("related", "otel-diary could not look up related diaries for %s",
+                         diary_id(run.trace_id, run.span_id))
+            return []
+
+
