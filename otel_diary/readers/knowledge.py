@@ -386,6 +386,22 @@ class _ScratchIndex:
 
 # -- the knowledge base --------------------------------------------------------------------
 
+def document(asked: str, path: str, content: str) -> Document:
+    """The diary or lesson ``content`` stored at ``path`` (asked for as ``asked``)."""
+    try:
+        front = parse_front_matter(content)
+    except ValueError:
+        raise ReadError(f"{asked!r} is not a diary or lesson document") from None
+    ident = _text(front.get("id"))
+    kind = front.get("source_type", "diary")
+    if not ident or kind not in ("diary", "lesson"):
+        raise ReadError(f"{asked!r} is not a diary or lesson document")
+    body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
+    return Document(id=ident, kind=kind, path=path, uri=f"diary://{ident}",
+                    title=_text(front.get("title")) or _heading(body),
+                    front_matter=_plain_json(front), body=body, content=content)
+
+
 class KnowledgeBase:
     """Read-only answers over the knowledge base at ``root``; safe to share between threads.
 
@@ -494,18 +510,7 @@ class KnowledgeBase:
             raise ReadError(f"no document at {path!r} in the knowledge base") from None
         except OSError as exc:
             raise ReadError(f"cannot read {path!r}: {exc.strerror}") from None
-        try:
-            front = parse_front_matter(content)
-        except ValueError:
-            raise ReadError(f"{path!r} is not a diary or lesson document") from None
-        ident = _text(front.get("id"))
-        kind = front.get("source_type", "diary")
-        if not ident or kind not in ("diary", "lesson"):
-            raise ReadError(f"{path!r} is not a diary or lesson document")
-        body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
-        return Document(id=ident, kind=kind, path=file.relative_to(self.root.resolve()).as_posix(),
-                        uri=f"diary://{ident}", title=_text(front.get("title")) or _heading(body),
-                        front_matter=_plain_json(front), body=body, content=content)
+        return document(path, file.relative_to(self.root.resolve()).as_posix(), content)
 
     # -- lessons -----------------------------------------------------------------------
 

@@ -16,17 +16,14 @@ from typing import TypeVar
 from otel_diary.index.documents import entry_from_document
 from otel_diary.index.postgres import PostgresStore
 from otel_diary.index.query import Hit
-from otel_diary.pipeline.render import parse_front_matter
 from otel_diary.readers.knowledge import (
     Document,
     Found,
     KnowledgeBase,
     ReadError,
     _found_lesson,
-    _heading,
     _Lesson,
-    _plain_json,
-    _text,
+    document,
 )
 
 _T = TypeVar("_T")
@@ -102,19 +99,7 @@ class StoreKnowledgeBase(KnowledgeBase):
 
     def _read(self, path: str) -> Document:
         path = path.removeprefix("./")
-        content = self._content(path)
-        try:
-            front = parse_front_matter(content)
-        except ValueError:
-            raise ReadError(f"{path!r} is not a diary or lesson document") from None
-        ident = _text(front.get("id"))
-        kind = front.get("source_type", "diary")
-        if not ident or kind not in ("diary", "lesson"):
-            raise ReadError(f"{path!r} is not a diary or lesson document")
-        body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
-        return Document(id=ident, kind=kind, path=path, uri=f"diary://{ident}",
-                        title=_text(front.get("title")) or _heading(body),
-                        front_matter=_plain_json(front), body=body, content=content)
+        return document(path, path, self._content(path))
 
     def _shared(self, hit: Hit, signatures: Sequence[str]) -> list[str]:
         try:
