@@ -119,6 +119,10 @@ class TraceStore:
     def __len__(self) -> int:
         return len(self._traces)
 
+    def holds(self, trace_id: bytes) -> bool:
+        """Whether anything of the trace is held."""
+        return trace_id in self._traces
+
     @property
     def taskless_traces(self) -> int:
         """Open traces holding no task span: the first to go at a bound."""

@@ -23,8 +23,10 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import chain, repeat
 from pathlib import Path
 from typing import IO
 
@@ -45,7 +47,10 @@ COMMIT_INTERVAL_S = 0.002
 """The shortest time between two commits: what arrives meanwhile is committed at once."""
 PART = 0
 DECIDED = 1
-"""Row kinds: the kept spans of one trace in one request; a task span decided."""
+LINKS = 2
+"""Row kinds: the kept spans of one trace in one request (and the parent links of its
+spans there); a task span decided; the parent links of a request's spans of a trace held
+from earlier requests (what tells a nested task from a root)."""
 ROW_BYTES = 40
 """What a row costs the database besides its body (key, trace id)."""
 
@@ -97,17 +102,23 @@ class Replayed:
     parts: list[Part]
     decided: bool
     """A task of it was decided before the process ended."""
+    links: list[bytes] = field(default_factory=list)
 
 
-def encode(parts: list[Part]) -> list[Row]:
-    """The rows of a request's parts (plain values, no lock needed)."""
+def encode(parts: list[Part], links: Sequence[tuple[bytes, bytes]] = ()) -> list[Row]:
+    """The rows of a request's parts, each with its trace's parent ``links`` (plain
+    values, no lock needed)."""
+    linked: dict[bytes, list[bytes]] = {}
+    for trace_id, run in links:
+        linked.setdefault(trace_id, []).append(run)
     rows = []
     for trace_id, span_ids, contributions, tasks, size in parts:
         rows.append((trace_id, marshal.dumps((
             span_ids,
             list(map(tuple, contributions)),  # marshal takes plain tuples only
             [(span_id, _record(record), task_size) for span_id, record, task_size in tasks],
-            size))))
+            size,
+            linked.pop(trace_id, [])))))  # a trace's links once, with its first part
     return rows
 
 
@@ -121,12 +132,12 @@ def _plain(mapping: object) -> dict[object, object]:
     return mapping if type(mapping) is dict else dict(mapping)  # type: ignore[call-overload]
 
 
-def decode(trace_id: bytes, body: bytes) -> Part:
-    """A part from its row."""
-    span_ids, contributions, tasks, size = marshal.loads(body)
+def decode(trace_id: bytes, body: bytes) -> tuple[Part, list[bytes]]:
+    """A part and its trace's parent links from its row."""
+    span_ids, contributions, tasks, size, links = marshal.loads(body)
     return Part(trace_id, span_ids, [Contribution(*item) for item in contributions],
                 [(span_id, SpanRecord(*fields), task_size)
-                 for span_id, fields, task_size in tasks], size)
+                 for span_id, fields, task_size in tasks], size), links
 
 
 class Journal:
@@ -215,9 +226,13 @@ class Journal:
             size = len(body) + ROW_BYTES
             if kind == DECIDED:
                 trace.decided = True
+            elif kind == LINKS:
+                trace.links.append(bytes(body))
             else:
                 try:
-                    trace.parts.append(decode(trace_id, body))
+                    part, links = decode(trace_id, body)
+                    trace.parts.append(part)
+                    trace.links.extend(links)
                 except (ValueError, EOFError, TypeError):
                     self._log_once.warning("journal-row", "otel-diary skipped an unreadable "
                                            "journal row of trace %s", trace_id.hex())
@@ -236,8 +251,9 @@ class Journal:
         return self.bytes + sum(len(body) for _, body in rows) + ROW_BYTES * len(rows) \
             <= self.max_bytes
 
-    def append(self, rows: list[Row]) -> Future[None]:
-        """Queue ``rows``; the future is done once they are committed (or failed)."""
+    def append(self, rows: list[Row], links: Sequence[Row] = ()) -> Future[None]:
+        """Queue ``rows`` (parts) and ``links`` (parent links); the future is done once they
+        are committed (or failed)."""
         with self._lock:
             if self._closed:
                 failed: Future[None] = Future()
@@ -247,10 +263,11 @@ class Journal:
             seq = self._seq
             opened = self._open
             added = 0
-            for trace_id, body in rows:
+            for kind, (trace_id, body) in chain(zip(repeat(PART), rows),
+                                                zip(repeat(LINKS), links)):
                 seq += 1
                 size = len(body) + ROW_BYTES
-                inserts.append((seq, trace_id, PART, body))
+                inserts.append((seq, trace_id, kind, body))
                 held = opened.get(trace_id)
                 if held is None:
                     opened[trace_id] = Mark([seq], size)

@@ -149,7 +149,9 @@ class Collector:
             # Decided ones first, as if they had come a grace period ago: deadlines stay
             # in order.
             for group, at in ((decided, now - grace), (held, now)):
-                batch = _batch([part for trace in group for part in trace.parts])
+                batch = _batch([part for trace in group for part in trace.parts],
+                               [(trace.trace_id, links) for trace in group
+                                for links in trace.links])
                 spans += batch.held
                 try:
                     self._hand_over(self.store.add(batch, at))
@@ -198,7 +200,7 @@ class Collector:
         size = batch.size
         store = self.store
         journal = self.journal
-        rows = encode(batch.parts) if journal is not None and held else None
+        rows = encode(batch.parts, batch.links) if journal is not None and held else []
         durable: Future[None] | None = None
         with self._lock:
             if self._closed:
@@ -211,15 +213,17 @@ class Collector:
                     return Admission.STORE_FULL, None
                 if self._ready_count >= self.max_pending:
                     return Admission.BEHIND, None
-            if rows:
+            links = self._held_links(batch) if journal is not None else []
+            if rows or links:
                 assert journal is not None
-                if not journal.room(rows):
+                if not journal.room(rows + links):
                     self._log_once.warning("journal-full", "otel-diary's journal %s holds "
                                            "its maximum of %d bytes; refusing spans (503) "
                                            "until diaries are written", journal.path,
                                            journal.max_bytes)
                     return Admission.JOURNAL_FULL, None
-                durable = journal.append(rows)  # before the store: it may close the trace
+                durable = journal.append(rows, links)  # before the store: it may close
+                # the trace
             if batch.valid:
                 waiting = store.next_deadline() is not None
                 try:
@@ -229,6 +233,16 @@ class Collector:
                 if not waiting and store.next_deadline() is not None:
                     self._timer.wake()  # the timer thread may be asleep for longer
         return Admission.ACCEPTED, durable
+
+    def _held_links(self, batch: Batch) -> list[tuple[bytes, bytes]]:
+        """The parent links of ``batch`` for traces held from earlier requests that it
+        brings no kept spans of (the others go in their parts' rows). Under the lock."""
+        if not batch.links:
+            return []
+        kept = {part.trace_id for part in batch.parts} if batch.parts else ()
+        holds = self.store.holds
+        return [(trace_id, links) for trace_id, links in batch.links
+                if trace_id not in kept and holds(trace_id)]
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -364,8 +378,8 @@ class Collector:
             journal.forget(mark)
 
 
-def _batch(parts: list[Part]) -> Batch:
-    """A batch of parts read back from the journal."""
+def _batch(parts: list[Part], links: list[tuple[bytes, bytes]]) -> Batch:
+    """A batch of parts and parent links read back from the journal."""
     held = sum(len(part.span_ids) + len(part.tasks) for part in parts)
     size = sum(part.size + sum(task[2] for task in part.tasks) for part in parts)
-    return Batch(parts=parts, held=held, valid=held, size=size)
+    return Batch(parts=parts, held=held, valid=held, size=size, links=links)

@@ -18,7 +18,7 @@ from otel_diary.receiver.decode import PROTOBUF
 from otel_diary.receiver.decode import decode as decode_request
 from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
-from tests.support.otlp_build import protobuf_body, task_trace
+from tests.support.otlp_build import new_span_id, new_trace_id, protobuf_body, span, task_trace
 
 
 def batch_of(spans: Sequence[Span]) -> Batch:
@@ -41,8 +41,9 @@ def test_a_part_reads_back_as_it_was_written() -> None:
     """Encoding then decoding a request's parts gives the same task records and
     contributions."""
     batch = batch_of(task_trace("T-rt", chats=3) + task_trace("T-rt2", chats=1))
-    again = [decode(trace_id, body) for trace_id, body in encode(batch.parts)]
-    assert again == batch.parts
+    again = [decode(trace_id, body) for trace_id, body in encode(batch.parts, batch.links)]
+    assert [part for part, _ in again] == batch.parts
+    assert [(part.trace_id, run) for part, runs in again for run in runs] == batch.links
 
 
 def test_offered_spans_are_durable_when_the_future_is_done(tmp_path: Path) -> None:
@@ -124,3 +125,28 @@ def test_one_journal_serves_one_process(tmp_path: Path) -> None:
     finally:
         journal.close()
     Journal(tmp_path / "journal.sqlite3").close()  # free again
+
+
+def test_a_nested_task_stays_nested_after_a_restart(tmp_path: Path) -> None:
+    """The parent link of a plain span between two task spans, sent in a request of its
+    own, is journaled too: after the restart the inner task still belongs to the outer."""
+    trace_id = new_trace_id()
+    outer = task_trace("OUTER", chats=1, trace_id=trace_id)
+    step = span(trace_id, new_span_id(), outer[0].span_id, name="plan")
+    inner = task_trace("INNER", chats=2, trace_id=trace_id, parent=step.span_id)
+    path = tmp_path / "journal.sqlite3"
+    first = collector(InMemorySink(), Journal(path), grace=3600)
+    for spans in (inner, [step], outer):
+        _, durable = first.offer(batch_of(spans))
+        assert durable is not None
+        durable.result(10)
+    assert first.journal is not None
+    first.journal.close()  # as if the process had been killed: nothing decided
+    sink = InMemorySink()
+    second = collector(sink, Journal(path), grace=0.05)
+    try:
+        sink.wait_for(1, timeout=10)
+        assert second.flush(10)
+    finally:
+        assert second.close(10)
+    assert [d.task_id for d in sink.diaries] == ["OUTER"]
