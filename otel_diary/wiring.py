@@ -124,12 +124,7 @@ def default_sinks(settings: Settings) -> list[Sink]:
         spool_dir=settings.spool_root,
         api_key=settings.hub_api_key.get_secret_value() if settings.hub_api_key else None,
         timeout_s=settings.hub_timeout_s,
-        initial_backoff_s=settings.retry_initial_backoff_s,
-        max_backoff_s=settings.retry_max_backoff_s,
-        max_entries=settings.spool_max_entries,
-        max_bytes=settings.spool_max_bytes,
-        shutdown_timeout_s=settings.shutdown_timeout_ms / 1000,
-        path_of=_folder_path(folder) if folder is not None else None,
+        **_delivery(settings, folder),
     ))
     return sinks
 
@@ -146,13 +141,20 @@ def store_sink(settings: Settings, folder: FolderSink | None = None) -> Sink:
         store,
         spool_dir=settings.store_spool,
         timeout_s=settings.store_timeout_s,
-        initial_backoff_s=settings.retry_initial_backoff_s,
-        max_backoff_s=settings.retry_max_backoff_s,
-        max_entries=settings.spool_max_entries,
-        max_bytes=settings.spool_max_bytes,
-        shutdown_timeout_s=settings.shutdown_timeout_ms / 1000,
-        path_of=_folder_path(folder) if folder is not None else None,
+        **_delivery(settings, folder),
     )
+
+
+def _delivery(settings: Settings, folder: FolderSink | None) -> dict[str, Any]:
+    """The spool and retry options the hub and the store deliver with."""
+    return {
+        "initial_backoff_s": settings.retry_initial_backoff_s,
+        "max_backoff_s": settings.retry_max_backoff_s,
+        "max_entries": settings.spool_max_entries,
+        "max_bytes": settings.spool_max_bytes,
+        "shutdown_timeout_s": settings.shutdown_timeout_ms / 1000,
+        "path_of": _folder_path(folder) if folder is not None else None,
+    }
 
 
 def _folder_path(folder: FolderSink) -> Callable[[Diary], str]:
