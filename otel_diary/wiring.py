@@ -21,8 +21,8 @@ from opentelemetry import trace
 from otel_diary.assembly.grace import TraceStore
 from otel_diary.assembly.inprocess import TraceAssembler
 from otel_diary.conventions import Conventions, conventions_for, load_conventions
-from otel_diary.index.lessons import LessonBook, LessonFirstFinder, LessonListener, Reviser
-from otel_diary.index.stages import IndexListener, IndexRelatedFinder
+from otel_diary.index.lessons import LessonBook, LessonListener, Reviser
+from otel_diary.index.stages import IndexListener, IndexRelatedFinder, LessonFirstFinder
 from otel_diary.index.store import DiaryIndex
 from otel_diary.pipeline.core import DiaryListener, Pipeline, RelatedFinder, Stats
 from otel_diary.pipeline.redact import SecretRedactor

@@ -4,12 +4,11 @@ knowledge base, whatever holds it.
 Two stores implement it: :class:`~otel_diary.index.folder.FolderStore` (the diary folder
 with its SQLite index and lesson files, the embedded default) and
 :class:`~otel_diary.index.postgres.PostgresStore` (one PostgreSQL database shared by many
-replicas). :func:`open_store` picks one from a URL.
+replicas).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -72,14 +71,3 @@ class DiaryStore(Protocol):
 def is_store_url(location: str | None) -> bool:
     """True when ``location`` is a PostgreSQL URL (``postgresql://…``)."""
     return bool(location) and str(location).partition("://")[0].lower() in STORE_SCHEMES
-
-
-def open_store(location: str | os.PathLike[str], *, timeout_s: float = 5.0) -> DiaryStore:
-    """The store at ``location``: a ``postgresql://`` URL, else a knowledge-base folder."""
-    if is_store_url(str(location)):
-        from otel_diary.index.postgres import PostgresStore  # psycopg: the pg extra
-
-        return PostgresStore(str(location), timeout_s=timeout_s)
-    from otel_diary.index.folder import FolderStore
-
-    return FolderStore(location)

@@ -19,14 +19,13 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from otel_diary.counters import Counters, LogOnce
 from otel_diary.index.documents import (
     primary_signature,
-    run_signatures,
     section_signatures,
     sections,
 )
@@ -35,15 +34,11 @@ from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.render import (
     DIARY_ROOT,
     Diary,
-    diary_id,
     front_matter,
     parse_front_matter,
     slug,
 )
 from otel_diary.text import clean, one_line
-
-if TYPE_CHECKING:
-    from otel_diary.index.base import DiaryStore
 
 try:
     import fcntl
@@ -525,25 +520,3 @@ class LessonListener:
             except Exception:
                 self._log_once("publish", "otel-diary could not queue lesson %s for the hub",
                                lesson.id)
-
-
-class LessonFirstFinder:
-    """A pipeline related-finder: the run's lesson (when there is one yet), then what
-    ``finder`` finds."""
-
-    def __init__(self, book: LessonBook | DiaryStore,
-                 finder: Callable[[TaskRun], Sequence[str]]) -> None:
-        self.book = book
-        self.finder = finder
-        self._log_once = LogOnce()
-
-    def __call__(self, run: TaskRun) -> list[str]:
-        found = list(self.finder(run))
-        try:
-            signature = primary_signature(run_signatures(run))
-            ident = diary_id(run.trace_id, run.span_id)
-            if signature is not None and self.book.lists_others(signature, ident):
-                return [lesson_id(signature), *found]  # earlier runs' lesson, not this one's
-        except Exception:
-            self._log_once("related", "otel-diary could not look up the lesson of a run")
-        return found

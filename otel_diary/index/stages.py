@@ -1,16 +1,17 @@
-"""The index's pipeline stages: a listener indexing each diary the folder sink wrote, and
-the Related finder over any store."""
+"""The index's pipeline stages: a listener indexing each diary the folder sink wrote, the
+Related finder over any store, and the one putting a run's lesson first."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from otel_diary.counters import Counters, LogOnce
 from otel_diary.errors import IndexUnavailable
 from otel_diary.index.base import DiaryStore
-from otel_diary.index.documents import entry_from_diary, run_signatures
+from otel_diary.index.documents import entry_from_diary, primary_signature, run_signatures
+from otel_diary.index.lessons import LessonBook, lesson_id
 from otel_diary.index.store import DiaryIndex
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.core import MAX_RELATED
@@ -91,3 +92,23 @@ class IndexRelatedFinder:
             return []
 
 
+class LessonFirstFinder:
+    """A pipeline related-finder: the run's lesson (when there is one yet), then what
+    ``finder`` finds."""
+
+    def __init__(self, book: LessonBook | DiaryStore,
+                 finder: Callable[[TaskRun], Sequence[str]]) -> None:
+        self.book = book
+        self.finder = finder
+        self._log_once = LogOnce()
+
+    def __call__(self, run: TaskRun) -> list[str]:
+        found = list(self.finder(run))
+        try:
+            signature = primary_signature(run_signatures(run))
+            ident = diary_id(run.trace_id, run.span_id)
+            if signature is not None and self.book.lists_others(signature, ident):
+                return [lesson_id(signature), *found]  # earlier runs' lesson, not this one's
+        except Exception:
+            self._log_once("related", "otel-diary could not look up the lesson of a run")
+        return found

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from otel_diary import ORCHESTRATOR, ChildSummary, Diary, Settings, SpanRecord
-from otel_diary.index.base import DiaryStore, open_store
+from otel_diary.index.base import DiaryStore
 from otel_diary.index.documents import entry_from_document, primary_signature
+from otel_diary.index.folder import FolderStore
 from otel_diary.index.lessons import lesson_id, sighting
 from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
@@ -20,9 +21,13 @@ from tests.support.kb import PY_STDERR, TS_STDERR, task_record
 @pytest.fixture(params=["folder", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DiaryStore]:
     """Each store, empty."""
-    location = (request.getfixturevalue("postgres_url") if request.param == "postgres"
-                else str(tmp_path / "kb"))
-    opened = open_store(location)
+    opened: DiaryStore
+    if request.param == "postgres":
+        from otel_diary.index.postgres import PostgresStore  # psycopg: the pg extra
+
+        opened = PostgresStore(request.getfixturevalue("postgres_url"))
+    else:
+        opened = FolderStore(tmp_path / "kb")
     yield opened
     opened.close()
 
