@@ -33,7 +33,7 @@ from index import QUERIES, make_run, p, words
 
 from otel_diary import TaskRun, render
 from otel_diary.index.base import DiaryStore
-from otel_diary.index.documents import Entry, entry_from_document
+from otel_diary.index.documents import Entry, entry_from_parts
 from otel_diary.index.folder import FolderStore
 from otel_diary.index.lessons import Sighting, sighting
 from otel_diary.index.postgres import PostgresStore
@@ -55,7 +55,7 @@ def corpus(count: int, seed: int) -> list[Item]:
                            for _ in range(4))
         diary = render(run, learned)
         path = diary.alternate_path
-        items.append((entry_from_document(path, diary.content), diary.content,
+        items.append((entry_from_parts(path, diary.front_matter, diary.content), diary.content,
                       sighting(path, diary.front_matter, diary.content), run))
     return items
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from otel_diary.cli.common import add_store_argument, fail, open_store_of
 from otel_diary.errors import IndexUnavailable
-from otel_diary.index.documents import Entry, entry_from_document
+from otel_diary.index.documents import Entry, entry_from_parts
 from otel_diary.index.lessons import Sighting, scan_diaries, sighting
 from otel_diary.settings import Settings
 
@@ -88,7 +88,7 @@ def _import(store: PostgresStore, root: Path) -> int:
 
     for n, (path, front, content) in enumerate(diaries, 1):
         try:
-            entry = entry_from_document(path, content)
+            entry = entry_from_parts(path, front, content)
         except ValueError:
             refused += 1
             continue

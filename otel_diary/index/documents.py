@@ -240,7 +240,12 @@ def entry_from_document(path: str, content: str) -> Entry:
 
     Raises ``ValueError`` when ``content`` is not a diary.
     """
-    front = _fields(content)
+    return entry_from_parts(path, _fields(content), content)
+
+
+def entry_from_parts(path: str, front: Mapping[str, Any], content: str) -> Entry:
+    """The index entry of the diary document ``content`` whose front matter ``front`` the
+    caller has already read. Raises ``ValueError`` when it is not a diary."""
     body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
     parts = sections(body)
     return _entry(path, front, body, parts.get("What was learned", ""),

@@ -18,7 +18,7 @@ import yaml
 
 from otel_diary.errors import IndexUnavailable
 from otel_diary.index.base import DiaryStore
-from otel_diary.index.documents import entry_from_document
+from otel_diary.index.documents import entry_from_parts
 from otel_diary.index.lessons import sighting
 from otel_diary.pipeline.render import parse_front_matter
 from otel_diary.runner import suppressed
@@ -41,7 +41,7 @@ class StoreClient:
         try:
             path, content = str(body["path"]), str(body["content"])
             front = parse_front_matter(content)
-            entry = entry_from_document(path, content)
+            entry = entry_from_parts(path, front, content)
             found = sighting(path, front, content)
         except (KeyError, ValueError, TypeError, yaml.YAMLError) as exc:
             return Attempt(Outcome.REJECTED, detail=f"not a diary: {exc}")

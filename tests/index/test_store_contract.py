@@ -10,7 +10,7 @@ import pytest
 
 from otel_diary import ORCHESTRATOR, ChildSummary, Diary, Settings, SpanRecord
 from otel_diary.index.base import DiaryStore
-from otel_diary.index.documents import entry_from_document, primary_signature
+from otel_diary.index.documents import entry_from_parts, primary_signature
 from otel_diary.index.folder import FolderStore
 from otel_diary.index.lessons import lesson_id, sighting
 from otel_diary.testing import InMemorySink
@@ -44,7 +44,7 @@ def render(record: SpanRecord) -> Diary:
 def keep(store: DiaryStore, diary: Diary, path: str | None = None) -> None:
     """What delivering ``diary`` does: the document and its lesson."""
     where = path or diary.alternate_path
-    store.add_diary(entry_from_document(where, diary.content), diary.content)
+    store.add_diary(entry_from_parts(where, diary.front_matter, diary.content), diary.content)
     found = sighting(where, diary.front_matter, diary.content)
     if found is not None:
         store.add_lesson(*found)
