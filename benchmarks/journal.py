@@ -17,28 +17,20 @@ the commit that covers it, so few clients measure that wait and more measure the
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-
 
 def throughput_module() -> Any:
     """``receiver_throughput.py``, whose workload and clients this benchmark shares."""
-    spec = importlib.util.spec_from_file_location("receiver_throughput",
-                                                  HERE / "receiver_throughput.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["receiver_throughput"] = module
-    spec.loader.exec_module(module)
-    return module
+    import receiver_throughput  # benchmarks/receiver_throughput.py, beside this file
+
+    return receiver_throughput
 
 
 def main() -> None:

@@ -26,19 +26,15 @@ spans/s is printed alongside, with each configuration's written spans/s as a rat
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
-
-HERE = Path(__file__).resolve().parent
 
 CONFIGURATIONS = (
     ("1 worker, no journal", {"OTEL_DIARY_REFLECTION_CONCURRENCY": "1",
@@ -73,13 +69,9 @@ service:
 
 def throughput_module() -> Any:
     """``receiver_throughput.py``, whose workload and clients this benchmark shares."""
-    spec = importlib.util.spec_from_file_location("receiver_throughput",
-                                                  HERE / "receiver_throughput.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["receiver_throughput"] = module
-    spec.loader.exec_module(module)
-    return module
+    import receiver_throughput  # benchmarks/receiver_throughput.py, beside this file
+
+    return receiver_throughput
 
 
 def load(bench: Any, url: str, template: bytes, trace_ids: list[bytes], clients: int,
