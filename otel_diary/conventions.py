@@ -3,7 +3,7 @@
 A :class:`Conventions` maps every fact of the design's attribute table to the attribute
 names that may carry it (first present wins) and says what marks a task span.
 ``OTEL_DIARY_CONVENTIONS`` names one: a built-in profile (``orchestrator``, ``genai``,
-``openinference``, ``claude-code``) or
+``openinference``, ``claude-code``, or ``auto``, which tells the first three apart per run) or
 the path of a TOML or YAML file that starts from a profile, renames any fact and says
 what marks a task span. Every key of a file is checked: an unknown key or a wrong type is
 an error naming it.
@@ -69,9 +69,17 @@ class Conventions:
     tool_operation: str = "execute_tool"
     recover_on_child_errors: bool = False
     """When true, a successful task whose child spans failed counts as recovered."""
+    profiles: tuple[Conventions, ...] = ()
+    """Of ``auto`` only: the profiles it tells apart. A span is a task span when one of
+    them marks it so, and is read with the first that does; child spans are read under
+    any of their names."""
 
     child_keys: frozenset[str] = field(init=False)
     """Attributes that make a non-task span worth summarizing for its task."""
+    task_markers: frozenset[str] = field(init=False)
+    """Every attribute that can mark a task span (one, but for ``auto``)."""
+    tool_operations: frozenset[str] = field(init=False)
+    """Every operation value that makes a span a tool call."""
 
     def __post_init__(self) -> None:
         keys = {
@@ -84,9 +92,15 @@ class Conventions:
             *self.child_agent,
         }
         object.__setattr__(self, "child_keys", frozenset(keys))
+        object.__setattr__(self, "task_markers", frozenset(
+            {self.task_marker, *(profile.task_marker for profile in self.profiles)}))
+        object.__setattr__(self, "tool_operations", frozenset(
+            {self.tool_operation, *(profile.tool_operation for profile in self.profiles)}))
 
     def is_task(self, attributes: object) -> bool:
         """True when ``attributes`` (a mapping) marks a task span."""
+        if self.profiles:
+            return any(profile.is_task(attributes) for profile in self.profiles)
         try:
             value = attributes[self.task_marker]  # type: ignore[index]
         except (KeyError, TypeError):
@@ -94,6 +108,14 @@ class Conventions:
         if self.task_marker_values is None:
             return value is not None and value != ""
         return isinstance(value, str) and value in self.task_marker_values
+
+    def profile_for(self, attributes: object) -> Conventions:
+        """The conventions a task span with ``attributes`` is read with: these, or for
+        ``auto`` the first of its profiles that marks the span a task span."""
+        for profile in self.profiles:
+            if profile.is_task(attributes):
+                return profile
+        return self
 
 
 ORCHESTRATOR = Conventions()
@@ -175,17 +197,37 @@ and ``claude_code.tool`` spans (``tool_name``: with no operation attribute, a sp
 tool is a tool call). The task id is ``session.id``; the agent is the resource's
 ``service.name``. Not checked against a running Claude Code."""
 
-PROFILES: dict[str, Conventions] = {"orchestrator": ORCHESTRATOR, "genai": GENAI,
-                                    "openinference": OPENINFERENCE,
-                                    "claude-code": CLAUDE_CODE}
-"""Built-in profiles by the name ``OTEL_DIARY_CONVENTIONS`` gives them."""
-
 FACTS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(Conventions)
     if f.init and f.name not in ("task_marker", "task_marker_values", "tool_operation",
-                                 "recover_on_child_errors")
+                                 "recover_on_child_errors", "profiles")
 )
 """The facts a mapping file may rename under ``[attributes]``."""
+
+
+def _detecting(*profiles: Conventions) -> Conventions:
+    """Conventions that tell ``profiles`` apart per task span (see ``profiles``)."""
+    names = {fact: tuple(dict.fromkeys(name for profile in profiles
+                                       for name in getattr(profile, fact)))
+             for fact in FACTS}
+    return Conventions(**names, task_marker=profiles[0].task_marker,
+                       task_marker_values=profiles[0].task_marker_values,
+                       tool_operation=profiles[0].tool_operation,
+                       recover_on_child_errors=True, profiles=profiles)
+
+
+AUTO = _detecting(ORCHESTRATOR, GENAI, OPENINFERENCE)
+"""Detect the profile per run: a span marked a task by ``orchestrator``, ``genai`` or
+``openinference`` (tried in that order) is a task span, read with the profile that marks it,
+so an ``orchestrator`` run's own facts and outcome read as under ``orchestrator``. Child spans
+are read under every profile's names, so an orchestrator run that also holds OpenInference
+spans counts their tokens too: for that reason ``auto`` is not the default. Claude Code is
+left out (its bare attribute names, such as ``model``, are too common to read everywhere)."""
+
+PROFILES: dict[str, Conventions] = {"orchestrator": ORCHESTRATOR, "genai": GENAI,
+                                    "openinference": OPENINFERENCE,
+                                    "claude-code": CLAUDE_CODE, "auto": AUTO}
+"""Built-in profiles by the name ``OTEL_DIARY_CONVENTIONS`` gives them."""
 
 _TOP_KEYS = ("extends", "attributes", "task")
 _TASK_KEYS = ("marker", "marker_values", "tool_operation", "recover_on_child_errors")
@@ -238,8 +280,9 @@ def conventions_from_mapping(data: object, source: str = "conventions") -> Conve
     top = _table(data, source)
     _no_unknown(top, _TOP_KEYS, source)
     base_name = top.get("extends", "orchestrator")
-    if not isinstance(base_name, str) or base_name.lower() not in PROFILES:
-        raise ConventionsError(f"{source}: extends must be one of {', '.join(PROFILES)}, "
+    bases = [name for name, profile in PROFILES.items() if not profile.profiles]
+    if not isinstance(base_name, str) or base_name.lower() not in bases:
+        raise ConventionsError(f"{source}: extends must be one of {', '.join(bases)}, "
                                f"got {base_name!r}")
     base = PROFILES[base_name.lower()]
     changes: dict[str, Any] = {}

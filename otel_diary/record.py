@@ -157,7 +157,7 @@ class ChildSummary:
             if model and model not in self.models:
                 self.models.append(model)
         tool = as_text(first(attributes, conventions.tool_name), 256)
-        if (as_text(first(attributes, conventions.operation)) == conventions.tool_operation
+        if (as_text(first(attributes, conventions.operation)) in conventions.tool_operations
                 if conventions.operation else tool is not None):
             self.tool_calls += 1  # without an operation attribute, a named tool is a call
             if tool and (tool in self.tools or len(self.tools) < MAX_LIST):

@@ -261,3 +261,108 @@ def test_a_bad_environment_value_is_reported_once(
         DiarySpanProcessor()
     warnings = [r for r in caplog.records if "OTEL_DIARY_CONVENTIONS" in r.getMessage()]
     assert len(warnings) == 1 and "'x'" in warnings[0].getMessage()
+
+
+# -- auto: the profile of each run, told from its spans ----------------------------------
+
+
+def orchestrator_run(tracer: trace.Tracer, start: int) -> None:
+    """A recovered orchestrator run: a stderr tail, a failed tool call, a sub-agent span and
+    an LLM call under a plain step (what an orchestrator's traces hold)."""
+    task = tracer.start_span("task", start_time=start, attributes={
+        "orchestrator.task.id": "T-9", "orchestrator.task.title": "Fix the build",
+        "orchestrator.agent.name": "coder", "orchestrator.escalation_count": 1,
+        "orchestrator.build_verify.attempts": 2,
+        "orchestrator.build_verify.stderr_tail": "error TS2345: bad argument"})
+    with trace.use_span(task, end_on_exit=False):
+        step = tracer.start_span("step", start_time=start + 1)
+        with trace.use_span(step, end_on_exit=False):
+            agent = tracer.start_span("invoke_agent helper", start_time=start + 2, attributes={
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"})
+            with trace.use_span(agent, end_on_exit=False):
+                chat = tracer.start_span("chat", start_time=start + 3, attributes={
+                    "gen_ai.operation.name": "chat", "gen_ai.request.model": "m-1",
+                    "gen_ai.usage.input_tokens": 40, "gen_ai.usage.output_tokens": 2})
+                chat.end(end_time=start + 4)
+            agent.end(end_time=start + 5)
+            tool = tracer.start_span("execute_tool", start_time=start + 6, attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "grep",
+                "error.type": "TimeoutError"})
+            tool.set_status(trace.Status(trace.StatusCode.ERROR, "grep timed out"))
+            tool.end(end_time=start + 7)
+        step.end(end_time=start + 8)
+    task.end(end_time=start + 1_000_000_000)
+
+
+def genai_run(tracer: trace.Tracer, start: int) -> None:
+    """A GenAI agent run with a failed then repeated tool call."""
+    task = tracer.start_span("invoke_agent researcher", start_time=start, attributes={
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "researcher",
+        "gen_ai.conversation.id": "conv-9"})
+    with trace.use_span(task, end_on_exit=False):
+        for n, failed in enumerate((True, False)):
+            tool = tracer.start_span("execute_tool lookup", start_time=start + 1 + n,
+                                     attributes={"gen_ai.operation.name": "execute_tool",
+                                                 "gen_ai.tool.name": "lookup"})
+            if failed:
+                tool.set_status(trace.Status(trace.StatusCode.ERROR, "lookup timed out"))
+            tool.end(end_time=start + 2 + n)
+        chat = tracer.start_span("chat", start_time=start + 5, attributes={
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-x",
+            "gen_ai.usage.input_tokens": 11, "gen_ai.usage.output_tokens": 7})
+        chat.end(end_time=start + 6)
+    task.end(end_time=start + 2_000_000_000)
+
+
+def openinference_run(tracer: trace.Tracer, start: int) -> None:
+    """An OpenInference CHAIN run over an AGENT node, an LLM call and a tool call that
+    fails once."""
+    task = tracer.start_span("LangGraph", start_time=start, attributes={
+        "openinference.span.kind": "CHAIN", "session.id": "s-9",
+        "input.value": "What changed?"})
+    with trace.use_span(task, end_on_exit=False):
+        node = tracer.start_span("agent", start_time=start + 1, attributes={
+            "openinference.span.kind": "AGENT", "agent.name": "researcher"})
+        with trace.use_span(node, end_on_exit=False):
+            llm = tracer.start_span("ChatOpenAI", start_time=start + 2, attributes={
+                "openinference.span.kind": "LLM", "llm.model_name": "gpt-y",
+                "llm.token_count.prompt": 30, "llm.token_count.completion": 5})
+            llm.end(end_time=start + 3)
+        node.end(end_time=start + 4)
+        for n, failed in enumerate((True, False)):
+            tool = tracer.start_span("lookup", start_time=start + 5 + n, attributes={
+                "openinference.span.kind": "TOOL", "tool.name": "lookup"})
+            if failed:
+                tool.record_exception(TimeoutError("lookup timed out"))
+                tool.set_status(trace.Status(trace.StatusCode.ERROR, "lookup timed out"))
+            tool.end(end_time=start + 6 + n)
+    task.end(end_time=start + 3_000_000_000)
+
+
+def diaries_of(run: object, conventions: str) -> list[Diary]:
+    sink = InMemorySink()
+    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
+                              id_generator=CountingIds(), shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, sinks=[sink], conventions=conventions)
+    provider.add_span_processor(processor)
+    run(provider.get_tracer("tests"), 1_790_000_000_000_000_000)  # type: ignore[operator]
+    assert processor.force_flush(10_000)
+    provider.shutdown()
+    return sink.diaries
+
+
+@pytest.mark.parametrize(("run", "profile"), [
+    (orchestrator_run, "orchestrator"), (genai_run, "genai"),
+    (openinference_run, "openinference")])
+def test_auto_writes_the_diary_of_each_runs_own_profile(run: object, profile: str) -> None:
+    """Under ``auto`` each run gives, byte for byte, the diary its own profile gives: an
+    orchestrator run's (sub-agent span and all) among them."""
+    expected = diaries_of(run, profile)
+    assert len(expected) == 1 and expected[0].outcome == "recovered"
+    assert [d.content for d in diaries_of(run, "auto")] == [expected[0].content]
+
+
+def test_auto_is_not_a_base_for_a_mapping_file(tmp_path: Path) -> None:
+    """A mapping file cannot extend ``auto`` (it tells profiles apart, it renames nothing)."""
+    with pytest.raises(ConventionsError, match="extends must be one of orchestrator"):
+        load_conventions(write(tmp_path, "a.toml", 'extends = "auto"\n'))

@@ -308,7 +308,14 @@ class TraceStore:
         ready: list[Ready] = []
         ancestry = self._ancestry(entry, done)
         if ancestry.nested(record.parent_span_id):
-            self.nested_tasks += 1  # its parent task's diary covers it
+            self.nested_tasks += 1  # its parent task's diary covers it, and takes its facts
+            nested = Contribution(dict(record.attributes), record.is_error, record.end_ns)
+            if not gc.is_tracked(entry.contributions):  # see Part: a dict is tracked
+                entry.contributions = list(entry.contributions)
+            entry.contributions.append(nested)
+            entry.size += nested.size
+            self.bytes += nested.size
+            self.spans += 1
         else:
             self.root_tasks += 1
             ready.append((record, self._summary(entry, task_id, ancestry)))

@@ -2,9 +2,9 @@
 
 Children end before their task, so every trace that has a contributing span (tokens,
 models, errors, tool calls) keeps small :class:`ChildSummary` buckets, one per parent
-span id, until its task spans are decided. A task takes the bucket of its direct
-children; a task alone in its trace also takes every other bucket (children of
-intermediate spans), which with several tasks in one trace would be ambiguous.
+span id, until its task spans are decided. When a plain span that has a bucket ends, its
+bucket joins its parent's, so a task takes what every span below it contributed, whatever
+plain spans sit between; a task alone in its trace also takes every other bucket.
 
 A task span whose parent lives in this process waits for that parent: if the parent is
 itself a task span the inner one is not a root and writes nothing, its facts counting for
@@ -155,12 +155,17 @@ class TraceAssembler:
 
     def span_ended(self, trace_id: int, span_id: int, is_local_root: bool,
                    parent_span_id: int | None = None) -> list[Ready]:
-        """A non-task span of a known trace ended. Task spans that waited on it wait on its
-        parent (``parent_span_id``) now: a task span further up owns them, else the local
-        root releases them as roots. Without a parent to wait on, they are released."""
+        """A non-task span of a known trace ended. What its children contributed, and task
+        spans that waited on it, move to its parent (``parent_span_id``): a task span
+        further up owns them, else the local root releases the tasks as roots. Without a
+        parent to wait on, they are released."""
         entry = self._traces.get(trace_id)
         if entry is None:
             return []
+        if parent_span_id is not None:  # what was contributed below it goes up a level
+            below = entry.buckets.pop(span_id, None)
+            if below is not None:
+                entry.bucket(parent_span_id).merge(below)
         if not (is_local_root or entry.waiting_on):  # the common case: nobody waits on it
             if not entry.pending:
                 entry.pending_since = 0.0

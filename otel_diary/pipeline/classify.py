@@ -96,12 +96,12 @@ def classify(record: SpanRecord, children: ChildSummary | None,
     With ``redact``, every free-text fact of the span is redacted whole before it is cut
     to its length, so no cut can leave a fragment of a secret behind.
     """
-    if not succeeded(record, conventions):
+    attrs = record.attributes
+    conv = conventions.profile_for(attrs) if conventions.profiles else conventions
+    if not succeeded(record, conv):
         return None
     text = partial(as_text, redact=redact)
-    attrs = record.attributes
     children = children or ChildSummary()
-    conv = conventions
 
     escalations = max(as_int(first(attrs, conv.escalations)) or 0, 0)
     attempts = as_int(first(attrs, conv.build_attempts))
@@ -133,13 +133,17 @@ def classify(record: SpanRecord, children: ChildSummary | None,
     if model is None and models:
         model = models[0]
 
+    # Under ``auto`` the children were read under every profile's names: what the task's
+    # own profile does not read is left out, so its diary is the one that profile gives.
     agent = (text(first(attrs, conv.agent), 256)
-             or next((text(name, 256) for name in children.agents), None)
+             or next((text(name, 256) for name in children.agents if conv.child_agent), None)
              or text(first(record.resource, conv.agent_resource), 256)
              or "unknown")
-    question = user_message(first(attrs, conv.input_messages) or children.first_input)
-    answer = first_sentence(final_answer(first(attrs, conv.output_messages)
-                                         or children.last_output))
+    question = (user_message(first(attrs, conv.input_messages) or children.first_input)
+                if conv.input_messages else None)
+    answer = (first_sentence(final_answer(first(attrs, conv.output_messages)
+                                          or children.last_output))
+              if conv.output_messages else None)
     stderr = first(attrs, conv.stderr_tail)
     stderr_tail = None
     from_stacktrace = False
@@ -175,7 +179,8 @@ def classify(record: SpanRecord, children: ChildSummary | None,
         failed_children=children.failed_spans if conv.recover_on_child_errors else 0,
         child_error_types=tuple(children.error_types) if conv.recover_on_child_errors else (),
         tool_calls=children.tool_calls,
-        tools=tuple(sorted(children.tools.items(), key=lambda item: (-item[1], item[0]))),
+        tools=(tuple(sorted(children.tools.items(), key=lambda item: (-item[1], item[0])))
+               if conv.tool_name else ()),
         answer=text(answer, MAX_ANSWER),
         child_error=child_error,
         stderr_is_stacktrace=from_stacktrace and stderr_tail is not None,

@@ -181,6 +181,7 @@ def decode(body: bytes, media_type: str, conventions: Conventions, *,
     """The items of an OTLP trace request in ``media_type`` (protobuf or JSON)."""
     if media_type == JSON:
         return read_json(body, conventions)
+    native = native and not conventions.profiles  # the C reader knows one task marker
     if native and WIRE_RULES is not None:
         try:
             return scan(body, conventions, validate=True)
@@ -294,6 +295,7 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
     of the keys that matter occurs anywhere in it.
     """
     marker = conventions.task_marker
+    detecting = bool(conventions.profiles)  # auto: any profile's marker
     keys = kept_keys(conventions)
     wanted = {key: key for key in keys}  # to itself: what is kept shares one str per key
     if raw is not None and not any(key.encode() in raw for key in keys):
@@ -339,7 +341,8 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
                     continue
                 part_ids.add(span_id)
                 held += 1
-                if found is not None and marker in found and conventions.is_task(found):
+                if (found is not None and (marker in found or detecting)
+                        and conventions.is_task(found)):
                     if resource is None:
                         resource = attributes(resource_spans.resource.attributes)
                     record = task_record(span, resource)

@@ -214,6 +214,7 @@ def attributes(pairs: list[dict[str, Any]]) -> dict[str, object]:
 def read_document(data: dict[str, Any], conventions: Conventions) -> Batch:
     """:func:`~otel_diary.receiver.decode.extract` for a parsed OTLP/JSON document."""
     marker = conventions.task_marker
+    detecting = bool(conventions.profiles)  # auto: any profile's marker
     wanted = {key: key for key in kept_keys(conventions)}  # one str per key, as protobuf's
     child_errors = conventions.recover_on_child_errors
     batch = Batch()
@@ -277,7 +278,8 @@ def read_document(data: dict[str, Any], conventions: Conventions) -> Batch:
                 held += 1
                 end = _integer(_field(span, "endTimeUnixNano", "end_time_unix_nano"), _UINT64,
                                "endTimeUnixNano")
-                if found is not None and marker in found and conventions.is_task(found):
+                if (found is not None and (marker in found or detecting)
+                        and conventions.is_task(found)):
                     if resource is None:
                         resource = attributes(_messages(resource_message, "attributes",
                                                         "attributes", where_r))

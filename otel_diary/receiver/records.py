@@ -57,8 +57,9 @@ class Links:
 
 def kept_keys(conventions: Conventions) -> tuple[str, ...]:
     """The attribute keys whose values decoding keeps: the task marker, then the keys of
-    what a span contributes to its task."""
-    return (conventions.task_marker, *sorted(conventions.child_keys))
+    what a span contributes to its task (and any other task marker)."""
+    marker = conventions.task_marker
+    return (marker, *sorted((conventions.child_keys | conventions.task_markers) - {marker}))
 
 
 def span_record(trace_id: bytes, span_id: bytes, name: str, start_ns: int, end_ns: int,

@@ -138,9 +138,8 @@ class DiarySpanProcessor(SpanProcessor):
         self._delivery: Runner | None = None
         self._next_expiry = 0.0
         self.conventions = parts.conventions
-        self._marker = self.conventions.task_marker
-        self._is_task = self.conventions.is_task
-        self._unremarkable = (self.conventions.child_keys | {self._marker}).isdisjoint
+        self._unremarkable = (self.conventions.child_keys
+                              | self.conventions.task_markers).isdisjoint
         self.pipeline: Pipeline | None = parts.pipeline
         self._new_assembler = parts.new_assembler
         if self.pipeline is None:
@@ -185,9 +184,11 @@ class DiarySpanProcessor(SpanProcessor):
                     if not (span._status._status_code is _ERROR
                             or parent is None or parent[2]):  # [2] is_remote: a local root
                         return
-                elif (parent is not None and self._marker in attributes
-                      and self._is_task(attributes) and len(self._awaited) < self._capacity):
-                    self._awaited.add(parent[1])  # its end decides whether this is a root
+                elif (parent is not None and not parent[2]
+                      and len(self._awaited) < self._capacity):
+                    # A task span waits on its parent's end to learn whether it is a root;
+                    # a contribution is carried up through its parent to the task it is in.
+                    self._awaited.add(parent[1])
             except (AttributeError, TypeError, IndexError):
                 pass
             queue = self._queue

@@ -135,7 +135,7 @@ def test_python_http_exporter_gets_diaries(serve: Serve) -> None:
 
 def test_a_task_under_a_plain_span_under_a_task_is_one_diary(serve: Serve) -> None:
     """Task > plain step > task, exported by the SDK, is one diary for the outer task with
-    the inner run's tokens and model."""
+    the inner runs' tokens and models, those of their children and their own."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     provider = TracerProvider(resource=Resource.create({"service.name": "nest"}),
@@ -152,13 +152,19 @@ def test_a_task_under_a_plain_span_under_a_task_is_one_diary(serve: Serve) -> No
                         "gen_ai.request.model": "m-inner", "gen_ai.usage.input_tokens": 7,
                         "gen_ai.usage.output_tokens": 3}):
                     pass
+            with tracer.start_as_current_span("orchestrator.task", attributes={
+                    "orchestrator.task.id": "INNER-2", "gen_ai.request.model": "m-own",
+                    "gen_ai.usage.input_tokens": 4, "gen_ai.usage.output_tokens": 1}):
+                pass  # its facts are on the task span itself
     assert provider.force_flush(30_000)
     provider.shutdown()
     serve.wait_for_diaries(1)
     assert serve.stop() == 0
     diaries = serve.diaries()
     assert sorted(diaries) == ["OUTER"]
-    assert (diaries["OUTER"]["tokens"], diaries["OUTER"]["model"]) == (10, "m-inner")
+    assert (diaries["OUTER"]["tokens"], diaries["OUTER"]["model"]) == (15, "m-inner")
+    [text] = [path.read_text() for path in (serve.root / "kb" / "diaries").rglob("*.md")]
+    assert "m-own" in text
 
 
 def test_a_failed_call_recorded_as_an_exception_event_is_named(tmp_path: Path) -> None:

@@ -136,6 +136,28 @@ def test_task_under_a_plain_span_under_a_task_belongs_to_the_outer_run(
     assert harness.processor._awaited == set()
 
 
+def test_two_runs_in_one_trace_each_take_what_their_steps_contributed(
+        harness: Harness) -> None:
+    """A request span holding two task runs, each with a chat call under a plain step:
+    each diary has its own run's model and tokens, however deep the call sits."""
+    with harness.tracer.start_as_current_span("POST /ask"):
+        for number, tokens in ((1, 10), (2, 20)):
+            with harness.tracer.start_as_current_span("run", attributes={
+                    **TASK, "orchestrator.task.id": f"T-{number}"}):
+                with harness.tracer.start_as_current_span("step"):
+                    with harness.tracer.start_as_current_span("plan"):
+                        with harness.tracer.start_as_current_span("chat", attributes={
+                                "gen_ai.request.model": f"m-{number}",
+                                "gen_ai.usage.input_tokens": tokens,
+                                "gen_ai.usage.output_tokens": 1}):
+                            pass
+    harness.flush()
+    facts = sorted((d.task_id, d.front_matter.get("model"), d.front_matter.get("tokens"))
+                   for d in harness.sink.diaries)
+    assert facts == [("T-1", "m-1", 11), ("T-2", "m-2", 21)]
+    assert harness.processor._awaited == set()
+
+
 def test_task_ending_after_its_parent_task_writes_no_second_diary(harness: Harness) -> None:
     """Work started by a task that ends after the task belongs to that task's run."""
     outer = harness.tracer.start_span("outer", attributes=TASK)
