@@ -5,16 +5,24 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_DIR ?= ./demo-kb
 
+# traceloop's OpenLLMetry instrumentations, tested in tests/sources/test_traceloop.py. They
+# go to a folder of their own: in the environment, their `openai` entry point would
+# instrument the client a second time next to opentelemetry-instrumentation-openai-v2.
+TRACELOOP := opentelemetry-instrumentation-openai==0.62.4 \
+	opentelemetry-instrumentation-openai-agents==0.62.4 opentelemetry-semantic-conventions-ai==0.5.1
+
 # The C reader's translation units and header (setup.py lists the same sources).
 OTLPSCAN_DIR := otel_diary/receiver/_otlpscan_c
 OTLPSCAN     := $(wildcard $(OTLPSCAN_DIR)/*.c $(OTLPSCAN_DIR)/*.h)
 
 .PHONY: demo test test-fast lint sanitize bench collector clean
 
-$(STAMP): pyproject.toml setup.py $(OTLPSCAN)
+$(STAMP): pyproject.toml setup.py Makefile $(OTLPSCAN)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
+		--target $(VENV)/traceloop $(TRACELOOP)
 	touch $(STAMP)
 
 # The demo's diaries go to $(DEMO_DIR) in the checkout (git-ignored), rewritten each run.

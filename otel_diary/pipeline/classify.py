@@ -81,6 +81,15 @@ class TaskRun:
         return f"{self.span_id:016x}"
 
 
+WITHHELD = "<REDACTED>"
+"""What an instrumentation puts in place of content it was told not to record (Claude
+Code's ``user_prompt`` without ``OTEL_LOG_USER_PROMPTS=1``): no title."""
+
+
+def _not_withheld(title: str | None) -> str | None:
+    return None if title == WITHHELD else title
+
+
 def succeeded(record: SpanRecord, conventions: Conventions) -> bool:
     """Status is not ERROR and the build-verify flag is not false."""
     if record.is_error:
@@ -158,7 +167,7 @@ def classify(record: SpanRecord, children: ChildSummary | None,
         trace_id=record.trace_id,
         span_id=record.span_id,
         task_id=text(first(attrs, conv.task_id), 256) or record.span_id_hex,
-        title=(text(first(attrs, conv.title), 512) or text(question, MAX_QUESTION)
+        title=(_not_withheld(text(first(attrs, conv.title), 512)) or text(question, MAX_QUESTION)
                or text(record.name, 512) or "task"),
         agent=agent,
         outcome="recovered" if recovered else "completed",

@@ -14,15 +14,14 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode
 
-from otel_diary import DiarySpanProcessor
+from otel_diary import Diary, DiarySpanProcessor
 from otel_diary.conventions import CLAUDE_CODE
 from otel_diary.pipeline.render import parse_front_matter
 from otel_diary.testing import InMemorySink
 
 
-def test_an_interaction_is_one_diary_with_tokens_and_tools() -> None:
-    """One prompt with two model requests and two tool calls (one failed, then run again)
-    is one recovered diary: the prompt as title, summed bare tokens, tools by name."""
+def interaction(prompt: str) -> list[Diary]:
+    """One prompt with two model requests and two tool calls (one failed, then run again)."""
     sink = InMemorySink()
     provider = TracerProvider(resource=Resource.create({"service.name": "claude-code"}),
                               shutdown_on_exit=False)
@@ -30,7 +29,6 @@ def test_an_interaction_is_one_diary_with_tokens_and_tools() -> None:
     provider.add_span_processor(processor)
     tracer = provider.get_tracer("com.anthropic.claude_code.tracing")
     assert processor.conventions is CLAUDE_CODE
-    prompt = "Make the failing date test pass"
     with tracer.start_as_current_span("claude_code.interaction", attributes={
             "session.id": "3f1c2b7e", "user_prompt": prompt,
             "user_prompt_length": len(prompt), "interaction.sequence": 1}):
@@ -46,10 +44,24 @@ def test_an_interaction_is_one_diary_with_tokens_and_tools() -> None:
                     tool.set_status(Status(StatusCode.ERROR, "exit code 1"))
     assert processor.force_flush(10_000)
     provider.shutdown()
-    [diary] = sink.diaries
+    return sink.diaries
+
+
+def test_an_interaction_is_one_diary_with_tokens_and_tools() -> None:
+    """A prompt's interaction is one recovered diary: the prompt as title, summed bare
+    tokens, tools by name."""
+    prompt = "Make the failing date test pass"
+    [diary] = interaction(prompt)
     front = parse_front_matter(diary.content)
     assert (diary.task_id, diary.agent, diary.title) == ("3f1c2b7e", "claude-code", prompt)
     assert (diary.outcome, front["model"], front["tokens"]) == (
         "recovered", "claude-sonnet-4-5", 1200 + 80 + 1400 + 60)
     assert "Made 2 tool call(s): Bash (2)." in diary.body
     assert "1 failed call(s)" in diary.body and "First error: exit code 1" in diary.body
+
+
+def test_a_prompt_not_logged_is_no_title() -> None:
+    """Without ``OTEL_LOG_USER_PROMPTS=1`` the prompt comes as ``<REDACTED>``: the diary is
+    titled by the span name instead."""
+    [diary] = interaction("<REDACTED>")
+    assert diary.title == "claude_code.interaction"

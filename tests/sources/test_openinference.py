@@ -32,14 +32,14 @@ CALL_TOKENS = 11 + 7
 
 
 class Harness:
-    """A provider whose diary processor uses the `openinference` profile."""
+    """A provider whose diary processor uses the `openinference` profile (or another)."""
 
-    def __init__(self) -> None:
+    def __init__(self, conventions: str = "openinference") -> None:
         self.sink = InMemorySink()
         self.provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
                                        shutdown_on_exit=False)
         self.processor = DiarySpanProcessor(enabled=True, sinks=[self.sink],
-                                            conventions="openinference")
+                                            conventions=conventions)
         self.provider.add_span_processor(self.processor)
 
     def diaries(self) -> list[Diary]:
@@ -48,8 +48,8 @@ class Harness:
 
 
 @pytest.fixture
-def harness() -> Iterator[Harness]:
-    made = Harness()
+def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
+    made = Harness(getattr(request, "param", "openinference"))
     yield made
     made.provider.shutdown()
 
@@ -264,14 +264,52 @@ def test_langgraph_run_is_one_recovered_diary(harness: Harness) -> None:
     assert_langgraph_diary(diary)
 
 
-def test_langgraph_run_through_serve_is_one_recovered_diary(tmp_path: Path) -> None:
+@pytest.fixture
+def genai_semconv(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenInference's own switch (read when an instrumentor is made) for GenAI attributes."""
+    monkeypatch.setenv("OPENINFERENCE_ENABLE_GENAI_SEMCONV", "true")
+
+
+@pytest.mark.parametrize("harness", ["auto"], indirect=True)
+@pytest.mark.usefixtures("genai_semconv", "instrumented_langchain")
+def test_langgraph_with_genai_semconv_under_auto_is_one_diary(harness: Harness) -> None:
+    """With ``OPENINFERENCE_ENABLE_GENAI_SEMCONV`` the node spans also carry GenAI
+    attributes (``invoke_agent``): under ``auto`` the root CHAIN is still the one run, the
+    agent nodes inside it."""
+    lookups: list[str] = []
+    with serve_asgi(langgraph_script()) as url:
+        langgraph_run(url, lookups)
+    [diary] = harness.diaries()
+    assert_langgraph_diary(diary)
+
+
+@pytest.mark.parametrize("harness", ["genai"], indirect=True)
+@pytest.mark.usefixtures("genai_semconv", "instrumented_agents")
+def test_agents_sdk_with_genai_semconv_under_genai_is_one_diary(harness: Harness) -> None:
+    """With ``OPENINFERENCE_ENABLE_GENAI_SEMCONV`` the Agents SDK's spans carry GenAI
+    attributes, and the ``genai`` profile gives its run one recovered diary."""
+    lookup = ToolCall("lookup", '{"term": "release"}')
+    server = ChatServer(script=[lookup, lookup, "final"], model=MODEL)
+    with serve_asgi(server) as url:
+        assert agent_run(url, []) == "final"
+    [diary] = harness.diaries()
+    front = parse_front_matter(diary.content)
+    assert (diary.outcome, front["model"], front["tokens"]) == ("recovered", MODEL,
+                                                                3 * CALL_TOKENS)
+    assert (diary.agent, diary.title) == ("researcher", "What changed?")
+    assert "Made 2 tool call(s): lookup (2)." in diary.body
+
+
+@pytest.mark.parametrize("profile", ["openinference", "auto"])
+def test_langgraph_run_through_serve_is_one_recovered_diary(tmp_path: Path,
+                                                            profile: str) -> None:
     """The same LangGraph run exported over OTLP to a real ``otel-diary serve``: one diary,
     the nested node spans followed up through the plain spans between them."""
     from openinference.instrumentation.langchain import LangChainInstrumentor
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    server = Serve(tmp_path, env={"OTEL_DIARY_CONVENTIONS": "openinference"})
+    server = Serve(tmp_path, env={"OTEL_DIARY_CONVENTIONS": profile})
     provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
                               shutdown_on_exit=False)
     provider.add_span_processor(BatchSpanProcessor(

@@ -1,0 +1,179 @@
+"""The `genai` profile with traceloop's OpenLLMetry instrumentations (``openai`` and
+``openai-agents``), against an OpenAI-compatible server on 127.0.0.1.
+
+They install into a folder of their own (``make`` puts them in ``<venv>/traceloop``): in
+the virtual environment their ``openai`` entry point would instrument the client a second
+time in every ``opentelemetry-instrument`` run next to ``opentelemetry-instrumentation-openai-v2``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import agents
+import openai
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+
+from otel_diary import Diary, DiarySpanProcessor
+from otel_diary.pipeline.render import parse_front_matter
+from otel_diary.testing import InMemorySink
+from tests.sources.test_openinference import (
+    CALL_TOKENS,
+    MODEL,
+    agent_run,
+    error_section,
+    readme_snippet,
+)
+from tests.support.apps import genai_agent
+from tests.support.loopback import ChatServer, ToolCall, serve_asgi
+
+TRACELOOP = Path(sys.prefix) / "traceloop"
+"""Where ``make`` installs the pinned traceloop instrumentations (see the Makefile)."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def traceloop_on_path() -> Iterator[None]:
+    if not TRACELOOP.is_dir():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{TRACELOOP} is missing: `make` installs traceloop's instrumentations")
+        pytest.skip(f"{TRACELOOP} is missing: `make` installs it with the test set-up")
+    sys.path.append(str(TRACELOOP))
+    yield
+    sys.path.remove(str(TRACELOOP))
+
+
+@pytest.fixture(autouse=True)
+def dummy_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No real key and no real endpoint: every client here is given the local server."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+class Harness:
+    """A provider whose diary processor uses the `genai` profile."""
+
+    def __init__(self) -> None:
+        self.sink = InMemorySink()
+        self.provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
+                                       shutdown_on_exit=False)
+        self.provider.add_span_processor(
+            DiarySpanProcessor(enabled=True, sinks=[self.sink], conventions="genai"))
+
+    def diaries(self) -> list[Diary]:
+        assert self.provider.force_flush(10_000)
+        return self.sink.diaries
+
+
+@pytest.fixture
+def harness() -> Iterator[Harness]:
+    made = Harness()
+    yield made
+    made.provider.shutdown()
+
+
+def instrumented(instrumentor: Any, harness: Harness) -> Iterator[None]:
+    instrumentor.instrument(tracer_provider=harness.provider)
+    yield
+    instrumentor.uninstrument()
+
+
+@pytest.fixture
+def instrumented_openai(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    from opentelemetry.instrumentation.openai import OpenAIInstrumentor  # type: ignore[import-not-found]
+
+    monkeypatch.setattr(genai_agent, "tracer", harness.provider.get_tracer("example-agent"))
+    yield from instrumented(OpenAIInstrumentor(), harness)
+
+
+@pytest.mark.usefixtures("instrumented_openai")
+def test_openai_client_runs_give_one_diary_each(harness: Harness) -> None:
+    """The app's own ``invoke_agent`` spans over traceloop's ``chat`` spans: one diary per
+    conversation with the model, the summed tokens and the tool; the run whose first model
+    call failed (and was retried) is recovered, naming the client's error."""
+    with serve_asgi(ChatServer(script=[500, "Draft.", "Done."], model=MODEL)) as url:
+        client = openai.OpenAI(base_url=url + "/v1", max_retries=0)
+        genai_agent.run_agent(client, "conv-1", "What changed in the release?")
+        genai_agent.run_agent(client, "conv-2", "Summarize the incident.")
+    diaries = {d.task_id: d for d in harness.diaries()}
+    assert sorted(diaries) == ["conv-1", "conv-2"]
+    for diary in diaries.values():
+        front = parse_front_matter(diary.content)
+        assert (front["model"], front["tokens"]) == (MODEL, 2 * CALL_TOKENS)
+        assert diary.agent == "researcher"
+        assert "Made 1 tool call(s): lookup (1)." in diary.body
+    assert (diaries["conv-1"].outcome, diaries["conv-2"].outcome) == ("recovered", "completed")
+    assert "1 failed call(s) (InternalServerError)" in error_section(diaries["conv-1"])
+    assert diaries["conv-1"].title == "What changed in the release?"
+
+
+@pytest.fixture
+def instrumented_agents(harness: Harness) -> Iterator[None]:
+    from opentelemetry.instrumentation.openai_agents import (  # type: ignore[import-not-found]
+        OpenAIAgentsInstrumentor,
+    )
+
+    # The line the README gives: the SDK's own exporter (to api.openai.com) is replaced.
+    yield from instrumented(OpenAIAgentsInstrumentor(replace_existing_processors=True),
+                            harness)
+
+
+@pytest.mark.usefixtures("instrumented_agents")
+def test_agents_sdk_run_is_one_recovered_diary(harness: Harness) -> None:
+    """An Agents SDK run with a failed model call retried and a failed tool call repeated
+    is one diary: the agent, the model, the question, two tool calls, recovered."""
+    processors = agents.tracing.get_trace_provider()._multi_processor._processors  # type: ignore[attr-defined]
+    assert [type(p).__name__ for p in processors] == ["OpenTelemetryTracingProcessor"]
+    lookup = ToolCall("lookup", '{"term": "release"}')
+    server = ChatServer(script=[500, lookup, lookup, "final"], model=MODEL)
+    with serve_asgi(server) as url:
+        assert agent_run(url, []) == "final"
+    [diary] = harness.diaries()
+    front = parse_front_matter(diary.content)
+    assert (diary.agent, diary.outcome, front["model"]) == ("researcher", "recovered", MODEL)
+    assert diary.title == "What changed?"  # the first user message it captured
+    assert "Made 2 tool call(s): lookup (2)." in diary.body
+    assert "2 failed call(s)" in error_section(diary)
+    # that instrumentation records no usage for a Chat Completions model: no tokens, not 0
+    assert "tokens" not in front and "Tokens:" not in diary.body
+
+
+@pytest.mark.parametrize("label", ["traceloop's OpenLLMetry",
+                                   "traceloop with the OpenAI Agents SDK"])
+def test_readme_snippets_give_one_diary_per_run(label: str, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's traceloop lines, run as written on an app's provider with diaries
+    enabled, give one diary per run in the folder, with the model and the question."""
+    import otel_diary
+
+    monkeypatch.setenv("KB_DIARIES_ENABLED", "1")
+    monkeypatch.setenv("OTEL_DIARY_DIR", str(tmp_path))
+    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
+                              shutdown_on_exit=False)
+    namespace: dict[str, object] = {"provider": provider, "otel_diary": otel_diary}
+    exec(readme_snippet(label), namespace)  # the README's own lines
+    instrumentor = next(value for name, value in namespace.items()
+                        if name.endswith("Instrumentor"))
+    try:
+        if label == "traceloop's OpenLLMetry":
+            monkeypatch.setattr(genai_agent, "tracer", provider.get_tracer("example-agent"))
+            with serve_asgi(ChatServer(script=["draft", "final"], model=MODEL)) as url:
+                genai_agent.run_agent(openai.OpenAI(base_url=url + "/v1", max_retries=0),
+                                      "c-1", "What changed?")
+        else:
+            lookup = ToolCall("lookup", '{"term": "release"}')
+            with serve_asgi(ChatServer(script=[lookup, lookup, "final"], model=MODEL)) as url:
+                agent_run(url, [])
+    finally:
+        instrumentor().uninstrument()  # type: ignore[operator]
+    assert provider.force_flush(10_000)
+    provider.shutdown()
+    paths = list((tmp_path / "diaries" / "agents").rglob("*.md"))
+    assert len(paths) == 1, paths
+    front = parse_front_matter(paths[0].read_text())
+    assert (front["model"], front["title"]) == (MODEL, "What changed?")
