@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,45 +61,54 @@ def _import(store: PostgresStore, root: Path) -> int:
         return fail("store", f"no knowledge base at {root}", 2)
     diaries = scan_diaries(root)
     diaries.sort(key=lambda item: (str(item[1].get("created", "")), item[0]))
-    present = store.ids()
-    added = skipped = refused = 0
-    batch: list[tuple[Entry, str, tuple[str, Sighting] | None]] = []
+    present = store.paths()
+    added = skipped = 0
+    batch: list[tuple[Entry, str, tuple[str, Sighting] | None, str | None]] = []
+    """(entry, text, lesson sighting, path kept under: None until kept), oldest first."""
 
     def flush() -> int:
-        """Keep ``batch`` (one transaction), then count it into its lessons, oldest first."""
+        """Keep the new diaries of ``batch`` (one transaction), then count every one of
+        them into its lesson, oldest first: a lesson counts a run once, so the runs of
+        diaries an interrupted import kept are counted now."""
+        new = [n for n, item in enumerate(batch) if item[3] is None]
         try:
-            store.add_diaries([(entry, content) for entry, content, _ in batch])
+            for n, path in zip(new, store.add_diaries([batch[n][:2] for n in new]),
+                               strict=True):
+                batch[n] = (*batch[n][:3], path)
         except ValueError as exc:
             print(f"otel-diary store: a batch was refused ({exc}); importing it one by one",
                   file=sys.stderr)
-            kept = []
-            for item in batch:
+            for n in new:
                 try:
-                    store.add_diary(item[0], item[1])
-                    kept.append(item)
+                    batch[n] = (*batch[n][:3], store.add_diary(*batch[n][:2]))
                 except ValueError as one:
-                    print(f"otel-diary store: skipped {item[0].path}: {one}", file=sys.stderr)
-            batch[:] = kept
-        for _, _, found in batch:
+                    print(f"otel-diary store: skipped {batch[n][0].path}: {one}",
+                          file=sys.stderr)
+        done = 0
+        for n, (_, _, found, kept) in enumerate(batch):
+            if kept is None:
+                continue  # refused
+            done += n in new
             if found is not None:
-                store.add_lesson(*found)
-        done = len(batch)
+                store.add_lesson(found[0], replace(found[1], path=kept))
         batch.clear()
         return done
 
+    seen: set[str] = set()
     for n, (path, front, content) in enumerate(diaries, 1):
         try:
             entry = entry_from_parts(path, front, content)
         except ValueError:
-            refused += 1
             continue
-        if entry.id in present:
+        if entry.id in seen:  # a second copy of one diary in the folder
             skipped += 1
-        else:
-            present.add(entry.id)
-            batch.append((entry, content, sighting(path, front, content)))
-            if len(batch) >= PROGRESS_EVERY:
-                added += flush()
+            continue
+        seen.add(entry.id)
+        kept = present.get(entry.id)
+        skipped += kept is not None
+        batch.append((entry, content, sighting(path, front, content), kept))
+        if len(batch) >= PROGRESS_EVERY:
+            added += flush()
         if n % PROGRESS_EVERY == 0:
             print(f"otel-diary store: {n}/{len(diaries)} diaries read", file=sys.stderr)
     added += flush()

@@ -30,9 +30,11 @@ class DiaryStore(Protocol):
     where: str
     """Where the store is, for messages (never with a password)."""
 
-    def add_diary(self, entry: Entry, content: str) -> None:
+    def add_diary(self, entry: Entry, content: str) -> str:
         """Keep the diary ``content`` (its index ``entry`` made from it); the same id twice
-        is one diary, the newer text kept."""
+        is one diary, the newer text kept. Returns the path it is kept under: ``entry.path``,
+        unless another run's diary holds that (then the first free of
+        :func:`~otel_diary.index.documents.path_choices`)."""
 
     def search(self, query: str = "", *, agent: str | None = None,
                outcome: str | None = None, task: str | None = None,

@@ -235,6 +235,16 @@ def _fields(content: str) -> dict[str, Any]:
     return found
 
 
+def path_choices(path: str, ident: str, span_id: str) -> tuple[str, ...]:
+    """Where diary ``ident`` may be kept, in order, as the folder sink chooses: ``path``;
+    when another run's diary holds it, the path naming the run's span; else one naming
+    the diary itself, which no other diary can hold."""
+    stem = path.removesuffix(".md")
+    own = f"-{span_id[:8]}"
+    alternate = stem if stem.endswith(own) else stem + own
+    return tuple(dict.fromkeys((path, f"{alternate}.md", f"{alternate}-{ident}.md")))
+
+
 def entry_from_document(path: str, content: str) -> Entry:
     """The index entry of the diary document ``content`` stored at ``path`` (relative).
 

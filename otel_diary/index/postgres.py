@@ -5,8 +5,9 @@ matter and body) with a weighted ``tsvector`` (GIN) for full-text search, ``sign
 its error signatures (exact lookup), ``lessons`` one row per error signature (its state as
 JSON and its document). The schema is versioned and migrated by otel-diary under an
 advisory lock, so replicas starting at once migrate once. Writes are idempotent (one row
-per diary id); a lesson update holds a transaction-scoped advisory lock on its signature,
-so concurrent writers lose no run. Every statement has a timeout; the URL's password is
+per diary id, kept under a path no other run's diary holds); a lesson update holds a
+transaction-scoped advisory lock on its signature, so concurrent writers lose no run, and
+counts each diary once (``lesson_runs``). Every statement has a timeout; the URL's password is
 never shown (messages name the host).
 """
 
@@ -27,7 +28,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from otel_diary.errors import IndexUnavailable, SearchError
-from otel_diary.index.documents import MAX_SIGNATURES, Entry
+from otel_diary.index.documents import MAX_SIGNATURES, Entry, path_choices
 from otel_diary.index.lessons import (
     Lesson,
     Rule,
@@ -54,8 +55,9 @@ MAX_VECTOR_CHARS = 256 * 1024
 MAX_DOCUMENT_BYTES = 1024 * 1024
 _CANDIDATES = 50
 _DOWN_S = 10.0
-"""After a failed connection, calls fail at once for this long: while the database is
-away, the worker waits for it once per period, not once per diary."""
+"""After a failed connection or a statement that timed out, calls fail at once for this
+long: while the database is away or stalled, the worker waits for it once per period, not
+once per diary."""
 _WEIGHTS = "{0.1, 0.1, 0.3, 1.0}"
 """ts_rank weights of D, C (body), B (meta), A (title): SQLite's bm25 10 / 3 / 1."""
 _HIT = ("d.id, d.path, d.title, d.agent, d.task, d.outcome, d.task_trigger, d.created, "
@@ -109,6 +111,16 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         f"CREATE INDEX lessons_search ON {SCHEMA}.lessons USING gin (search)",
         f"CREATE INDEX lessons_path ON {SCHEMA}.lessons (path)",
+    ),
+    (  # 2: every run a lesson counted, so a run is counted once however often it comes
+        f"""CREATE TABLE {SCHEMA}.lesson_runs (
+            signature text NOT NULL,
+            diary text NOT NULL,
+            PRIMARY KEY (signature, diary)
+        )""",
+        f"INSERT INTO {SCHEMA}.lesson_runs SELECT signature, "
+        f"jsonb_array_elements_text(state -> 'evidence') FROM {SCHEMA}.lessons "
+        "ON CONFLICT DO NOTHING",
     ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -232,8 +244,12 @@ class PostgresStore:
                 yield conn
         except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as exc:
             if isinstance(exc, psycopg.errors.QueryCanceled):
-                raise IndexUnavailable(f"the store at {self.where} did not answer within "
-                                       f"{self.timeout_s:g}s") from None
+                # A store this slow is treated as away for a while: the pipeline goes on
+                # without it (Related, lessons) instead of waiting on it for every diary.
+                self._down_until = time.monotonic() + _DOWN_S
+                self._down_reason = (f"the store at {self.where} did not answer within "
+                                     f"{self.timeout_s:g}s")
+                raise IndexUnavailable(self._down_reason) from None
             raise self._unreachable(exc) from None
         except psycopg.errors.UndefinedTable as exc:
             self._ready = False  # dropped under us: made again on the next call
@@ -273,11 +289,12 @@ class PostgresStore:
 
     # -- diaries -----------------------------------------------------------------------
 
-    def add_diary(self, entry: Entry, content: str) -> None:
-        self.add_diaries([(entry, content)])
+    def add_diary(self, entry: Entry, content: str) -> str:
+        return self.add_diaries([(entry, content)])[0]
 
-    def add_diaries(self, diaries: Sequence[tuple[Entry, str]]) -> None:
-        """:meth:`add_diary` for each of ``diaries``, in one transaction (imports)."""
+    def add_diaries(self, diaries: Sequence[tuple[Entry, str]]) -> list[str]:
+        """:meth:`add_diary` for each of ``diaries``, in one transaction (imports); the
+        paths they were kept under."""
         rows: list[dict[str, Any]] = []
         for entry, content in diaries:
             if len(content) > MAX_DOCUMENT_BYTES:
@@ -287,11 +304,10 @@ class PostgresStore:
                          "body": entry.body[:MAX_VECTOR_CHARS],
                          "signatures": list(dict.fromkeys(entry.signatures))[:MAX_SIGNATURES]})
         if not rows:
-            return
+            return []
         try:
             with self._connection() as conn, conn.transaction(), conn.cursor() as cursor:
-                cursor.executemany(f"DELETE FROM {SCHEMA}.diaries WHERE path = %(path)s "
-                                   "AND id <> %(id)s", rows)
+                _place(cursor, rows)
                 cursor.executemany(
                     f"INSERT INTO {SCHEMA}.diaries (id, path, title, agent, task, outcome, "
                     "task_trigger, workflow, trace_id, span_id, created, summary, content, "
@@ -316,6 +332,7 @@ class PostgresStore:
             raise ValueError(f"the store refused diary {rows[0]['id']}"
                              f"{'' if len(rows) == 1 else ' or another of its batch'}: "
                              f"{self._clean(str(exc))}") from None
+        return [row["path"] for row in rows]
 
     def search(self, query: str = "", *, agent: str | None = None,
                outcome: str | None = None, task: str | None = None,
@@ -440,10 +457,11 @@ class PostgresStore:
                                "WHERE path = %s LIMIT 1", (path, path)).fetchone()
         return str(row[0]) if row else None
 
-    def ids(self) -> set[str]:
-        """The id of every diary held (for imports)."""
+    def paths(self) -> dict[str, str]:
+        """The path of every diary held, by id (for imports)."""
         with self._connection() as conn:
-            return {str(row[0]) for row in conn.execute(f"SELECT id FROM {SCHEMA}.diaries")}
+            return {str(ident): str(path) for ident, path in
+                    conn.execute(f"SELECT id, path FROM {SCHEMA}.diaries")}
 
     # -- lessons -----------------------------------------------------------------------
 
@@ -462,7 +480,10 @@ class PostgresStore:
             row = conn.execute(f"SELECT state FROM {SCHEMA}.lessons WHERE signature = %s",
                                (signature,)).fetchone()
             lesson = lesson_of(signature, row[0] if row else None)
-            if not lesson.add(seen):
+            already = conn.execute(f"INSERT INTO {SCHEMA}.lesson_runs (signature, diary) "
+                                   "VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                                   (signature, seen.id)).rowcount == 0
+            if already or not lesson.add(seen):
                 return lesson
             apply_operations(lesson, operations, seen.id)
             content = lesson.as_document()  # sorts the rules: state after it
@@ -518,6 +539,19 @@ class PostgresStore:
         return [tuple(str(value) for value in row) for row in rows]
 
 
+def _place(cursor: psycopg.Cursor[Any], rows: list[dict[str, Any]]) -> None:
+    """Give each row to keep a path no other diary holds (see :func:`path_choices`): two
+    replicas, or two imported folders, may each have had a run's diary at one path."""
+    choices = [path_choices(row["path"], row["id"], row["span_id"]) for row in rows]
+    cursor.execute(f"SELECT path, id FROM {SCHEMA}.diaries WHERE path = ANY(%s)",
+                   ([path for paths in choices for path in paths],))
+    owners: dict[str, str] = dict(cursor.fetchall())
+    for row, paths in zip(rows, choices, strict=True):
+        row["path"] = next((path for path in paths
+                            if owners.get(path, row["id"]) == row["id"]), paths[-1])
+        owners[row["path"]] = row["id"]
+
+
 def schema_version(conn: psycopg.Connection[Any]) -> int:
     """The schema version the database holds (0: none yet)."""
     row = conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.meta",)).fetchone()
@@ -532,7 +566,9 @@ def migrate(conn: psycopg.Connection[Any]) -> int:
     """Bring the schema to :data:`SCHEMA_VERSION` under the migration lock; the version
     found. Replicas starting at once wait for each other; a newer schema is refused."""
     with conn.transaction():
+        # Another replica may be migrating: wait for its lock as long as it may take.
         conn.execute("SET LOCAL statement_timeout = '5min'")
+        conn.execute("SET LOCAL lock_timeout = '5min'")
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATE_LOCK,))
         found = schema_version(conn)
         if found > SCHEMA_VERSION:

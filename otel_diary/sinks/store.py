@@ -11,6 +11,7 @@ data is set aside in ``failed/``.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,10 @@ class StoreClient:
             return Attempt(Outcome.REJECTED, detail=f"not a diary: {exc}")
         try:
             with suppressed():
-                self.store.add_diary(entry, content)
+                kept = self.store.add_diary(entry, content)  # another run may hold ``path``
                 if found is not None:
+                    if kept != path:
+                        found = (found[0], replace(found[1], path=kept))
                     self.store.add_lesson(*found)
         except IndexUnavailable as exc:
             return Attempt(Outcome.RETRY, detail=str(exc))

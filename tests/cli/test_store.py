@@ -11,7 +11,9 @@ import pytest
 
 from otel_diary import ORCHESTRATOR, Diary, Settings
 from otel_diary.cli import main
-from otel_diary.index.postgres import PostgresStore
+from otel_diary.index.documents import entry_from_document
+from otel_diary.index.lessons import MAX_EVIDENCE, Sighting
+from otel_diary.index.postgres import SCHEMA, SCHEMA_VERSION, PostgresStore
 from otel_diary.readers.knowledge import KnowledgeBase
 from otel_diary.readers.shared import open_knowledge_base
 from otel_diary.wiring import build_pipeline
@@ -107,7 +109,7 @@ def test_the_environment_names_the_store(
     """OTEL_DIARY_STORE_URL is the readers' default; `store migrate` reports the version."""
     monkeypatch.setenv("OTEL_DIARY_STORE_URL", postgres_url)
     code, out, _ = run(capsys, "store", "migrate")
-    assert code == 0 and "schema version 1 (was 0)" in out
+    assert code == 0 and f"schema version {SCHEMA_VERSION} (was 0)" in out
     code, out, _ = run(capsys, "store", "migrate")
     assert code == 0 and "(current)" in out
     code, _, err = run(capsys, "search", "anything")
@@ -128,3 +130,83 @@ def test_a_wrong_password_is_a_clear_error_naming_the_host(
     assert f"127.0.0.1:{postgres_cluster.port}" in err
     assert "password authentication failed" in err
     assert wrong not in err and postgres_cluster.password not in err
+
+
+def test_two_folders_with_a_path_in_common_are_both_imported(
+        postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two replicas' folders each hold a run of one task on one day at the same path:
+    importing both keeps both runs, and their lesson counts both."""
+    roots = [tmp_path / "a", tmp_path / "b"]
+    for n, root in enumerate(roots, 1):
+        pipeline = build_pipeline(Settings(enabled=True, dir=root), ORCHESTRATOR)
+        write(pipeline, task_record(n, "T-1", stderr=TS_STDERR))
+        pipeline.close()
+    [path_a] = [p.relative_to(roots[0]) for p in (roots[0] / "diaries" / "agents").rglob("*.md")]
+    [path_b] = [p.relative_to(roots[1]) for p in (roots[1] / "diaries" / "agents").rglob("*.md")]
+    assert path_a == path_b
+    for root in roots:
+        code, out, _ = run(capsys, "store", "import", "--dir", str(root), "--store", postgres_url)
+        assert code == 0 and "imported 1 diaries" in out
+    with PostgresStore(postgres_url) as store:
+        assert store.count() == 2
+        assert store.lesson("code:TS2345").runs == 2
+
+
+def test_an_interrupted_import_counts_every_run_when_run_again(
+        postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An import stopped after keeping diaries but before growing their lessons: run again,
+    it keeps nothing twice and the lessons count every run, once."""
+    root = tmp_path / "kb"
+    folder_kb(root)
+    with PostgresStore(postgres_url) as store:  # what the first import kept before it stopped
+        store.add_diaries([(entry_from_document(str(path.relative_to(root)), path.read_text()),
+                            path.read_text())
+                           for path in sorted((root / "diaries" / "agents").rglob("*.md"))[:3]])
+        assert store.lesson("code:TS2345").runs == 0
+    code, out, _ = run(capsys, "store", "import", "--dir", str(root), "--store", postgres_url)
+    assert code == 0 and "imported 1 diaries" in out and "3 already there" in out
+    code, out, _ = run(capsys, "store", "import", "--dir", str(root), "--store", postgres_url)
+    assert code == 0 and "imported 0 diaries" in out
+    with PostgresStore(postgres_url) as store:
+        assert store.count() == 4
+        assert store.lesson("code:TS2345").runs == 2
+        assert store.lesson("exception:ValueError").runs == 1
+
+
+def test_a_run_is_counted_once_however_late_it_comes_again(postgres_url: str) -> None:
+    """A run delivered again after more runs than a lesson lists as evidence is still
+    counted once (the store remembers every run it counted)."""
+    diaries = [build_sighting(n) for n in range(MAX_EVIDENCE + 2)]
+    with PostgresStore(postgres_url) as store:
+        for signature, seen in diaries:
+            store.add_lesson(signature, seen)
+        assert diaries[0][1].id not in store.lesson("code:TS2345").evidence
+        store.add_lesson(*diaries[0])  # out of the evidence list by now
+        assert store.lesson("code:TS2345").runs == MAX_EVIDENCE + 2
+
+
+def build_sighting(n: int) -> tuple[str, Sighting]:
+    return "code:TS2345", Sighting(id=f"kh-{n:020d}", path=f"diaries/agents/a/{n}.md",
+                                   title="t", agent="a", created=f"2026-01-01T00:{n:04d}",
+                                   recovered=True, error_line="error TS2345", recovery="",
+                                   learned="")
+
+
+def test_a_version_1_store_migrates_and_keeps_counting_each_run_once(
+        postgres_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A store of schema version 1 (no table of counted runs) is migrated by `store migrate`,
+    which takes the runs its lessons list: one of them delivered again is not counted again."""
+    import psycopg
+
+    with PostgresStore(postgres_url) as store:
+        for n in range(3):
+            store.add_lesson(*build_sighting(n))
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # back to version 1
+        conn.execute(f"DROP TABLE {SCHEMA}.lesson_runs")
+        conn.execute(f"UPDATE {SCHEMA}.meta SET value = '1' WHERE key = 'schema_version'")
+    code, out, _ = run(capsys, "store", "migrate", "--store", postgres_url)
+    assert code == 0 and f"schema version {SCHEMA_VERSION} (was 1)" in out
+    with PostgresStore(postgres_url) as store:
+        store.add_lesson(*build_sighting(1))
+        store.add_lesson(*build_sighting(3))
+        assert store.lesson("code:TS2345").runs == 4

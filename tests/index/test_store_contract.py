@@ -44,8 +44,9 @@ def render(record: SpanRecord) -> Diary:
 def keep(store: DiaryStore, diary: Diary, path: str | None = None) -> None:
     """What delivering ``diary`` does: the document and its lesson."""
     where = path or diary.alternate_path
-    store.add_diary(entry_from_parts(where, diary.front_matter, diary.content), diary.content)
-    found = sighting(where, diary.front_matter, diary.content)
+    kept = store.add_diary(entry_from_parts(where, diary.front_matter, diary.content),
+                           diary.content)
+    found = sighting(kept, diary.front_matter, diary.content)
     if found is not None:
         store.add_lesson(*found)
 
@@ -166,3 +167,24 @@ def test_concurrent_lesson_updates_lose_no_run(store: DiaryStore) -> None:
     assert lesson.runs == 40
     assert sorted(lesson.evidence) == sorted(d.id for d in diaries)
     assert primary_signature(["code:TS2345"]) == "code:TS2345"
+
+
+def test_two_runs_kept_under_one_path_are_both_kept(store: DiaryStore) -> None:
+    """Two runs of one task on one day, each delivered under the same path (two replicas'
+    folders): the first keeps it, the second takes its span's path; both are found, and the
+    lesson points at each where it is."""
+    first = render(task_record(1, "T-1", stderr=TS_STDERR))
+    second = render(task_record(2, "T-1", stderr=TS_STDERR))
+    assert first.path == second.path and first.id != second.id
+    keep(store, first, first.path)
+    keep(store, second, second.path)
+    keep(store, second, second.path)  # delivered again: still one diary, where it was
+    assert store.count() == 2
+    assert store.document(first.path) == first.content
+    assert store.document(second.alternate_path) == second.content
+    found = store.by_id(second.id)
+    assert found is not None and found.path == second.alternate_path
+    lesson = store.lesson("code:TS2345")
+    assert lesson.runs == 2
+    assert {item["id"]: item["path"] for item in lesson.newest} == {
+        first.id: first.path, second.id: second.alternate_path}
