@@ -38,6 +38,7 @@ from otel_diary.index.lessons import (
     lesson_path,
 )
 from otel_diary.index.query import Hit, SearchResult, fts_terms
+from otel_diary.index.store import RANKED
 from otel_diary.pipeline.core import MAX_RELATED
 from otel_diary.pipeline.redact import display_url, redact
 from otel_diary.text import one_line
@@ -374,10 +375,13 @@ class PostgresStore:
 
     def _match(self, expression: str, filters: list[str], params: dict[str, Any]) -> list[Hit]:
         where = " AND ".join(["d.search @@ q.q", *filters])
-        # Headlines only for the hits kept (ts_headline reads the whole text).
-        sql = (f"WITH q AS (SELECT to_tsquery('english', %(q)s) AS q), top AS ("
+        # As the SQLite index does, only the newest RANKED matches are ranked (ts_rank
+        # reads a whole tsvector), and headlines are made only for the hits kept.
+        sql = (f"WITH q AS (SELECT to_tsquery('english', %(q)s) AS q), recent AS ("
+               f"SELECT d.id FROM {SCHEMA}.diaries AS d, q WHERE {where} "
+               f"ORDER BY d.created DESC, d.id LIMIT {RANKED}), top AS ("
                f"SELECT {_HIT}, d.content, d.body_start, ts_rank('{_WEIGHTS}', d.search, "
-               f"q.q, 1) AS score FROM {SCHEMA}.diaries AS d, q WHERE {where} "
+               f"q.q, 1) AS score FROM {SCHEMA}.diaries AS d JOIN recent USING (id), q "
                "ORDER BY score DESC, d.created DESC, d.id LIMIT %(limit)s) "
                "SELECT top.id, top.path, top.title, top.agent, top.task, top.outcome, "
                "top.task_trigger, top.created, top.trace_id, top.span_id, top.summary, "
