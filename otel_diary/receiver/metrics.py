@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from otel_diary.receiver.admission import Collector
 
 _METRICS: tuple[tuple[str, str, str], ...] = (
@@ -28,6 +30,9 @@ _METRICS: tuple[tuple[str, str, str], ...] = (
     ("pending_diaries", "gauge", "Root task spans waiting for the pipeline."),
     ("journal_bytes", "gauge", "Bytes held in the write-ahead journal."),
     ("journal_commits_total", "counter", "Group commits of the journal."),
+    ("deliveries_total", "counter",
+     "Diaries the knowledge hub or the store took, refused, or was retried for, by sink."),
+    ("spooled_diaries", "gauge", "Diaries waiting in a sink's spool for delivery, by sink."),
 )
 
 
@@ -58,6 +63,15 @@ def _samples(collector: Collector) -> dict[str, list[tuple[str, int]]]:
     samples["held_spans"].append(("", store.spans + collector.pending_diaries))
     samples["held_bytes"].append(("", max(store.bytes, 0)))
     samples["pending_diaries"].append(("", collector.pending_diaries))
+    hub = sys.modules.get("otel_diary.sinks.hub.sink")  # not loaded: no hub or store sink
+    for sink in collector.pipeline.sinks:
+        if hub is not None and isinstance(sink, hub.HubSink):
+            kind, delivery = f'sink="{sink.kind}"', sink.stats
+            samples["deliveries_total"] += [
+                (f'{kind},outcome="delivered"', delivery.delivered),
+                (f'{kind},outcome="refused"', delivery.rejected),
+                (f'{kind},outcome="retried"', delivery.retries)]
+            samples["spooled_diaries"].append((kind, sink.spool.waiting))
     journal = collector.journal
     if journal is not None:
         samples["journal_bytes"].append(("", journal.bytes))

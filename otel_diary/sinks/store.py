@@ -75,6 +75,8 @@ class StoreSink(HubSink):
         sink = StoreSink(store, spool_dir="/var/lib/otel-diary/spool/store")
     """
 
+    kind = "store"
+
     def __init__(self, store: DiaryStore, *, spool_dir: str | Path,
                  timeout_s: float = 5.0, **options: Any) -> None:
         self.store = store

@@ -375,3 +375,24 @@ def test_sigterm_writes_waiting_diaries_before_exit(tmp_path: Path) -> None:
     assert server.stop() == 0
     assert list(server.diaries()) == ["T-term"]
     assert '"event": "serve.stopped"' in server.stderr.read_text()
+
+
+def test_deliveries_to_the_store_are_on_the_metrics(tmp_path: Path, postgres_url: str) -> None:
+    """serve with a PostgreSQL store reports what the store took and what waits for it."""
+    server = Serve(tmp_path, env={"OTEL_DIARY_STORE_URL": postgres_url})
+    try:
+        answer = httpx.post(server.url + "/v1/traces", timeout=10,
+                            content=protobuf_body(task_trace("T-stored")),
+                            headers={"content-type": "application/x-protobuf"})
+        assert answer.status_code == 200
+        server.wait_for_diaries(1)
+        for _ in range(200):  # bounded: until the delivery thread has taken it
+            values = server.metrics()
+            if values.get('otel_diary_deliveries_total{sink="store",outcome="delivered"}'):
+                break
+            time.sleep(0.05)
+        assert values['otel_diary_deliveries_total{sink="store",outcome="delivered"}'] == 1
+        assert values['otel_diary_deliveries_total{sink="store",outcome="refused"}'] == 0
+        assert values['otel_diary_spooled_diaries{sink="store"}'] == 0
+    finally:
+        assert server.stop() == 0

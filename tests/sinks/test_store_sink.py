@@ -150,3 +150,32 @@ def test_the_url_password_is_never_shown() -> None:
     with pytest.raises(ValueError) as refused:
         PostgresStore("host=db.example password=hunter2")
     assert "hunter2" not in str(refused.value)
+
+
+def test_a_stalled_store_is_waited_for_once_not_per_diary(
+        postgres_url: str, tmp_path: Path) -> None:
+    """With the store's tables locked by another session, the first Related lookup waits
+    out the timeout; the store is then taken as away, so the next diaries are written at
+    once (no Related from it), spooled for the store, and delivered once it is free."""
+    settings = Settings(enabled=True, store_url=postgres_url, spool_dir=tmp_path / "spool",
+                        retry_initial_backoff_s=0.05, store_timeout_s=1.0)
+    pipeline = build_pipeline(settings, ORCHESTRATOR)
+    sink = pipeline.sinks[0]
+    assert isinstance(sink, StoreSink)
+    store = sink._client.store
+    try:
+        pipeline.handle((task_record(0, "T-0", stderr=TS_STDERR), ChildSummary()))
+        assert sink.flush(30)
+        with psycopg.connect(postgres_url) as locker:
+            locker.execute("LOCK TABLE otel_diary.diaries, otel_diary.signatures "
+                           "IN ACCESS EXCLUSIVE MODE")
+            diaries = [pipeline.handle((task_record(n, f"T-{n}", stderr=TS_STDERR),
+                                        ChildSummary())) for n in range(1, 6)]
+            assert all(diary is not None and diary.related == () for diary in diaries)
+            assert store._down_reason.endswith("did not answer within 1s")
+            locker.rollback()
+        assert sink.flush(60)
+    finally:
+        pipeline.close()
+    with PostgresStore(postgres_url) as fresh:
+        assert fresh.count() == 6

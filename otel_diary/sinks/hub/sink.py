@@ -141,6 +141,9 @@ class HubSink:
     HTTP client, and a new delivery thread with its first ``write`` or ``flush``.
     """
 
+    kind = "hub"
+    """What its metrics are labelled with (``sink="hub"``)."""
+
     def __init__(
         self,
         url: str,

@@ -174,6 +174,12 @@ class Spool:
         """Entries waiting for delivery."""
         return len(_scan(self.directory))
 
+    @property
+    def waiting(self) -> int:
+        """Entries waiting for delivery as this process counts them (no directory scan:
+        entries another process spooled count from the next delivery pass)."""
+        return self._count
+
     # -- delivering ---------------------------------------------------------------------
 
     def claim(self, entry: Entry) -> Claim | None:
