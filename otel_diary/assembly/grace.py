@@ -283,8 +283,12 @@ class TraceStore:
             if trace_id in traces:
                 self._close(trace_id, entry)
 
-    def drain(self) -> list[Ready]:
-        """Decide every waiting task span now and forget the rest (end of input, shutdown)."""
+    def drain(self, *, shutdown: bool = False) -> list[Ready]:
+        """Decide every waiting task span now and forget the rest (end of input, shutdown).
+
+        At ``shutdown`` the traces left (contributions whose task span has not come) are
+        not reported to ``on_close``: what the journal holds of them stays for the next
+        start, whose requests may bring their task spans."""
         ready: list[Ready] = []
         while self._deadlines:
             _, trace_id, task_id = self._deadlines.popleft()
@@ -292,7 +296,7 @@ class TraceStore:
             if entry is not None and task_id in entry.tasks:
                 ready.extend(self._decide(trace_id, entry, task_id))
         for trace_id, entry in list(self._traces.items()):
-            self._close(trace_id, entry)
+            self._close(trace_id, entry, notify=not shutdown)
         return ready
 
     def _decide(self, trace_id: bytes, entry: _Trace, task_id: int) -> list[Ready]:
@@ -358,11 +362,12 @@ class TraceStore:
         entry.size -= size
         self.bytes -= size
 
-    def _close(self, trace_id: bytes, entry: _Trace, *, expired: bool = True) -> None:
+    def _close(self, trace_id: bytes, entry: _Trace, *, expired: bool = True,
+               notify: bool = True) -> None:
         """Forget a trace (decided, expired or evicted), counting what is lost."""
         self._not_taskless(trace_id, entry)
         del self._traces[trace_id]
-        if self.on_close is not None:
+        if self.on_close is not None and notify:
             self.on_close(trace_id)
         self.spans -= len(entry.tasks) + len(entry.contributions)
         self.bytes -= entry.size

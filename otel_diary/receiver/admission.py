@@ -307,7 +307,7 @@ class Collector:
                     store.expire(now)
                     self._hand_over([])
                 if self._closed:
-                    self._hand_over(store.drain())
+                    self._hand_over(store.drain(shutdown=True))
                     return None
             except Exception:
                 self._assembly_failed()
