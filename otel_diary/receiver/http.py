@@ -31,6 +31,7 @@ from otel_diary.receiver.decode import (
     inflate,
     status_body,
 )
+from otel_diary.receiver.json_reader import decoding_cost
 from otel_diary.receiver.metrics import metrics_text
 
 logger = logging.getLogger("otel_diary")
@@ -254,8 +255,22 @@ class OtlpHttpApp:
         if gzip:
             self._hold(held, _inflated_size(body, self.max_body_bytes))
         try:
-            if gzip or media_type == JSON or len(body) >= OFFLOAD_BYTES:
-                loop = asyncio.get_running_loop()
+            loop = asyncio.get_running_loop()
+            if media_type == JSON:
+                # json.loads makes objects several times the text's size: they are counted
+                # (beyond the text, counted already) before it runs, and a text no budget
+                # could decode is refused. Counting takes a few ms for the largest body.
+                text, cost = (await loop.run_in_executor(
+                    self._executor, _inflate_json, body, self.max_body_bytes) if gzip
+                    else (body, decoding_cost(body)))
+                if cost > self._budget:
+                    raise _too_large(self.max_body_bytes, f"decoding this OTLP/JSON body "
+                                     f"would take about {cost >> 20} MiB, more than the "
+                                     f"{self._budget >> 20} MiB allowed at once")
+                self._hold(held, cost - len(text))
+                return await loop.run_in_executor(self._executor, decode, text, JSON,
+                                                  self.conventions)
+            if gzip or len(body) >= OFFLOAD_BYTES:
                 return await loop.run_in_executor(
                     self._executor, _inflate_and_decode, body, gzip, media_type,
                     self.max_body_bytes, self.conventions)
@@ -288,6 +303,13 @@ def _inflated_size(body: bytes, cap: int) -> int:
     Only an estimate to count ahead: the inflater itself stops at ``cap`` whatever it says.
     """
     return min(int.from_bytes(body[-4:], "little"), cap) if len(body) >= 18 else 0
+
+
+def _inflate_json(body: bytes, cap: int) -> tuple[bytes, int]:
+    """A worker's part: the JSON text a gzip body holds (at most ``cap`` bytes, else
+    :class:`TooLarge`) and what decoding it will hold."""
+    text = inflate(body, cap)
+    return text, decoding_cost(text)
 
 
 def _inflate_and_decode(body: bytes, gzip: bool, media_type: str, cap: int,

@@ -39,6 +39,15 @@ _UINT32 = (0, 2**32)
 _UINT64 = (0, 2**64)
 
 
+def decoding_cost(text: bytes) -> int:
+    """About the bytes ``json.loads`` holds for ``text`` at its peak: a value costs a list
+    slot and an object, a ``{`` or ``[`` a container, a string its object. Within 10% of the
+    measured peak on OTLP/JSON (3.4 times the text), above it on hostile texts (``[{},{},…]``
+    takes 25 times its size), counted at C speed."""
+    return (len(text) + 32 * text.count(b",") + 64 * (text.count(b"{") + text.count(b"["))
+            + 16 * text.count(b'"'))
+
+
 def read_json(body: bytes, conventions: Conventions) -> Batch:
     """The items of an OTLP/JSON ``ExportTraceServiceRequest`` body."""
     try:

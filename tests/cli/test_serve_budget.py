@@ -62,10 +62,10 @@ def test_stalled_gzip_uploads_hold_only_what_they_sent(serve: Serve) -> None:
 
 
 def test_bodies_waiting_to_be_decoded_count_against_the_budget(serve: Serve) -> None:
-    """Twelve gzip OTLP/JSON bodies of 8 MiB each (8 KiB on the wire) sent at once: the
-    ones queued for decoding hold their inflated size, so past the 64 MiB budget the rest
-    get 429 instead of waiting in an unbounded queue."""
-    spans = (8 * 2**20) // 3
+    """Twelve gzip OTLP/JSON bodies of 1 MiB each (1 KiB on the wire) sent at once: the
+    ones being decoded hold what decoding them takes (about 35 MB each), so past the
+    64 MiB budget the rest get 429 instead of waiting in an unbounded queue."""
+    spans = 2**20 // 3
     document = '{"resourceSpans":[{"scopeSpans":[{"spans":[' + ",".join(["{}"] * spans)
     body = gzip.compress((document + "]}]}]}").encode())
     statuses: list[int] = []
@@ -84,4 +84,38 @@ def test_bodies_waiting_to_be_decoded_count_against_the_budget(serve: Serve) -> 
         thread.join(60)
     assert 429 in statuses
     assert set(statuses) <= {400, 429}  # every span lacks ids: undecodable when decoded
+    assert _export(serve, "T-after") == 200
+
+
+def _peak_rss(pid: int) -> int:
+    """The process's peak resident memory (``VmHWM``), in bytes."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("VmHWM:")[1].split()[0]) * 1024
+
+
+def test_a_json_body_too_costly_to_decode_is_refused_before_decoding(serve: Serve) -> None:
+    """Four gzip OTLP/JSON bombs at once (8 MiB of ``{},`` each, 8 KiB on the wire, which
+    json.loads would make into about 200 MB of objects): each is answered 413 saying why,
+    serve's peak memory grows by far less than one decoding would take, and it answers on."""
+    document = '{"resourceSpans":[{"scopeSpans":[{"spans":[' + ",".join(["{}"] * (8 * 2**20 // 3))
+    body = gzip.compress((document + "]}]}]}").encode())
+    _export(serve, "T-warm")  # the first request's own allocations are not the bomb's
+    before = _peak_rss(serve.process.pid)
+    answers: list[httpx.Response] = []
+    lock = threading.Lock()
+
+    def post() -> None:
+        answer = httpx.post(serve.url + "/v1/traces", content=body, timeout=60, headers={
+            "content-type": "application/json", "content-encoding": "gzip"})
+        with lock:
+            answers.append(answer)
+
+    threads = [threading.Thread(target=post) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert [answer.status_code for answer in answers] == [413] * 4
+    assert "would take about" in answers[0].text
+    assert _peak_rss(serve.process.pid) - before < 100 * 2**20
     assert _export(serve, "T-after") == 200

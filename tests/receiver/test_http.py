@@ -24,6 +24,7 @@ from otel_diary import ORCHESTRATOR, Settings
 from otel_diary.assembly.grace import TraceStore
 from otel_diary.receiver.admission import Collector
 from otel_diary.receiver.http import OtlpHttpApp
+from otel_diary.receiver.json_reader import decoding_cost
 from otel_diary.receiver.metrics import metric_values
 from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
@@ -226,18 +227,20 @@ def test_busy_receiver_answers_429_with_retry_after() -> None:
 def test_json_is_decoded_off_the_loop_and_counted_until_decoded() -> None:
     """A small OTLP/JSON body waits for a decoding thread, not on the event loop (which
     answers /health meanwhile), and its bytes count against the in-flight budget until it
-    is decoded: a request that would pass the budget then gets 429."""
+    is decoded, with what decoding it will take: a request that would pass the budget then
+    gets 429."""
     small = json_body(task_trace("J-small"))
+    cost = decoding_cost(small)
     decoder = ThreadPoolExecutor(max_workers=1)
     release = threading.Event()
     decoder.submit(release.wait, 30)  # the only decoding thread is busy
-    with receiver(inflight_bytes=len(small) + 100, decoder=decoder) as server:
+    with receiver(inflight_bytes=cost + 100, decoder=decoder) as server:
         waiting: list[httpx.Response] = []
         sender = threading.Thread(target=lambda: waiting.append(server.post(small, JSON)))
         sender.start()
         try:
             for _ in range(500):  # until the body is read and waits to be decoded
-                if server.app.inflight >= len(small) or waiting:
+                if server.app.inflight >= cost or waiting:
                     break
                 time.sleep(0.01)
             health = httpx.get(server.url + "/health", timeout=10)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -17,8 +18,8 @@ from otel_diary import ORCHESTRATOR
 from otel_diary.conventions import Conventions
 from otel_diary.errors import DecodeError
 from otel_diary.receiver.decode import JSON, decode, extract, parse_json
-from otel_diary.receiver.json_reader import read_json
-from tests.support.otlp_build import json_document, request, task_trace
+from otel_diary.receiver.json_reader import decoding_cost, read_json
+from tests.support.otlp_build import json_body, json_document, request, task_trace
 
 COUNTING = dataclasses.replace(ORCHESTRATOR, recover_on_child_errors=True)
 KEYS = ["orchestrator.task.id", "orchestrator.task.title", "gen_ai.request.model",
@@ -172,3 +173,25 @@ def test_enum_names_and_unknown_fields_are_read() -> None:
     batch = read_json(json.dumps(document).encode(), ORCHESTRATOR)
     record = batch.parts[0].tasks[0][1]
     assert record.is_error and record.attributes["orchestrator.task.id"] == "T-j"
+
+
+def _peak_of_loads(text: bytes) -> int:
+    tracemalloc.start()
+    try:
+        json.loads(text)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("text", [
+    json_body([span for n in range(20) for span in task_trace(f"T-{n}")]),
+    b"[" + b"{}," * 200_000 + b"{}]",
+    b"[" + b"[]," * 200_000 + b"[]]",
+    b"[" + b"1.5," * 200_000 + b"1]",
+    b'{"a": [' + b'"x",' * 200_000 + b'"y"]}',
+], ids=["otlp", "dicts", "lists", "floats", "strings"])
+def test_the_decoding_cost_is_near_or_above_what_json_loads_holds(text: bytes) -> None:
+    """The estimate counted before decoding is within 15% of json.loads's measured peak, or
+    above it (a hostile text of empty objects costs 25 times its size)."""
+    assert decoding_cost(text) >= 0.85 * _peak_of_loads(text)
