@@ -4,7 +4,9 @@ uvicorn closes an idle keep-alive connection, but a client that sends a byte now
 then never is idle: it can hold a connection, and a request's memory, forever. The
 protocol here closes a connection whose request head is not complete within
 ``header_timeout_s`` of its start (or of the connection's, for the first request), whose
-body stops arriving for ``body_timeout_s``, and answers 431 to a head larger than
+body stops arriving for ``body_timeout_s`` or arrives slower than :data:`MIN_BODY_RATE`
+once ``body_timeout_s`` has passed (as Apache's ``mod_reqtimeout`` does: a byte now and
+then does not keep a body open), and answers 431 to a head larger than
 ``max_header_bytes``. Its work per read is a comparison and an addition: no timer is
 re-armed per chunk.
 
@@ -36,6 +38,10 @@ _HEAD_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
                    b"connection: close\r\n\r\nrequest header fields too large\n")
 LOG_EVERY_S = 10.0
 """Closings are logged at most this often (each is counted)."""
+MIN_BODY_RATE = 500
+"""Bytes per second a request body must average once ``body_timeout_s`` has passed: each
+500 bytes received gives it a second more (a 20 MiB body may take 11.6 hours at that
+rate; a body trickled a byte a second is closed soon after ``body_timeout_s``)."""
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
@@ -58,6 +64,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_bytes = 0
         self._in_body = False
         self._last_body = 0.0
+        self._body_start = 0.0
+        self._body_bytes = 0
         self._guard: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -77,6 +85,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._head_bytes += len(data)
         elif self._in_body:
             self._last_body = self.loop.time()
+            self._body_bytes += len(data)
         super().data_received(data)
         if self._in_head and self._head_bytes > self.max_header_bytes:
             if not self.transport.is_closing():
@@ -96,7 +105,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._in_head = False
         self._in_body = True
-        self._last_body = self.loop.time()
+        self._last_body = self._body_start = self.loop.time()
+        self._body_bytes = 0
         self.waiting.pop(self, None)
         self._arm(self.body_timeout_s, self._body_late)
         super().on_headers_complete()
@@ -131,11 +141,17 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._guard = None
         if not self._in_body or self.transport.is_closing():
             return
-        idle = self.loop.time() - self._last_body
-        if idle < self.body_timeout_s:
-            self._arm(self.body_timeout_s - idle, self._body_late)
-        else:
+        now = self.loop.time()
+        idle = now - self._last_body
+        if idle >= self.body_timeout_s:
             self._close("body_timeout")
+            return
+        # The body's own deadline: its grace, then a second per MIN_BODY_RATE bytes.
+        deadline = self._body_start + self.body_timeout_s + self._body_bytes / MIN_BODY_RATE
+        if now >= deadline:
+            self._close("body_too_slow")
+        else:
+            self._arm(min(self.body_timeout_s - idle, deadline - now), self._body_late)
 
     def _make_room(self) -> bool:
         """At the cap: close the longest-waiting connection (True), or this one when every

@@ -69,6 +69,17 @@ def test_a_stalled_body_is_cut_off(serve: Serve) -> None:
     assert httpx.get(serve.url + "/health", timeout=10).status_code == 200
 
 
+def test_a_body_trickled_a_byte_at_a_time_is_cut_off(serve: Serve) -> None:
+    """A body whose bytes keep coming, but a byte every 0.05 s, is closed once its grace
+    has passed: each byte resets no deadline, the body must average 500 bytes a second."""
+    with _connect(serve) as connection:
+        connection.sendall(HEAD + b"content-length: 100000\r\n\r\n")
+        sent = _closed_while_trickling(connection, b"\x0a" * TRICKLE)
+    assert sent < TRICKLE
+    assert httpx.get(serve.url + "/health", timeout=10).status_code == 200
+    assert serve.metrics()['otel_diary_connections_closed_total{reason="body_too_slow"}'] >= 1
+
+
 def test_an_endless_head_gets_431(serve: Serve) -> None:
     """A head past the cap is answered 431 and closed, not buffered without end."""
     with _connect(serve) as connection:
