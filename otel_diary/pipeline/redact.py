@@ -306,7 +306,8 @@ def compile_extra(kind: str, pattern: str) -> _Rule:
 
 _PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 _PEM_END = re.compile(r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
-_KEY_LINE = re.compile(r"[A-Za-z0-9+/=]{16,4096}|(?:Proc-Type|DEK-Info|Comment): [^\n]{0,200}")
+_KEY_LINE = re.compile(r"[A-Za-z0-9+/=]{1,4096}|(?:Proc-Type|DEK-Info|Comment): [^\n]{0,200}")
+"""A line of a key's body: base64 of any length (its last line may be short), or a header."""
 
 
 def redact_private_keys(text: str) -> str:

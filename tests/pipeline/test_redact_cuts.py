@@ -19,19 +19,31 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from otel_diary import ORCHESTRATOR
-from otel_diary.pipeline.classify import MAX_STDERR
+from otel_diary.pipeline.classify import MAX_ANSWER, MAX_QUESTION, MAX_STDERR
 from otel_diary.pipeline.core import Pipeline
 from otel_diary.pipeline.llm import LLMReflector
 from otel_diary.pipeline.redact import redact
 from otel_diary.pipeline.render import Diary
-from otel_diary.record import MAX_TEXT, ChildSummary, SpanRecord
+from otel_diary.record import (
+    EXCEPTION_MESSAGE,
+    EXCEPTION_STACKTRACE,
+    EXCEPTION_TYPE,
+    MAX_ERROR_TEXT,
+    MAX_TEXT,
+    ChildSummary,
+    SpanRecord,
+    error_details,
+)
 from otel_diary.sinks.folder import FolderSink
 from otel_diary.sinks.hub.client import hub_body
 from tests.support.loopback import ChatServer, serve_asgi
 from tests.support.secret_strategies import FAMILIES, in_context
 
-CONVENTIONS = replace(ORCHESTRATOR, recover_on_child_errors=True)
-"""The default attributes, with failed child spans named in the diary."""
+CONVENTIONS = replace(ORCHESTRATOR, recover_on_child_errors=True,
+                      input_messages=("gen_ai.input.messages",),
+                      output_messages=("gen_ai.output.messages",))
+"""The default attributes, with failed child spans named in the diary and captured
+messages read (the run's question and answer)."""
 PAD = "§"
 """Filler no secret alphabet holds, so it cannot be mistaken for part of a secret."""
 SURVIVING = 8
@@ -50,6 +62,11 @@ CUTS: dict[str, tuple[str, int]] = {
     "child error": ("error.type", 256),
     "stderr window": ("orchestrator.build_verify.stderr_tail", MAX_STDERR),
     "quoted error line": ("orchestrator.build_verify.stderr_tail", 159),
+    "child error message": (EXCEPTION_MESSAGE, MAX_ERROR_TEXT),
+    "child stack trace": (EXCEPTION_STACKTRACE, MAX_ERROR_TEXT),
+    "child status description": ("", MAX_ERROR_TEXT),
+    "question": ("gen_ai.input.messages", MAX_QUESTION),
+    "answer": ("gen_ai.output.messages", MAX_ANSWER),
 }
 """Where a cut falls: the attribute that carries the value, and the length kept."""
 
@@ -104,7 +121,17 @@ def _placed(cut: str, text: str, keep: int) -> tuple[dict[str, Any], ChildSummar
     elif cut == "quoted error line":
         flat = " ".join(text.split())
         attrs[attribute] = "build failed: " + _head_cut(flat, keep, limit - len("build failed: "))
-    elif cut.startswith("child"):
+    elif cut == "child stack trace":  # kept from its end: the cut keeps the last ``keep``
+        trace = text + " " + PAD * (limit - keep - 1)
+        children.add(error_details({EXCEPTION_TYPE: "RuntimeError",
+                                    EXCEPTION_STACKTRACE: trace}, ""), True, CONVENTIONS)
+    elif cut == "child error message":
+        children.add(error_details({EXCEPTION_TYPE: "RuntimeError",
+                                    attribute: _head_cut(text, keep, limit)}, ""),
+                     True, CONVENTIONS)
+    elif cut == "child status description":
+        children.add(error_details(None, _head_cut(text, keep, limit)), True, CONVENTIONS)
+    elif cut.startswith("child") or cut in ("question", "answer"):
         children.add({attribute: _head_cut(text, keep, limit)}, cut == "child error",
                      CONVENTIONS)
     elif cut == "related":
