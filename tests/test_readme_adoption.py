@@ -90,6 +90,8 @@ def genai_diaries(kb: Path, otlp_paths: list[str]) -> None:
         assert front["model"] == "gpt-test"
         assert front["tokens"] == 2 * (11 + 7)  # two successful calls, as the spans say
         assert "Made 1 tool call(s): lookup (1)." in front["body"]
+    # The content-capture variables of the command: the question is the title.
+    assert found["conv-1"]["title"] == "What changed in the release?"
     assert "openai.InternalServerError" in found["conv-2"]["body"].split(
         "## Error encountered", 1)[1]
     # A server error the agent retried past is the call's failure, not the agent's.

@@ -350,13 +350,16 @@ def readme_snippet(label: str) -> str:
     return after.split("```python\n", 1)[1].split("```", 1)[0]
 
 
-@pytest.mark.parametrize("label", ["The OpenAI client", "The OpenAI Agents SDK", "LangGraph"])
+@pytest.mark.parametrize("label", ["The OpenAI client", "The OpenAI Agents SDK", "LangGraph",
+                                   "OpenInference with GenAI attributes"])
 def test_readme_snippets_give_one_diary_per_run(label: str, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Each framework's README lines, run on an app's provider with diaries enabled, give
     one diary per run in the folder, with the model and the question as title."""
     import otel_diary
 
+    if label == "OpenInference with GenAI attributes":
+        monkeypatch.setenv("OPENINFERENCE_ENABLE_GENAI_SEMCONV", "true")
     monkeypatch.setenv("KB_DIARIES_ENABLED", "1")
     monkeypatch.setenv("OTEL_DIARY_DIR", str(tmp_path))
     provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
