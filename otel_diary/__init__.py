@@ -19,11 +19,12 @@ if TYPE_CHECKING:
     from otel_diary.conventions import GENAI, ORCHESTRATOR, Conventions, load_conventions
     from otel_diary.errors import ConventionsError, DiaryError, SpoolFullError, UnsafePathError
     from otel_diary.pipeline.classify import TaskRun, classify
-    from otel_diary.pipeline.core import Pipeline, Stats
+    from otel_diary.pipeline.core import Pipeline
     from otel_diary.pipeline.llm import LLMReflector
     from otel_diary.pipeline.redact import SecretRedactor
     from otel_diary.pipeline.reflect import Reflector, StubReflector
     from otel_diary.pipeline.render import Diary, render
+    from otel_diary.pipeline.stats import Stats
     from otel_diary.record import ChildSummary, SpanRecord
     from otel_diary.settings import Settings
     from otel_diary.sinks.base import Sink
@@ -53,7 +54,7 @@ _EXPORTS = {
     "Sink": "otel_diary.sinks.base",
     "SpanRecord": "otel_diary.record",
     "SpoolFullError": "otel_diary.errors",
-    "Stats": "otel_diary.pipeline.core",
+    "Stats": "otel_diary.pipeline.stats",
     "StubReflector": "otel_diary.pipeline.reflect",
     "TaskRun": "otel_diary.pipeline.classify",
     "TraceAssembler": "otel_diary.assembly.inprocess",

@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from otel_diary.errors import ConventionsError
 
 
@@ -256,6 +254,8 @@ def conventions_for(conventions: Conventions | str | Path | None, default: str) 
 
 
 def _read(path: Path) -> object:
+    import yaml  # only for a mapping file: loading the profiles needs none
+
     suffix = path.suffix.lower()
     try:
         if suffix == ".toml":

@@ -26,38 +26,22 @@ from pydantic_settings import (
 
 from otel_diary.conventions import load_conventions
 from otel_diary.pipeline.redact import compile_extra, display_url, redact
+from otel_diary.switch import KB_DIARIES_ENABLED, parse_flag
 from otel_diary.text import check_header_value, check_trace_url_template
 
 logger = logging.getLogger("otel_diary")
 
 ENV_PREFIX = "OTEL_DIARY_"
-KB_DIARIES_ENABLED = "KB_DIARIES_ENABLED"
-"""Unset or falsy (``0``, ``false``, ``no``, ``off``, empty): no processing at all."""
 MOTHER_AI_URL = "MOTHER_AI_URL"
 """The knowledge hub's base URL; diaries are POSTed to ``<url>/v1/kb/edit``. Unset: no hub."""
 MOTHER_AI_API_KEY = "MOTHER_AI_API_KEY"
 """Sent to the knowledge hub as ``x-api-key`` when set."""
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
 
 
 def default_dir() -> Path:
     """``$XDG_DATA_HOME/otel-diary``, i.e. ``~/.local/share/otel-diary`` by default."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "otel-diary"
-
-
-def parse_flag(value: object) -> bool:
-    """``KB_DIARIES_ENABLED``-style truthiness; anything unrecognized raises ``ValueError``."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ValueError(f"expected one of {sorted(_TRUE | _FALSE)}, got {value!r}")
 
 
 class _LenientEnvSource(EnvSettingsSource):

@@ -10,7 +10,6 @@ arguments, never attached afterwards.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,14 +23,16 @@ from otel_diary.conventions import Conventions, conventions_for, load_convention
 from otel_diary.index.lessons import LessonBook, LessonListener, Reviser
 from otel_diary.index.stages import IndexListener, IndexRelatedFinder, LessonFirstFinder
 from otel_diary.index.store import DiaryIndex
-from otel_diary.pipeline.core import DiaryListener, Pipeline, RelatedFinder, Stats
+from otel_diary.pipeline.core import DiaryListener, Pipeline, RelatedFinder
 from otel_diary.pipeline.redact import SecretRedactor
 from otel_diary.pipeline.reflect import Reflector
 from otel_diary.pipeline.render import Diary
-from otel_diary.settings import KB_DIARIES_ENABLED, Settings, parse_flag
+from otel_diary.pipeline.stats import Stats
+from otel_diary.settings import Settings
 from otel_diary.sinks.base import Sink
 from otel_diary.sinks.folder import FolderSink
 from otel_diary.sources.diary_span import DiaryWriteSpans
+from otel_diary.switch import enabled_in_environment
 
 logger = logging.getLogger("otel_diary")
 
@@ -48,17 +49,6 @@ __all__ = [
     "store_sink",
     "trace_store",
 ]
-
-
-def enabled_in_environment() -> bool:
-    """``KB_DIARIES_ENABLED`` is truthy (an unrecognized value logs and counts as off)."""
-    value = os.environ.get(KB_DIARIES_ENABLED, "")
-    try:
-        return parse_flag(value)
-    except ValueError:
-        logger.warning("ignoring %s=%r: not a recognized flag; diaries stay off",
-                       KB_DIARIES_ENABLED, value)
-        return False
 
 
 def settings_from(settings: Settings | None, overrides: Mapping[str, Any]) -> Settings:

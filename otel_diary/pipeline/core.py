@@ -12,12 +12,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from otel_diary.conventions import Conventions
-from otel_diary.counters import Counters, LogOnce
+from otel_diary.counters import LogOnce
 from otel_diary.errors import FolderUnwritable
 from otel_diary.pipeline.classify import TaskRun, classify
 from otel_diary.pipeline.redact import SecretRedactor
 from otel_diary.pipeline.reflect import MAX_LEARNED, Reflector, StubReflector
 from otel_diary.pipeline.render import Diary, render
+from otel_diary.pipeline.stats import Stats
 from otel_diary.record import Ready
 from otel_diary.sinks.base import Sink
 from otel_diary.sinks.folder import log_unwritable
@@ -42,22 +43,6 @@ STOPS = (SystemExit, KeyboardInterrupt)
 
 def on_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
-
-
-class Stats(Counters):
-    """Counters of what the pipeline (and the source feeding it) did; read, never reset."""
-
-    tasks: int
-    diaries: int
-    failed_runs: int
-    dropped_spans: int
-    dropped_tasks: int
-    sink_errors: int
-    pipeline_errors: int
-    reflection_fallbacks: int
-    traces_evicted: int
-    traces_expired: int
-    index_errors: int
 
 
 class Pipeline:

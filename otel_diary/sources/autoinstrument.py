@@ -20,7 +20,7 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
 
 from otel_diary.sources.attach import attach, attach_once, detach
 from otel_diary.sources.processor import DiarySpanProcessor
-from otel_diary.wiring import enabled_in_environment, settings_from
+from otel_diary.switch import enabled_in_environment
 
 logger = logging.getLogger("otel_diary")
 
@@ -59,6 +59,10 @@ class DiaryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def _instrument(self, **kwargs: Any) -> None:
         try:
             provider = kwargs.pop("tracer_provider", None) or trace.get_tracer_provider()
+            if not kwargs and not enabled_in_environment():
+                return  # off: nothing more is loaded
+            from otel_diary.wiring import settings_from
+
             settings = settings_from(None, kwargs)
             if not settings.enabled:
                 return

@@ -15,7 +15,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from otel_diary.pipeline.core import Stats
+from otel_diary.pipeline.stats import Stats
 from otel_diary.sources import attach as _attach
 from otel_diary.sources.processor import DiarySpanProcessor
 

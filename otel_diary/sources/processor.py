@@ -23,17 +23,18 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import StatusCode
 
-from otel_diary import wiring
 from otel_diary.assembly.batch import estimate
-from otel_diary.conventions import Conventions
-from otel_diary.pipeline.core import Pipeline, Stats
-from otel_diary.pipeline.reflect import Reflector
+from otel_diary.conventions import Conventions, conventions_for
+from otel_diary.pipeline.stats import Stats
 from otel_diary.record import Ready, SpanRecord, error_details
 from otel_diary.runner import Runner, renew_after_fork
-from otel_diary.sinks.base import Sink
+from otel_diary.switch import enabled_in_environment
 
-if TYPE_CHECKING:  # a façade's argument type; settings are read by the composition root
+if TYPE_CHECKING:  # a façade's argument types; settings are read by the composition root
+    from otel_diary.pipeline.core import Pipeline
+    from otel_diary.pipeline.reflect import Reflector
     from otel_diary.settings import Settings
+    from otel_diary.sinks.base import Sink
 
 logger = logging.getLogger("otel_diary")
 
@@ -106,11 +107,21 @@ class DiarySpanProcessor(SpanProcessor):
         **overrides: Any,
     ) -> None:
         self.stats = Stats()
+        self._settings = settings
+        self._conventions_arg = conventions
+        self._conventions: Conventions | None = None
+        if settings is None and not overrides and not enabled_in_environment():
+            # Off, and nothing in code turns it on: no settings, no pipeline, no thread
+            # (the composition root is not even imported).
+            self._off(conventions)
+            return
+        from otel_diary import wiring
+
         parts = wiring.processor_parts(settings, overrides, stats=self.stats, sinks=sinks,
                                        reflector=reflector, conventions=conventions,
                                        tracer_provider=tracer_provider)
         config = parts.config
-        self.settings = parts.settings
+        self._settings = parts.settings
         self.enabled = config.enabled
         self._config = config
         self._queue: deque[ReadableSpan] = deque()
@@ -137,9 +148,9 @@ class DiarySpanProcessor(SpanProcessor):
         self._intake: Runner | None = None
         self._delivery: Runner | None = None
         self._next_expiry = 0.0
-        self.conventions = parts.conventions
-        self._unremarkable = (self.conventions.child_keys
-                              | self.conventions.task_markers).isdisjoint
+        self._conventions = parts.conventions
+        self._unremarkable = (parts.conventions.child_keys
+                              | parts.conventions.task_markers).isdisjoint
         self.pipeline: Pipeline | None = parts.pipeline
         self._new_assembler = parts.new_assembler
         if self.pipeline is None:
@@ -153,6 +164,34 @@ class DiarySpanProcessor(SpanProcessor):
         self._delivery.start()
         self._intake.start()
         renew_after_fork(self)  # a forked child gets fresh queues and threads
+
+    def _off(self, conventions: Conventions | str | None) -> None:
+        """The state of a processor whose diaries are off: it takes no span."""
+        self.enabled = self._accepting = self._shutdown = False
+        if conventions is not None:  # an argument in code is checked (ValueError) at once
+            self._conventions = conventions_for(conventions, "orchestrator")
+        self.pipeline = None
+        self._queue = deque()
+        self._capacity = 0
+        self._ready = deque()
+        self._intake = self._delivery = None
+
+    @property
+    def conventions(self) -> Conventions:
+        """The attribute names it reads (those of the settings, when it was off)."""
+        if self._conventions is None:
+            self._conventions = conventions_for(self._conventions_arg,
+                                                self.settings.conventions)
+        return self._conventions
+
+    @property
+    def settings(self) -> Settings:
+        """The settings it was made with (read from the environment when it was off)."""
+        if self._settings is None:
+            from otel_diary import wiring
+
+            self._settings = wiring.settings_from(None, {})
+        return self._settings
 
     # -- hot path ---------------------------------------------------------------------
 

@@ -212,6 +212,35 @@ def test_disabled_starts_no_thread_and_writes_no_file(tmp_path: Path) -> None:
     assert processor.stats.dropped_spans == 0
 
 
+OFF_APP = """
+import sys
+from opentelemetry.sdk.trace import TracerProvider
+import otel_diary
+from otel_diary.sources.autoinstrument import DiaryInstrumentor, post_instrument
+provider = TracerProvider(shutdown_on_exit=False)
+assert not otel_diary.install(provider).enabled
+post_instrument()
+DiaryInstrumentor().instrument(tracer_provider=provider)
+with provider.get_tracer("t").start_as_current_span("task", attributes={TASK!r}):
+    pass
+print(",".join(name for name in ("pydantic", "yaml", "sqlite3", "httpx", "otel_diary.wiring",
+                                 "otel_diary.settings", "otel_diary.pipeline.core")
+               if name in sys.modules))
+"""
+
+
+def test_diaries_off_load_nothing_more(tmp_path: Path) -> None:
+    """With KB_DIARIES_ENABLED unset, install(), the opentelemetry-instrument hook and the
+    instrumentor load no settings, pipeline, YAML, SQLite or HTTP client: an app pays for
+    the SDK alone."""
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("KB_DIARIES_", "OTEL_DIARY_"))}
+    result = subprocess.run([sys.executable, "-c", OFF_APP.format(TASK=TASK)], env=env,
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ""
+
+
 def test_enabled_by_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """KB_DIARIES_ENABLED=1 and OTEL_DIARY_DIR are enough to get a diary file."""
     monkeypatch.setenv("KB_DIARIES_ENABLED", "1")
