@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from otel_diary.assembly.batch import Batch, Contribution
 from otel_diary.assembly.table import LINKS_OVERHEAD, Ancestry, TraceTable
 from otel_diary.conventions import Conventions
-from otel_diary.record import ChildSummary, Ready, SpanRecord
+from otel_diary.record import ChildSummary, Ready, SpanRecord, error_details
 
 logger = logging.getLogger("otel_diary")
 
@@ -313,8 +313,13 @@ class TraceStore:
         ancestry = self._ancestry(entry, done)
         if ancestry.nested(record.parent_span_id):
             self.nested_tasks += 1  # its parent task's diary covers it, and takes its facts
-            nested = Contribution(dict(record.attributes), record.is_error, record.end_ns)
-            if not gc.is_tracked(entry.contributions):  # see Part: a dict is tracked
+            keys = self.conventions.child_keys  # what a decoded contribution keeps too
+            facts: dict[str, object] = {key: value for key, value in record.attributes.items()
+                                        if key in keys}
+            if record.is_error:
+                facts.update(error_details(None, record.status_message))
+            nested = Contribution(facts, record.is_error, record.end_ns)
+            if not gc.is_tracked(entry.contributions):  # see Part: a new tuple is tracked
                 entry.contributions = list(entry.contributions)
             entry.contributions.append(nested)
             entry.size += nested.size

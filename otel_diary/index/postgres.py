@@ -119,6 +119,11 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             diary text NOT NULL,
             PRIMARY KEY (signature, diary)
         )""",
+        # Every stored diary was counted into the lesson of its signature when it was
+        # delivered (the evidence list keeps only the newest 200 of them).
+        f"INSERT INTO {SCHEMA}.lesson_runs SELECT s.signature, s.diary "
+        f"FROM {SCHEMA}.signatures AS s JOIN {SCHEMA}.lessons AS l "
+        "ON l.signature = s.signature ON CONFLICT DO NOTHING",
         f"INSERT INTO {SCHEMA}.lesson_runs SELECT signature, "
         f"jsonb_array_elements_text(state -> 'evidence') FROM {SCHEMA}.lessons "
         "ON CONFLICT DO NOTHING",
@@ -329,6 +334,9 @@ class PostgresStore:
                                    "created) SELECT unnest(%(signatures)s::text[]), %(id)s, "
                                    "%(created)s",
                                    [row for row in rows if row["signatures"]])
+        except psycopg.IntegrityError:  # another writer took a path at the same moment
+            raise IndexUnavailable(f"the store at {self.where} was given another diary at "
+                                   "the same path at the same moment; try again") from None
         except psycopg.DataError as exc:
             raise ValueError(f"the store refused diary {rows[0]['id']}"
                              f"{'' if len(rows) == 1 else ' or another of its batch'}: "

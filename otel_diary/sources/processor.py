@@ -14,7 +14,7 @@ import itertools
 import logging
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -127,8 +127,11 @@ class DiarySpanProcessor(SpanProcessor):
         self._queue: deque[ReadableSpan] = deque()
         self._capacity = config.queue_size if self.enabled else 0
         self._wake_at = min(_WAKE_BATCH, config.queue_size // 2)
-        self._awaited: set[int] = set()
-        """Span ids of in-process parents that ended task spans wait for."""
+        self._awaited: OrderedDict[int, None] = OrderedDict()
+        """Span ids of in-process parents something waits for: an ended task span (is it a
+        root?) or an ended contribution (it goes up through them to its task). At most
+        ``queue_size``, the oldest forgotten first: a parent that ends before its child, is
+        dropped or lives in another provider never leaves it otherwise."""
         self._accepting = self.enabled
         """False once shut down: later spans are ignored rather than counted as drops."""
         self._drops = itertools.count(1)
@@ -202,10 +205,11 @@ class DiarySpanProcessor(SpanProcessor):
         """Queue the span if a diary may need it; most spans are dismissed in a few lookups.
 
         A diary needs task spans, spans with something for the summary (usage, model,
-        operation, error), local roots (they close a trace) and parents that a task span
-        waits for. SDK spans are read through their private fields, since a property or a
-        ``MappingProxyType`` per read would cost more than the whole check; any other
-        span type is queued and read through the public API by the worker.
+        operation, error), local roots (they close a trace) and the parents of those, which
+        something below them waits on (each marks its parent). SDK spans are read through
+        their private fields, since a property or a ``MappingProxyType`` per read would cost
+        more than the whole check; any other span type is queued and read through the
+        public API by the worker.
         """
         try:
             if not self._accepting:
@@ -213,21 +217,22 @@ class DiarySpanProcessor(SpanProcessor):
             try:
                 attributes = span._attributes._dict  # type: ignore[union-attr]
                 parent = span._parent
-                if span._context[1] in self._awaited:  # type: ignore[index]
-                    # A task span waits on this one: past it, it waits on this one's parent,
-                    # so a task span further up (task > step > task) is seen as its owner.
-                    if (parent is not None and not parent[2]
-                            and len(self._awaited) < self._capacity):
-                        self._awaited.add(parent[1])
-                elif self._unremarkable(attributes):  # no task marker, nothing to summarize
-                    if not (span._status._status_code is _ERROR
-                            or parent is None or parent[2]):  # [2] is_remote: a local root
-                        return
-                elif (parent is not None and not parent[2]
-                      and len(self._awaited) < self._capacity):
-                    # A task span waits on its parent's end to learn whether it is a root;
-                    # a contribution is carried up through its parent to the task it is in.
-                    self._awaited.add(parent[1])
+                # Past this span, what waited on it (or what it contributed) waits on its
+                # parent: a task span waits to learn whether it is a root, a contribution
+                # goes up through plain spans to its task (task > step > task is one run).
+                # [2] is the parent's is_remote: a span without a local parent is a local
+                # root, which closes its trace.
+                if (span._context[1] not in self._awaited  # type: ignore[index]
+                        and self._unremarkable(attributes)  # nothing to summarize
+                        and span._status._status_code is not _ERROR):
+                    if parent is not None and not parent[2]:
+                        return  # the common case: dismissed
+                    parent = None  # a local root: queued, waits on nothing
+                if parent is not None and not parent[2]:
+                    awaited = self._awaited
+                    awaited[parent[1]] = None
+                    if len(awaited) > self._capacity:
+                        awaited.popitem(last=False)
             except (AttributeError, TypeError, IndexError):
                 pass
             queue = self._queue
@@ -286,6 +291,8 @@ class DiarySpanProcessor(SpanProcessor):
             self._shutdown = True
             self._accepting = False
             self._capacity = 0
+            if self._intake is None:  # off: nothing was started
+                return
             deadline = time.monotonic() + self._config.shutdown_timeout_s
             if self._intake is not None and self._delivery is not None:
                 self._intake.stop(deadline - time.monotonic())
@@ -307,7 +314,7 @@ class DiarySpanProcessor(SpanProcessor):
         self._ready = deque()
         self._queued_bytes = self._ready_bytes = 0
         self._ready_lock = threading.Lock()
-        self._awaited = set()
+        self._awaited = OrderedDict()
         self._assembler = self._new_assembler()
         for runner in (self._delivery, self._intake):
             if runner is not None:
@@ -333,7 +340,7 @@ class DiarySpanProcessor(SpanProcessor):
         for item in ready:
             record = item[0]
             if record.parent_span_id is not None:
-                self._awaited.discard(record.parent_span_id)
+                self._awaited.pop(record.parent_span_id, None)
             weight = estimate(record.attributes)
             with self._ready_lock:
                 taken = (len(self._ready) < self._ready_capacity and self._queued_bytes
@@ -392,13 +399,13 @@ class DiarySpanProcessor(SpanProcessor):
                     parent = span.parent
                     is_error = span.status.status_code is _ERROR
                 trace_id, span_id = (ctx.trace_id, ctx.span_id) if ctx is not None else (0, 0)
-                awaited.discard(span_id)
+                awaited.pop(span_id, None)
                 if conv.is_task(attributes):
                     record = to_record(span)
                     late = assembler.late_nested
                     self._hand_over(assembler.task_ended(record))
                     if assembler.late_nested != late and record.parent_span_id is not None:
-                        awaited.discard(record.parent_span_id)  # that parent ended already
+                        awaited.pop(record.parent_span_id, None)  # that parent ended already
                     continue
                 if is_error or not child_keys.isdisjoint(attributes):
                     contributed: Mapping[str, object] = attributes

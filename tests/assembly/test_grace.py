@@ -152,6 +152,30 @@ def test_a_task_under_a_plain_span_under_a_task_belongs_to_the_outer_task(reader
     assert (traces.root_tasks, traces.nested_tasks) == (1, 1)
 
 
+def test_a_nested_task_keeps_only_its_facts_for_the_outer_run() -> None:
+    """A nested task span's own model and tokens count for the outer run; of its attributes
+    only those facts are held once it is decided (not its 1 MiB captured input), so what
+    the store holds is what it counts."""
+    trace_id = new_trace_id()
+    outer = task_trace("OUTER", chats=1, trace_id=trace_id)
+    inner = span(trace_id, new_span_id(), outer[0].span_id, name="inner", attributes={
+        "orchestrator.task.id": "INNER", "gen_ai.request.model": "m-inner",
+        "gen_ai.usage.input_tokens": 5, "gen_ai.usage.output_tokens": 5,
+        "input.value": "x" * 2**20})
+    traces = store()
+    traces.add(batch_of([inner]), now=0)
+    traces.add(batch_of(outer), now=1)
+    assert traces.due(5.5) == []  # INNER decided: nested in OUTER
+    assert traces.nested_tasks == 1
+    [*_, held] = traces._traces[trace_id].contributions
+    assert "input.value" not in held.attributes
+    assert traces.bytes < 64 * 1024
+    [(record, summary)] = traces.due(10)
+    assert record.attributes["orchestrator.task.id"] == "OUTER"
+    assert summary.input_tokens + summary.output_tokens == 120 + 10
+    assert "m-inner" in summary.models
+
+
 def test_parent_links_of_traces_nothing_is_held_of_are_not_kept() -> None:
     """Plain spans of traces without a kept span leave nothing behind."""
     trace_id = new_trace_id()

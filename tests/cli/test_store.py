@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
-from otel_diary import ORCHESTRATOR, Diary, Settings
+from otel_diary import ORCHESTRATOR, ChildSummary, Diary, Settings
 from otel_diary.cli import main
-from otel_diary.index.documents import entry_from_document
-from otel_diary.index.lessons import MAX_EVIDENCE, Sighting
+from otel_diary.index.documents import Entry, entry_from_document, entry_from_parts
+from otel_diary.index.lessons import MAX_EVIDENCE, Sighting, sighting
 from otel_diary.index.postgres import SCHEMA, SCHEMA_VERSION, PostgresStore
 from otel_diary.readers.knowledge import KnowledgeBase
 from otel_diary.readers.shared import open_knowledge_base
+from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
 from tests.support.kb import PY_STDERR, TS_STDERR, task_record, write
 from tests.support.postgres import PostgresCluster
@@ -198,15 +199,33 @@ def test_a_version_1_store_migrates_and_keeps_counting_each_run_once(
     which takes the runs its lessons list: one of them delivered again is not counted again."""
     import psycopg
 
+    runs = MAX_EVIDENCE + 50  # more than a lesson lists as evidence
+    diaries = [render_diary(n) for n in range(runs)]
     with PostgresStore(postgres_url) as store:
-        for n in range(3):
-            store.add_lesson(*build_sighting(n))
+        store.add_diaries([(entry, content) for entry, content, _ in diaries])
+        for _, _, found in diaries:
+            store.add_lesson(*found)
     with psycopg.connect(postgres_url, autocommit=True) as conn:  # back to version 1
         conn.execute(f"DROP TABLE {SCHEMA}.lesson_runs")
         conn.execute(f"UPDATE {SCHEMA}.meta SET value = '1' WHERE key = 'schema_version'")
     code, out, _ = run(capsys, "store", "migrate", "--store", postgres_url)
     assert code == 0 and f"schema version {SCHEMA_VERSION} (was 1)" in out
     with PostgresStore(postgres_url) as store:
-        store.add_lesson(*build_sighting(1))
-        store.add_lesson(*build_sighting(3))
-        assert store.lesson("code:TS2345").runs == 4
+        for _, _, found in diaries:  # every run again, the oldest out of the evidence list
+            store.add_lesson(*found)
+        extra = render_diary(runs)
+        store.add_diary(*extra[:2])
+        store.add_lesson(*extra[2])
+        assert store.lesson("code:TS2345").runs == runs + 1
+
+
+def render_diary(n: int) -> tuple[Entry, str, tuple[str, Sighting]]:
+    """Run ``n`` meeting TS2345, as delivery keeps it: its entry, its text, its sighting."""
+    diary = build_pipeline(Settings(enabled=True, index=False), ORCHESTRATOR,
+                           sinks=[InMemorySink()]).handle(
+        (task_record(n, f"T-{n}", stderr=TS_STDERR), ChildSummary()))
+    assert diary is not None
+    found = sighting(diary.alternate_path, diary.front_matter, diary.content)
+    assert found is not None
+    return (entry_from_parts(diary.alternate_path, diary.front_matter, diary.content),
+            diary.content, found)

@@ -113,7 +113,7 @@ def test_task_under_plain_spans_waits_for_the_local_root(harness: Harness) -> No
         assert harness.sink.diaries == []  # "session" could still be a task span
     harness.flush()
     assert [d.task_id for d in harness.sink.diaries] == ["T-1"]
-    assert harness.processor._awaited == set()
+    assert not harness.processor._awaited
 
 
 def test_task_under_a_plain_span_under_a_task_belongs_to_the_outer_run(
@@ -133,7 +133,7 @@ def test_task_under_a_plain_span_under_a_task_belongs_to_the_outer_run(
     [diary] = harness.sink.diaries
     assert diary.task_id == "T-1"
     assert diary.front_matter["model"] == "m-inner" and diary.front_matter["tokens"] == 42
-    assert harness.processor._awaited == set()
+    assert not harness.processor._awaited
 
 
 def test_two_runs_in_one_trace_each_take_what_their_steps_contributed(
@@ -155,7 +155,67 @@ def test_two_runs_in_one_trace_each_take_what_their_steps_contributed(
     facts = sorted((d.task_id, d.front_matter.get("model"), d.front_matter.get("tokens"))
                    for d in harness.sink.diaries)
     assert facts == [("T-1", "m-1", 11), ("T-2", "m-2", 21)]
-    assert harness.processor._awaited == set()
+    assert not harness.processor._awaited
+
+
+def test_spans_ending_after_their_parents_do_not_stop_later_runs_counting() -> None:
+    """Parents that end before their child (so nothing ever takes their mark off) are
+    forgotten oldest first: past a queue's worth of them, runs still take what their
+    steps contributed."""
+    harness = Harness(queue_size=64)
+    tracer = harness.tracer
+    try:
+        for _ in range(100):
+            with tracer.start_as_current_span("request"):
+                with tracer.start_as_current_span("step") as step:
+                    chat = tracer.start_span("chat", attributes={
+                        "gen_ai.request.model": "m-0", "gen_ai.usage.input_tokens": 1})
+                step.end()
+                chat.end()  # after its parent: its mark on "step" is never taken off
+        harness.flush()
+        assert len(harness.processor._awaited) <= 64
+        with tracer.start_as_current_span("run", attributes=TASK):
+            with tracer.start_as_current_span("step"):
+                with tracer.start_as_current_span("chat", attributes={
+                        "gen_ai.request.model": "m-1", "gen_ai.usage.input_tokens": 10,
+                        "gen_ai.usage.output_tokens": 1}):
+                    pass
+        with tracer.start_as_current_span("POST /ask"):
+            for number in (2, 3):
+                with tracer.start_as_current_span("run", attributes={
+                        **TASK, "orchestrator.task.id": f"T-{number}"}):
+                    with tracer.start_as_current_span("step"):
+                        with tracer.start_as_current_span("chat", attributes={
+                                "gen_ai.request.model": f"m-{number}",
+                                "gen_ai.usage.input_tokens": number}):
+                            pass
+        harness.flush()
+        facts = sorted((d.task_id, d.front_matter.get("model")) for d in harness.sink.diaries)
+        assert facts == [("T-1", "m-1"), ("T-2", "m-2"), ("T-3", "m-3")]
+    finally:
+        harness.provider.shutdown()
+
+
+def test_a_failed_call_without_attributes_counts_for_its_run_under_a_step() -> None:
+    """A failed span that carries nothing but its status, under a plain step, makes its
+    own run recovered when a request span holds two runs (GenAI profile)."""
+    harness = Harness(conventions="genai")
+    tracer = harness.tracer
+    try:
+        with tracer.start_as_current_span("POST /ask"):
+            for number, fails in ((1, True), (2, False)):
+                with tracer.start_as_current_span("invoke_agent", attributes={
+                        "gen_ai.operation.name": "invoke_agent",
+                        "gen_ai.conversation.id": f"c-{number}"}):
+                    with tracer.start_as_current_span("step"):
+                        with tracer.start_as_current_span("fetch") as call:
+                            if fails:
+                                call.set_status(Status(StatusCode.ERROR, "fetch failed"))
+        harness.flush()
+        outcomes = {d.task_id: d.outcome for d in harness.sink.diaries}
+        assert outcomes == {"c-1": "recovered", "c-2": "completed"}
+    finally:
+        harness.provider.shutdown()
 
 
 def test_task_ending_after_its_parent_task_writes_no_second_diary(harness: Harness) -> None:
@@ -169,7 +229,7 @@ def test_task_ending_after_its_parent_task_writes_no_second_diary(harness: Harne
     harness.flush()
     harness.provider.shutdown()  # would release a waiting task span as a root
     assert [d.task_id for d in harness.sink.diaries] == ["T-1"]
-    assert harness.processor._awaited == set()
+    assert not harness.processor._awaited
 
 
 def test_task_under_a_remote_parent_is_a_root(harness: Harness) -> None:
