@@ -116,7 +116,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid",
                                       populate_by_name=True, validate_default=True)
 
-    enabled: bool = Field(False, validation_alias=AliasChoices(KB_DIARIES_ENABLED, "enabled"))
+    enabled: bool = Field(False, validation_alias=AliasChoices(KB_DIARIES_ENABLED))
     """``KB_DIARIES_ENABLED``: diaries are written only when truthy."""
     dir: Path | None = None
     """``OTEL_DIARY_DIR``: knowledge-base root; diaries land in ``<dir>/diaries/agents/``.

@@ -60,3 +60,11 @@ def test_bad_argument_raises_value_error() -> None:
         Settings(max_traces=0)
     with pytest.raises(ValueError):
         Settings(no_such_setting=1)  # type: ignore[call-arg]
+
+
+def test_only_kb_diaries_enabled_turns_diaries_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unrelated ``ENABLED`` variable turns nothing on; the keyword ``enabled`` does."""
+    monkeypatch.delenv("KB_DIARIES_ENABLED", raising=False)
+    monkeypatch.setenv("ENABLED", "1")
+    assert not Settings().enabled
+    assert Settings(enabled=True).enabled

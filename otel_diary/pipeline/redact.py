@@ -306,8 +306,10 @@ def compile_extra(kind: str, pattern: str) -> _Rule:
 
 _PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 _PEM_END = re.compile(r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
-_KEY_LINE = re.compile(r"[A-Za-z0-9+/=]{1,4096}|(?:Proc-Type|DEK-Info|Comment): [^\n]{0,200}")
-"""A line of a key's body: base64 of any length (its last line may be short), or a header."""
+_KEY_LINE = re.compile(r"[A-Za-z0-9+/=]{16,4096}|(?:Proc-Type|DEK-Info|Comment): [^\n]{0,200}")
+"""A line of a key's body: base64, or a header."""
+_LAST_KEY_LINE = re.compile(r"[A-Za-z0-9+/=]{1,4096}")
+"""The line right above the END marker: base64 of any length (a key's last line is short)."""
 
 
 def redact_private_keys(text: str) -> str:
@@ -346,13 +348,15 @@ def redact_private_keys(text: str) -> str:
 def _orphan_start(text: str, floor: int, end_marker: int) -> int:
     """Where the key lines directly above ``end_marker`` begin (not before ``floor``)."""
     start = end_marker
+    pattern = _LAST_KEY_LINE
     while start > floor:
         line_start = text.rfind("\n", floor, start - 1) + 1
         line_start = max(line_start, floor)
         line = text[line_start:start].strip()
-        if not line or not _KEY_LINE.fullmatch(line):
+        if not line or not pattern.fullmatch(line):
             break
         start = line_start
+        pattern = _KEY_LINE
     return start
 
 

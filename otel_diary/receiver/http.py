@@ -43,6 +43,9 @@ Send = Callable[[Message], Awaitable[None]]
 
 TRACES_PATH = "/v1/traces"
 OFFLOAD_BYTES = 1 << 20
+MAX_JSON_COST = 16
+"""Most an OTLP/JSON text may cost to decode per byte of it, as ``decoding_cost`` estimates:
+OTLP/JSON is estimated at 8 to 13 times its text; a text of empty objects at 65."""
 """Protobuf bodies at least this large are decoded on a worker thread, keeping the loop
 responsive (OTLP/JSON and gzip bodies always are)."""
 
@@ -218,11 +221,12 @@ class OtlpHttpApp:
         if admission is not Admission.ACCEPTED:
             raise _saturated(admission, 0)
 
-    def _hold(self, held: _Held, size: int) -> None:
-        """Count ``size`` more bytes for a request; 429 past the in-flight budget."""
+    def _hold(self, held: _Held, size: int, *, alone: bool = False) -> None:
+        """Count ``size`` more bytes for a request; 429 past the in-flight budget (unless
+        ``alone`` and no other request holds any: one that needs more may go alone)."""
         held.bytes += size
         self._inflight += size
-        if self._inflight > self._budget:
+        if self._inflight > self._budget and not (alone and self._inflight == held.bytes):
             raise _saturated(Admission.BUSY, 0)
 
     async def _read(self, receive: Receive, held: _Held) -> bytes:
@@ -252,24 +256,13 @@ class OtlpHttpApp:
         worker thread (a small protobuf one is quicker to read here); what a gzip body will
         inflate to is counted first (its trailer says), so the bytes queued for and held
         by the workers stay within the in-flight budget until they are done."""
+        inflated = _inflated_size(body, self.max_body_bytes) if gzip else len(body)
         if gzip:
-            self._hold(held, _inflated_size(body, self.max_body_bytes))
+            self._hold(held, inflated)
         try:
             loop = asyncio.get_running_loop()
             if media_type == JSON:
-                # json.loads makes objects several times the text's size: they are counted
-                # (beyond the text, counted already) before it runs, and a text no budget
-                # could decode is refused. Counting takes a few ms for the largest body.
-                text, cost = (await loop.run_in_executor(
-                    self._executor, _inflate_json, body, self.max_body_bytes) if gzip
-                    else (body, decoding_cost(body)))
-                if cost > self._budget:
-                    raise _too_large(self.max_body_bytes, f"decoding this OTLP/JSON body "
-                                     f"would take about {cost >> 20} MiB, more than the "
-                                     f"{self._budget >> 20} MiB allowed at once")
-                self._hold(held, cost - len(text))
-                return await loop.run_in_executor(self._executor, decode, text, JSON,
-                                                  self.conventions)
+                return await self._decode_json(body, held, gzip, inflated)
             if gzip or len(body) >= OFFLOAD_BYTES:
                 return await loop.run_in_executor(
                     self._executor, _inflate_and_decode, body, gzip, media_type,
@@ -279,6 +272,27 @@ class OtlpHttpApp:
             raise _too_large(self.max_body_bytes) from None
         except DecodeError as exc:
             raise _Refused(400, _INVALID_ARGUMENT, str(exc), "undecodable") from None
+
+    async def _decode_json(self, body: bytes, held: _Held, gzip: bool,
+                           counted: int) -> Batch:
+        """OTLP/JSON: ``json.loads`` makes objects several times the text's size (6 to 9
+        times for OTLP/JSON). Their estimate is counted before it runs, beyond the
+        ``counted`` bytes of text; a text costing far more per byte than OTLP/JSON can (a
+        bomb of empty objects) is refused, and one larger than the budget is decoded only
+        while no other request holds any of it."""
+        loop = asyncio.get_running_loop()
+        if gzip or len(body) >= OFFLOAD_BYTES:  # inflating and counting take a worker too
+            text, cost = await loop.run_in_executor(
+                self._executor, _json_text_and_cost, body, gzip, self.max_body_bytes)
+        else:
+            text, cost = body, decoding_cost(body)
+        if cost > max(MAX_JSON_COST * len(text), OFFLOAD_BYTES):  # a small one harms none
+            raise _too_large(self.max_body_bytes, f"this OTLP/JSON body would take about "
+                             f"{cost // max(len(text), 1)} times its size to decode (OTLP/JSON "
+                             f"takes under {MAX_JSON_COST}): refused")
+        self._hold(held, max(cost - counted, 0), alone=True)
+        return await loop.run_in_executor(self._executor, decode, text, JSON,
+                                          self.conventions)
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
@@ -305,10 +319,10 @@ def _inflated_size(body: bytes, cap: int) -> int:
     return min(int.from_bytes(body[-4:], "little"), cap) if len(body) >= 18 else 0
 
 
-def _inflate_json(body: bytes, cap: int) -> tuple[bytes, int]:
-    """A worker's part: the JSON text a gzip body holds (at most ``cap`` bytes, else
+def _json_text_and_cost(body: bytes, gzip: bool, cap: int) -> tuple[bytes, int]:
+    """A worker's part: the JSON text (a gzip body inflated to at most ``cap`` bytes, else
     :class:`TooLarge`) and what decoding it will hold."""
-    text = inflate(body, cap)
+    text = inflate(body, cap) if gzip else body
     return text, decoding_cost(text)
 
 

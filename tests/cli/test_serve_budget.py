@@ -62,11 +62,12 @@ def test_stalled_gzip_uploads_hold_only_what_they_sent(serve: Serve) -> None:
 
 
 def test_bodies_waiting_to_be_decoded_count_against_the_budget(serve: Serve) -> None:
-    """Twelve gzip OTLP/JSON bodies of 1 MiB each (1 KiB on the wire) sent at once: the
-    ones being decoded hold what decoding them takes (about 35 MB each), so past the
+    """Twelve gzip OTLP/JSON bodies of 1 MiB each (a few KiB on the wire) sent at once: the
+    ones being decoded hold what decoding them takes (about 11 MiB each), so past the
     64 MiB budget the rest get 429 instead of waiting in an unbounded queue."""
-    spans = 2**20 // 3
-    document = '{"resourceSpans":[{"scopeSpans":[{"spans":[' + ",".join(["{}"] * spans)
+    spans = 2**20 // 31
+    document = '{"resourceSpans":[{"scopeSpans":[{"spans":[' + ",".join(
+        ['{"name":"aaaaaaaa","kind":1}'] * spans)
     body = gzip.compress((document + "]}]}]}").encode())
     statuses: list[int] = []
     lock = threading.Lock()

@@ -257,6 +257,17 @@ def test_json_is_decoded_off_the_loop_and_counted_until_decoded() -> None:
     decoder.shutdown()
 
 
+def test_a_json_body_costlier_than_the_budget_is_decoded_alone() -> None:
+    """An OTLP/JSON body whose decoding costs more than the whole in-flight budget is still
+    taken while no other request holds any of it (else no exporter could ever send it)."""
+    body = json_body([span for n in range(30) for span in task_trace(f"J-{n}")])
+    with receiver(inflight_bytes=decoding_cost(body) // 2) as server:
+        answer = server.post(body, JSON)
+        assert answer.status_code == 200
+        assert server.collector.flush(10)
+        assert server.app.inflight == 0
+
+
 def test_full_assembly_memory_answers_503_with_retry_after() -> None:
     """At the held-span bound the receiver sheds load with 503 rather than growing."""
     with receiver(grace=3600, max_spans=7) as server:  # a task and 3 chats are held

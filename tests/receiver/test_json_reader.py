@@ -19,7 +19,7 @@ from otel_diary.conventions import Conventions
 from otel_diary.errors import DecodeError
 from otel_diary.receiver.decode import JSON, decode, extract, parse_json
 from otel_diary.receiver.json_reader import decoding_cost, read_json
-from tests.support.otlp_build import json_body, json_document, request, task_trace
+from tests.support.otlp_build import json_body, json_document, request, span, task_trace
 
 COUNTING = dataclasses.replace(ORCHESTRATOR, recover_on_child_errors=True)
 KEYS = ["orchestrator.task.id", "orchestrator.task.title", "gen_ai.request.model",
@@ -186,11 +186,13 @@ def _peak_of_loads(text: bytes) -> int:
 
 @pytest.mark.parametrize("text", [
     json_body([span for n in range(20) for span in task_trace(f"T-{n}")]),
+    json_body([span(b"\x01" * 16, bytes([0, 0, 0, 0, 0, 0, n // 256 + 1, n % 256]),
+                    attributes={f"k{i}": f"v{i}" for i in range(10)}) for n in range(500)]),
     b"[" + b"{}," * 200_000 + b"{}]",
     b"[" + b"[]," * 200_000 + b"[]]",
     b"[" + b"1.5," * 200_000 + b"1]",
     b'{"a": [' + b'"x",' * 200_000 + b'"y"]}',
-], ids=["otlp", "dicts", "lists", "floats", "strings"])
+], ids=["otlp", "attributes", "dicts", "lists", "floats", "strings"])
 def test_the_decoding_cost_is_near_or_above_what_json_loads_holds(text: bytes) -> None:
     """The estimate counted before decoding is within 15% of json.loads's measured peak, or
     above it (a hostile text of empty objects costs 25 times its size)."""
