@@ -119,8 +119,7 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             diary text NOT NULL,
             PRIMARY KEY (signature, diary)
         )""",
-        # Every stored diary was counted into the lesson of its signature when it was
-        # delivered (the evidence list keeps only the newest 200 of them).
+        # Every stored diary was counted into its lesson (evidence lists the newest 200).
         f"INSERT INTO {SCHEMA}.lesson_runs SELECT s.signature, s.diary "
         f"FROM {SCHEMA}.signatures AS s JOIN {SCHEMA}.lessons AS l "
         "ON l.signature = s.signature ON CONFLICT DO NOTHING",
