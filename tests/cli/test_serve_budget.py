@@ -61,6 +61,25 @@ def test_stalled_gzip_uploads_hold_only_what_they_sent(serve: Serve) -> None:
     assert set(statuses) == {200}
 
 
+def _gzip_json_at_once(server: Serve, body: bytes, count: int) -> list[httpx.Response]:
+    """Post a gzip OTLP/JSON ``body`` from ``count`` threads at once; their answers."""
+    answers: list[httpx.Response] = []
+    lock = threading.Lock()
+
+    def post() -> None:
+        answer = httpx.post(server.url + "/v1/traces", content=body, timeout=60, headers={
+            "content-type": "application/json", "content-encoding": "gzip"})
+        with lock:
+            answers.append(answer)
+
+    threads = [threading.Thread(target=post) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return answers
+
+
 def test_bodies_waiting_to_be_decoded_count_against_the_budget(serve: Serve) -> None:
     """Twelve gzip OTLP/JSON bodies of 1 MiB each (a few KiB on the wire) sent at once: the
     ones being decoded hold what decoding them takes (about 11 MiB each), so past the
@@ -69,20 +88,7 @@ def test_bodies_waiting_to_be_decoded_count_against_the_budget(serve: Serve) -> 
     document = '{"resourceSpans":[{"scopeSpans":[{"spans":[' + ",".join(
         ['{"name":"aaaaaaaa","kind":1}'] * spans)
     body = gzip.compress((document + "]}]}]}").encode())
-    statuses: list[int] = []
-    lock = threading.Lock()
-
-    def post() -> None:
-        status = httpx.post(serve.url + "/v1/traces", content=body, timeout=60, headers={
-            "content-type": "application/json", "content-encoding": "gzip"}).status_code
-        with lock:
-            statuses.append(status)
-
-    threads = [threading.Thread(target=post) for _ in range(12)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    statuses = [answer.status_code for answer in _gzip_json_at_once(serve, body, 12)]
     assert 429 in statuses
     assert set(statuses) <= {400, 429}  # every span lacks ids: undecodable when decoded
     assert _export(serve, "T-after") == 200
@@ -102,20 +108,7 @@ def test_a_json_body_too_costly_to_decode_is_refused_before_decoding(serve: Serv
     body = gzip.compress((document + "]}]}]}").encode())
     _export(serve, "T-warm")  # the first request's own allocations are not the bomb's
     before = _peak_rss(serve.process.pid)
-    answers: list[httpx.Response] = []
-    lock = threading.Lock()
-
-    def post() -> None:
-        answer = httpx.post(serve.url + "/v1/traces", content=body, timeout=60, headers={
-            "content-type": "application/json", "content-encoding": "gzip"})
-        with lock:
-            answers.append(answer)
-
-    threads = [threading.Thread(target=post) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    answers = _gzip_json_at_once(serve, body, 4)
     assert [answer.status_code for answer in answers] == [413] * 4
     assert "would take about" in answers[0].text
     assert _peak_rss(serve.process.pid) - before < 100 * 2**20

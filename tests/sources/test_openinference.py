@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import agents
@@ -350,16 +351,14 @@ def readme_snippet(label: str) -> str:
     return after.split("```python\n", 1)[1].split("```", 1)[0]
 
 
-@pytest.mark.parametrize("label", ["The OpenAI client", "The OpenAI Agents SDK", "LangGraph",
-                                   "OpenInference with GenAI attributes"])
-def test_readme_snippets_give_one_diary_per_run(label: str, tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each framework's README lines, run on an app's provider with diaries enabled, give
-    one diary per run in the folder, with the model and the question as title."""
+@contextmanager
+def readme_lines_run(label: str, tmp_path: Path,
+                     monkeypatch: pytest.MonkeyPatch) -> Iterator[TracerProvider]:
+    """An app's provider with the README's lines for ``label`` run on it as written
+    (diaries enabled, to ``tmp_path``); afterwards the instrumentation is removed and the
+    one diary the run gave is checked: the model, and the question as title."""
     import otel_diary
 
-    if label == "OpenInference with GenAI attributes":
-        monkeypatch.setenv("OPENINFERENCE_ENABLE_GENAI_SEMCONV", "true")
     monkeypatch.setenv("KB_DIARIES_ENABLED", "1")
     monkeypatch.setenv("OTEL_DIARY_DIR", str(tmp_path))
     provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
@@ -368,9 +367,29 @@ def test_readme_snippets_give_one_diary_per_run(label: str, tmp_path: Path,
     exec(readme_snippet(label), namespace)  # the README's own lines
     instrumentor = next(value for name, value in namespace.items()
                         if name.endswith("Instrumentor"))
-    harness = Harness.__new__(Harness)
-    harness.provider = provider
     try:
+        yield provider
+    finally:
+        instrumentor().uninstrument()  # type: ignore[operator]
+    assert provider.force_flush(10_000)
+    provider.shutdown()
+    paths = list((tmp_path / "diaries" / "agents").rglob("*.md"))
+    assert len(paths) == 1, paths
+    front = parse_front_matter(paths[0].read_text())
+    assert (front["model"], front["title"]) == (MODEL, "What changed?")
+
+
+@pytest.mark.parametrize("label", ["The OpenAI client", "The OpenAI Agents SDK", "LangGraph",
+                                   "OpenInference with GenAI attributes"])
+def test_readme_snippets_give_one_diary_per_run(label: str, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each framework's README lines, run on an app's provider with diaries enabled, give
+    one diary per run in the folder, with the model and the question as title."""
+    if label == "OpenInference with GenAI attributes":
+        monkeypatch.setenv("OPENINFERENCE_ENABLE_GENAI_SEMCONV", "true")
+    with readme_lines_run(label, tmp_path, monkeypatch) as provider:
+        harness = Harness.__new__(Harness)
+        harness.provider = provider
         if label == "The OpenAI client":
             with serve_asgi(ChatServer(script=["draft", "final"], model=MODEL)) as url:
                 run_agent(harness, openai.OpenAI(base_url=url + "/v1", max_retries=0), "c-1")
@@ -381,11 +400,3 @@ def test_readme_snippets_give_one_diary_per_run(label: str, tmp_path: Path,
         else:
             with serve_asgi(langgraph_script()) as url:
                 langgraph_run(url, [])
-    finally:
-        instrumentor().uninstrument()  # type: ignore[operator]
-    assert provider.force_flush(10_000)
-    provider.shutdown()
-    paths = list((tmp_path / "diaries" / "agents").rglob("*.md"))
-    assert len(paths) == 1, paths
-    front = parse_front_matter(paths[0].read_text())
-    assert (front["model"], front["title"]) == (MODEL, "What changed?")

@@ -28,7 +28,7 @@ from tests.sources.test_openinference import (
     MODEL,
     agent_run,
     error_section,
-    readme_snippet,
+    readme_lines_run,
 )
 from tests.support.apps import genai_agent
 from tests.support.loopback import ChatServer, ToolCall, serve_asgi
@@ -149,17 +149,7 @@ def test_readme_snippets_give_one_diary_per_run(label: str, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """The README's traceloop lines, run as written on an app's provider with diaries
     enabled, give one diary per run in the folder, with the model and the question."""
-    import otel_diary
-
-    monkeypatch.setenv("KB_DIARIES_ENABLED", "1")
-    monkeypatch.setenv("OTEL_DIARY_DIR", str(tmp_path))
-    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
-                              shutdown_on_exit=False)
-    namespace: dict[str, object] = {"provider": provider, "otel_diary": otel_diary}
-    exec(readme_snippet(label), namespace)  # the README's own lines
-    instrumentor = next(value for name, value in namespace.items()
-                        if name.endswith("Instrumentor"))
-    try:
+    with readme_lines_run(label, tmp_path, monkeypatch) as provider:
         if label == "traceloop's OpenLLMetry":
             monkeypatch.setattr(genai_agent, "tracer", provider.get_tracer("example-agent"))
             with serve_asgi(ChatServer(script=["draft", "final"], model=MODEL)) as url:
@@ -169,11 +159,3 @@ def test_readme_snippets_give_one_diary_per_run(label: str, tmp_path: Path,
             lookup = ToolCall("lookup", '{"term": "release"}')
             with serve_asgi(ChatServer(script=[lookup, lookup, "final"], model=MODEL)) as url:
                 agent_run(url, [])
-    finally:
-        instrumentor().uninstrument()  # type: ignore[operator]
-    assert provider.force_flush(10_000)
-    provider.shutdown()
-    paths = list((tmp_path / "diaries" / "agents").rglob("*.md"))
-    assert len(paths) == 1, paths
-    front = parse_front_matter(paths[0].read_text())
-    assert (front["model"], front["title"]) == (MODEL, "What changed?")
