@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import otel_diary
 from otel_diary import ORCHESTRATOR, SpanRecord
 from otel_diary.assembly.batch import Contribution, weight
+from otel_diary.conventions import AUTO, Conventions
 from otel_diary.errors import DecodeError, TooLarge
 from otel_diary.receiver.decode import (
     JSON,
@@ -243,3 +244,29 @@ def test_nothing_but_the_extension_is_imported_as_the_c_reader() -> None:
     assert not (receiver / "_otlpscan").exists()
     spec = importlib.util.find_spec("otel_diary.receiver._otlpscan")
     assert spec is None or isinstance(spec.loader, importlib.machinery.ExtensionFileLoader)
+
+
+@pytest.mark.parametrize("reader", ["native", "python", "json"])
+def test_auto_takes_any_profiles_task_spans_whatever_the_reader(reader: str) -> None:
+    """Under ``auto`` an OpenInference CHAIN span and an orchestrator task span are both
+    task spans, and an LLM span under them a contribution, in every reader (the native
+    reader hands ``auto`` to the Python one); under ``orchestrator`` the CHAIN is none."""
+    trace_id = new_trace_id()
+    chain = span(trace_id, new_span_id(), name="LangGraph", attributes={
+        "openinference.span.kind": "CHAIN", "session.id": "s-1"})
+    llm = span(trace_id, new_span_id(), chain.span_id, name="ChatOpenAI", attributes={
+        "openinference.span.kind": "LLM", "llm.model_name": "m", "llm.token_count.prompt": 3})
+    task = task_trace("T-auto", chats=0)
+
+    def tasks_and_contributions(conventions: Conventions) -> tuple[int, int]:
+        spans = [chain, llm, *task]
+        if reader == "json":
+            batch = decode(json_body(spans), JSON, conventions)
+        else:
+            batch = decode(protobuf_body(spans), PROTOBUF, conventions,
+                           native=reader == "native")
+        return (sum(len(part.tasks) for part in batch.parts),
+                sum(len(part.contributions) for part in batch.parts))
+
+    assert tasks_and_contributions(AUTO) == (2, 1)
+    assert tasks_and_contributions(ORCHESTRATOR) == (1, 0)
