@@ -32,7 +32,7 @@ from otel_diary import ORCHESTRATOR
 from otel_diary.assembly.batch import Batch, Contribution
 from otel_diary.assembly.grace import TraceStore
 from otel_diary.receiver.decode import NATIVE, PROTOBUF, decode
-from tests.support.otlp_build import protobuf_body, task_trace
+from tests.support.otlp_build import new_trace_id, protobuf_body, task_trace
 
 pytestmark = pytest.mark.skipif(not NATIVE, reason="the C reader was not built")
 
@@ -187,3 +187,22 @@ def test_a_plain_part_then_one_with_containers_in_the_same_trace() -> None:
     ((record, summary),) = store.due(2)
     assert record.attributes["orchestrator.task.id"] == "T-1"
     assert (summary.spans, summary.input_tokens) == (2, 200)
+
+
+def test_a_nested_task_decided_into_an_untracked_list() -> None:
+    """A nested task span's facts join its trace's contributions, which came all plain
+    (a list the reader untracked): the store holds them in a tracked list."""
+    trace_id = new_trace_id()
+    outer = task_trace("OUTER", chats=2, trace_id=trace_id)
+    inner = task_trace("INNER", chats=0, trace_id=trace_id, parent=outer[0].span_id)[0]
+    store = TraceStore(ORCHESTRATOR, grace=2, trace_timeout=60)
+    chats = decode(protobuf_body(outer[2:]), PROTOBUF, ORCHESTRATOR)
+    assert not gc.is_tracked(chats.parts[0].contributions)
+    store.add(chats, 0)
+    store.add(decode(protobuf_body([inner]), PROTOBUF, ORCHESTRATOR), 0)
+    store.add(decode(protobuf_body(outer[:1]), PROTOBUF, ORCHESTRATOR), 1)
+    assert store.due(2.5) == [] and store.nested_tasks == 1
+    _assert_contract(store)
+    ((record, summary),) = store.due(4)
+    assert record.attributes["orchestrator.task.id"] == "OUTER"
+    assert summary.spans == 3  # two chats and the nested task
