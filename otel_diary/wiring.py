@@ -32,7 +32,6 @@ from otel_diary.settings import Settings
 from otel_diary.sinks.base import Sink
 from otel_diary.sinks.folder import FolderSink
 from otel_diary.sources.diary_span import DiaryWriteSpans
-from otel_diary.switch import enabled_in_environment
 
 logger = logging.getLogger("otel_diary")
 
@@ -41,7 +40,6 @@ __all__ = [
     "ProcessorParts",
     "build_pipeline",
     "default_sinks",
-    "enabled_in_environment",
     "processor_parts",
     "reflector_from",
     "settings_from",

@@ -13,16 +13,15 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-import yaml
-
 from otel_diary.errors import FolderUnwritable
 from otel_diary.index.documents import Entry, path_choices
 from otel_diary.index.lessons import Lesson, LessonBook, Sighting
 from otel_diary.index.query import Hit, SearchResult
 from otel_diary.index.store import MAX_DOCUMENT_BYTES, DiaryIndex
 from otel_diary.pipeline.core import MAX_RELATED
-from otel_diary.pipeline.render import DIARY_ROOT, parse_front_matter
+from otel_diary.pipeline.render import DIARY_ROOT
 from otel_diary.sinks.base import atomic_write
+from otel_diary.sinks.folder import owner_of
 
 
 class FolderStore:
@@ -46,13 +45,12 @@ class FolderStore:
         """Write the diary's file (unless it holds ``content`` already) and index it; the
         path it was kept under (another run's diary keeps its own, see ``path_choices``)."""
         for path in path_choices(entry.path, entry.id, entry.span_id):
-            held = self.document(path)
-            if held is None or held == content or _id_of(held) == entry.id:
+            if owner_of(self.root / path) in (None, entry.id):
                 break
         file = (self.root / path).resolve()
         if not file.is_relative_to(self._folder / "agents"):
             raise ValueError(f"diary path {entry.path!r} leaves the diary folder")
-        if held != content:
+        if self.document(path) != content:
             try:
                 file.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write(file, content.encode("utf-8"))
@@ -114,11 +112,3 @@ class FolderStore:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-
-def _id_of(content: str) -> str | None:
-    """The id in a diary's front matter (``None`` for a text that has none)."""
-    try:
-        ident = parse_front_matter(content).get("id")
-    except (ValueError, yaml.YAMLError):
-        return None
-    return str(ident) if ident is not None else None

@@ -106,7 +106,7 @@ def classify(record: SpanRecord, children: ChildSummary | None,
     to its length, so no cut can leave a fragment of a secret behind.
     """
     attrs = record.attributes
-    conv = conventions.profile_for(attrs) if conventions.profiles else conventions
+    conv = conventions.profile_for(attrs)  # itself, but for auto
     if not succeeded(record, conv):
         return None
     text = partial(as_text, redact=redact)

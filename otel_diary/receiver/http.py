@@ -43,11 +43,11 @@ Send = Callable[[Message], Awaitable[None]]
 
 TRACES_PATH = "/v1/traces"
 OFFLOAD_BYTES = 1 << 20
+"""Protobuf bodies at least this large are decoded on a worker thread, keeping the loop
+responsive (OTLP/JSON and gzip bodies always are)."""
 MAX_JSON_COST = 16
 """Most an OTLP/JSON text may cost to decode per byte of it, as ``decoding_cost`` estimates:
 OTLP/JSON is estimated at 8 to 13 times its text; a text of empty objects at 65."""
-"""Protobuf bodies at least this large are decoded on a worker thread, keeping the loop
-responsive (OTLP/JSON and gzip bodies always are)."""
 
 # gRPC status codes used in google.rpc.Status bodies.
 _INVALID_ARGUMENT = 3
@@ -260,11 +260,10 @@ class OtlpHttpApp:
         if gzip:
             self._hold(held, inflated)
         try:
-            loop = asyncio.get_running_loop()
             if media_type == JSON:
                 return await self._decode_json(body, held, gzip, inflated)
             if gzip or len(body) >= OFFLOAD_BYTES:
-                return await loop.run_in_executor(
+                return await asyncio.get_running_loop().run_in_executor(
                     self._executor, _inflate_and_decode, body, gzip, media_type,
                     self.max_body_bytes, self.conventions)
             return decode(body, media_type, self.conventions)

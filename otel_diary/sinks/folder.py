@@ -66,7 +66,7 @@ class FolderSink:
         """The file this diary is (or will be) written to."""
         for relative in (diary.path, diary.alternate_path):
             path = self._inside(relative)
-            owner = _owner(path)
+            owner = owner_of(path)
             if owner is None or owner == diary.id:
                 return path
         return self._inside(diary.alternate_path.removesuffix(".md") + f"-{diary.id}.md")
@@ -79,7 +79,7 @@ class FolderSink:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 # A new file is linked in only if the name is still free, so two processes
                 # finishing runs of one task at once cannot overwrite each other.
-                atomic_write(path, data, replace=_owner(path) == diary.id)
+                atomic_write(path, data, replace=owner_of(path) == diary.id)
                 return str(path)
             except FileExistsError:
                 if not path.parent.is_dir():
@@ -116,7 +116,7 @@ class FolderSink:
         return path
 
 
-def _owner(path: Path) -> str | None:
+def owner_of(path: Path) -> str | None:
     """The diary id stored in ``path``'s front matter, ``None`` when there is no file."""
     try:
         with path.open("rb") as handle:

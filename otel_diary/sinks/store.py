@@ -50,9 +50,7 @@ class StoreClient:
             with suppressed():
                 kept = self.store.add_diary(entry, content)  # another run may hold ``path``
                 if found is not None:
-                    if kept != path:
-                        found = (found[0], replace(found[1], path=kept))
-                    self.store.add_lesson(*found)
+                    self.store.add_lesson(found[0], replace(found[1], path=kept))
         except IndexUnavailable as exc:
             return Attempt(Outcome.RETRY, detail=str(exc))
         except ValueError as exc:

@@ -291,16 +291,15 @@ class DiarySpanProcessor(SpanProcessor):
             self._shutdown = True
             self._accepting = False
             self._capacity = 0
-            if self._intake is None:  # off: nothing was started
+            if self._intake is None or self._delivery is None:  # off: nothing was started
                 return
             deadline = time.monotonic() + self._config.shutdown_timeout_s
-            if self._intake is not None and self._delivery is not None:
-                self._intake.stop(deadline - time.monotonic())
-                self._delivery.stop(deadline - time.monotonic())
-                waiting = len(self._queue) + len(self._ready)
-                if waiting:
-                    logger.warning("otel-diary shutdown timed out: %d spans and task runs "
-                                   "not turned into diaries", waiting)
+            self._intake.stop(deadline - time.monotonic())
+            self._delivery.stop(deadline - time.monotonic())
+            waiting = len(self._queue) + len(self._ready)
+            if waiting:
+                logger.warning("otel-diary shutdown timed out: %d spans and task runs "
+                               "not turned into diaries", waiting)
             if self.pipeline is not None:
                 self.pipeline.close()
         except Exception:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from otel_diary.sources.autoinstrument import post_instrument
-from otel_diary.wiring import enabled_in_environment
+from otel_diary.switch import enabled_in_environment
 from tests.support.zero_code import (
     REPO,
     clean_env,
