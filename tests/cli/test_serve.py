@@ -60,6 +60,16 @@ class Serve:
         self.process.kill()
         raise AssertionError("serve did not start:\n" + self.stderr.read_text())
 
+    def exporting_provider(self, service: str = "svc") -> TracerProvider:
+        """A provider whose spans the SDK's OTLP/HTTP exporter sends to this service."""
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        provider = TracerProvider(resource=Resource.create({"service.name": service}),
+                                  shutdown_on_exit=False)
+        provider.add_span_processor(BatchSpanProcessor(
+            OTLPSpanExporter(endpoint=self.url + "/v1/traces")))
+        return provider
+
     def metrics(self) -> dict[str, float]:
         return metric_values(httpx.get(self.url + "/metrics", timeout=10).text)
 
@@ -136,12 +146,7 @@ def test_python_http_exporter_gets_diaries(serve: Serve) -> None:
 def test_a_task_under_a_plain_span_under_a_task_is_one_diary(serve: Serve) -> None:
     """Task > plain step > task, exported by the SDK, is one diary for the outer task with
     the inner runs' tokens and models, those of their children and their own."""
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-    provider = TracerProvider(resource=Resource.create({"service.name": "nest"}),
-                              shutdown_on_exit=False)
-    provider.add_span_processor(BatchSpanProcessor(
-        OTLPSpanExporter(endpoint=serve.url + "/v1/traces")))
+    provider = serve.exporting_provider("nest")
     tracer = provider.get_tracer("orchestrator")
     with tracer.start_as_current_span("orchestrator.task", attributes={
             "orchestrator.task.id": "OUTER", "orchestrator.agent.name": "nest"}):
@@ -170,14 +175,10 @@ def test_a_task_under_a_plain_span_under_a_task_is_one_diary(serve: Serve) -> No
 def test_a_failed_call_recorded_as_an_exception_event_is_named(tmp_path: Path) -> None:
     """serve reads a failed tool span's exception event: the diary names its class and
     message and shows the end of its stack trace."""
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.trace import Status, StatusCode
 
     server = Serve(tmp_path, env={"OTEL_DIARY_CONVENTIONS": "genai"})
-    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
-                              shutdown_on_exit=False)
-    provider.add_span_processor(BatchSpanProcessor(
-        OTLPSpanExporter(endpoint=server.url + "/v1/traces")))
+    provider = server.exporting_provider()
     tracer = provider.get_tracer("agent")
     with tracer.start_as_current_span("invoke_agent helper", attributes={
             "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper",

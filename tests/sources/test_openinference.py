@@ -307,14 +307,9 @@ def test_langgraph_run_through_serve_is_one_recovered_diary(tmp_path: Path,
     """The same LangGraph run exported over OTLP to a real ``otel-diary serve``: one diary,
     the nested node spans followed up through the plain spans between them."""
     from openinference.instrumentation.langchain import LangChainInstrumentor
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     server = Serve(tmp_path, env={"OTEL_DIARY_CONVENTIONS": profile})
-    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
-                              shutdown_on_exit=False)
-    provider.add_span_processor(BatchSpanProcessor(
-        OTLPSpanExporter(endpoint=server.url + "/v1/traces")))
+    provider = server.exporting_provider()
     instrumentor = LangChainInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
     try:
