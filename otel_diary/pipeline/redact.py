@@ -41,7 +41,8 @@ class _Rule:
     kind: str
     pattern: re.Pattern[str]
     needles: tuple[str, ...] = ()
-    """Literals that start every match (lower-case when ``anchored``)."""
+    """Literals that start every match (lower-case when ``anchored``): a text holding
+    none of them is not scanned."""
     keep_prefix: bool = False
     """Group 1 is context (``Bearer ``, ``://user:``) kept in front of the marker."""
     anchored: bool = False
@@ -188,6 +189,9 @@ FLAG_RULES: tuple[_Rule, ...] = (
 )
 """Secrets given to a command as a flag's value, with ``=`` or a space."""
 
+_LITERAL_RULES = BUILTIN_RULES + FLAG_RULES
+"""The case-sensitive rules: each is tried only on a text holding one of its needles."""
+
 ANCHORED_RULES: tuple[_Rule, ...] = (
     _Rule("bearer", re.compile(r"(?i)(\bbearer[ \t]{1,8})[A-Za-z0-9._~+/=-]{8,4096}"),
           ("bearer",), keep_prefix=True, anchored=True),
@@ -201,19 +205,6 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
       for needle in ("pass", "secret", "token", "api", "access", "mysql_pwd")),
 )
 """The case-insensitive families, tried at each occurrence of a needle, leftmost first."""
-
-# Control characters a YAML stream may not carry (the ASCII part of render's cleaning).
-_ASCII_CONTROLS = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
-
-
-def _clean(text: str) -> str:
-    """``render.clean``, with a fast path for ASCII text."""
-    if text.isascii():
-        data = text.encode("ascii")
-        cleaned = data.translate(None, _ASCII_CONTROLS)
-        return text if len(cleaned) == len(data) else cleaned.decode("ascii")
-    return clean(text)
-
 
 class SecretRedactor:
     """Replaces secrets with ``[REDACTED:<kind>]``; a ``Redactor`` for the pipeline.
@@ -237,21 +228,22 @@ class SecretRedactor:
                  literals: Iterable[str | None] = ()) -> None:
         self._extra = tuple(compile_extra(kind, pattern)
                             for kind, pattern in (extra or {}).items())
-        usable = {_clean(value) for value in literals if value and len(value) >= MIN_LITERAL}
+        usable = {clean(value) for value in literals if value and len(value) >= MIN_LITERAL}
         self._literals = tuple(sorted(usable, key=len, reverse=True))
 
     def __call__(self, text: str) -> str:
         if not text:
             return text
-        text = _clean(text)
+        text = clean(text)
         for literal in self._literals:  # the configured secrets themselves, wherever they are
             if literal in text:
                 text = text.replace(literal, LITERAL_MARK)
         text = redact_private_keys(text)
-        for rule in BUILTIN_RULES:
-            text = rule.pattern.sub(rule.replace, text)
-        for rule in FLAG_RULES:
-            text = rule.pattern.sub(rule.replace, text)
+        for rule in _LITERAL_RULES:
+            for needle in rule.needles:  # every match starts with one: skip the scan
+                if needle in text:
+                    text = rule.pattern.sub(rule.replace, text)
+                    break
         text = _redact_anchored(text, ANCHORED_RULES)
         for rule in self._extra:
             text = rule.pattern.sub(rule.replace, text)

@@ -11,7 +11,12 @@ from hypothesis import strategies as st
 
 from otel_diary import ORCHESTRATOR, Settings
 from otel_diary.pipeline.core import Pipeline
-from otel_diary.pipeline.redact import SecretRedactor, redact, redact_private_keys
+from otel_diary.pipeline.redact import (
+    _LITERAL_RULES,
+    SecretRedactor,
+    redact,
+    redact_private_keys,
+)
 from otel_diary.wiring import build_pipeline
 from tests.support.secret_strategies import FAMILIES, filler, in_context
 
@@ -171,3 +176,18 @@ def test_redaction_is_idempotent(text: str) -> None:
     """Redacting redacted text changes nothing (markers are never redacted again)."""
     once = redact(text)
     assert redact(once) == once
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(filler, *(in_context(s).map(lambda d: d[0])
+                                    for s in FAMILIES.values())), max_size=6).map("".join))
+def test_every_match_starts_with_a_needle_of_its_rule(text: str) -> None:
+    """A case-sensitive rule is skipped on a text holding none of its needles: that is
+    exact only while each of its matches starts with one."""
+    for rule in _LITERAL_RULES:
+        for match in rule.pattern.finditer(text):
+            assert match.group(0).startswith(rule.needles), (rule.kind, match.group(0))
+    for kind, text_, _ in EXAMPLES:
+        for rule in _LITERAL_RULES:
+            for match in rule.pattern.finditer(text_):
+                assert match.group(0).startswith(rule.needles), (kind, match.group(0))
