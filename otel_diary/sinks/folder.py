@@ -64,22 +64,30 @@ class FolderSink:
 
     def target(self, diary: Diary) -> Path:
         """The file this diary is (or will be) written to."""
+        return self._claim(diary)[0]
+
+    def _claim(self, diary: Diary) -> tuple[Path, str | None]:
+        """The file for this diary, and the id of the diary in it now (``None``: no file)."""
         for relative in (diary.path, diary.alternate_path):
             path = self._inside(relative)
             owner = owner_of(path)
             if owner is None or owner == diary.id:
-                return path
-        return self._inside(diary.alternate_path.removesuffix(".md") + f"-{diary.id}.md")
+                return path, owner
+        path = self._inside(diary.alternate_path.removesuffix(".md") + f"-{diary.id}.md")
+        return path, owner_of(path)
 
     def write(self, diary: Diary) -> str:
         data = diary.content.encode("utf-8")
         for _ in range(3):
-            path = self.target(diary)
+            path, owner = self._claim(diary)
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
                 # A new file is linked in only if the name is still free, so two processes
                 # finishing runs of one task at once cannot overwrite each other.
-                atomic_write(path, data, replace=owner_of(path) == diary.id)
+                try:
+                    atomic_write(path, data, replace=owner == diary.id)
+                except FileNotFoundError:  # the agent's folder is new (or was removed)
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    atomic_write(path, data, replace=owner == diary.id)
                 return str(path)
             except FileExistsError:
                 if not path.parent.is_dir():
@@ -114,6 +122,17 @@ class FolderSink:
                     self._folders.clear()
                 self._folders[folder] = resolved
         return path
+
+
+def relative_location(root: str, location: str) -> str | None:
+    """``location``, a path the folder sink returned, relative to ``root`` (the resolved
+    folder, as a string) in POSIX form; ``None`` when it is not inside ``root``. The sink
+    returns resolved paths, so comparing strings is enough."""
+    prefix = root.rstrip(os.sep) + os.sep
+    if not location.startswith(prefix) or len(location) == len(prefix):
+        return None
+    relative = location[len(prefix):]
+    return relative if os.sep == "/" else relative.replace(os.sep, "/")
 
 
 def owner_of(path: Path) -> str | None:

@@ -12,6 +12,7 @@ import pytest
 
 from otel_diary import FolderSink, StubReflector, render
 from otel_diary.errors import FolderUnwritable, UnsafePathError
+from otel_diary.sinks.folder import relative_location
 from tests.pipeline.test_render import COMPLETED
 
 
@@ -137,3 +138,18 @@ def test_an_unwritable_otel_diary_dir_is_logged_once_in_one_line(tmp_path: Path)
     assert done.stderr.splitlines() == [
         f"otel-diary cannot write diaries under {blocker / 'kb'}: Not a directory "
         "(no diary can be written there until that is fixed)"]
+
+
+def test_a_written_location_is_read_back_relative_to_the_folder(tmp_path: Path) -> None:
+    """The index and the lessons find a diary's path in the folder from where the sink
+    said it wrote it; a location outside the folder, or the folder itself, is not inside."""
+    sink = FolderSink(tmp_path)
+    location = sink.write(render(COMPLETED, StubReflector().reflect(COMPLETED)))
+    root = str(tmp_path.resolve())
+    relative = relative_location(root, location)
+    assert relative is not None and relative.startswith("diaries/agents/")
+    assert (tmp_path / relative).is_file()
+    assert relative_location(root + "/", location) == relative
+    assert relative_location(root, root) is None
+    assert relative_location(root, root + "-other/diaries/x.md") is None
+    assert relative_location(root, "https://hub.example/doc/1") is None
