@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 import yaml
@@ -111,6 +112,12 @@ def run_signatures(run: TaskRun) -> tuple[str, ...]:
     """The error signatures of a run, read from what its diary's "Error encountered" says."""
     if run.outcome != "recovered":
         return ()
+    return _recovered_signatures(run)
+
+
+@functools.lru_cache(maxsize=8)
+def _recovered_signatures(run: TaskRun) -> tuple[str, ...]:
+    """Asked for by the Related lookup, the lesson and the index entry of the same run."""
     return section_signatures(error_encountered(run))
 
 
@@ -140,8 +147,10 @@ class Entry:
 _FENCE_OPENING = re.compile(r"(`{3,}|~{3,})")
 
 
-def sections(body: str) -> dict[str, str]:
-    """The ``## `` sections of a diary body by heading; headings inside fences don't count."""
+@functools.lru_cache(maxsize=4)
+def sections(body: str) -> Mapping[str, str]:
+    """The ``## `` sections of a diary body by heading; headings inside fences don't count.
+    (Kept for the last few bodies: the index and the lesson read the same diary's.)"""
     found: dict[str, list[str]] = {}
     current: list[str] | None = None
     fence = ""
@@ -159,7 +168,8 @@ def sections(body: str) -> dict[str, str]:
                 continue
         if current is not None:
             current.append(line)
-    return {heading: "\n".join(lines).strip() for heading, lines in found.items()}
+    return MappingProxyType({heading: "\n".join(lines).strip()
+                             for heading, lines in found.items()})
 
 
 def _text(value: object) -> str | None:
