@@ -38,6 +38,7 @@ from otel_diary.pipeline.render import (
     parse_front_matter,
     slug,
 )
+from otel_diary.sinks.folder import relative_location
 from otel_diary.text import clean, one_line
 
 try:
@@ -108,6 +109,10 @@ class Sighting:
     error_line: str
     recovery: str
     learned: str
+
+
+Held = tuple[Sighting, tuple[tuple[str, str, str], ...]]
+"""A sighting kept for a lesson until its batch is released, with its rule operations."""
 
 
 def sighting(path: str, front: Mapping[str, Any], content: str) -> tuple[str, Sighting] | None:
@@ -275,6 +280,8 @@ class LessonBook:
         """Signature -> (file text, state): the lessons this process last read or wrote,
         so that a file unchanged since is not parsed again."""
         self._cache_lock = threading.Lock()
+        self._local = threading.local()
+        """``held``: this thread's sightings kept for :meth:`release`, by signature."""
 
     def path(self, signature: str) -> Path:
         return self.root / lesson_path(signature)
@@ -285,6 +292,9 @@ class LessonBook:
     def lists_others(self, signature: str, ident: str) -> bool:
         """True when the lesson for ``signature`` counts a run other than diary ``ident``
         (cheap: the file is parsed only when it names ``ident``)."""
+        held: dict[str, list[Held]] | None = getattr(self._local, "held", None)
+        if held and any(seen.id != ident for seen, _ in held.get(signature, ())):
+            return True
         try:
             text = self.path(signature).read_text(encoding="utf-8")
         except OSError:
@@ -349,10 +359,50 @@ class LessonBook:
             operations: Sequence[tuple[str, str, str]] = ()) -> Lesson:
         """Count ``seen`` into the lesson for ``signature`` and apply the rule
         ``operations`` (``(op, old rule text, new text)``); the lesson as written."""
+        return self._count(signature, [(seen, tuple(operations))])
+
+    def hold(self) -> None:
+        """Until :meth:`release`, this thread may :meth:`keep` sightings; each lesson is
+        then read, updated and written once for all of them (the same bytes as one
+        update each). :meth:`lists_others` counts them meanwhile."""
+        self._local.held = {}
+
+    def keep(self, signature: str, seen: Sighting,
+             operations: Sequence[tuple[str, str, str]] = ()) -> bool:
+        """:meth:`add` at :meth:`release`: ``False`` (nothing kept) when this thread does
+        not hold its sightings."""
+        held: dict[str, list[Held]] | None = getattr(self._local, "held", None)
+        if held is None:
+            return False
+        held.setdefault(signature, []).append((seen, tuple(operations)))
+        return True
+
+    def release(self) -> list[Lesson]:
+        """Count in the sightings held since :meth:`hold`; the lessons as written. Every
+        lesson is tried; the first failure is raised after."""
+        held: dict[str, list[Held]] | None = getattr(self._local, "held", None)
+        self._local.held = None
+        written: list[Lesson] = []
+        failure: Exception | None = None
+        for signature, sightings in (held or {}).items():
+            try:
+                written.append(self._count(signature, sightings))
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+        return written
+
+    def _count(self, signature: str, sightings: Sequence[Held]) -> Lesson:
         with self.locked(signature):
             lesson = self.read(signature)
-            if lesson.add(seen):
-                apply_operations(lesson, operations, seen.id)
+            changed = False
+            for seen, operations in sightings:
+                if lesson.add(seen):
+                    apply_operations(lesson, operations, seen.id)
+                    lesson.rules.sort(key=lambda rule: -rule.votes)  # as writing it does
+                    changed = True
+            if changed:
                 self.write(lesson)
             return lesson
 
@@ -482,13 +532,13 @@ class LessonListener:
         self.publisher = publisher
         self._stats = stats
         self._log_once = LogOnce()
-        self._root = book.root.resolve()
+        self._root = str(book.root.resolve())
 
     def _path(self, diary: Diary, locations: Sequence[str]) -> str:
         for location in locations:
-            path = Path(location)
-            if path.is_absolute() and path.is_relative_to(self._root):
-                return path.relative_to(self._root).as_posix()
+            relative = relative_location(self._root, location)
+            if relative is not None:
+                return relative
         return diary.path
 
     def __call__(self, diary: Diary, run: TaskRun, locations: Sequence[str]) -> None:
@@ -506,6 +556,8 @@ class LessonListener:
                     except Exception:
                         self._log_once("revise", "otel-diary could not revise lesson %s",
                                        current.id)
+            if self.book.keep(signature, seen, operations):
+                return
             lesson = self.book.add(signature, seen, operations)
         except Exception:
             if self._stats is not None:
@@ -513,10 +565,29 @@ class LessonListener:
             self._log_once("lesson", "otel-diary could not update the lesson of diary %s; "
                            "`otel-diary reindex` rebuilds lessons", diary.id)
             return
+        self._publish(lesson)
+
+    def hold(self) -> None:
+        if self.reviser is None:  # a reviser reads each lesson as the previous run left it
+            self.book.hold()
+
+    def release(self) -> None:
+        try:
+            lessons = self.book.release()
+        except Exception:
+            if self._stats is not None:
+                self._stats.add("index_errors")
+            self._log_once("lesson", "otel-diary could not update the lessons of a batch "
+                           "of diaries; `otel-diary reindex` rebuilds lessons")
+            return
+        for lesson in lessons:
+            self._publish(lesson)
+
+    def _publish(self, lesson: Lesson) -> None:
         if self.publisher is not None:
             try:
-                self.publisher(lesson.id, lesson_path(signature), lesson.as_document(),
-                               f"Lesson: {one_line(signature, 180)}")
+                self.publisher(lesson.id, lesson_path(lesson.signature), lesson.as_document(),
+                               f"Lesson: {one_line(lesson.signature, 180)}")
             except Exception:
                 self._log_once("publish", "otel-diary could not queue lesson %s for the hub",
                                lesson.id)

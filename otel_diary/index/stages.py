@@ -16,7 +16,12 @@ from otel_diary.index.store import DiaryIndex
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.core import MAX_RELATED
 from otel_diary.pipeline.render import Diary, diary_id
-from otel_diary.sinks.folder import FolderSink, log_unwritable, unwritable
+from otel_diary.sinks.folder import (
+    FolderSink,
+    log_unwritable,
+    relative_location,
+    unwritable,
+)
 from otel_diary.text import one_line, utc_stamp
 
 
@@ -38,17 +43,16 @@ class IndexListener:
     def __init__(self, index: DiaryIndex, folder: FolderSink,
                  stats: Counters | None = None) -> None:
         self.index = index
-        self._root = folder.root.resolve()
+        self._root = str(folder.root.resolve())
         self._stats = stats
         self._log_once = LogOnce()
 
     def __call__(self, diary: Diary, run: TaskRun, locations: Sequence[str]) -> None:
         try:
             for location in locations:
-                path = Path(location)
-                if path.is_absolute() and path.is_relative_to(self._root):
-                    self.index.add(entry_from_diary(path.relative_to(self._root).as_posix(),
-                                                    diary, run))
+                relative = relative_location(self._root, location)
+                if relative is not None:
+                    self.index.add(entry_from_diary(relative, diary, run))
                     return
         except Exception:
             if self._stats is not None:
@@ -57,6 +61,20 @@ class IndexListener:
                 return
             self._log_once("index", "otel-diary could not index diary %s; "
                            "`otel-diary reindex` adds it", diary.id)
+
+    def hold(self) -> None:
+        self.index.hold()
+
+    def release(self) -> None:
+        try:
+            self.index.release()
+        except Exception:
+            if self._stats is not None:
+                self._stats.add("index_errors")
+            if _folder_unwritable(self.index.root):
+                return
+            self._log_once("index", "otel-diary could not index a batch of diaries; "
+                           "`otel-diary reindex` adds them")
 
     def close(self) -> None:
         self.index.close()

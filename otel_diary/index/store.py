@@ -255,17 +255,54 @@ class DiaryIndex:
         return entries, skipped
 
     def add(self, entry: Entry) -> None:
-        """Index (or re-index) one diary; it replaces any entry with its id or its path."""
+        """Index (or re-index) one diary; it replaces any entry with its id or its path.
+        Between :meth:`hold` and :meth:`release` it joins this thread's open transaction."""
         try:
             conn = self._ready()
-            with write(conn):
-                stale = conn.execute("SELECT doc FROM diaries WHERE id = ? OR path = ?",
-                                     (entry.id, entry.path)).fetchall()
-                for (doc,) in stale:
-                    self._delete(conn, doc)
-                self._insert(conn, entry)
+            if not getattr(self._local, "holding", False):
+                with write(conn):
+                    self._replace(conn, entry)
+                return
+            if self._local.open is not conn or not conn.in_transaction:
+                conn.execute("BEGIN IMMEDIATE")
+                self._local.open = conn
+            conn.execute("SAVEPOINT entry")  # a failed entry leaves the others in place
+            try:
+                self._replace(conn, entry)
+            except BaseException:
+                conn.execute("ROLLBACK TO entry")
+                raise
+            finally:
+                conn.execute("RELEASE entry")
         except sqlite3.Error as exc:
             raise IndexUnavailable(f"cannot write to the index {self.path}: {exc}") from exc
+
+    def hold(self) -> None:
+        """Until :meth:`release`, this thread's :meth:`add` calls share one transaction:
+        far cheaper than one each, seen at once by this thread's reads, by others only
+        once released. The index stays locked for writing meanwhile: keep it short."""
+        self._local.holding = True
+        self._local.open = None
+
+    def release(self) -> None:
+        """Commit what this thread added since :meth:`hold`."""
+        self._local.holding = False
+        conn, self._local.open = getattr(self._local, "open", None), None
+        if conn is None or not conn.in_transaction:  # nothing added (or SQLite rolled back)
+            return
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise IndexUnavailable(f"cannot write to the index {self.path}: {exc}") from exc
+
+    def _replace(self, conn: sqlite3.Connection, entry: Entry) -> None:
+        stale = conn.execute("SELECT doc FROM diaries WHERE id = ? OR path = ?",
+                             (entry.id, entry.path)).fetchall()
+        for (doc,) in stale:
+            self._delete(conn, doc)
+        self._insert(conn, entry)
 
     def add_document(self, path: str, content: str) -> Entry:
         """Index the diary ``content`` stored at ``path`` (relative to the root)."""
@@ -405,8 +442,11 @@ class DiaryIndex:
     def _match(self, conn: sqlite3.Connection, expression: str, filters: list[str],
                params: list[object], limit: int) -> list[Hit]:
         where = " AND ".join(["diaries_fts MATCH ?", *filters])
-        # One read transaction, so every statement sees the same index.
-        conn.execute("BEGIN")
+        # One read transaction, so every statement sees the same index (unless this
+        # thread holds a write transaction open: that one already does).
+        own = not conn.in_transaction
+        if own:
+            conn.execute("BEGIN")
         try:
             # The most recently indexed matches (``ranked`` of them, from this document up),
             # further back while the filters leave fewer hits than asked for. The
@@ -435,7 +475,8 @@ class DiaryIndex:
                 f"WHERE diaries_fts MATCH ? AND rowid IN ({marks})",
                 (expression, *docs)).fetchall()) if docs else {}
         finally:
-            conn.execute("COMMIT")
+            if own:
+                conn.execute("COMMIT")
         return [replace(Hit(*rows[doc]), score=-float(score),
                         snippet=" ".join(str(snippets.get(doc, "")).split()))
                 for doc, score in ranked]

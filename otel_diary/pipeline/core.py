@@ -6,9 +6,11 @@ Nothing raises out of :meth:`Pipeline.handle`: failures are logged once and coun
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 from otel_diary.conventions import Conventions
@@ -34,7 +36,14 @@ Redactor = Callable[[str], str]
 RelatedFinder = Callable[[TaskRun], Sequence[str]]
 """Returns ids of earlier diaries related to a run (beyond those the span names)."""
 DiaryListener = Callable[[Diary, TaskRun, Sequence[str]], None]
-"""Called after a diary was delivered, with the locations the sinks returned."""
+"""Called after a diary was delivered, with the locations the sinks returned. A listener
+may also have ``hold()`` and ``release()``: between them (on one thread, inside
+:meth:`Pipeline.batch`) it may keep its writes and make them at ``release``."""
+
+MAX_BATCH = 64
+"""Most diaries a listener holds in one batch (one index transaction, one write per lesson)."""
+MAX_BATCH_S = 0.25
+"""Longest a batch stays open: what a listener holds is written at least this often."""
 
 
 STOPS = (SystemExit, KeyboardInterrupt)
@@ -71,6 +80,57 @@ class Pipeline:
         self.stats = stats or Stats()
         self._stub = StubReflector()
         self._log_once = LogOnce()
+        self._batch = threading.local()
+        self._holders = [listener for listener in self.listeners
+                         if callable(getattr(listener, "hold", None))]
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Diaries handled inside, on this thread, are indexed and counted into their
+        lessons together: one index transaction and one write per lesson for up to
+        :data:`MAX_BATCH` diaries or :data:`MAX_BATCH_S` seconds, far cheaper than one
+        each. The files are written as they come; what the listeners held is written when
+        the batch ends or fills (a crash before that loses it from the index and lessons
+        only, and ``otel-diary reindex`` brings it back). Readers on this thread see held
+        diaries at once (the Related lookup); others when the batch is written. Runs with
+        a reflection model are not batched: a model call would keep the index locked."""
+        if (getattr(self._batch, "count", None) is not None or not self._holders
+                or not isinstance(self.reflector, StubReflector)):
+            yield
+            return
+        self._hold()
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _hold(self) -> None:
+        self._batch.count = 0
+        self._batch.until = time.monotonic() + MAX_BATCH_S
+        for listener in self._holders:
+            try:
+                listener.hold()  # type: ignore[attr-defined]
+            except Exception:
+                self._log_once("hold", "otel-diary diary listener could not start a batch")
+
+    def _release(self) -> None:
+        self._batch.count = None
+        for listener in self._holders:
+            try:
+                listener.release()  # type: ignore[attr-defined]
+            except Exception:
+                self._log_once("release", "otel-diary diary listener could not end a batch")
+
+    def _batched(self) -> None:
+        """One more diary in this thread's batch: written out when the batch is full."""
+        count = getattr(self._batch, "count", None)
+        if count is None:
+            return
+        if count + 1 >= MAX_BATCH or time.monotonic() >= self._batch.until:
+            self._release()
+            self._hold()
+        else:
+            self._batch.count = count + 1
 
     def handle(self, ready: Ready) -> Diary | None:
         """Classify, render and deliver one root task span; ``None`` when nothing is written."""
@@ -137,6 +197,7 @@ class Pipeline:
                     listener(diary, run, locations)
                 except Exception:
                     self._log_once("listener", "otel-diary diary listener failed")
+            self._batched()
         return diary
 
     def _reflect(self, run: TaskRun) -> str:

@@ -352,18 +352,19 @@ class Collector:
     def _deliver(self, stopping: bool) -> None:
         """One round of a pipeline runner: decided tasks, in order, until none is left."""
         journal = self.journal
-        while True:
-            with self._lock:
-                if not self._ready:
-                    return
-                item, size = self._ready.popleft()
-            self.pipeline.handle(item)  # never raises
-            with self._idle:
-                self._ready_count -= 1
-                self._ready_bytes -= size
-                if journal is not None:
-                    self._written(journal, item[0].trace_id.to_bytes(16, "big"))
-                self._idle.notify_all()
+        with self.pipeline.batch():
+            while True:
+                with self._lock:
+                    if not self._ready:
+                        return
+                    item, size = self._ready.popleft()
+                self.pipeline.handle(item)  # never raises
+                with self._idle:
+                    self._ready_count -= 1
+                    self._ready_bytes -= size
+                    if journal is not None:
+                        self._written(journal, item[0].trace_id.to_bytes(16, "big"))
+                    self._idle.notify_all()
 
     def _written(self, journal: Journal, trace_id: bytes) -> None:
         """A diary of ``trace_id`` is written: once all are and the trace is closed, its

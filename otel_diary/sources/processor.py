@@ -368,12 +368,13 @@ class DiarySpanProcessor(SpanProcessor):
         """Turn ready task runs into diaries (reflection and sinks may be slow)."""
         assert self.pipeline is not None
         ready = self._ready
-        while ready:
-            item = ready[0]  # counted until delivered: its diary is being made from it
-            self.pipeline.handle(item)  # never raises
-            with self._ready_lock:
-                ready.popleft()
-                self._ready_bytes -= estimate(item[0].attributes)
+        with self.pipeline.batch():
+            while ready:
+                item = ready[0]  # counted until delivered: its diary is being made from it
+                self.pipeline.handle(item)  # never raises
+                with self._ready_lock:
+                    ready.popleft()
+                    self._ready_bytes -= estimate(item[0].attributes)
 
     def _drain_queue(self) -> None:
         """Fold every queued span into the assembler; deliver the task spans it releases."""

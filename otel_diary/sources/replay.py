@@ -136,8 +136,9 @@ def replay(paths: list[Path], pipeline: Pipeline, store: TraceStore, *,
     clock = 0
 
     def deliver(ready: list[Any]) -> None:
-        for item in ready:
-            pipeline.handle(item)
+        with pipeline.batch():  # indexed and counted into lessons together
+            for item in ready:
+                pipeline.handle(item)
 
     for path, size in zip(paths, sizes, strict=True):
         try:

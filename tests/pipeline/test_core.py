@@ -1,14 +1,19 @@
-"""The pipeline's handling of what stops a program, on the main thread and in a worker."""
+"""The pipeline: what stops a program, on the main thread and in a worker; batches."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+from pathlib import Path
 
 import pytest
 
 from otel_diary import ORCHESTRATOR, Diary
+from otel_diary.index.store import INDEX_FILE, DiaryIndex
+from otel_diary.pipeline import core
 from otel_diary.pipeline.core import Pipeline
 from otel_diary.record import ChildSummary, SpanRecord
+from tests.support.kb import PY_STDERR, TS_STDERR, kb_pipeline, task_record
 
 RECORD = SpanRecord(0xAB, 0xCD, "task", 1_785_000_000_000_000_000, 1_785_000_001_000_000_000,
                     attributes={"orchestrator.task.id": "T-stop"})
@@ -39,3 +44,73 @@ def test_ctrl_c_in_a_sink_in_a_worker_is_counted_not_fatal() -> None:
     worker.join(30)
     assert len(done) == 1 and isinstance(done[0], Diary)
     assert pipeline.stats.sink_errors == 1
+
+
+def mixed_records() -> list[SpanRecord]:
+    """Runs sharing tasks (Related by task, a second file on one day) and errors (Related
+    by signature, lessons), one delivered twice."""
+    records = []
+    for n in range(1, 31):
+        stderr = (TS_STDERR.replace("(42,17)", f"({n},3)") if n % 3 == 0 else
+                  PY_STDERR if n % 5 == 0 else None)
+        records.append(task_record(n, f"T-{n % 4}", stderr=stderr, trigger=f"issue-{n % 2}"))
+    return [*records, records[9]]
+
+
+def knowledge_base(root: Path) -> dict[str, object]:
+    """Every file's bytes (the index aside) and what the index holds."""
+    files: dict[str, object] = {
+        path.relative_to(root).as_posix(): path.read_bytes()
+        for path in sorted(root.rglob("*.md"))}
+    with sqlite3.connect(root / INDEX_FILE) as conn:
+        files["index rows"] = conn.execute(
+            "SELECT id, path, title, agent, task, outcome, task_trigger, created "
+            "FROM diaries ORDER BY id").fetchall()
+        files["signatures"] = conn.execute(
+            "SELECT s.signature, s.created, d.id FROM signatures AS s JOIN diaries AS d USING (doc) "
+            "ORDER BY 1, 2, 3").fetchall()
+    index = DiaryIndex(root)
+    files["search"] = [hit.id for hit in index.search("TS2345 OR ValueError").hits]
+    index.close()
+    return files
+
+
+def test_a_batch_writes_what_one_diary_at_a_time_writes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Diaries handled in a batch (written out every 7 here, so batches also end full)
+    give the same files, lessons and index, byte for byte, as one at a time: Related and
+    the lesson-first lookup see the diaries the batch holds."""
+    monkeypatch.setattr(core, "MAX_BATCH", 7)
+    alone, batched = tmp_path / "alone", tmp_path / "batched"
+    pipeline = kb_pipeline(alone)
+    for record in mixed_records():
+        pipeline.handle((record, ChildSummary()))
+    pipeline.close()
+    pipeline = kb_pipeline(batched)
+    with pipeline.batch():
+        for record in mixed_records():
+            pipeline.handle((record, ChildSummary()))
+    pipeline.close()
+    expected = knowledge_base(alone)
+    assert any(path.startswith("diaries/lessons/") for path in expected)
+    related = [text for path, text in expected.items() if path.startswith("diaries/agents/")
+               and b"\n## Related\n- " in text]  # type: ignore[operator]
+    assert len(related) > 20
+    assert knowledge_base(batched) == expected
+
+
+def test_a_batch_is_seen_by_other_readers_once_it_ends(tmp_path: Path) -> None:
+    """Until a batch ends, another connection to the index sees none of its diaries; the
+    files are there at once."""
+    pipeline = kb_pipeline(tmp_path)
+    records = mixed_records()[:5]
+    pipeline.handle((records[0], ChildSummary()))
+    reader = DiaryIndex(tmp_path)
+    with pipeline.batch():
+        for record in records[1:]:
+            pipeline.handle((record, ChildSummary()))
+        assert len(list((tmp_path / "diaries" / "agents").rglob("*.md"))) == 5
+        assert reader.count() == 1
+    assert reader.count() == 5
+    reader.close()
+    pipeline.close()
