@@ -18,7 +18,9 @@ the instruction-count ratio (x_N - x_0) / (a_N - a_0) of the whole process (app 
 workers), where x_0 is the same mode's start-up (0 traces): repeatable whatever else the
 machine does. Finally the cost per diary of the pipeline alone (folder sink, index,
 Related), for a completed run and for a recovered run that also updates its lesson: CPU
-milliseconds, and instructions under callgrind (N diaries minus none).
+milliseconds, and instructions under callgrind (N diaries minus none), handled one at a
+time and in a batch as the workers deliver them (``Pipeline.batch``: one index
+transaction and one write per lesson for up to 64 diaries).
 
     python benchmarks/processor_overhead.py [--traces 2000] [--callgrind-traces 200]
 """
@@ -26,6 +28,7 @@ milliseconds, and instructions under callgrind (N diaries minus none).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -98,8 +101,8 @@ def child(mode: str, traces: int, shape: str) -> None:
     root = tempfile.mkdtemp(prefix="otel-diary-bench-")
     every = TASK_EVERY[shape]
     try:
-        if mode in "de":  # the pipeline alone: (d) completed runs, (e) recovered runs
-            print(diary_workload(traces, mode == "e", root))
+        if mode in "defg":  # the pipeline alone: (d, f) completed runs, (e, g) recovered
+            print(diary_workload(traces, mode in "eg", root, batched=mode in "fg"))
             return
         elapsed = workload(mode, traces, root, every)
         if mode == "c" and traces:
@@ -156,33 +159,40 @@ WARM_DIARIES = 5
 """Diaries written before measuring (the index and the lesson exist by then)."""
 
 
-def diary_workload(count: int, recovered: bool, root: str) -> int:
+def handle_all(pipeline: Any, records: Sequence[Any], batched: bool) -> None:
+    from otel_diary import ChildSummary
+
+    with pipeline.batch() if batched else contextlib.nullcontext():
+        for record in records:
+            pipeline.handle((record, ChildSummary()))
+
+
+def diary_workload(count: int, recovered: bool, root: str, batched: bool) -> int:
     """Write ``WARM_DIARIES`` then ``count`` diaries through the pipeline ``Settings``
     describe (folder sink, index, Related); returns the diaries written."""
-    from otel_diary import ORCHESTRATOR, ChildSummary, Settings
+    from otel_diary import ORCHESTRATOR, Settings
     from otel_diary.wiring import build_pipeline
 
     pipeline = build_pipeline(Settings(enabled=True, dir=root), ORCHESTRATOR)
-    for record in task_records(WARM_DIARIES + count, recovered):
-        pipeline.handle((record, ChildSummary()))
+    records = task_records(WARM_DIARIES + count, recovered)
+    handle_all(pipeline, records[:WARM_DIARIES], batched)
+    handle_all(pipeline, records[WARM_DIARIES:], batched)
     pipeline.close()
     return pipeline.stats.diaries
 
 
-def cpu_per_diary(count: int, recovered: bool) -> tuple[float, float]:
+def cpu_per_diary(count: int, recovered: bool, batched: bool) -> tuple[float, float]:
     """CPU ms per diary for the pipeline alone, and for just writing the same bytes."""
-    from otel_diary import ORCHESTRATOR, ChildSummary, Settings
+    from otel_diary import ORCHESTRATOR, Settings
     from otel_diary.sinks.base import atomic_write
     from otel_diary.wiring import build_pipeline
 
     with tempfile.TemporaryDirectory() as root:
         pipeline = build_pipeline(Settings(enabled=True, dir=root), ORCHESTRATOR)
         records = task_records(WARM_DIARIES + count, recovered)
-        for record in records[:WARM_DIARIES]:
-            pipeline.handle((record, ChildSummary()))
+        handle_all(pipeline, records[:WARM_DIARIES], batched)
         start = time.process_time()
-        for record in records[WARM_DIARIES:]:
-            pipeline.handle((record, ChildSummary()))
+        handle_all(pipeline, records[WARM_DIARIES:], batched)
         pipeline_ms = (time.process_time() - start) * 1000 / count
         pipeline.close()
         if pipeline.stats.diaries != WARM_DIARIES + count:
@@ -205,7 +215,7 @@ def main() -> None:
     parser.add_argument("--callgrind-diaries", type=int, default=50)
     parser.add_argument("--shape", choices=TASK_EVERY, default="sparse",
                         help=argparse.SUPPRESS)
-    parser.add_argument("--child", choices="abcde", help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices="abcdefg", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.traces, args.shape)
@@ -243,17 +253,20 @@ def main() -> None:
         print("instructions: skipped (needs valgrind: apt-get install valgrind)")
 
     for recovered in (False, True):
-        kind = ("recovered run, lesson updated" if recovered
-                else "completed run, no lesson")
-        pipeline_ms, write_ms = cpu_per_diary(args.diaries, recovered)
-        print(f"CPU per diary ({kind}; stub reflection, folder sink, index, Related): "
-              f"{pipeline_ms:.3f} ms; atomic write of the same bytes alone: {write_ms:.3f} ms "
-              f"(ratio {pipeline_ms / write_ms:.2f})")
-        if valgrind and args.callgrind_diaries > 0:
-            mode = "e" if recovered else "d"
-            net = instructions(mode, args.callgrind_diaries) - instructions(mode, 0)
-            print(f"  instructions per diary (callgrind, {args.callgrind_diaries} diaries "
-                  f"minus none): {net / args.callgrind_diaries:,.0f}")
+        for batched in (False, True):
+            kind = ("recovered run, lesson updated" if recovered
+                    else "completed run, no lesson")
+            kind += ", in a batch" if batched else ", one at a time"
+            pipeline_ms, write_ms = cpu_per_diary(args.diaries, recovered, batched)
+            print(f"CPU per diary ({kind}; stub reflection, folder sink, index, Related): "
+                  f"{pipeline_ms:.3f} ms; atomic write of the same bytes alone: "
+                  f"{write_ms:.3f} ms (ratio {pipeline_ms / write_ms:.2f})")
+            if valgrind and args.callgrind_diaries > 0:
+                mode = {(False, False): "d", (True, False): "e", (False, True): "f",
+                        (True, True): "g"}[recovered, batched]
+                net = instructions(mode, args.callgrind_diaries) - instructions(mode, 0)
+                print(f"  instructions per diary (callgrind, {args.callgrind_diaries} diaries "
+                      f"minus none): {net / args.callgrind_diaries:,.0f}")
 
 
 LABELS = {"a": "no processor", "b": "BatchSpanProcessor(no-op)", "c": "DiarySpanProcessor"}
