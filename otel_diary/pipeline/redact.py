@@ -206,6 +206,10 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
 )
 """The case-insensitive families, tried at each occurrence of a needle, leftmost first."""
 
+_RECENT_MAX = 4096
+_RECENT_CHARS = 200
+
+
 class SecretRedactor:
     """Replaces secrets with ``[REDACTED:<kind>]``; a ``Redactor`` for the pipeline.
 
@@ -230,10 +234,24 @@ class SecretRedactor:
                             for kind, pattern in (extra or {}).items())
         usable = {clean(value) for value in literals if value and len(value) >= MIN_LITERAL}
         self._literals = tuple(sorted(usable, key=len, reverse=True))
+        self._recent: dict[str, str] = {}
+        """Short texts already redacted (agent, model, route and tool names recur in every
+        run): at most ``_RECENT_MAX`` of at most ``_RECENT_CHARS`` characters."""
 
     def __call__(self, text: str) -> str:
         if not text:
             return text
+        if len(text) > _RECENT_CHARS:
+            return self._redact(text)
+        done = self._recent.get(text)
+        if done is None:
+            done = self._redact(text)
+            if len(self._recent) >= _RECENT_MAX:
+                self._recent.clear()
+            self._recent[text] = done
+        return done
+
+    def _redact(self, text: str) -> str:
         text = clean(text)
         for literal in self._literals:  # the configured secrets themselves, wherever they are
             if literal in text:
