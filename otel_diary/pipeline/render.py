@@ -82,7 +82,8 @@ def slug(text: str) -> str:
 
 def fence(block: str) -> str:
     """``block`` in a backtick fence longer than any backtick run inside it."""
-    longest = max((len(run) for run in re.findall(r"`+", block)), default=0)
+    longest = max((len(run) for run in re.findall(r"`+", block)), default=0) \
+        if "`" in block else 0
     ticks = "`" * max(3, longest + 1)
     return f"{ticks}text\n{block}\n{ticks}"
 
