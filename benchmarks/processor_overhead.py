@@ -252,7 +252,7 @@ def main() -> None:
     elif not valgrind:
         print("instructions: skipped (needs valgrind: apt-get install valgrind)")
 
-    for recovered in (False, True):
+    for recovered in (False, True) if args.diaries > 0 else ():
         for batched in (False, True):
             kind = ("recovered run, lesson updated" if recovered
                     else "completed run, no lesson")

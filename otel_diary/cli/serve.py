@@ -128,11 +128,13 @@ def service_from(settings: Settings) -> Service:
     conventions = load_conventions(settings.conventions)
     path = settings.journal_path
     journal = Journal(path, max_bytes=settings.journal_max_bytes) if path else None
-    # As many diaries are written at once as model calls may be in flight.
+    # As many diaries are written at once as model calls may be in flight. Without a
+    # model, writing a diary is CPU: more threads would only take turns at the interpreter
+    # lock and the index, and one writes them back to back in batches.
+    workers = settings.reflection_concurrency if settings.reflection_url else 1
     collector = Collector(wiring.trace_store(settings, conventions),
                           wiring.build_pipeline(settings, conventions), journal=journal,
-                          workers=settings.reflection_concurrency,
-                          max_pending=settings.serve_max_pending)
+                          workers=workers, max_pending=settings.serve_max_pending)
     token = settings.serve_token.get_secret_value() if settings.serve_token else None
     config = ServeConfig(
         host=settings.serve_host, http_port=settings.serve_http_port,

@@ -377,21 +377,19 @@ class LessonBook:
         held.setdefault(signature, []).append((seen, tuple(operations)))
         return True
 
-    def release(self) -> list[Lesson]:
-        """Count in the sightings held since :meth:`hold`; the lessons as written. Every
-        lesson is tried; the first failure is raised after."""
+    def release(self) -> tuple[list[Lesson], list[Exception]]:
+        """Count in the sightings held since :meth:`hold`: the lessons as written, and
+        why others could not be (every lesson is tried)."""
         held: dict[str, list[Held]] | None = getattr(self._local, "held", None)
         self._local.held = None
         written: list[Lesson] = []
-        failure: Exception | None = None
+        failures: list[Exception] = []
         for signature, sightings in (held or {}).items():
             try:
                 written.append(self._count(signature, sightings))
             except Exception as exc:
-                failure = failure or exc
-        if failure is not None:
-            raise failure
-        return written
+                failures.append(exc)
+        return written, failures
 
     def _count(self, signature: str, sightings: Sequence[Held]) -> Lesson:
         with self.locked(signature):
@@ -572,16 +570,18 @@ class LessonListener:
             self.book.hold()
 
     def release(self) -> None:
-        try:
-            lessons = self.book.release()
-        except Exception:
-            if self._stats is not None:
-                self._stats.add("index_errors")
-            self._log_once("lesson", "otel-diary could not update the lessons of a batch "
-                           "of diaries; `otel-diary reindex` rebuilds lessons")
-            return
+        lessons, failures = self.book.release()
         for lesson in lessons:
             self._publish(lesson)
+        if failures:
+            if self._stats is not None:
+                self._stats.add("index_errors", amount=len(failures))
+            try:
+                raise failures[0]
+            except Exception:
+                self._log_once("lesson", "otel-diary could not update %d lesson(s) of a "
+                               "batch of diaries; `otel-diary reindex` rebuilds lessons",
+                               len(failures))
 
     def _publish(self, lesson: Lesson) -> None:
         if self.publisher is not None:

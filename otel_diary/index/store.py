@@ -3,9 +3,10 @@
 An embedded SQLite database with FTS5 beside the diary folder (``<root>/index.sqlite3``).
 The folder is the source of truth: the index is updated as each diary is written and is
 rebuilt from the folder on demand (``otel-diary reindex``) or when it is missing. WAL mode,
-one connection per thread and one short transaction per diary, so the worker writing and
-a reader searching do not wait on each other. A forked child opens its own connections
-and leaves the inherited ones alone.
+one connection per thread and short write transactions (a diary, or the diaries a worker
+writes back to back: ``index.writing``), so the worker writing and a reader searching do
+not wait on each other. A forked child opens its own connections and leaves the
+inherited ones alone.
 A search ranks at most ``RANKED`` matches, the most recently indexed; Related reads the
 newest diaries of each error signature (schema and storage: ``index.schema``).
 """
@@ -46,6 +47,7 @@ from otel_diary.index.schema import (
     prepare,
     write,
 )
+from otel_diary.index.writing import Writer
 from otel_diary.pipeline.core import MAX_RELATED
 from otel_diary.pipeline.render import DIARY_ROOT
 from otel_diary.runner import renew_after_fork
@@ -102,6 +104,7 @@ class DiaryIndex:
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         self._abandoned: list[sqlite3.Connection] = []
+        self._writer = Writer(busy_timeout_s)
         renew_after_fork(self)
 
     def _after_fork_in_child(self) -> None:
@@ -111,6 +114,7 @@ class DiaryIndex:
         self._connections = []
         self._local = threading.local()
         self._lock = threading.Lock()
+        self._writer.renew()
 
     # -- connections -------------------------------------------------------------------
 
@@ -256,46 +260,34 @@ class DiaryIndex:
 
     def add(self, entry: Entry) -> None:
         """Index (or re-index) one diary; it replaces any entry with its id or its path.
-        Between :meth:`hold` and :meth:`release` it joins this thread's open transaction."""
+        Between :meth:`hold` and :meth:`release` it joins this thread's held transaction."""
         try:
             conn = self._ready()
-            if not getattr(self._local, "holding", False):
-                with write(conn):
-                    self._replace(conn, entry)
-                return
-            if self._local.open is not conn or not conn.in_transaction:
-                conn.execute("BEGIN IMMEDIATE")
-                self._local.open = conn
-            conn.execute("SAVEPOINT entry")  # a failed entry leaves the others in place
-            try:
+            with self._writer.entry(conn):
                 self._replace(conn, entry)
-            except BaseException:
-                conn.execute("ROLLBACK TO entry")
-                raise
-            finally:
-                conn.execute("RELEASE entry")
         except sqlite3.Error as exc:
             raise IndexUnavailable(f"cannot write to the index {self.path}: {exc}") from exc
 
     def hold(self) -> None:
-        """Until :meth:`release`, this thread's :meth:`add` calls share one transaction:
-        far cheaper than one each, seen at once by this thread's reads, by others only
-        once released. The index stays locked for writing meanwhile: keep it short."""
-        self._local.holding = True
-        self._local.open = None
+        """Until :meth:`release`, this thread's :meth:`add` calls share a transaction,
+        committed at least every ``writing.HOLD_S`` seconds and as soon as another thread
+        of this process waits to write: far cheaper than one each. This thread's reads see
+        its entries at once, others once committed."""
+        try:
+            self._writer.hold()
+        except sqlite3.Error as exc:
+            raise IndexUnavailable(f"cannot write to the index {self.path}: {exc}") from exc
 
     def release(self) -> None:
-        """Commit what this thread added since :meth:`hold`."""
-        self._local.holding = False
-        conn, self._local.open = getattr(self._local, "open", None), None
-        if conn is None or not conn.in_transaction:  # nothing added (or SQLite rolled back)
-            return
+        """Commit what this thread added since :meth:`hold`; ``IndexUnavailable`` when
+        some of it could not be."""
         try:
-            conn.execute("COMMIT")
+            lost = self._writer.release()
         except sqlite3.Error as exc:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
             raise IndexUnavailable(f"cannot write to the index {self.path}: {exc}") from exc
+        if lost:
+            raise IndexUnavailable(f"{lost} diaries were not written to the index "
+                                   f"{self.path}")
 
     def _replace(self, conn: sqlite3.Connection, entry: Entry) -> None:
         stale = conn.execute("SELECT doc FROM diaries WHERE id = ? OR path = ?",

@@ -50,6 +50,10 @@ STOPS = (SystemExit, KeyboardInterrupt)
 """What stops a program: obeyed on the main thread, logged and ignored in a worker."""
 
 
+def _nothing() -> None:
+    pass
+
+
 def on_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
@@ -85,24 +89,32 @@ class Pipeline:
                          if callable(getattr(listener, "hold", None))]
 
     @contextlib.contextmanager
-    def batch(self) -> Iterator[None]:
+    def batch(self, on_release: Callable[[], None] | None = None) -> Iterator[None]:
         """Diaries handled inside, on this thread, are indexed and counted into their
-        lessons together: one index transaction and one write per lesson for up to
-        :data:`MAX_BATCH` diaries or :data:`MAX_BATCH_S` seconds, far cheaper than one
-        each. The files are written as they come; what the listeners held is written when
-        the batch ends or fills (a crash before that loses it from the index and lessons
-        only, and ``otel-diary reindex`` brings it back). Readers on this thread see held
-        diaries at once (the Related lookup); others when the batch is written. Runs with
-        a reflection model are not batched: a model call would keep the index locked."""
-        if (getattr(self._batch, "count", None) is not None or not self._holders
-                or not isinstance(self.reflector, StubReflector)):
-            yield
+        lessons together: for up to :data:`MAX_BATCH` diaries or :data:`MAX_BATCH_S`
+        seconds the listeners hold their writes (the index commits more often, see
+        ``DiaryIndex.hold``), far cheaper than one each. The files are written as they
+        come. ``on_release`` is called each time what was held is written (after each
+        diary when nothing is held), so a caller can wait for that before it forgets a
+        task: a crash before it loses the index and lesson updates, not the diaries, and
+        ``otel-diary reindex`` redoes them. Runs with a reflection model are not batched:
+        each costs a model call anyway."""
+        if getattr(self._batch, "on_release", None) is not None or \
+                getattr(self._batch, "count", None) is not None:
+            yield  # already inside a batch on this thread
             return
-        self._hold()
+        batching = bool(self._holders) and isinstance(self.reflector, StubReflector)
+        self._batch.on_release = on_release or _nothing
+        if batching:
+            self._hold()
         try:
             yield
         finally:
-            self._release()
+            try:
+                if batching:
+                    self._release()
+            finally:
+                self._batch.on_release = None
 
     def _hold(self) -> None:
         self._batch.count = 0
@@ -114,28 +126,37 @@ class Pipeline:
                 self._log_once("hold", "otel-diary diary listener could not start a batch")
 
     def _release(self) -> None:
+        """Write what the listeners hold, then tell the batch's caller."""
         self._batch.count = None
         for listener in self._holders:
             try:
                 listener.release()  # type: ignore[attr-defined]
             except Exception:
                 self._log_once("release", "otel-diary diary listener could not end a batch")
+        self._batch.on_release()
 
-    def _batched(self) -> None:
-        """One more diary in this thread's batch: written out when the batch is full."""
+    def _handled(self) -> None:
+        """One more task handled on this thread: inside a batch, written out when full."""
         count = getattr(self._batch, "count", None)
         if count is None:
-            return
-        if count + 1 >= MAX_BATCH or time.monotonic() >= self._batch.until:
-            self._release()
-            self._hold()
+            on_release = getattr(self._batch, "on_release", None)
+            if on_release is not None:
+                on_release()
+        elif count + 1 >= MAX_BATCH or time.monotonic() >= self._batch.until:
+            try:
+                self._release()
+            finally:
+                self._hold()
         else:
             self._batch.count = count + 1
 
     def handle(self, ready: Ready) -> Diary | None:
         """Classify, render and deliver one root task span; ``None`` when nothing is written."""
         try:
-            return self._handle(ready)
+            try:
+                return self._handle(ready)
+            finally:
+                self._handled()
         except Exception:
             self.stats.add("pipeline_errors")
             self._log_once("pipeline", "otel-diary could not turn a task span into a diary")
@@ -197,7 +218,6 @@ class Pipeline:
                     listener(diary, run, locations)
                 except Exception:
                     self._log_once("listener", "otel-diary diary listener failed")
-            self._batched()
         return diary
 
     def _reflect(self, run: TaskRun) -> str:

@@ -234,21 +234,23 @@ class SecretRedactor:
                             for kind, pattern in (extra or {}).items())
         usable = {clean(value) for value in literals if value and len(value) >= MIN_LITERAL}
         self._literals = tuple(sorted(usable, key=len, reverse=True))
-        self._recent: dict[str, str] = {}
-        """Short texts already redacted (agent, model, route and tool names recur in every
-        run): at most ``_RECENT_MAX`` of at most ``_RECENT_CHARS`` characters."""
+        self._clean_texts: set[str] = set()
+        """Short texts found to hold no secret (agent, model, route and tool names recur
+        in every run): at most ``_RECENT_MAX`` of at most ``_RECENT_CHARS`` characters.
+        A text that had one is not kept, so no secret stays in memory."""
 
     def __call__(self, text: str) -> str:
         if not text:
             return text
         if len(text) > _RECENT_CHARS:
             return self._redact(text)
-        done = self._recent.get(text)
-        if done is None:
-            done = self._redact(text)
-            if len(self._recent) >= _RECENT_MAX:
-                self._recent.clear()
-            self._recent[text] = done
+        if text in self._clean_texts:
+            return text
+        done = self._redact(text)
+        if done == text:
+            if len(self._clean_texts) >= _RECENT_MAX:
+                self._clean_texts.clear()
+            self._clean_texts.add(text)
         return done
 
     def _redact(self, text: str) -> str:

@@ -73,9 +73,10 @@ class Collector:
     each batch to another thread, where two threads running Python would take the
     interpreter lock from each other on every socket call. The timer thread decides task
     spans whose grace period is over and forgets expired traces; the pipeline threads
-    render and deliver, each one task at a time (model calls, SQLite and file writes let
-    the others run meanwhile), so a slow sink or model never stalls receiving (its
-    backlog counts against the bounds).
+    render and deliver, each one task at a time (model calls let the others run
+    meanwhile), so a slow sink or model never stalls receiving (its backlog counts
+    against the bounds). A task counts as waiting, and keeps its journal rows, until its
+    diary and the index and lesson updates of its batch are written.
     """
 
     def __init__(
@@ -352,19 +353,28 @@ class Collector:
     def _deliver(self, stopping: bool) -> None:
         """One round of a pipeline runner: decided tasks, in order, until none is left."""
         journal = self.journal
-        with self.pipeline.batch():
+        handled: list[tuple[bytes, int]] = []
+
+        def written() -> None:
+            """The diaries of ``handled`` and their index entries are written: they are
+            no longer waiting, and their journal rows may go."""
+            with self._idle:
+                for trace_id, size in handled:
+                    self._ready_count -= 1
+                    self._ready_bytes -= size
+                    if journal is not None:
+                        self._written(journal, trace_id)
+                handled.clear()
+                self._idle.notify_all()
+
+        with self.pipeline.batch(on_release=written):
             while True:
                 with self._lock:
                     if not self._ready:
                         return
                     item, size = self._ready.popleft()
+                handled.append((item[0].trace_id.to_bytes(16, "big"), size))
                 self.pipeline.handle(item)  # never raises
-                with self._idle:
-                    self._ready_count -= 1
-                    self._ready_bytes -= size
-                    if journal is not None:
-                        self._written(journal, item[0].trace_id.to_bytes(16, "big"))
-                    self._idle.notify_all()
 
     def _written(self, journal: Journal, trace_id: bytes) -> None:
         """A diary of ``trace_id`` is written: once all are and the trace is closed, its

@@ -433,3 +433,4 @@ def test_a_filtered_search_past_its_ranking_bound_reaches_further_back(
         assert index.rebuild().indexed == 11
         assert [hit.id for hit in index.search("ledger", agent="reviewer").hits] == [oldest.id]
         assert len(index.search("ledger", agent="coder", limit=3).hits) == 3
+

@@ -53,7 +53,9 @@ def mixed_records() -> list[SpanRecord]:
     for n in range(1, 31):
         stderr = (TS_STDERR.replace("(42,17)", f"({n},3)") if n % 3 == 0 else
                   PY_STDERR if n % 5 == 0 else None)
-        records.append(task_record(n, f"T-{n % 4}", stderr=stderr, trigger=f"issue-{n % 2}"))
+        extra = {"orchestrator.escalation_count": n % 3, "orchestrator.repair_no_files": n % 7 == 0}
+        records.append(task_record(n, f"T-{n % 4}", stderr=stderr, trigger=f"issue-{n % 2}",
+                                   extra=extra))
     return [*records, records[9]]
 
 
@@ -67,8 +69,8 @@ def knowledge_base(root: Path) -> dict[str, object]:
             "SELECT id, path, title, agent, task, outcome, task_trigger, created "
             "FROM diaries ORDER BY id").fetchall()
         files["signatures"] = conn.execute(
-            "SELECT s.signature, s.created, d.id FROM signatures AS s JOIN diaries AS d USING (doc) "
-            "ORDER BY 1, 2, 3").fetchall()
+            "SELECT s.signature, s.created, d.id FROM signatures AS s "
+            "JOIN diaries AS d USING (doc) ORDER BY 1, 2, 3").fetchall()
     index = DiaryIndex(root)
     files["search"] = [hit.id for hit in index.search("TS2345 OR ValueError").hits]
     index.close()
@@ -112,5 +114,22 @@ def test_a_batch_is_seen_by_other_readers_once_it_ends(tmp_path: Path) -> None:
         assert len(list((tmp_path / "diaries" / "agents").rglob("*.md"))) == 5
         assert reader.count() == 1
     assert reader.count() == 5
+    reader.close()
+    pipeline.close()
+
+
+def test_the_caller_of_a_batch_hears_once_its_diaries_are_indexed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``on_release`` comes when a batch is written (full, then at the end): by then
+    another reader of the index sees every diary handled so far."""
+    monkeypatch.setattr(core, "MAX_BATCH", 3)
+    pipeline = kb_pipeline(tmp_path)
+    pipeline.handle((mixed_records()[0], ChildSummary()))
+    reader = DiaryIndex(tmp_path)
+    seen: list[int] = []
+    with pipeline.batch(on_release=lambda: seen.append(reader.count())):
+        for record in mixed_records()[1:8]:
+            pipeline.handle((record, ChildSummary()))
+    assert seen == [4, 7, 8]
     reader.close()
     pipeline.close()
