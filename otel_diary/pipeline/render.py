@@ -191,7 +191,8 @@ def render(run: TaskRun, learned: str, related: Sequence[str] = (),
         tags.append(f"trigger:{one_line(run.trigger, 200)}")
     if run.workflow:
         tags.append(f"workflow:{one_line(run.workflow, 200)}")
-    related_ids = tuple(dict.fromkeys(one_line(r, 200) for r in related if one_line(r, 200)))
+    related_ids = tuple(dict.fromkeys(flat for flat in (one_line(r, 200) for r in related)
+                                      if flat))
 
     front: dict[str, Any] = {
         "id": ident,
