@@ -37,7 +37,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-CONFIGURATIONS = (
+CONFIGURATIONS: tuple[tuple[str, dict[str, str]], ...] = (
     ("no journal", {"OTEL_DIARY_JOURNAL": "off"}),
     ("journal", {}),
 )
