@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -150,3 +151,50 @@ def test_a_nested_task_stays_nested_after_a_restart(tmp_path: Path) -> None:
     finally:
         assert second.close(10)
     assert [d.task_id for d in sink.diaries] == ["OUTER"]
+
+
+class HeldUntilAsked:
+    """A listener that holds what it is given until the test lets its batch end."""
+
+    def __init__(self) -> None:
+        self.given = 0
+        self.holding = threading.Event()
+        self.go = threading.Event()
+
+    def __call__(self, diary: object, run: object, locations: object) -> None:
+        self.given += 1
+
+    def hold(self) -> None:
+        pass
+
+    def release(self) -> None:
+        if self.given:
+            self.holding.set()
+            self.go.wait(30)
+
+
+def test_journal_rows_stay_until_the_batch_of_their_diary_is_written(tmp_path: Path) -> None:
+    """A diary's file is written at once, but its task keeps its journal rows (and counts
+    as waiting) until the index and lesson updates of its batch are written: a crash
+    before that replays it."""
+    path = tmp_path / "journal.sqlite3"
+    sink = InMemorySink()
+    listener = HeldUntilAsked()
+    pipeline = build_pipeline(Settings(index=False), ORCHESTRATOR, sinks=[sink],
+                              listeners=[listener])
+    service = Collector(TraceStore(ORCHESTRATOR, grace=0, trace_timeout=60), pipeline,
+                        journal=Journal(path))
+    try:
+        _, durable = service.offer(batch_of(task_trace("T-held")))
+        assert durable is not None
+        durable.result(10)
+        assert listener.holding.wait(10)  # written, its batch ending
+        assert [d.task_id for d in sink.diaries] == ["T-held"]
+        assert not service.flush(0.2)
+        assert rows(path) > 0
+        listener.go.set()
+        assert service.flush(10)
+    finally:
+        listener.go.set()
+        assert service.close(10)
+    assert rows(path) == 0
