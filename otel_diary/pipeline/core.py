@@ -41,7 +41,7 @@ may also have ``hold()`` and ``release()``: between them (on one thread, inside
 :meth:`Pipeline.batch`) it may keep its writes and make them at ``release``."""
 
 MAX_BATCH = 64
-"""Most diaries a listener holds in one batch (one index transaction, one write per lesson)."""
+"""Most diaries a listener holds in one batch (the lessons: one write each per batch)."""
 MAX_BATCH_S = 0.25
 """Longest a batch stays open: what a listener holds is written at least this often."""
 
@@ -98,7 +98,8 @@ class Pipeline:
         diary when nothing is held), so a caller can wait for that before it forgets a
         task: a crash before it loses the index and lesson updates, not the diaries, and
         ``otel-diary reindex`` redoes them. Runs with a reflection model are not batched:
-        each costs a model call anyway."""
+        each costs a model call anyway. Inside another batch of this thread, the outer
+        one goes on (and its ``on_release`` is the one called)."""
         if getattr(self._batch, "on_release", None) is not None or \
                 getattr(self._batch, "count", None) is not None:
             yield  # already inside a batch on this thread
