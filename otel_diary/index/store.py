@@ -19,7 +19,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -52,6 +52,11 @@ from otel_diary.pipeline.core import MAX_RELATED
 from otel_diary.pipeline.render import DIARY_ROOT
 from otel_diary.runner import renew_after_fork
 
+try:
+    import fcntl
+except ImportError:  # not POSIX
+    fcntl = None  # type: ignore[assignment]
+
 logger = logging.getLogger("otel_diary")
 
 INDEX_FILE = "index.sqlite3"
@@ -71,6 +76,26 @@ class RebuildReport:
 
     indexed: int
     skipped: int
+
+
+_CREATING = threading.Lock()
+
+
+@contextlib.contextmanager
+def _creating(folder: Path) -> Iterator[None]:
+    """Held while an index file may be created in ``folder``: one opener at a time, in
+    this process and across processes (a lock on the folder itself), so that none
+    removes the log files another has just made beside a new database."""
+    with _CREATING:
+        if fcntl is None:  # no folder locks here: one process at a time is on the user
+            yield
+            return
+        handle = os.open(folder, os.O_RDONLY)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(handle)  # releases the lock
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -142,13 +167,17 @@ class DiaryIndex:
     def _open(self) -> sqlite3.Connection:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            if not self.path.exists():
-                # Left behind by a deleted database; a new one must not replay them.
-                for suffix in ("-wal", "-shm", "-journal"):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(f"{self.path}{suffix}")
-            conn = sqlite3.connect(self.path, timeout=self._busy_timeout_s,
-                                   isolation_level=None, check_same_thread=False)
+            if self.path.exists():
+                conn = self._connect()
+            else:
+                with _creating(self.path.parent):
+                    if not self.path.exists():
+                        # Left behind by a deleted database; a new one must not replay
+                        # them (and no other opener has made them: it would hold the lock).
+                        for suffix in ("-wal", "-shm", "-journal"):
+                            with contextlib.suppress(FileNotFoundError):
+                                os.unlink(f"{self.path}{suffix}")
+                    conn = self._connect()  # the file exists from here on
         except (OSError, sqlite3.Error) as exc:
             raise IndexUnavailable(f"cannot open the index {self.path}: {exc}") from exc
         # Switching to WAL needs a moment alone with the file: while another connection
@@ -172,6 +201,10 @@ class DiaryIndex:
                 conn.close()
                 raise IndexUnavailable(f"the index {self.path} is unreadable ({exc}); "
                                        "run `otel-diary reindex`") from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=self._busy_timeout_s, isolation_level=None,
+                               check_same_thread=False)
 
     def _ensure_schema(self, conn: sqlite3.Connection) -> None:
         if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -434,3 +436,44 @@ def test_a_filtered_search_past_its_ranking_bound_reaches_further_back(
         assert [hit.id for hit in index.search("ledger", agent="reviewer").hits] == [oldest.id]
         assert len(index.search("ledger", agent="coder", limit=3).hits) == 3
 
+
+
+
+HOLD_THE_FOLDER = """
+import fcntl, os, sys
+handle = os.open(sys.argv[1], os.O_RDONLY)
+fcntl.flock(handle, fcntl.LOCK_EX)
+print("locked", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_an_opener_of_a_new_index_waits_while_another_may_be_making_it(
+        tmp_path: Path) -> None:
+    """An opener that finds no database removes the logs a deleted one left behind. It
+    does so only while it holds the folder's lock, so that it never removes the logs
+    another process has just made beside a new database (a reader then met "disk I/O
+    error")."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_FOLDER, str(tmp_path)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdin is not None and holder.stdout is not None
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        opened = threading.Event()
+        index = DiaryIndex(tmp_path)
+
+        def open_it() -> None:
+            index.count()
+            opened.set()
+
+        opener = threading.Thread(target=open_it)
+        opener.start()
+        assert not opened.wait(0.5)  # waiting for the folder
+        holder.stdin.write("done\n")
+        holder.stdin.flush()
+        assert opened.wait(30)
+        opener.join(30)
+        index.close()
+    finally:
+        holder.kill()
+        holder.wait(10)
