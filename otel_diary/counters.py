@@ -121,12 +121,14 @@ class LogOnce:
             self._seen.add(kind)
         return first
 
-    def __call__(self, kind: str, message: str, *args: object) -> None:
+    def __call__(self, kind: str, message: str, *args: object,
+                 exc: BaseException | None = None) -> None:
+        """Log the exception being handled, or ``exc``."""
         if self._first(kind):
-            self._log.exception(message + " (further errors of this kind are logged at debug)",
-                                *args)
+            self._log.error(message + " (further errors of this kind are logged at debug)",
+                            *args, exc_info=exc or True)
         else:
-            self._log.debug(message, *args, exc_info=True)
+            self._log.debug(message, *args, exc_info=exc or True)
 
     def warning(self, kind: str, message: str, *args: object) -> None:
         """A condition (not an exception) worth one warning: the first time a warning,

@@ -58,3 +58,13 @@ def test_log_once_logs_the_first_of_each_kind_with_its_traceback(
                 log_once(kind, "could not write %s", "x")
     levels = [(record.levelno, record.exc_info is not None) for record in caplog.records]
     assert levels == [(logging.ERROR, True), (logging.DEBUG, True), (logging.ERROR, True)]
+
+
+def test_log_once_takes_an_exception_caught_earlier(caplog: pytest.LogCaptureFixture) -> None:
+    """Outside an ``except`` block, the failure given as ``exc`` is the one logged."""
+    log_once = LogOnce()
+    with caplog.at_level(logging.DEBUG, logger="otel_diary"):
+        log_once("batch", "%d failed", 2, exc=ValueError("the first"))
+    [record] = caplog.records
+    assert record.levelno == logging.ERROR and record.getMessage().startswith("2 failed")
+    assert record.exc_info is not None and str(record.exc_info[1]) == "the first"

@@ -202,9 +202,13 @@ class Lesson:
             self.rules.remove(weakest)
         self.rules.append(Rule(text, votes, [evidence]))
 
+    def rank_rules(self) -> None:
+        """Most voted first (ties keep their order): the order the file keeps them in."""
+        self.rules.sort(key=lambda rule: -rule.votes)
+
     def as_document(self) -> str:
         """The lesson file: front matter with its whole state, then a readable body."""
-        self.rules.sort(key=lambda rule: -rule.votes)
+        self.rank_rules()
         title = f"Lesson: {one_line(self.signature, 180)}"
         front: dict[str, Any] = {
             "id": self.id, "source_type": "lesson", "title": title,
@@ -398,7 +402,7 @@ class LessonBook:
             for seen, operations in sightings:
                 if lesson.add(seen):
                     apply_operations(lesson, operations, seen.id)
-                    lesson.rules.sort(key=lambda rule: -rule.votes)  # as writing it does
+                    lesson.rank_rules()  # as writing it does
                     changed = True
             if changed:
                 self.write(lesson)
@@ -576,12 +580,9 @@ class LessonListener:
         if failures:
             if self._stats is not None:
                 self._stats.add("index_errors", amount=len(failures))
-            try:
-                raise failures[0]
-            except Exception:
-                self._log_once("lesson", "otel-diary could not update %d lesson(s) of a "
-                               "batch of diaries; `otel-diary reindex` rebuilds lessons",
-                               len(failures))
+            self._log_once("lesson", "otel-diary could not update %d lesson(s) of a batch "
+                           "of diaries; `otel-diary reindex` rebuilds lessons",
+                           len(failures), exc=failures[0])
 
     def _publish(self, lesson: Lesson) -> None:
         if self.publisher is not None:
