@@ -25,16 +25,19 @@ from otel_diary.sinks.folder import (
 from otel_diary.text import one_line, utc_stamp
 
 
-def _folder_unwritable(root: Path | None) -> bool:
-    """Inside an ``except`` block: when the index failed because nothing can be written
-    under ``root``, log that as one line (once per folder, with the sink's) and say so."""
-    if root is None or not isinstance(sys.exc_info()[1], IndexUnavailable):
-        return False
-    folder = unwritable(root)
-    if folder is None:
-        return False
-    log_unwritable(folder)
-    return True
+def _failed(stats: Counters | None, log_once: LogOnce, root: Path | None, kind: str,
+            message: str, *args: object) -> None:
+    """Inside an ``except`` block: count an index error and log it once, or, when the
+    index failed because nothing can be written under ``root``, as one line (once per
+    folder, with the sink's)."""
+    if stats is not None:
+        stats.add("index_errors")
+    if root is not None and isinstance(sys.exc_info()[1], IndexUnavailable):
+        folder = unwritable(root)
+        if folder is not None:
+            log_unwritable(folder)
+            return
+    log_once(kind, message, *args)
 
 
 class IndexListener:
@@ -55,12 +58,9 @@ class IndexListener:
                     self.index.add(entry_from_diary(relative, diary, run))
                     return
         except Exception:
-            if self._stats is not None:
-                self._stats.add("index_errors")
-            if _folder_unwritable(self.index.root):
-                return
-            self._log_once("index", "otel-diary could not index diary %s; "
-                           "`otel-diary reindex` adds it", diary.id)
+            _failed(self._stats, self._log_once, self.index.root, "index",
+                    "otel-diary could not index diary %s; `otel-diary reindex` adds it",
+                    diary.id)
 
     def hold(self) -> None:
         self.index.hold()
@@ -69,12 +69,9 @@ class IndexListener:
         try:
             self.index.release()
         except Exception:
-            if self._stats is not None:
-                self._stats.add("index_errors")
-            if _folder_unwritable(self.index.root):
-                return
-            self._log_once("index", "otel-diary could not index a batch of diaries; "
-                           "`otel-diary reindex` adds them")
+            _failed(self._stats, self._log_once, self.index.root, "index",
+                    "otel-diary could not index a batch of diaries; `otel-diary reindex` "
+                    "adds them")
 
     def close(self) -> None:
         self.index.close()
@@ -101,12 +98,9 @@ class IndexRelatedFinder:
                 limit=self.limit,
             )
         except Exception:
-            if self._stats is not None:
-                self._stats.add("index_errors")
-            if _folder_unwritable(getattr(self.index, "root", None)):
-                return []
-            self._log_once("related", "otel-diary could not look up related diaries for %s",
-                         diary_id(run.trace_id, run.span_id))
+            _failed(self._stats, self._log_once, getattr(self.index, "root", None), "related",
+                    "otel-diary could not look up related diaries for %s",
+                    diary_id(run.trace_id, run.span_id))
             return []
 
 
