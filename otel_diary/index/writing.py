@@ -19,6 +19,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from otel_diary.index.schema import write
+
 HOLD_S = 0.05
 """Longest a held transaction stays open: other processes writing to the index wait for
 it (SQLite's write lock), and readers see its entries only once it commits."""
@@ -59,20 +61,21 @@ class Writer:
         savepoint: an entry that fails is rolled back alone)."""
         held: _Held | None = getattr(self._local, "held", None)
         if held is None:
-            self._begin(conn)
+            self._take_turn()
             try:
-                yield
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+                with write(conn):
+                    yield
             finally:
                 self._turn.release()
             return
         if held.conn is not conn or not conn.in_transaction:
             self._end(held)  # none yet, SQLite ended it, or the file was replaced
-            self._begin(conn)
+            self._take_turn()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except BaseException:
+                self._turn.release()
+                raise
             held.conn, held.since = conn, time.monotonic()
         conn.execute("SAVEPOINT entry")
         try:
@@ -107,9 +110,9 @@ class Writer:
         self._commit(held)
         return held.lost
 
-    def _begin(self, conn: sqlite3.Connection) -> None:
-        """Take this process's turn to write, then SQLite's write lock; the caller gives
-        the turn back."""
+    def _take_turn(self) -> None:
+        """Take this process's turn to write (before SQLite's write lock); the caller
+        gives it back."""
         with self._lock:
             self._waiting += 1
         try:
@@ -118,11 +121,6 @@ class Writer:
         finally:
             with self._lock:
                 self._waiting -= 1
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except BaseException:
-            self._turn.release()
-            raise
 
     def _commit(self, held: _Held) -> None:
         """Commit ``held``'s transaction, if one is open, and give the turn back."""

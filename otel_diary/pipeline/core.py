@@ -100,8 +100,7 @@ class Pipeline:
         ``otel-diary reindex`` redoes them. Runs with a reflection model are not batched:
         each costs a model call anyway. Inside another batch of this thread, the outer
         one goes on (and its ``on_release`` is the one called)."""
-        if getattr(self._batch, "on_release", None) is not None or \
-                getattr(self._batch, "count", None) is not None:
+        if getattr(self._batch, "on_release", None) is not None:
             yield  # already inside a batch on this thread
             return
         batching = bool(self._holders) and isinstance(self.reflector, StubReflector)
