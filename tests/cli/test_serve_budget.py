@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import gzip
+import http.client
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -61,23 +62,27 @@ def test_stalled_gzip_uploads_hold_only_what_they_sent(serve: Serve) -> None:
     assert set(statuses) == {200}
 
 
-def _gzip_json_at_once(server: Serve, body: bytes, count: int) -> list[httpx.Response]:
-    """Post a gzip OTLP/JSON ``body`` from ``count`` threads at once; their answers."""
-    answers: list[httpx.Response] = []
-    lock = threading.Lock()
-
-    def post() -> None:
-        answer = httpx.post(server.url + "/v1/traces", content=body, timeout=60, headers={
-            "content-type": "application/json", "content-encoding": "gzip"})
-        with lock:
-            answers.append(answer)
-
-    threads = [threading.Thread(target=post) for _ in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    return answers
+def _gzip_json_at_once(server: Serve, body: bytes, count: int) -> list[tuple[int, str]]:
+    """Post a gzip OTLP/JSON ``body`` on ``count`` connections at once: every connection is
+    open before the first request is sent, and the requests go out back to back, before
+    any answer is read. Their (status, text) answers."""
+    url = urlsplit(server.url)
+    connections = [http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=60)
+                   for _ in range(count)]
+    try:
+        for connection in connections:
+            connection.connect()
+        for connection in connections:
+            connection.request("POST", "/v1/traces", body=body, headers={
+                "content-type": "application/json", "content-encoding": "gzip"})
+        answers = []
+        for connection in connections:
+            response = connection.getresponse()
+            answers.append((response.status, response.read().decode("utf-8", "replace")))
+        return answers
+    finally:
+        for connection in connections:
+            connection.close()
 
 
 def test_bodies_waiting_to_be_decoded_count_against_the_budget(serve: Serve) -> None:
@@ -88,7 +93,7 @@ def test_bodies_waiting_to_be_decoded_count_against_the_budget(serve: Serve) -> 
     document = '{"resourceSpans":[{"scopeSpans":[{"spans":[' + ",".join(
         ['{"name":"aaaaaaaa","kind":1}'] * spans)
     body = gzip.compress((document + "]}]}]}").encode())
-    statuses = [answer.status_code for answer in _gzip_json_at_once(serve, body, 12)]
+    statuses = [status for status, _ in _gzip_json_at_once(serve, body, 12)]
     assert 429 in statuses
     assert set(statuses) <= {400, 429}  # every span lacks ids: undecodable when decoded
     assert _export(serve, "T-after") == 200
@@ -109,7 +114,7 @@ def test_a_json_body_too_costly_to_decode_is_refused_before_decoding(serve: Serv
     _export(serve, "T-warm")  # the first request's own allocations are not the bomb's
     before = _peak_rss(serve.process.pid)
     answers = _gzip_json_at_once(serve, body, 4)
-    assert [answer.status_code for answer in answers] == [413] * 4
-    assert "would take about" in answers[0].text
+    assert [status for status, _ in answers] == [413] * 4
+    assert "would take about" in answers[0][1]
     assert _peak_rss(serve.process.pid) - before < 100 * 2**20
     assert _export(serve, "T-after") == 200
