@@ -55,7 +55,7 @@ def settings_from(settings: Settings | None, overrides: Mapping[str, Any]) -> Se
     if settings is None:
         return Settings(**overrides)
     if overrides:
-        return Settings.model_validate({**settings.model_dump(), **overrides})
+        return settings.replace(**overrides)
     return settings
 
 

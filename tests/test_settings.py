@@ -42,6 +42,11 @@ def test_environment_then_argument(monkeypatch: pytest.MonkeyPatch) -> None:
     ("OTEL_DIARY_QUEUE_SIZE", "-3", "queue_size", 8192),
     ("KB_DIARIES_ENABLED", "perhaps", "enabled", False),
     ("OTEL_DIARY_TRACE_TTL_S", "nan-ish", "trace_ttl_s", 3600.0),
+    ("OTEL_DIARY_TRACE_TTL_S", "inf", "trace_ttl_s", 3600.0),
+    ("OTEL_DIARY_QUEUE_SIZE", "12.5", "queue_size", 8192),
+    ("OTEL_DIARY_QUEUE_SIZE", "", "queue_size", 8192),
+    ("OTEL_DIARY_INDEX", "maybe", "index", True),
+    ("OTEL_DIARY_REDACT_PATTERNS", '{"ticket": "("}', "redact_patterns", {}),
 ])
 def test_bad_environment_value_warns_and_falls_back(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
@@ -59,7 +64,7 @@ def test_bad_argument_raises_value_error() -> None:
     with pytest.raises(ValueError):
         Settings(max_traces=0)
     with pytest.raises(ValueError):
-        Settings(no_such_setting=1)  # type: ignore[call-arg]
+        Settings(no_such_setting=1)
 
 
 def test_only_kb_diaries_enabled_turns_diaries_on(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -68,3 +73,52 @@ def test_only_kb_diaries_enabled_turns_diaries_on(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("ENABLED", "1")
     assert not Settings().enabled
     assert Settings(enabled=True).enabled
+
+
+@pytest.mark.parametrize(("variable", "value", "field", "expected"), [
+    ("OTEL_DIARY_QUEUE_SIZE", " 12 ", "queue_size", 12),
+    ("OTEL_DIARY_QUEUE_SIZE", "12.0", "queue_size", 12),
+    ("otel_diary_queue_size", "7", "queue_size", 7),
+    ("OTEL_DIARY_HUB_TIMEOUT_S", "2.5", "hub_timeout_s", 2.5),
+    ("OTEL_DIARY_INDEX", "off", "index", False),
+    ("OTEL_DIARY_INDEX", "Yes", "index", True),
+    ("OTEL_DIARY_DIR", "/srv/kb", "dir", Path("/srv/kb")),
+    ("OTEL_DIARY_REFLECTION_MODEL", "  ", "reflection_model", None),
+    ("OTEL_DIARY_REDACT_PATTERNS", '{"ticket": "TCK-[0-9]{8}"}', "redact_patterns",
+     {"ticket": "TCK-[0-9]{8}"}),
+])
+def test_environment_values_are_read_as_text_comes(
+        monkeypatch: pytest.MonkeyPatch, variable: str, value: str, field: str,
+        expected: object) -> None:
+    """Numbers, flags, paths and JSON arrive as strings; names in any case."""
+    monkeypatch.setenv(variable, value)
+    assert getattr(Settings(), field) == expected
+
+
+def test_a_bad_argument_names_the_setting_and_never_a_secret() -> None:
+    """The message says which setting, what was wrong and what was given, except a
+    secret's value."""
+    with pytest.raises(ValueError, match=r"^queue_size: must be greater than 0 \(got 0\)$"):
+        Settings(queue_size=0)
+    with pytest.raises(ValueError, match=r"^hub_timeout_s: expected a number"):
+        Settings(hub_timeout_s="soon")
+    with pytest.raises(ValueError) as caught:
+        Settings(hub_api_key="sk-live-part\nsecret-part")
+    assert str(caught.value).startswith("hub_api_key: ")
+    assert "secret-part" not in str(caught.value) and "sk-live" not in str(caught.value)
+    with pytest.raises(ValueError) as caught:
+        Settings(store_url="mysql://user:hunter2@db/kb")
+    assert "hunter2" not in str(caught.value)
+
+
+def test_replace_applies_and_checks_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    """replace() keeps every other value (the environment is not read again) and checks
+    what it is given."""
+    base = Settings(queue_size=5, hub_api_key="key-123456")
+    monkeypatch.setenv("OTEL_DIARY_QUEUE_SIZE", "9")
+    changed = base.replace(max_traces=10)
+    assert (changed.queue_size, changed.max_traces) == (5, 10)
+    assert changed.hub_api_key == base.hub_api_key
+    assert changed == Settings(queue_size=5, hub_api_key="key-123456", max_traces=10)
+    with pytest.raises(ValueError, match="max_traces"):
+        base.replace(max_traces=0)

@@ -13,8 +13,6 @@ import json
 import sys
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from otel_diary import wiring
 from otel_diary.cli.common import RECEIVER_MODULES, missing_extra
 from otel_diary.conventions import load_conventions
@@ -42,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         settings = Settings(**({"dir": args.dir} if args.dir is not None else {}))
-    except (ValidationError, ValueError) as exc:
+    except ValueError as exc:
         print(f"otel-diary replay: {exc}", file=sys.stderr)
         return 2
     if args.grace_spans < 0:

@@ -16,8 +16,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from otel_diary import wiring
 from otel_diary.conventions import load_conventions
 from otel_diary.settings import SERVE_TOKEN, Settings, check_serve_token
@@ -82,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         settings = settings_from(args, [field for _, field, _, _ in _FLAGS])
-    except (ValidationError, ValueError) as exc:
+    except ValueError as exc:
         print(f"otel-diary serve: {exc}", file=sys.stderr)
         return 2
     if not settings.serve_http_port and not settings.serve_grpc_port:
