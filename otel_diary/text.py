@@ -56,6 +56,14 @@ def cut(text: str, limit: int) -> str:
     return (head[:space] if space > 0 else head[: limit - 1]).rstrip(" ,;:") + "…"
 
 
+def sha256_hex(text: str) -> str:
+    """The SHA-256 of ``text`` in UTF-8 (an unpaired surrogate replaced), in hex. OpenSSL
+    (``hashlib``) is loaded by the first call, not by importing otel-diary."""
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
+
+
 def utc_stamp(end_ns: int) -> tuple[str, str]:
     """``end_ns`` as the diaries' ``created`` stamp (UTC, milliseconds) and its UTC date."""
     seconds, nanos = divmod(max(end_ns, 0), 1_000_000_000)

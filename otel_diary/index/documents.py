@@ -17,13 +17,12 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
 from otel_diary.index.templates import error_template, stderr_block
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.render import (
     Diary,
     error_encountered,
+    implicit_resolvers,
     parse_front_matter,
 )
 from otel_diary.text import one_line
@@ -189,11 +188,9 @@ _ENTRY_KEYS = frozenset(("id", "source_type", "title", "agent", "task", "outcome
 _KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):(?: (.*))?")
 _QUOTED = re.compile(r"'((?:[^'\x00-\x1f\x7f-\x9f]|'')*)'")
 _PLAIN = re.compile(r"[^\s\-?:,\[\]{}#&*!|>'\"%@`][^\x00-\x1f\x7f-\x9f]*")
-_UNREADABLE = re.compile("[^\x0a\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd"
-                         "\U00010000-\U0010ffff]")
+_UNREADABLE = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
 """What YAML reads as a line break, or refuses (never in the front matter the renderer writes)."""
-_IMPLICIT = yaml.resolver.Resolver.yaml_implicit_resolvers
-"""YAML's typed plain scalars (numbers, booleans, null, dates), by first character."""
 
 
 def _string(text: str, typed: bool) -> str | None:
@@ -205,7 +202,7 @@ def _string(text: str, typed: bool) -> str | None:
     if not _PLAIN.fullmatch(text) or ": " in text or " #" in text or \
             text.endswith((":", " ")):
         return None
-    if not typed and any(regexp.match(text) for _, regexp in _IMPLICIT.get(text[0], ())):
+    if not typed and any(regexp.match(text) for _, regexp in implicit_resolvers().get(text[0], ())):
         return None
     return text
 

@@ -10,18 +10,14 @@ processes sharing one folder lose no run. Every list is bounded.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import re
-import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from otel_diary.counters import Counters, LogOnce
 from otel_diary.index.documents import (
@@ -39,7 +35,7 @@ from otel_diary.pipeline.render import (
     slug,
 )
 from otel_diary.sinks.folder import relative_location
-from otel_diary.text import clean, one_line
+from otel_diary.text import clean, one_line, sha256_hex
 
 try:
     import fcntl
@@ -70,7 +66,7 @@ Publisher = Callable[[str, str, str, str], object]
 
 def lesson_id(signature: str) -> str:
     """The stable id of the lesson for ``signature``."""
-    return "kh-" + hashlib.sha256(f"lesson:{signature}".encode()).hexdigest()[:20]
+    return "kh-" + sha256_hex(f"lesson:{signature}")[:20]
 
 
 def lesson_slug(signature: str) -> str:
@@ -79,7 +75,7 @@ def lesson_slug(signature: str) -> str:
     readable = slug(f"{kind}-{rest}")[:60].rstrip("-._")
     if kind in ("code", "exception") and readable == slug(f"{kind}-{rest}"):
         return readable
-    return f"{readable}-{hashlib.sha256(signature.encode()).hexdigest()[:8]}"
+    return f"{readable}-{sha256_hex(signature)[:8]}"
 
 
 def lesson_path(signature: str) -> str:
@@ -320,7 +316,7 @@ class LessonBook:
             return cached[1].copy()
         try:
             lesson = lesson_from_document(text)
-        except (ValueError, TypeError, AttributeError, yaml.YAMLError):
+        except (ValueError, TypeError, AttributeError):
             return Lesson(signature)
         if lesson.signature != signature:
             return Lesson(signature)
@@ -340,7 +336,7 @@ class LessonBook:
         for file in sorted(self.folder.glob("*.md")) if self.folder.is_dir() else []:
             try:
                 found.append(lesson_from_document(file.read_text(encoding="utf-8")))
-            except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError):
+            except (OSError, ValueError, TypeError, AttributeError):
                 continue
         found.sort(key=lambda lesson: lesson.last_seen, reverse=True)
         return found
@@ -412,6 +408,8 @@ class LessonBook:
         """Replace the lesson's file atomically (callers hold its lock)."""
         target = self.path(lesson.signature)
         target.parent.mkdir(parents=True, exist_ok=True)
+        import tempfile  # loaded by the first lesson, not by importing otel-diary
+
         handle, temporary = tempfile.mkstemp(prefix=".lesson-", suffix=".tmp",
                                              dir=target.parent)
         try:
@@ -449,7 +447,7 @@ class LessonBook:
                     continue
                 try:
                     stale = lesson_from_document(file.read_text(encoding="utf-8"))
-                except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError):
+                except (OSError, ValueError, TypeError, AttributeError):
                     continue  # not a lesson: someone's own notes
                 with self.locked(stale.signature):
                     fresh = Lesson(stale.signature)
@@ -472,7 +470,7 @@ class LessonBook:
             try:
                 content = (self.root / path).read_text(encoding="utf-8")
                 found = sighting(path, parse_front_matter(content), content)
-            except (OSError, ValueError, TypeError, yaml.YAMLError):
+            except (OSError, ValueError, TypeError):
                 continue
             if found is not None and found[0] == lesson.signature:
                 added = lesson.add(found[1]) or added
@@ -513,7 +511,7 @@ def scan_diaries(root: Path) -> list[tuple[str, Mapping[str, Any], str]]:
                 continue
             content = file.read_text(encoding="utf-8", errors="replace")
             front = parse_front_matter(content)
-        except (OSError, ValueError, TypeError, yaml.YAMLError):
+        except (OSError, ValueError, TypeError):
             continue
         if front.get("source_type", "diary") == "diary" and front.get("id"):
             found.append((file.relative_to(root).as_posix(), front, content))

@@ -7,24 +7,16 @@ made filesystem-safe where it names a file.
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-from yaml.resolver import Resolver
-
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.record import UNNAMED_ERROR
-from otel_diary.text import clean, one_line, utc_stamp
-
-try:
-    _Dumper: Any = yaml.CSafeDumper
-except AttributeError:  # PyYAML built without libyaml
-    _Dumper = yaml.SafeDumper
+from otel_diary.text import clean, one_line, sha256_hex, utc_stamp
 
 DIARY_ROOT = "diaries/agents"
 MAX_SLUG = 80
@@ -61,7 +53,7 @@ class Diary:
 
 def diary_id(trace_id: int, span_id: int) -> str:
     """The stable id of the diary of one task span: the same span, the same id."""
-    digest = hashlib.sha256(f"{trace_id:032x}{span_id:016x}".encode()).hexdigest()
+    digest = sha256_hex(f"{trace_id:032x}{span_id:016x}")
     return f"kh-{digest[:20]}"
 
 
@@ -74,7 +66,7 @@ def slug(text: str) -> str:
     safe = re.sub(r"-{2,}", "-", safe)[:MAX_SLUG].rstrip("-._")
     if not safe:
         # Nothing readable survived (e.g. a non-Latin name): keep it distinct anyway.
-        safe = "x-" + hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:12]
+        safe = "x-" + sha256_hex(text)[:12]
     if _WINDOWS_RESERVED.fullmatch(safe):
         safe = ("_" + safe)[:MAX_SLUG].rstrip("-._")
     return safe
@@ -241,13 +233,21 @@ def render(run: TaskRun, learned: str, related: Sequence[str] = (),
     )
 
 
-_PRINTABLE = re.compile("[ -~\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]+")
+_PRINTABLE = re.compile(
+    "[^\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff\U00010000-\U0010ffff]+")
 """One line of characters libyaml writes as they are (with ``allow_unicode``): no control
 character, line or paragraph separator, byte-order mark, surrogate, nor a character past
 U+FFFF (libyaml escapes those)."""
-_IMPLICIT = Resolver.yaml_implicit_resolvers
-"""First character -> the patterns of plain scalars that read back as something other
-than a string (``yes``, ``null``, ``12``, ``1e3``, a date...)."""
+
+
+@functools.cache
+def implicit_resolvers() -> dict[str, list[tuple[str, re.Pattern[str]]]]:
+    """First character -> the patterns of plain scalars that YAML reads back as something
+    other than a string (``yes``, ``null``, ``12``, ``1e3``, a date...). PyYAML is loaded
+    by the first diary, not by importing otel-diary."""
+    from yaml.resolver import Resolver
+
+    return Resolver.yaml_implicit_resolvers
 
 
 _NOT_PLAIN = re.compile(r"""^[#,\[\]{}&*!|>'"%@` ]|^[-?:](?: |$)|^---|^\.\.\.|: |:$| #| $""")
@@ -271,7 +271,7 @@ def _scalar(value: object) -> str | None:
         if not _PRINTABLE.fullmatch(value):
             return None
         plain = not (_NOT_PLAIN.search(value) or any(
-            pattern.match(value) for _, pattern in _IMPLICIT.get(value[0], ())))
+            pattern.match(value) for _, pattern in implicit_resolvers().get(value[0], ())))
         text = value if plain else "'" + value.replace("'", "''") + "'"
         if len(value) <= _QUOTED_CHARS:
             if len(_QUOTED) >= _QUOTED_MAX:
@@ -327,18 +327,28 @@ def front_matter(mapping: Mapping[str, object]) -> str:
     out: list[str] = []
     if _emit(mapping, "", "", out):
         return "".join(out)
-    return yaml.dump(dict(mapping), Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+    import yaml
+
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # PyYAML without libyaml: none
+    return yaml.dump(dict(mapping), Dumper=dumper, sort_keys=False, allow_unicode=True,
                      width=2**31 - 1, default_flow_style=False)
 
 
 def parse_front_matter(content: str) -> dict[str, Any]:
-    """The front matter of a diary document (for tests, the index and reindexing)."""
+    """The front matter of a diary document (for tests, the index and reindexing);
+    ``ValueError`` when there is none or it is not a YAML mapping."""
     if not content.startswith("---\n"):
         raise ValueError("document has no front matter")
     end = content.find("\n---\n", 3)
     if end < 0:
         raise ValueError("front matter is not closed")
-    loaded = yaml.load(content[4:end + 1], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    import yaml
+
+    try:
+        loaded = yaml.load(content[4:end + 1],
+                           Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        raise ValueError(f"front matter is not YAML: {exc}") from None
     if not isinstance(loaded, dict):
         raise ValueError("front matter is not a mapping")
     return loaded

@@ -15,8 +15,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from otel_diary.errors import IndexUnavailable
 from otel_diary.index.base import DiaryStore
 from otel_diary.index.documents import entry_from_parts
@@ -44,7 +42,7 @@ class StoreClient:
             front = parse_front_matter(content)
             entry = entry_from_parts(path, front, content)
             found = sighting(path, front, content)
-        except (KeyError, ValueError, TypeError, yaml.YAMLError) as exc:
+        except (KeyError, ValueError, TypeError) as exc:
             return Attempt(Outcome.REJECTED, detail=f"not a diary: {exc}")
         try:
             with suppressed():
