@@ -13,25 +13,23 @@ import logging
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 
-from otel_diary.assembly.grace import TraceStore
 from otel_diary.assembly.inprocess import TraceAssembler
 from otel_diary.conventions import Conventions, conventions_for, load_conventions
-from otel_diary.index.lessons import LessonBook, LessonListener, Reviser
-from otel_diary.index.stages import IndexListener, IndexRelatedFinder, LessonFirstFinder
-from otel_diary.index.store import DiaryIndex
-from otel_diary.pipeline.core import DiaryListener, Pipeline, RelatedFinder
-from otel_diary.pipeline.redact import SecretRedactor
-from otel_diary.pipeline.reflect import Reflector
-from otel_diary.pipeline.render import Diary
 from otel_diary.pipeline.stats import Stats
 from otel_diary.settings import Settings
 from otel_diary.sinks.base import Sink
 from otel_diary.sinks.folder import FolderSink
-from otel_diary.sources.diary_span import DiaryWriteSpans
+
+if TYPE_CHECKING:  # the pipeline's own modules load when a pipeline is built
+    from otel_diary.assembly.grace import TraceStore
+    from otel_diary.pipeline.core import DiaryListener, Pipeline
+    from otel_diary.pipeline.redact import SecretRedactor
+    from otel_diary.pipeline.reflect import Reflector
+    from otel_diary.pipeline.render import Diary
 
 logger = logging.getLogger("otel_diary")
 
@@ -62,6 +60,8 @@ def settings_from(settings: Settings | None, overrides: Mapping[str, Any]) -> Se
 def settings_redactor(settings: Settings) -> SecretRedactor:
     """The redactor ``settings`` describe: the built-in families, the configured extra
     patterns, and the literal values of the configured keys and tokens."""
+    from otel_diary.pipeline.redact import SecretRedactor
+
     secrets = (settings.hub_api_key, settings.reflection_api_key, settings.serve_token)
     return SecretRedactor(settings.redact_patterns,
                           literals=[s.get_secret_value() for s in secrets if s is not None])
@@ -176,6 +176,11 @@ def build_pipeline(
     them. With a store sink (``OTEL_DIARY_STORE_URL``) the store indexes each diary and
     grows its lesson as it is delivered, and "Related" comes from the store.
     """
+    from otel_diary.index.lessons import LessonBook, LessonListener, Reviser
+    from otel_diary.index.stages import IndexListener, IndexRelatedFinder, LessonFirstFinder
+    from otel_diary.index.store import DiaryIndex
+    from otel_diary.pipeline.core import Pipeline, RelatedFinder
+
     stats = stats if stats is not None else Stats()
     redactor = settings_redactor(settings)  # always on; also hides the configured keys
     if sinks is None:
@@ -233,8 +238,12 @@ class ProcessorParts:
     settings: Settings
     config: ProcessorConfig
     conventions: Conventions
-    pipeline: Pipeline | None
-    """``None`` while diaries are disabled: nothing is built, nothing runs."""
+    sinks: Sequence[Sink]
+    """Built at once: a hub or a store starts delivering what an earlier run left."""
+    new_pipeline: Callable[[], Pipeline] | None
+    """Builds the rest of the pipeline around ``sinks``, which the first diary does (so an
+    app pays for redaction, rendering, the index and the lessons only once it has a
+    diary); ``None`` while diaries are disabled: nothing is built, nothing runs."""
     new_assembler: Callable[[], TraceAssembler]
 
 
@@ -248,14 +257,21 @@ def processor_parts(
     conventions: Conventions | str | None = None,
     tracer_provider: trace.TracerProvider | None = None,
 ) -> ProcessorParts:
-    """The parts of an in-process processor: its settings, conventions, pipeline (with a
-    ``diary.write`` span per diary when the provider is known) and assembler factory."""
+    """The parts of an in-process processor: its settings, conventions, sinks, pipeline
+    factory (with a ``diary.write`` span per diary when the provider is known) and
+    assembler factory."""
     settings = settings_from(settings, overrides)
     chosen = conventions_for(conventions, settings.conventions)
-    pipeline = None
+    built: Sequence[Sink] = ()
+    new_pipeline = None
     if settings.enabled:
-        listeners = [DiaryWriteSpans(tracer_provider)] if tracer_provider is not None else []
-        pipeline = build_pipeline(settings, chosen, sinks=sinks, reflector=reflector,
+        built = list(sinks) if sinks is not None else default_sinks(settings)
+
+        def new_pipeline() -> Pipeline:
+            from otel_diary.sources.diary_span import DiaryWriteSpans
+
+            listeners = [DiaryWriteSpans(tracer_provider)] if tracer_provider is not None else []
+            return build_pipeline(settings, chosen, sinks=built, reflector=reflector,
                                   stats=stats, listeners=listeners)
 
     def new_assembler() -> TraceAssembler:
@@ -267,12 +283,14 @@ def processor_parts(
                              queue_max_bytes=settings.queue_max_bytes,
                              schedule_delay_s=settings.schedule_delay_ms / 1000,
                              shutdown_timeout_s=settings.shutdown_timeout_ms / 1000)
-    return ProcessorParts(settings, config, chosen, pipeline, new_assembler)
+    return ProcessorParts(settings, config, chosen, built, new_pipeline, new_assembler)
 
 
 def trace_store(settings: Settings, conventions: Conventions | None = None, *,
                 grace: float | None = None, trace_timeout: float | None = None) -> TraceStore:
     """The by-grace assembler ``settings`` describe (``serve``; replay counts spans)."""
+    from otel_diary.assembly.grace import TraceStore
+
     return TraceStore(
         conventions if conventions is not None else load_conventions(settings.conventions),
         grace=settings.serve_grace_s if grace is None else grace,

@@ -154,9 +154,12 @@ class DiarySpanProcessor(SpanProcessor):
         self._conventions = parts.conventions
         self._unremarkable = (parts.conventions.child_keys
                               | parts.conventions.task_markers).isdisjoint
-        self.pipeline: Pipeline | None = parts.pipeline
+        self._pipeline: Pipeline | None = None
+        self._new_pipeline = parts.new_pipeline
+        self._sinks = parts.sinks
+        self._pipeline_lock = threading.Lock()
         self._new_assembler = parts.new_assembler
-        if self.pipeline is None:
+        if self._new_pipeline is None:
             return
         self._assembler = self._new_assembler()
         self._intake = Runner("otel-diary", self._assemble,
@@ -173,11 +176,22 @@ class DiarySpanProcessor(SpanProcessor):
         self.enabled = self._accepting = self._shutdown = False
         if conventions is not None:  # an argument in code is checked (ValueError) at once
             self._conventions = conventions_for(conventions, "orchestrator")
-        self.pipeline = None
+        self._pipeline = self._new_pipeline = None
+        self._sinks = ()
         self._queue = deque()
         self._capacity = 0
         self._ready = deque()
         self._intake = self._delivery = None
+
+    @property
+    def pipeline(self) -> Pipeline | None:
+        """Its diary pipeline, built by the first diary (or by this call); ``None`` while
+        diaries are off."""
+        if self._pipeline is None and self._new_pipeline is not None:
+            with self._pipeline_lock:
+                if self._pipeline is None:
+                    self._pipeline = self._new_pipeline()
+        return self._pipeline
 
     @property
     def conventions(self) -> Conventions:
@@ -300,8 +314,11 @@ class DiarySpanProcessor(SpanProcessor):
             if waiting:
                 logger.warning("otel-diary shutdown timed out: %d spans and task runs "
                                "not turned into diaries", waiting)
-            if self.pipeline is not None:
-                self.pipeline.close()
+            if self._pipeline is not None:
+                self._pipeline.close()
+            else:  # no diary yet: only the sinks were built
+                for sink in self._sinks:
+                    sink.close()
         except Exception:
             logger.debug("otel-diary shutdown failed", exc_info=True)
 
@@ -366,12 +383,15 @@ class DiarySpanProcessor(SpanProcessor):
 
     def _deliver(self, stopping: bool) -> None:
         """Turn ready task runs into diaries (reflection and sinks may be slow)."""
-        assert self.pipeline is not None
         ready = self._ready
-        with self.pipeline.batch():
+        if not ready:
+            return
+        pipeline = self.pipeline
+        assert pipeline is not None
+        with pipeline.batch():
             while ready:
                 item = ready[0]  # counted until delivered: its diary is being made from it
-                self.pipeline.handle(item)  # never raises
+                pipeline.handle(item)  # never raises
                 with self._ready_lock:
                     ready.popleft()
                     self._ready_bytes -= estimate(item[0].attributes)

@@ -299,6 +299,26 @@ def test_a_new_sink_delivers_what_an_earlier_one_left(hub: tuple[HubServer, str]
     assert sorted(server.acknowledged) == sorted(d.id for d in diaries)
 
 
+def test_a_processor_delivers_an_earlier_spool_before_its_first_diary(
+        hub: tuple[HubServer, str], sinks: Sinks, tmp_path: Path) -> None:
+    """The sinks are built at once: an app that restarts delivers what its last run left
+    in the spool without waiting for a diary (the rest of the pipeline waits for one)."""
+    server, url = hub
+    first = sinks(f"http://127.0.0.1:{free_port()}", shutdown_timeout_s=0.2)
+    diaries = [make_diary(n) for n in range(2)]
+    for diary in diaries:
+        first.write(diary)
+    first.close()
+    processor = DiarySpanProcessor(enabled=True, dir=tmp_path / "kb", hub_url=url,
+                                   spool_dir=tmp_path / "spool")
+    try:
+        assert wait_until(lambda: len(server.acknowledged) == 2, timeout=30)
+        assert sorted(server.acknowledged) == sorted(d.id for d in diaries)
+        assert processor._pipeline is None  # no diary yet: nothing else was built
+    finally:
+        processor.shutdown()
+
+
 def test_the_spool_is_bounded_in_entries_and_bytes(
         sinks: Sinks, tmp_path: Path,
         caplog: pytest.LogCaptureFixture) -> None:

@@ -301,6 +301,40 @@ def test_diaries_off_load_nothing_more(tmp_path: Path) -> None:
     assert result.stdout.strip() == ""
 
 
+ON_APP = """
+import sys
+from opentelemetry.sdk.trace import TracerProvider
+import otel_diary
+HEAVY = ("pydantic", "pydantic_settings", "yaml", "sqlite3", "httpx",
+         "otel_diary.pipeline.core", "otel_diary.pipeline.redact", "otel_diary.index.lessons")
+provider = TracerProvider(shutdown_on_exit=False)
+assert otel_diary.install(provider, enabled=True, dir={root!r}).enabled
+print(",".join(name for name in HEAVY if name in sys.modules))
+with provider.get_tracer("t").start_as_current_span("task", attributes={TASK!r}):
+    pass
+assert provider.force_flush()
+print(",".join(name for name in HEAVY if name in sys.modules))
+provider.shutdown()
+"""
+
+
+def test_diaries_on_load_the_pipeline_with_the_first_diary(tmp_path: Path) -> None:
+    """With diaries on, install() loads the settings and the span intake; redaction,
+    rendering, the index and the lessons (YAML, SQLite) load with the first diary, and
+    pydantic and the HTTP client not at all."""
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("KB_DIARIES_", "OTEL_DIARY_"))}
+    code = ON_APP.format(root=str(tmp_path / "kb"), TASK=TASK)
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    at_install, after_diary = result.stdout.split("\n")[:2]
+    assert at_install == ""
+    assert after_diary.split(",") == ["yaml", "sqlite3", "otel_diary.pipeline.core",
+                                      "otel_diary.pipeline.redact", "otel_diary.index.lessons"]
+    assert len(list((tmp_path / "kb" / "diaries").rglob("*.md"))) == 1
+
+
 def test_enabled_by_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """KB_DIARIES_ENABLED=1 and OTEL_DIARY_DIR are enough to get a diary file."""
     monkeypatch.setenv("KB_DIARIES_ENABLED", "1")
