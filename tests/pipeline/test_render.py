@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,7 +15,14 @@ from hypothesis import strategies as st
 from otel_diary import ORCHESTRATOR, FolderSink, SpanRecord, StubReflector, classify, render
 from otel_diary.index.documents import sections
 from otel_diary.pipeline.classify import TaskRun
-from otel_diary.pipeline.render import fence, front_matter, parse_front_matter, slug, tail
+from otel_diary.pipeline.render import (
+    _PRINTABLE,
+    fence,
+    front_matter,
+    parse_front_matter,
+    slug,
+    tail,
+)
 
 GOLDEN = Path(__file__).resolve().parents[1] / "support" / "golden"
 END_NS = 1_764_460_800_123_000_000  # 2025-11-30T00:00:00.123Z
@@ -236,3 +244,21 @@ def test_utc_stamp_is_the_iso_form_strftime_writes(end_ns: int) -> None:
     assert utc_stamp(end_ns) == (
         moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos // 1_000_000:03d}Z",
         moment.strftime("%Y-%m-%d"))
+
+
+def matched_code_points(pattern: re.Pattern[str]) -> bytes:
+    """For every code point, 1 where ``pattern`` matches it (over one string of them all)."""
+    marks = bytearray(0x110000)
+    for match in pattern.finditer("".join(map(chr, range(0x110000)))):
+        marks[match.start():match.end()] = b"\1" * (match.end() - match.start())
+    return bytes(marks)
+
+
+def test_printable_is_exactly_what_libyaml_writes_as_it_is() -> None:
+    """The renderer's plain-line class, written as the complement it is, holds printable
+    ASCII and U+00A0 to U+FFFD without surrogates, the line and paragraph separators and
+    the byte-order mark: checked on every code point."""
+    expected = bytes(
+        (0x20 <= c <= 0x7E or 0xA0 <= c <= 0xD7FF or 0xE000 <= c <= 0xFFFD)
+        and c not in (0x2028, 0x2029, 0xFEFF) for c in range(0x110000))
+    assert matched_code_points(_PRINTABLE) == expected
