@@ -296,8 +296,7 @@ class DiaryIndex:
         Between :meth:`hold` and :meth:`release` it joins this thread's held transaction."""
         try:
             conn = self._ready()
-            with self._writer.entry(conn):
-                self._replace(conn, entry)
+            self._writer.write(conn, lambda conn: self._replace(conn, entry))
         except sqlite3.Error as exc:
             raise IndexUnavailable(f"cannot write to the index {self.path}: {exc}") from exc
 

@@ -4,10 +4,13 @@ a thread's held transaction that many entries share.
 Usage::
 
     writer = Writer(busy_timeout_s=10.0)
-    with writer.entry(conn):        # one transaction, or a savepoint in the held one
-        conn.execute("INSERT ...")
+    writer.write(conn, add_entry)   # add_entry(conn): its own transaction, or the held one
     writer.hold()                   # until release(): entries share a transaction
     writer.release()                # commits; how many entries were lost
+
+An entry that fails in a held transaction is rolled back alone: the transaction is rolled
+back and the entries before it written again. (A savepoint per entry would do it too, but
+makes the full-text index write a segment for every entry, at twice the cost.)
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from otel_diary.index.schema import write
 
@@ -32,8 +35,8 @@ class _Held:
 
     conn: sqlite3.Connection | None = None
     since: float = 0.0
-    entries: int = 0
-    """Written since the last commit."""
+    entries: list[Callable[[sqlite3.Connection], None]] = field(default_factory=list)
+    """Written since the last commit, as they were written (to write them again)."""
     lost: int = 0
     """Written, then rolled back with their transaction."""
 
@@ -55,16 +58,16 @@ class Writer:
         """Threads waiting for the turn (a held transaction commits early for them)."""
         self._local = threading.local()
 
-    @contextlib.contextmanager
-    def entry(self, conn: sqlite3.Connection) -> Iterator[None]:
-        """Write one entry: in its own transaction, or in this thread's held one (as a
-        savepoint: an entry that fails is rolled back alone)."""
+    def write(self, conn: sqlite3.Connection,
+              entry: Callable[[sqlite3.Connection], None]) -> None:
+        """Write one entry (``entry(conn)`` runs its statements): in its own transaction,
+        or in this thread's held one, where one that fails is rolled back alone."""
         held: _Held | None = getattr(self._local, "held", None)
         if held is None:
             self._take_turn()
             try:
                 with write(conn):
-                    yield
+                    entry(conn)
             finally:
                 self._turn.release()
             return
@@ -77,22 +80,34 @@ class Writer:
                 self._turn.release()
                 raise
             held.conn, held.since = conn, time.monotonic()
-        conn.execute("SAVEPOINT entry")
         try:
-            yield
+            entry(conn)
         except BaseException:
-            if conn.in_transaction:  # the others stay
-                conn.execute("ROLLBACK TO entry")
-                conn.execute("RELEASE entry")
-            else:  # SQLite rolled the whole transaction back
-                held.lost += held.entries
-                held.entries = 0
-                self._end(held)
+            self._without_last(held, conn)
             raise
-        conn.execute("RELEASE entry")
-        held.entries += 1
+        held.entries.append(entry)
         if self._waiting or time.monotonic() - held.since >= HOLD_S:
             self._commit(held)  # let another writer in; the next entry begins anew
+
+    def _without_last(self, held: _Held, conn: sqlite3.Connection) -> None:
+        """After an entry failed half-way: the held transaction with the entries before it
+        only (rolled back, then written again); all of them lost when that fails too."""
+        written, held.entries = held.entries, []
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            conn.execute("BEGIN IMMEDIATE")
+            for entry in written:
+                entry(conn)
+        except Exception:
+            held.lost += len(written)
+            with contextlib.suppress(sqlite3.Error):
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            held.conn = None
+            self._turn.release()
+            return
+        held.entries = written
 
     def hold(self) -> None:
         """Until :meth:`release`, this thread's entries share a transaction, committed at
@@ -131,11 +146,11 @@ class Writer:
             if conn.in_transaction:
                 conn.execute("COMMIT")
             else:  # SQLite rolled it back
-                held.lost += held.entries
-            held.entries = 0
+                held.lost += len(held.entries)
+            held.entries = []
         except sqlite3.Error:
-            held.lost += held.entries
-            held.entries = 0
+            held.lost += len(held.entries)
+            held.entries = []
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
