@@ -250,14 +250,17 @@ class Pipeline:
 
 def redact_children(run: TaskRun, redactor: Redactor) -> TaskRun:
     """``run`` with what its child spans told (models, error types) passed through
-    ``redactor``; the span's own facts were redacted whole by ``classify``."""
-    return replace(
-        run,
-        model=None if run.model is None else redactor(run.model),
-        models=tuple(redactor(item) for item in run.models),
-        child_error_types=tuple(redactor(item) for item in run.child_error_types),
-        tools=tuple((redactor(tool), count) for tool, count in run.tools),
-    )
+    ``redactor``; the span's own facts were redacted whole by ``classify``. The same
+    ``run`` when nothing changes (the usual case: no secret in a model's name)."""
+    model = None if run.model is None else redactor(run.model)
+    models = tuple(redactor(item) for item in run.models)
+    child_error_types = tuple(redactor(item) for item in run.child_error_types)
+    tools = tuple((redactor(tool), count) for tool, count in run.tools)
+    if (model, models, child_error_types, tools) == (
+            run.model, run.models, run.child_error_types, run.tools):
+        return run
+    return replace(run, model=model, models=models, child_error_types=child_error_types,
+                   tools=tools)
 
 
 def redact_run(run: TaskRun, redactor: Redactor) -> TaskRun:

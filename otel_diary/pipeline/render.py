@@ -51,12 +51,15 @@ class Diary:
     related: tuple[str, ...] = field(default=())
 
 
+@functools.lru_cache(maxsize=256)
 def diary_id(trace_id: int, span_id: int) -> str:
-    """The stable id of the diary of one task span: the same span, the same id."""
+    """The stable id of the diary of one task span: the same span, the same id (asked for
+    a few times per diary: rendering, Related, the lesson)."""
     digest = sha256_hex(f"{trace_id:032x}{span_id:016x}")
     return f"kh-{digest[:20]}"
 
 
+@functools.lru_cache(maxsize=1024)
 def slug(text: str) -> str:
     """A filesystem-safe name: ASCII letters, digits, ``.``, ``_``, ``-``; never ``.``/``..``,
     nor a name Windows reserves (``CON``, ``nul.txt``, ``COM1``: these get a leading ``_``),
@@ -250,9 +253,20 @@ def implicit_resolvers() -> dict[str, list[tuple[str, re.Pattern[str]]]]:
     return Resolver.yaml_implicit_resolvers
 
 
-_NOT_PLAIN = re.compile(r"""^[#,\[\]{}&*!|>'"%@` ]|^[-?:](?: |$)|^---|^\.\.\.|: |:$| #| $""")
-"""What makes PyYAML quote a one-line string: an indicator where it starts, ``: ``,
-`` #``, a space at either end."""
+_INDICATORS = frozenset("#,[]{}&*!|>'\"%@` ")
+"""First characters that make PyYAML quote a one-line string."""
+
+
+def _needs_quotes(text: str) -> bool:
+    """What makes PyYAML quote a one-line string: an indicator where it starts, ``: ``,
+    `` #``, a space at either end (``text`` is not empty)."""
+    first = text[0]
+    return (first in _INDICATORS
+            or (first in "-?:" and (len(text) == 1 or text[1] == " "))
+            or text.startswith(("---", "...")) or ": " in text or " #" in text
+            or text.endswith((":", " ")))
+
+
 _QUOTED: dict[str, str] = {}
 """Short strings already written (a lesson writes the same ids each time it is updated):
 at most ``_QUOTED_MAX`` of at most ``_QUOTED_CHARS`` characters."""
@@ -268,9 +282,9 @@ def _scalar(value: object) -> str | None:
             return text
         if not value:
             return "''"
-        if not _PRINTABLE.fullmatch(value):
+        if not (value.isprintable() if value.isascii() else _PRINTABLE.fullmatch(value)):
             return None
-        plain = not (_NOT_PLAIN.search(value) or any(
+        plain = not (_needs_quotes(value) or any(
             pattern.match(value) for _, pattern in implicit_resolvers().get(value[0], ())))
         text = value if plain else "'" + value.replace("'", "''") + "'"
         if len(value) <= _QUOTED_CHARS:
