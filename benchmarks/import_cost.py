@@ -70,7 +70,7 @@ CASES = {"sdk": (0, False), "package": (1, False), "off": (2, False), "on": (2, 
 def environment(enabled: bool, root: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("OTEL_DIARY_", "KB_DIARIES_", "MOTHER_AI_"))}
-    env["OTEL_DIARY_DIR"] = root
+    env["OTEL_DIARY_DIR"] = tempfile.mkdtemp(dir=root)  # each run its own, empty
     if enabled:
         env["KB_DIARIES_ENABLED"] = "1"
     return env

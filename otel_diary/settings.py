@@ -102,8 +102,9 @@ def _text(check: Callable[[str], Any] | None = None) -> _Read:
 
 def _secret(check: Callable[[str], Secret | None]) -> _Read:
     def read(value: object) -> Secret | None:
-        if isinstance(value, Secret):
-            value = value.get_secret_value()
+        getter = getattr(value, "get_secret_value", None)  # ours, or pydantic's SecretStr
+        if callable(getter):
+            value = getter()
         if not isinstance(value, str):
             raise ValueError("expected a string")
         return check(value)
@@ -136,7 +137,7 @@ def _real(value: object) -> float:
         raise ValueError("expected a number")
     try:
         number = float(value)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise ValueError("expected a number") from None
     if not math.isfinite(number):
         raise ValueError("expected a finite number")
@@ -395,14 +396,16 @@ class Settings:
 
     def replace(self, **overrides: Any) -> Settings:
         """These settings with ``overrides`` applied; a bad one raises ``ValueError``."""
-        return Settings(**{**vars(self), **overrides})
+        current = {name: getattr(self, name) for name in _SETTINGS}
+        return type(self)(**{**current, **overrides})
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _SETTINGS)
+        shown = ", ".join(f"{name}={_kept(name, getattr(self, name))!r}" for name in _SETTINGS)
         return f"Settings({shown})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Settings) and vars(other) == vars(self)
+        return isinstance(other, Settings) and all(
+            getattr(other, name) == getattr(self, name) for name in _SETTINGS)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -444,7 +447,9 @@ def _from_argument(name: str, setting: _Setting, value: object) -> Any:
     try:
         return setting.read(value)
     except ValueError as exc:
-        raise ValueError(f"{name}: {_redacted(str(exc))} (got {_shown(name, value)})") from None
+        message, shown = _redacted(str(exc)), _shown(name, value)
+        given = "" if f"got {shown}" in message else f" (got {shown})"
+        raise ValueError(f"{name}: {message}{given}") from None
 
 
 def _from_environment(name: str, setting: _Setting, environment: dict[str, str]) -> Any:
@@ -456,21 +461,32 @@ def _from_environment(name: str, setting: _Setting, environment: dict[str, str])
     except ValueError as exc:
         # Every mechanism that builds settings reads the environment again: say it once
         # per process, not once per reader.
-        log = logger.debug if (setting.variable, value) in _warned else logger.warning
-        _warned.add((setting.variable, value))
+        key = (setting.variable, hash(value))  # not the value: it may be a secret
+        log = logger.debug if key in _warned else logger.warning
+        _warned.add(key)
         log("ignoring %s=%s: %s; using the default", setting.variable,
             _shown(name, value), _redacted(str(exc)))
         return setting.fresh_default()
 
 
-_warned: set[tuple[str, str]] = set()
-"""Bad environment values already warned about, as (variable, value)."""
+_warned: set[tuple[str, int]] = set()
+"""Bad environment values already warned about, as (variable, hash of the value)."""
 
 
 def _redacted(text: str) -> str:
     from otel_diary.pipeline.redact import redact  # only for a message about a bad value
 
     return redact(text)
+
+
+def _kept(name: str, value: object) -> object:
+    """A setting's value as ``repr(settings)`` shows it: URLs without their credentials
+    (secrets show themselves as ``Secret('**********')``)."""
+    if name in ("hub_url", "reflection_url") and isinstance(value, str):
+        from otel_diary.pipeline.redact import display_url
+
+        return display_url(value)
+    return value
 
 
 def _shown(name: str, value: object) -> str:

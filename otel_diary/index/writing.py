@@ -35,7 +35,7 @@ class _Held:
 
     conn: sqlite3.Connection | None = None
     since: float = 0.0
-    entries: list[Callable[[sqlite3.Connection], None]] = field(default_factory=list)
+    entries: list[Callable[[sqlite3.Connection], object]] = field(default_factory=list)
     """Written since the last commit, as they were written (to write them again)."""
     lost: int = 0
     """Written, then rolled back with their transaction."""
@@ -59,7 +59,7 @@ class Writer:
         self._local = threading.local()
 
     def write(self, conn: sqlite3.Connection,
-              entry: Callable[[sqlite3.Connection], None]) -> None:
+              entry: Callable[[sqlite3.Connection], object]) -> None:
         """Write one entry (``entry(conn)`` runs its statements): in its own transaction,
         or in this thread's held one, where one that fails is rolled back alone."""
         held: _Held | None = getattr(self._local, "held", None)
@@ -99,13 +99,15 @@ class Writer:
             conn.execute("BEGIN IMMEDIATE")
             for entry in written:
                 entry(conn)
-        except Exception:
+        except BaseException as exc:
             held.lost += len(written)
             with contextlib.suppress(sqlite3.Error):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
             held.conn = None
             self._turn.release()
+            if not isinstance(exc, Exception):
+                raise
             return
         held.entries = written
 

@@ -157,6 +157,7 @@ class DiarySpanProcessor(SpanProcessor):
         self._pipeline: Pipeline | None = None
         self._new_pipeline = parts.new_pipeline
         self._sinks = parts.sinks
+        self._reflector = reflector
         self._pipeline_lock = threading.Lock()
         self._new_assembler = parts.new_assembler
         if self._new_pipeline is None:
@@ -176,7 +177,7 @@ class DiarySpanProcessor(SpanProcessor):
         self.enabled = self._accepting = self._shutdown = False
         if conventions is not None:  # an argument in code is checked (ValueError) at once
             self._conventions = conventions_for(conventions, "orchestrator")
-        self._pipeline = self._new_pipeline = None
+        self._pipeline = self._new_pipeline = self._reflector = None
         self._sinks = ()
         self._queue = deque()
         self._capacity = 0
@@ -186,12 +187,25 @@ class DiarySpanProcessor(SpanProcessor):
     @property
     def pipeline(self) -> Pipeline | None:
         """Its diary pipeline, built by the first diary (or by this call); ``None`` while
-        diaries are off."""
+        diaries are off, after a shutdown that came first, or when building it failed
+        (logged once and counted: task runs are then dropped)."""
         if self._pipeline is None and self._new_pipeline is not None:
             with self._pipeline_lock:
-                if self._pipeline is None:
-                    self._pipeline = self._new_pipeline()
+                if self._pipeline is None and self._new_pipeline is not None:
+                    try:
+                        self._pipeline = self._new_pipeline()
+                    except Exception:
+                        self._new_pipeline = None
+                        self.stats.pipeline_errors += 1
+                        logger.exception("otel-diary could not build its pipeline; no "
+                                         "diary will be written")
         return self._pipeline
+
+    @property
+    def sinks(self) -> tuple[Sink, ...]:
+        """Where its diaries go (made at once, before the first diary); empty while
+        diaries are off."""
+        return tuple(self._sinks)
 
     @property
     def conventions(self) -> Conventions:
@@ -314,11 +328,16 @@ class DiarySpanProcessor(SpanProcessor):
             if waiting:
                 logger.warning("otel-diary shutdown timed out: %d spans and task runs "
                                "not turned into diaries", waiting)
-            if self._pipeline is not None:
-                self._pipeline.close()
-            else:  # no diary yet: only the sinks were built
-                for sink in self._sinks:
-                    sink.close()
+            with self._pipeline_lock:  # a pipeline being built is closed once it is
+                self._new_pipeline = None  # and none is built from here on
+                if self._pipeline is not None:
+                    self._pipeline.close()
+                    return
+            for part in (*self._sinks, self._reflector):  # no diary yet: only these exist
+                try:
+                    getattr(part, "close", lambda: None)()
+                except Exception:
+                    logger.debug("otel-diary could not close %r", part, exc_info=True)
         except Exception:
             logger.debug("otel-diary shutdown failed", exc_info=True)
 
@@ -330,6 +349,7 @@ class DiarySpanProcessor(SpanProcessor):
         self._ready = deque()
         self._queued_bytes = self._ready_bytes = 0
         self._ready_lock = threading.Lock()
+        self._pipeline_lock = threading.Lock()  # a parent's thread may have held it
         self._awaited = OrderedDict()
         self._assembler = self._new_assembler()
         for runner in (self._delivery, self._intake):
@@ -387,7 +407,12 @@ class DiarySpanProcessor(SpanProcessor):
         if not ready:
             return
         pipeline = self.pipeline
-        assert pipeline is not None
+        if pipeline is None:  # it could not be built, or shutdown came first
+            with self._ready_lock:
+                self.stats.dropped_tasks += len(ready)
+                ready.clear()
+                self._ready_bytes = 0
+            return
         with pipeline.batch():
             while ready:
                 item = ready[0]  # counted until delivered: its diary is being made from it

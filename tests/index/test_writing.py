@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from otel_diary.index.documents import Entry, entry_from_document
 from otel_diary.index.store import DiaryIndex
+from otel_diary.index.writing import Writer
 from tests.support.kb import kb_pipeline, task_record, write
 
 
@@ -69,3 +71,36 @@ def test_a_writer_waiting_in_this_process_gets_in_between_held_entries(
     assert not errors
     assert index.count() == 40
     index.close()
+
+
+def test_entries_that_cannot_be_written_again_are_counted_lost(tmp_path: Path) -> None:
+    """When an entry fails, the ones before it in the held transaction are written again;
+    if that fails too they are all rolled back and counted, and the writer's turn is free
+    for the next entry."""
+    conn = sqlite3.connect(tmp_path / "w.sqlite3", isolation_level=None,
+                           check_same_thread=False)
+    conn.execute("CREATE TABLE t (n INTEGER)")
+    writer = Writer(busy_timeout_s=1.0)
+    runs: list[int] = []
+
+    def once_only(conn: sqlite3.Connection) -> None:
+        runs.append(1)
+        if len(runs) > 1:
+            raise sqlite3.OperationalError("cannot be written again")
+        conn.execute("INSERT INTO t VALUES (2)")
+
+    def failing(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO t VALUES (3)")
+        raise sqlite3.IntegrityError("half-way")
+
+    writer.hold()
+    writer.write(conn, lambda conn: conn.execute("INSERT INTO t VALUES (1)"))
+    writer.write(conn, once_only)
+    with pytest.raises(sqlite3.IntegrityError):
+        writer.write(conn, failing)
+    writer.write(conn, lambda conn: conn.execute("INSERT INTO t VALUES (4)"))
+    assert writer.release() == 2
+    assert conn.execute("SELECT n FROM t").fetchall() == [(4,)]
+    writer.write(conn, lambda conn: conn.execute("INSERT INTO t VALUES (5)"))  # turn is free
+    assert conn.execute("SELECT n FROM t ORDER BY n").fetchall() == [(4,), (5,)]
+    conn.close()

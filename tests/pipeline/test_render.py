@@ -254,7 +254,7 @@ def matched_code_points(pattern: re.Pattern[str]) -> bytes:
     return bytes(marks)
 
 
-def test_printable_is_exactly_what_libyaml_writes_as_it_is() -> None:
+def test_printable_is_exactly_the_ranges_libyaml_writes_as_they_are() -> None:
     """The renderer's plain-line class, written as the complement it is, holds printable
     ASCII and U+00A0 to U+FFFD without surrogates, the line and paragraph separators and
     the byte-order mark: checked on every code point."""

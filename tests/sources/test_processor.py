@@ -21,6 +21,8 @@ from opentelemetry.trace import Status, StatusCode
 from otel_diary import Conventions, Diary, DiarySpanProcessor, install
 from otel_diary.testing import InMemorySink
 from tests.conftest import Harness
+from tests.support.forking import in_forked_child, needs_fork
+from tests.support.loopback import wait_until
 
 TASK = {"orchestrator.task.id": "T-1", "orchestrator.task.title": "Fix the build",
         "orchestrator.agent.name": "coder"}
@@ -647,3 +649,92 @@ def test_flush_at_interpreter_exit(tmp_path: Path) -> None:
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert len(list((tmp_path / "diaries" / "agents" / "a").glob("*-EXIT-1.md"))) == 1
+
+
+def for_diaries(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """A get_tracer call for otel-diary's own diary.write spans."""
+    return bool(kwargs.get("instrumenting_module_name", args[0] if args else "") == "otel_diary")
+
+
+class RefusingProvider(TracerProvider):
+    """A provider refusing otel-diary a tracer: its diary.write spans cannot be set up."""
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> trace.Tracer:
+        if for_diaries(args, kwargs):
+            raise RuntimeError("no tracers today")
+        return super().get_tracer(*args, **kwargs)
+
+
+class SlowProvider(TracerProvider):
+    """A provider slow to hand otel-diary a tracer: building the pipeline takes a while."""
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> trace.Tracer:
+        if for_diaries(args, kwargs):
+            time.sleep(1.0)
+        return super().get_tracer(*args, **kwargs)
+
+
+def run_one(provider: TracerProvider, task_id: str) -> None:
+    with provider.get_tracer("t").start_as_current_span(
+            "task", attributes={**TASK, "orchestrator.task.id": task_id}):
+        pass
+
+
+def test_a_pipeline_that_cannot_be_built_is_logged_once_and_its_runs_dropped(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The first diary builds the pipeline; when that fails the error is logged once and
+    counted, the waiting task runs are dropped (counted) instead of kept and retried, and
+    the app never sees it."""
+    provider = RefusingProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, dir=tmp_path, tracer_provider=provider)
+    provider.add_span_processor(processor)
+    with caplog.at_level(logging.ERROR, logger="otel_diary"):
+        run_one(provider, "T-1")
+        assert processor.force_flush(10_000)
+        run_one(provider, "T-2")
+        assert processor.force_flush(10_000)
+    provider.shutdown()
+    assert [r.getMessage() for r in caplog.records] == [
+        "otel-diary could not build its pipeline; no diary will be written"]
+    assert processor.stats.pipeline_errors == 1
+    assert processor.stats.dropped_tasks == 2
+    assert processor.pipeline is None
+    assert not list(tmp_path.rglob("*.md"))
+
+
+def test_shutdown_before_the_first_diary_builds_nothing(tmp_path: Path) -> None:
+    """With no diary before shutdown only the sinks were made, and they are closed; the
+    pipeline is not built afterwards either."""
+    class ClosingSink(InMemorySink):
+        closed = 0
+
+        def close(self) -> None:
+            self.closed += 1
+
+    sink = ClosingSink()
+    provider = TracerProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, sinks=[sink], tracer_provider=provider)
+    provider.add_span_processor(processor)
+    provider.shutdown()
+    assert sink.closed == 1
+    assert processor.pipeline is None
+
+
+@needs_fork
+def test_a_child_forked_while_the_pipeline_is_built_builds_its_own(tmp_path: Path) -> None:
+    """A process forked while its worker builds the pipeline (its first diary) gets a
+    processor that builds one of its own and writes its diaries."""
+    provider = SlowProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, dir=tmp_path, tracer_provider=provider)
+    provider.add_span_processor(processor)
+    run_one(provider, "T-parent")
+    assert wait_until(processor._pipeline_lock.locked, timeout=10)  # being built now
+
+    def child_writes_its_diary() -> bool:
+        run_one(provider, "T-child")
+        return processor.force_flush(30_000) and any(tmp_path.rglob("*-T-child.md"))
+
+    assert in_forked_child(child_writes_its_diary) == 0
+    assert processor.force_flush(30_000)
+    provider.shutdown()
+    assert len(list(tmp_path.rglob("*-T-parent.md"))) == 1

@@ -52,8 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(120)  # delivering (or retrying) until the test kills this process
         return 1
     provider.shutdown()
-    assert processor.pipeline is not None
-    [hub] = [sink for sink in processor.pipeline.sinks if isinstance(sink, HubSink)]
+    [hub] = [sink for sink in processor.sinks if isinstance(sink, HubSink)]
     print(json.dumps({**hub.stats.as_dict(), "waiting": len(hub.spool)}), flush=True)
     return 0
 
