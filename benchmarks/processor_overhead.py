@@ -255,7 +255,7 @@ def main() -> None:
             base = counts["a"][0] - counts["a"][1]
             print(f"instructions (callgrind), whole process, {shape} shape (one trace in "
                   f"{every} a task, usage on each of its children), {n} traces minus "
-                  "start-up:")
+                  "start-up and the first trace:")
             for mode, label in LABELS.items():
                 net = counts[mode][0] - counts[mode][1]
                 print(f"  ({mode}) {label:27s} {net:>14,d}  {net / (n * (CHILDREN + 1)):,.0f}"
