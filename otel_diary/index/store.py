@@ -559,15 +559,20 @@ class DiaryIndex:
                    f"{common} ORDER BY d.created DESC LIMIT ?", (task,), 2.0)
         wanted = list(dict.fromkeys(signatures))[:MAX_SIGNATURES]
         if wanted:
-            shared = self._sharing(conn, wanted, before)
-            ids = dict(conn.execute(  # diaries without a row are no candidates
-                f"SELECT doc, id FROM diaries WHERE doc IN ({', '.join('?' * len(shared))})",
-                list(shared))) if shared else {}
-            kept = [doc for doc in shared if doc in ids and ids[doc] != exclude]
-            for doc in kept[:_CANDIDATES]:
-                count, stamp = shared[doc]
-                scores[ids[doc]] = scores.get(ids[doc], 0.0) + 3.0 * count
-                created[ids[doc]] = stamp
+            # The newest diaries of each signature, then how many of them each one shares:
+            # the candidates most shared, then newest.
+            docs: set[int] = set()
+            for signature in wanted:
+                docs.update(doc for (doc,) in conn.execute(
+                    "SELECT doc FROM signatures WHERE signature = ? AND created <= ? "
+                    "ORDER BY created DESC LIMIT ?", (signature, before, _CANDIDATES + 1)))
+            if docs:
+                gather("SELECT d.id, d.created, count(*) AS shared FROM signatures AS s "
+                       "JOIN diaries AS d ON d.doc = s.doc "
+                       f"WHERE s.doc IN ({', '.join('?' * len(docs))}) "
+                       f"AND s.signature IN ({', '.join('?' * len(wanted))}) AND {common} "
+                       "GROUP BY s.doc ORDER BY shared DESC, d.created DESC LIMIT ?",
+                       (*docs, *wanted), 3.0)
         if trigger:
             gather("SELECT d.id, d.created, 1 FROM diaries AS d WHERE d.task_trigger = ? AND "
                    f"{common} ORDER BY d.created DESC LIMIT ?", (trigger,), 1.0)
@@ -575,29 +580,3 @@ class DiaryIndex:
         ranked.sort(key=created.__getitem__, reverse=True)
         ranked.sort(key=scores.__getitem__, reverse=True)
         return ranked[:limit]
-
-    @staticmethod
-    def _sharing(conn: sqlite3.Connection, wanted: Sequence[str],
-                 before: str) -> dict[int, tuple[int, str]]:
-        """The newest diaries (no later than ``before``) of each signature in ``wanted``,
-        as doc -> (how many of ``wanted`` it has, created), most shared first, then newest,
-        then by doc. A diary found under every signature has them all; one found under
-        some may have the others too (older than their newest), and is counted."""
-        shared: dict[int, int] = {}
-        stamps: dict[int, str] = {}  # a diary's signatures share its creation time
-        for signature in wanted:
-            for doc, stamp in conn.execute(
-                    "SELECT doc, created FROM signatures WHERE signature = ? AND created <= ? "
-                    "ORDER BY created DESC LIMIT ?", (signature, before, _CANDIDATES + 1)):
-                shared[doc] = shared.get(doc, 0) + 1
-                stamps[doc] = stamp
-        partial = [doc for doc, lists in shared.items() if lists != len(wanted)]
-        if partial:
-            shared.update(conn.execute(
-                f"SELECT doc, count(*) FROM signatures WHERE doc IN "
-                f"({', '.join('?' * len(partial))}) AND signature IN "
-                f"({', '.join('?' * len(wanted))}) GROUP BY doc", (*partial, *wanted)))
-        order = sorted(shared)  # stable sorts: most shared, then newest, then by doc
-        order.sort(key=stamps.__getitem__, reverse=True)
-        order.sort(key=shared.__getitem__, reverse=True)
-        return {doc: (shared[doc], stamps[doc]) for doc in order}

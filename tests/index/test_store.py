@@ -18,7 +18,6 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from otel_diary import DiarySpanProcessor
 from otel_diary.errors import IndexUnavailable, SearchError
-from otel_diary.index import store as store_module
 from otel_diary.index.documents import (
     Entry,
     entry_from_diary,
@@ -32,7 +31,6 @@ from otel_diary.index.schema import SCHEMA_VERSION
 from otel_diary.index.store import INDEX_FILE, DiaryIndex
 from otel_diary.pipeline.reflect import StubReflector
 from otel_diary.pipeline.render import parse_front_matter, render
-from tests.index.test_writing import batch_entries
 from tests.pipeline.test_render import RECOVERED
 from tests.support.forking import in_forked_child, needs_fork
 from tests.support.kb import PY_STDERR, TS_STDERR, kb_pipeline, task_record, write
@@ -109,84 +107,6 @@ def test_related_prefers_shared_errors_then_newest_and_stops_at_five(tmp_path: P
     assert list(run.related) == [lesson_id("code:TS2345"), shared_error.id] + [
         d.id for d in same_task[::-1][:3]]
     assert later.id not in run.related and same_trigger.id not in run.related
-
-
-def reference_related(conn: sqlite3.Connection, exclude: str, task: str | None,
-                      trigger: str | None, wanted: list[str], before: str, candidates: int,
-                      limit: int) -> list[str]:
-    """Related as one SQL join counts the shared signatures: what the index's lookup must
-    answer exactly."""
-    scores: dict[str, float] = {}
-    created: dict[str, str] = {}
-
-    def gather(sql: str, args: tuple[object, ...], weight: float) -> None:
-        for ident, stamp, count in conn.execute(sql, (*args, exclude, before, candidates)):
-            scores[ident] = scores.get(ident, 0.0) + weight * count
-            created[ident] = stamp
-
-    common = "d.id != ? AND d.created <= ?"
-    if task:
-        gather("SELECT d.id, d.created, 1 FROM diaries AS d WHERE d.task = ? AND "
-               f"{common} ORDER BY d.created DESC LIMIT ?", (task,), 2.0)
-    if wanted:
-        docs: set[int] = set()
-        for signature in wanted:
-            docs.update(doc for (doc,) in conn.execute(
-                "SELECT doc FROM signatures WHERE signature = ? AND created <= ? "
-                "ORDER BY created DESC LIMIT ?", (signature, before, candidates + 1)))
-        if docs:
-            gather("SELECT d.id, d.created, count(*) AS shared FROM signatures AS s "
-                   "JOIN diaries AS d ON d.doc = s.doc "
-                   f"WHERE s.doc IN ({', '.join('?' * len(docs))}) "
-                   f"AND s.signature IN ({', '.join('?' * len(wanted))}) AND {common} "
-                   "GROUP BY s.doc ORDER BY shared DESC, d.created DESC LIMIT ?",
-                   (*docs, *wanted), 3.0)
-    if trigger:
-        gather("SELECT d.id, d.created, 1 FROM diaries AS d WHERE d.task_trigger = ? AND "
-               f"{common} ORDER BY d.created DESC LIMIT ?", (trigger,), 1.0)
-    ranked = sorted(scores)
-    ranked.sort(key=created.__getitem__, reverse=True)
-    ranked.sort(key=scores.__getitem__, reverse=True)
-    return ranked[:limit]
-
-
-SIGNATURES = ["code:TS2345", "code:E0308", "exception:KeyError", "template:x <*>"]
-related_diaries = st.lists(st.tuples(
-    st.integers(0, 5),  # created: few values, so that many diaries tie
-    st.sets(st.sampled_from(SIGNATURES)),
-    st.sampled_from(["T-1", "T-2", "T-3"]),
-    st.sampled_from([None, "ci-red", "nightly"]),
-), min_size=1, max_size=40)
-
-
-@settings(max_examples=150, deadline=None)
-@given(diaries=related_diaries, asked=st.sets(st.sampled_from(SIGNATURES)),
-       task=st.sampled_from([None, "T-1", "T-2"]), trigger=st.sampled_from([None, "ci-red"]),
-       before=st.integers(0, 6), excluded=st.integers(0, 40), candidates=st.integers(1, 6))
-def test_related_answers_as_one_join_would(
-        tmp_path_factory: pytest.TempPathFactory, diaries: list[tuple[int, set[str], str,
-                                                                        str | None]],
-        asked: set[str], task: str | None, trigger: str | None, before: int, excluded: int,
-        candidates: int) -> None:
-    """Related counts the signatures a candidate shares from the newest diaries of each
-    one, and ranks them as a join over all its signatures would, ties included (few
-    creation times, few candidates per signature)."""
-    root = tmp_path_factory.mktemp("related")
-    [base] = batch_entries(root, 1)
-    with DiaryIndex(root) as index:
-        for n, (minute, signatures, task_id, task_trigger) in enumerate(diaries):
-            index.add(replace(base, id=f"kh-{n:04d}", path=f"diaries/agents/a/{n}.md",
-                              created=f"2026-01-01T00:0{minute}:00.000Z", task=task_id,
-                              trigger=task_trigger, signatures=tuple(sorted(signatures))))
-        stamp = f"2026-01-01T00:0{before}:00.000Z"
-        exclude = f"kh-{excluded:04d}"
-        wanted = sorted(asked)
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(store_module, "_CANDIDATES", candidates)
-            found = index.related(exclude=exclude, task=task, trigger=trigger,
-                                  signatures=wanted, before=stamp, limit=5)
-        assert found == reference_related(index._ready(), exclude, task, trigger, wanted,
-                                          stamp, candidates, 5)
 
 
 def test_span_named_related_ids_are_kept_beside_found_ones(tmp_path: Path) -> None:
