@@ -11,7 +11,6 @@ oldest refused entries make room for new ones), so refusals never stop new diari
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -27,6 +26,7 @@ from typing import Any
 
 from otel_diary.errors import SpoolFullError
 from otel_diary.runner import renew_after_fork
+from otel_diary.text import sha256_hex
 
 try:
     import fcntl
@@ -309,7 +309,7 @@ def file_stem(ident: str) -> str:
     """A file name for ``ident``: itself when it is a plain id, else a digest of it."""
     if _SAFE_ID.fullmatch(ident):
         return ident
-    return "id-" + hashlib.sha256(ident.encode("utf-8", "replace")).hexdigest()[:32]
+    return "id-" + sha256_hex(ident)[:32]
 
 
 def durable_write(path: Path, data: bytes) -> None:
