@@ -479,25 +479,29 @@ def _redacted(text: str) -> str:
     return redact(text)
 
 
+def _url(name: str, value: object) -> str | None:
+    """A URL setting's value without its user, password, query or fragment (redacted);
+    ``None`` for any other setting or value."""
+    if name not in ("hub_url", "reflection_url") or not isinstance(value, str):
+        return None
+    from otel_diary.pipeline.redact import display_url
+
+    return display_url(value)
+
+
 def _kept(name: str, value: object) -> object:
     """A setting's value as ``repr(settings)`` shows it: URLs without their credentials
     (secrets show themselves as ``Secret('**********')``)."""
-    if name in ("hub_url", "reflection_url") and isinstance(value, str):
-        from otel_diary.pipeline.redact import display_url
-
-        return display_url(value)
-    return value
+    url = _url(name, value)
+    return value if url is None else url
 
 
 def _shown(name: str, value: object) -> str:
     """A rejected value as a message may show it: secrets not at all."""
     if name in _SECRETS:
         return "<hidden>"
-    if name in ("hub_url", "reflection_url") and isinstance(value, str):
-        from otel_diary.pipeline.redact import display_url
-
-        return repr(display_url(value))
-    return _redacted(repr(value))
+    url = _url(name, value)
+    return _redacted(repr(value)) if url is None else repr(url)
 
 
 SERVE_TOKEN = f"{ENV_PREFIX}SERVE_TOKEN"
