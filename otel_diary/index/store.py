@@ -472,32 +472,44 @@ class DiaryIndex:
         if own:
             conn.execute("BEGIN")
         try:
-            # The most recently indexed matches (``ranked`` of them, from this document up),
-            # further back while the filters leave fewer hits than asked for. The
-            # full-text table leads (CROSS JOIN), ranking the matches above the bound.
+            # The most recently indexed matches (``ranked`` of them), further back while
+            # the filters leave fewer hits than asked for.
             window = self._ranked
-            while True:
-                bound = conn.execute(
-                    "SELECT rowid FROM diaries_fts WHERE diaries_fts MATCH ? "
-                    "ORDER BY rowid DESC LIMIT 1 OFFSET ?", (expression, window - 1)).fetchone()
+            if not filters:  # one statement: the window's matches, scored and ranked
                 ranked = conn.execute(
-                    "SELECT d.doc, bm25(diaries_fts, 10.0, 1.0, 3.0) AS score FROM diaries_fts "
-                    f"CROSS JOIN diaries AS d ON d.doc = diaries_fts.rowid WHERE {where} "
-                    "AND diaries_fts.rowid >= ? ORDER BY score, d.created DESC, d.id LIMIT ?",
-                    (expression, *params, bound[0] if bound else 0, limit)).fetchall()
-                if bound is None or not filters or len(ranked) >= limit:
-                    break
-                window *= 4
+                    "SELECT d.doc, m.score FROM (SELECT rowid, bm25(diaries_fts, 10.0, 1.0, "
+                    "3.0) AS score FROM diaries_fts WHERE diaries_fts MATCH ? "
+                    "ORDER BY rowid DESC LIMIT ?) AS m CROSS JOIN diaries AS d ON d.doc = "
+                    "m.rowid ORDER BY m.score, d.created DESC, d.id LIMIT ?",
+                    (expression, window, limit)).fetchall()
+            else:  # the window's bound first, so that only the matches kept are scored
+                while True:
+                    bound = conn.execute(
+                        "SELECT rowid FROM diaries_fts WHERE diaries_fts MATCH ? "
+                        "ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+                        (expression, window - 1)).fetchone()
+                    ranked = conn.execute(
+                        "SELECT d.doc, bm25(diaries_fts, 10.0, 1.0, 3.0) AS score "
+                        "FROM diaries_fts CROSS JOIN diaries AS d ON d.doc = diaries_fts.rowid "
+                        f"WHERE {where} AND diaries_fts.rowid >= ? "
+                        "ORDER BY score, d.created DESC, d.id LIMIT ?",
+                        (expression, *params, bound[0] if bound else 0, limit)).fetchall()
+                    if bound is None or len(ranked) >= limit:
+                        break
+                    window *= 4
             docs = [row[0] for row in ranked]
             marks = ", ".join("?" * len(docs))
-            # Columns and snippets only for the hits kept.
+            # Columns and snippets only for the hits kept. The snippets' statement reads the
+            # matches between the first and the last hit (a rowid range the full-text table
+            # takes), not all of them (``rowid IN`` alone it does not).
             rows = {row[0]: row[1:] for row in conn.execute(
                 f"SELECT d.doc, {HIT_COLUMNS} FROM diaries AS d WHERE d.doc IN ({marks})",
                 docs)} if docs else {}
             snippets = dict(conn.execute(
                 "SELECT rowid, snippet(diaries_fts, -1, '**', '**', '…', 16) FROM diaries_fts "
-                f"WHERE diaries_fts MATCH ? AND rowid IN ({marks})",
-                (expression, *docs)).fetchall()) if docs else {}
+                "WHERE diaries_fts MATCH ? AND rowid >= ? AND rowid <= ? "
+                f"AND +rowid IN ({marks})",
+                (expression, min(docs), max(docs), *docs)).fetchall()) if docs else {}
         finally:
             if own:
                 conn.execute("COMMIT")

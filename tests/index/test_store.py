@@ -388,6 +388,31 @@ def test_the_index_keeps_diary_texts_only_compressed(tmp_path: Path) -> None:
     assert sentence.encode() not in stored
 
 
+def test_every_hit_has_its_snippet_among_other_matches_and_other_diaries(
+        tmp_path: Path) -> None:
+    """Snippets are read for the hits kept only, over the range of their rows: hits far
+    apart, with diaries that do not match and matches that are not kept between them,
+    each get their own snippet, with or without filters."""
+    pipeline = kb_pipeline(tmp_path)
+    titles = ["Close the ledger", "Rotate the keys", "Audit the ledger twice, ledger",
+              "Tidy the docs", "Ledger export", "Rename the module", "Ledger ledger fix"]
+    diaries = [write(pipeline, task_record(n, f"T-{n}", agent="reviewer" if n % 2 else "coder",
+                                           title=title)) for n, title in enumerate(titles, 1)]
+    pipeline.close()
+    matching = {d.id: d.title for d in diaries if "ledger" in d.title.lower()}
+    with DiaryIndex(tmp_path) as index:
+        for kept in (2, 4):
+            hits = index.search("ledger", limit=kept).hits
+            assert len(hits) == kept and {hit.id for hit in hits} <= set(matching)
+            for hit in hits:
+                assert "**Ledger**" in hit.snippet or "**ledger**" in hit.snippet, hit
+                assert matching[hit.id].split()[0] in hit.snippet
+        filtered = index.search("ledger", agent="reviewer").hits
+        assert {hit.id for hit in filtered} == {d.id for d in diaries[0::2]
+                                                if d.id in matching}
+        assert all("ledger**" in hit.snippet.lower() for hit in filtered)
+
+
 def test_a_diary_indexed_again_with_other_text_leaves_a_sound_full_text_index(
         tmp_path: Path) -> None:
     """Re-indexing a diary whose file changed removes its old words from the full-text index
