@@ -99,14 +99,16 @@ def weight(payload: Payload) -> int:
 
 
 def estimate(attrs: Mapping[str, object]) -> int:
-    """Rough bytes held for ``attrs`` (keys and values with Python's object overhead)."""
+    """Rough bytes held for ``attrs`` (keys and values with Python's object overhead). A
+    sequence counts its items and its strings: the SDK keeps a list attribute as a tuple,
+    a decoded OTLP array is a list."""
     size = 64 + 120 * len(attrs)
     for key, value in attrs.items():
         size += len(key)
         kind = type(value)
         if kind is str or kind is bytes:
             size += len(value)  # type: ignore[arg-type]
-        elif isinstance(value, (list, dict)):
+        elif isinstance(value, (tuple, list, dict)):
             size += 64 * len(value) + sum(len(v) for v in value if isinstance(v, str))
     return size
 

@@ -523,10 +523,12 @@ def test_slow_delivery_never_stalls_span_intake() -> None:
     assert len(sink.written) + processor.stats.dropped_tasks == 201
 
 
-def test_queues_are_bounded_in_bytes(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("sequence", [False, True], ids=["string", "sequence"])
+def test_queues_are_bounded_in_bytes(caplog: pytest.LogCaptureFixture, sequence: bool) -> None:
     """Task spans with large attributes are held up to the byte bound, not the count bound:
     while a sink is stuck, 21 task runs with a 1 MiB stderr tail each under an 8 MiB bound
-    keep at most 8 of them; the rest are dropped, counted and logged."""
+    keep at most 8 of them; the rest are dropped, counted and logged. A list attribute
+    (which the SDK keeps as a tuple) counts its strings too."""
     sink = BlockingSink()
     provider = TracerProvider(shutdown_on_exit=False)
     processor = DiarySpanProcessor(enabled=True, sinks=[sink], schedule_delay_ms=10,
@@ -536,9 +538,11 @@ def test_queues_are_bounded_in_bytes(caplog: pytest.LogCaptureFixture) -> None:
 
     def run(n: int) -> None:
         tail = f"run {n}: " + "e" * 2**20  # a fresh string per run, as an app makes them
+        big: dict[str, str | list[str]] = (
+            {"app.files": [tail[i:i + 2**16] for i in range(0, len(tail), 2**16)]}
+            if sequence else {"orchestrator.build_verify.stderr_tail": tail})
         with tracer.start_as_current_span("task", attributes={
-                **TASK, "orchestrator.task.id": f"T-{n}",
-                "orchestrator.build_verify.stderr_tail": tail}):
+                **TASK, "orchestrator.task.id": f"T-{n}", **big}):
             pass
 
     run(0)

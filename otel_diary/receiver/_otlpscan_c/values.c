@@ -147,14 +147,15 @@ estimate(PyObject *attributes)
         size += text_length(key);
         if (PyUnicode_CheckExact(value) || PyBytes_CheckExact(value)) {
             size += text_length(value);
-        } else if (PyList_Check(value) || PyDict_Check(value)) {
+        } else if (PyList_Check(value) || PyTuple_Check(value) || PyDict_Check(value)) {
             /* 64 per item, and the length of the str items (of the keys, for a dict) */
             Py_ssize_t item_at = 0;
             PyObject *item, *ignored;
-            if (PyList_Check(value)) {
-                size += 64 * (long long)PyList_GET_SIZE(value);
-                for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); i++)
-                    if (PyUnicode_Check(item = PyList_GET_ITEM(value, i)))
+            if (!PyDict_Check(value)) {
+                Py_ssize_t count = PySequence_Fast_GET_SIZE(value);
+                size += 64 * (long long)count;
+                for (Py_ssize_t i = 0; i < count; i++)
+                    if (PyUnicode_Check(item = PySequence_Fast_GET_ITEM(value, i)))
                         size += PyUnicode_GET_LENGTH(item);
             } else {
                 size += 64 * (long long)PyDict_GET_SIZE(value);
