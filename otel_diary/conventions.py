@@ -100,8 +100,8 @@ class Conventions:
         if self.profiles:
             return any(profile.is_task(attributes) for profile in self.profiles)
         try:
-            value = attributes[self.task_marker]  # type: ignore[index]
-        except (KeyError, TypeError):
+            value = attributes.get(self.task_marker)  # type: ignore[attr-defined]
+        except (AttributeError, TypeError):
             return False
         if self.task_marker_values is None:
             return value is not None and value != ""

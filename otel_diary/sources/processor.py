@@ -124,7 +124,8 @@ class DiarySpanProcessor(SpanProcessor):
         self._settings = parts.settings
         self.enabled = config.enabled
         self._config = config
-        self._queue: deque[ReadableSpan] = deque()
+        self._queue: deque[tuple[ReadableSpan, int]] = deque()
+        """Spans for the worker, each with its weight (estimated bytes)."""
         self._capacity = config.queue_size if self.enabled else 0
         self._wake_at = min(_WAKE_BATCH, config.queue_size // 2)
         self._awaited: OrderedDict[int, None] = OrderedDict()
@@ -271,7 +272,7 @@ class DiarySpanProcessor(SpanProcessor):
                     self._drop(weight)
                     return
                 self._queued_bytes += weight
-                queue.append(span)
+                queue.append((span, weight))
                 if size == self._wake_at:  # a batch is waiting: wake the worker once
                     self._intake.wake()  # type: ignore[union-attr]
             else:
@@ -430,8 +431,8 @@ class DiarySpanProcessor(SpanProcessor):
         awaited = self._awaited
         child_keys = conv.child_keys
         while queue:
-            span = popleft()
-            self._queued_bytes -= _weight(span)
+            span, weight = popleft()
+            self._queued_bytes -= weight
             try:
                 try:  # an SDK span's own fields: its properties copy or wrap on every read
                     attributes = span._attributes._dict  # type: ignore[union-attr]
