@@ -499,17 +499,22 @@ class DiaryIndex:
                     window *= 4
             docs = [row[0] for row in ranked]
             marks = ", ".join("?" * len(docs))
-            # Columns and snippets only for the hits kept. The snippets' statement reads the
-            # matches between the first and the last hit (a rowid range the full-text table
-            # takes), not all of them (``rowid IN`` alone it does not).
+            # Columns and snippets only for the hits kept. FTS5 answers ``rowid IN`` by
+            # evaluating the query once per hit (for a prefix, each time over every term it
+            # names), so hits among the first window's matches are read in one pass over
+            # the rowid range between the first and the last hit: at most ``ranked``
+            # matches. Further back, that range could span the whole index.
             rows = {row[0]: row[1:] for row in conn.execute(
                 f"SELECT d.doc, {HIT_COLUMNS} FROM diaries AS d WHERE d.doc IN ({marks})",
                 docs)} if docs else {}
-            snippets = dict(conn.execute(
-                "SELECT rowid, snippet(diaries_fts, -1, '**', '**', '…', 16) FROM diaries_fts "
-                "WHERE diaries_fts MATCH ? AND rowid >= ? AND rowid <= ? "
-                f"AND +rowid IN ({marks})",
-                (expression, min(docs), max(docs), *docs)).fetchall()) if docs else {}
+            snippets: dict[int, str] = {}
+            if docs:
+                among, bounds = (("rowid >= ? AND rowid <= ? AND +rowid", (min(docs), max(docs)))
+                                 if window == self._ranked else ("rowid", ()))
+                snippets = dict(conn.execute(
+                    "SELECT rowid, snippet(diaries_fts, -1, '**', '**', '…', 16) "
+                    f"FROM diaries_fts WHERE diaries_fts MATCH ? AND {among} IN ({marks})",
+                    (expression, *bounds, *docs)).fetchall())
         finally:
             if own:
                 conn.execute("COMMIT")
