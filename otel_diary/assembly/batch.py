@@ -99,17 +99,32 @@ def weight(payload: Payload) -> int:
 
 
 def estimate(attrs: Mapping[str, object]) -> int:
-    """Rough bytes held for ``attrs`` (keys and values with Python's object overhead). A
-    sequence counts its items and its strings: the SDK keeps a list attribute as a tuple,
-    a decoded OTLP array is a list."""
+    """Rough bytes held for ``attrs`` (keys and values with Python's object overhead)."""
     size = 64 + 120 * len(attrs)
     for key, value in attrs.items():
         size += len(key)
         kind = type(value)
         if kind is str or kind is bytes:
             size += len(value)  # type: ignore[arg-type]
-        elif isinstance(value, (tuple, list, dict)):
-            size += 64 * len(value) + sum(len(v) for v in value if isinstance(v, str))
+        elif kind is not int and kind is not bool and kind is not float:
+            size += _held(value)
     return size
+
+
+def _held(value: object) -> int:
+    """Rough bytes of a value in attributes: its text, or, for a sequence or a mapping, 64
+    per item and what its items (and keys) hold, at any depth. The SDK keeps a list
+    attribute as a tuple; a decoded OTLP array is a list, a key-value list a dict, and
+    either may hold more of them."""
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    if isinstance(value, (tuple, list)):
+        size = 64 * len(value)
+        for item in value:
+            size += len(item) if type(item) is str else _held(item)
+        return size
+    if isinstance(value, dict):
+        return 64 * len(value) + sum(_held(key) + _held(item) for key, item in value.items())
+    return 0
 
 

@@ -266,6 +266,24 @@ damage: Callable[..., bytes] = lambda body, at, value: (  # noqa: E731
     body[:at] + bytes([value]) + body[at + 1:])
 
 
+def test_a_nested_value_weighs_what_it_holds() -> None:
+    """A task span's kept attribute holding arrays and key-value lists counts the text and
+    bytes inside them, at every depth, against the byte bounds, in both readers alike."""
+    spans = task_trace("T-1", chats=0)
+    mib = 2**20
+    nested = AnyValue(array_value=ArrayValue(values=[
+        AnyValue(kvlist_value=KeyValueList(values=[
+            KeyValue(key="k", value=AnyValue(string_value="x" * mib))])),
+        AnyValue(bytes_value=b"y" * mib),
+        AnyValue(array_value=ArrayValue(values=[AnyValue(string_value="z" * mib)]))]))
+    spans[0].attributes.append(KeyValue(key="orchestrator.task.title", value=nested))
+    native, python = both(protobuf_body(spans), ORCHESTRATOR)
+    assert isinstance(native, Batch) and native == python
+    (_, record, size), = native.parts[0].tasks
+    assert isinstance(record.attributes["orchestrator.task.title"], list)
+    assert size > 3 * mib
+
+
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, len(_SAMPLE) - 1), st.integers(0, 255), st.integers(0, len(_SAMPLE)))
 def test_damaged_requests_agree_and_never_crash(at: int, value: int, cut: int) -> None:

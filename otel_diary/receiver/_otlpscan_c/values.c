@@ -136,6 +136,34 @@ text_length(PyObject *value)
     return PyBytes_Check(value) ? PyBytes_GET_SIZE(value) : 0;
 }
 
+/* otel_diary.assembly.batch._held(value): the text's length, or for a list, tuple or dict
+   64 per item and what its items (and keys) hold, at any depth (decoded values are at most
+   MAX_DEPTH deep; past HELD_DEPTH, which no decoded value reaches, nothing is counted). */
+enum { HELD_DEPTH = 4 * MAX_DEPTH };
+
+static long long
+held(PyObject *value, int depth)
+{
+    if (PyUnicode_Check(value) || PyBytes_Check(value))
+        return text_length(value);
+    if (depth > HELD_DEPTH)
+        return 0;
+    long long size = 0;
+    if (PyList_Check(value) || PyTuple_Check(value)) {
+        Py_ssize_t count = PySequence_Fast_GET_SIZE(value);
+        size = 64 * (long long)count;
+        for (Py_ssize_t i = 0; i < count; i++)
+            size += held(PySequence_Fast_GET_ITEM(value, i), depth + 1);
+    } else if (PyDict_Check(value)) {
+        Py_ssize_t at = 0;
+        PyObject *key, *item;
+        size = 64 * (long long)PyDict_GET_SIZE(value);
+        while (PyDict_Next(value, &at, &key, &item))
+            size += held(key, depth + 1) + held(item, depth + 1);
+    }
+    return size;
+}
+
 /* otel_diary.assembly.batch.estimate(attributes): rough bytes held for a dict of attributes. */
 long long
 estimate(PyObject *attributes)
@@ -145,25 +173,10 @@ estimate(PyObject *attributes)
     PyObject *key, *value;
     while (PyDict_Next(attributes, &at, &key, &value)) {
         size += text_length(key);
-        if (PyUnicode_CheckExact(value) || PyBytes_CheckExact(value)) {
+        if (PyUnicode_CheckExact(value) || PyBytes_CheckExact(value))
             size += text_length(value);
-        } else if (PyList_Check(value) || PyTuple_Check(value) || PyDict_Check(value)) {
-            /* 64 per item, and the length of the str items (of the keys, for a dict) */
-            Py_ssize_t item_at = 0;
-            PyObject *item, *ignored;
-            if (!PyDict_Check(value)) {
-                Py_ssize_t count = PySequence_Fast_GET_SIZE(value);
-                size += 64 * (long long)count;
-                for (Py_ssize_t i = 0; i < count; i++)
-                    if (PyUnicode_Check(item = PySequence_Fast_GET_ITEM(value, i)))
-                        size += PyUnicode_GET_LENGTH(item);
-            } else {
-                size += 64 * (long long)PyDict_GET_SIZE(value);
-                while (PyDict_Next(value, &item_at, &item, &ignored))
-                    if (PyUnicode_Check(item))
-                        size += PyUnicode_GET_LENGTH(item);
-            }
-        }
+        else if (!PyLong_CheckExact(value) && !PyBool_Check(value) && !PyFloat_CheckExact(value))
+            size += held(value, 1);
     }
     return size;
 }
