@@ -1,6 +1,6 @@
 """The read side of a knowledge base: search, fetch and "has anyone seen this error?".
 
-A :class:`KnowledgeBase` answers over ``<root>`` with plain data (frozen pydantic models),
+A :class:`KnowledgeBase` answers over ``<root>`` with plain data (frozen dataclasses),
 for the MCP server and ``otel-diary context``. It never writes under ``<root>``: the index
 is opened read-only, and when there is no index yet the diaries are scanned into a private
 index in a temporary directory (rebuilt when the diary folder changes). Lessons
@@ -18,10 +18,9 @@ import sqlite3
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
-
-from pydantic import BaseModel, ConfigDict
 
 from otel_diary.errors import DiaryError, IndexUnavailable, SearchError
 from otel_diary.index.documents import (
@@ -58,11 +57,8 @@ class ReadError(DiaryError):
     """A request the knowledge base cannot answer, with a message for whoever asked."""
 
 
-class _Plain(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-
-class Found(_Plain):
+@dataclass(frozen=True, kw_only=True)
+class Found:
     """One lesson or diary in an answer, best first."""
 
     id: str
@@ -74,13 +70,14 @@ class Found(_Plain):
     task: str
     created: str
     snippet: str
-    matched: list[str] = []
+    matched: list[str] = field(default_factory=list)
     """What matched it: error signatures (``code:TS2345``) or ``text``."""
     learned: str = ""
     """A diary's "What was learned", its start (empty for lessons)."""
 
 
-class SearchAnswer(_Plain):
+@dataclass(frozen=True, kw_only=True)
+class SearchAnswer:
     """Ranked lessons and diaries for a query."""
 
     query: str
@@ -90,7 +87,8 @@ class SearchAnswer(_Plain):
     results: list[Found]
 
 
-class Document(_Plain):
+@dataclass(frozen=True, kw_only=True)
+class Document:
     """A whole lesson or diary document: its front matter and markdown body."""
 
     id: str
@@ -103,7 +101,8 @@ class Document(_Plain):
     content: str
 
 
-class LessonsAnswer(_Plain):
+@dataclass(frozen=True, kw_only=True)
+class LessonsAnswer:
     """What the knowledge base knows about an error: lessons first, then diaries."""
 
     signatures: list[str]
@@ -147,7 +146,8 @@ def _limit(limit: int) -> int:
 
 # -- lessons -------------------------------------------------------------------------------
 
-class _Lesson(_Plain):
+@dataclass(frozen=True, kw_only=True)
+class _Lesson:
     id: str
     path: str
     title: str

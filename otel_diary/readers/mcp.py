@@ -8,9 +8,11 @@ Transports: stdio, or streamable HTTP at ``/mcp`` behind a bearer token.
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import logging
 import sqlite3
+import typing
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -19,7 +21,7 @@ import uvicorn
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from otel_diary import __version__
 from otel_diary.errors import DiaryError
@@ -29,6 +31,7 @@ from otel_diary.readers.knowledge import (
     MAX_LIMIT,
     MAX_QUERY_CHARS,
     Document,
+    Found,
     KnowledgeBase,
     LessonsAnswer,
     SearchAnswer,
@@ -61,15 +64,46 @@ Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, description="At most this many 
 Filter = Annotated[str | None, Field(max_length=200)]
 
 
-_T = TypeVar("_T")
+_M = TypeVar("_M", bound=BaseModel)
 
 
-def _answer(call: Callable[[], _T]) -> _T:
-    """``call()``, with what the knowledge base refuses turned into a tool error."""
+def _model(cls: type[Any], models: dict[type[Any], type[BaseModel]]) -> type[BaseModel]:
+    """A frozen pydantic model of the answer dataclass ``cls``: its name, docstring, fields
+    and defaults, an answer dataclass in a field's type being its model (in ``models``).
+    The SDK derives a tool's output schema from its return type, and serializes a model."""
+    hints = typing.get_type_hints(cls)
+    fields: dict[str, Any] = {}
+    for item in dataclasses.fields(cls):
+        kind = hints[item.name]
+        if typing.get_origin(kind) is list and typing.get_args(kind)[0] in models:
+            kind = list.__class_getitem__(models[typing.get_args(kind)[0]])
+        if item.default is not dataclasses.MISSING:
+            fields[item.name] = (kind, item.default)
+        elif item.default_factory is not dataclasses.MISSING:
+            fields[item.name] = (kind, item.default_factory())
+        else:
+            fields[item.name] = kind
+    model: type[BaseModel] = create_model(cls.__name__, __config__=ConfigDict(frozen=True),
+                                          __doc__=cls.__doc__, **fields)
+    models[cls] = model
+    return model
+
+
+_MODELS: dict[type[Any], type[BaseModel]] = {}
+_model(Found, _MODELS)
+SearchModel = _model(SearchAnswer, _MODELS)
+DocumentModel = _model(Document, _MODELS)
+LessonsModel = _model(LessonsAnswer, _MODELS)
+
+
+def _answer(call: Callable[[], object], model: type[_M]) -> _M:
+    """``call()``'s answer as ``model``, with what the knowledge base refuses turned into a
+    tool error."""
     try:
-        return call()
+        answer = call()
     except (DiaryError, sqlite3.Error) as exc:
         raise ToolError(str(exc)) from exc
+    return model.model_validate(answer, from_attributes=True)
 
 
 def build_server(kb: KnowledgeBase) -> MCPServer[Any]:
@@ -87,28 +121,28 @@ def build_server(kb: KnowledgeBase) -> MCPServer[Any]:
             "Only documents created since a date or UTC time (2026-11-30, "
             "2026-11-30T12:00:00Z) or an age (30m, 12h, 7d, 2w)."))] = None,
         limit: Limit = 10,
-    ) -> SearchAnswer:
+    ) -> SearchModel:  # type: ignore[valid-type]
         """Lessons and diaries matching some words, best first (lessons first)."""
         return _answer(lambda: kb.search(query, agent=agent, outcome=outcome,
-                                         since=_since(since), limit=limit))
+                                         since=_since(since), limit=limit), SearchModel)
 
     @server.tool(annotations=READ_ONLY, title="Fetch a document")
     def kb_fetch(
         id: Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, description=(
             "A diary id (kh-…), a lesson id, or a document path inside the knowledge base "
             "(diaries/…/x.md)."))],
-    ) -> Document:
+    ) -> DocumentModel:  # type: ignore[valid-type]
         """The whole document (front matter and markdown body) of a diary or a lesson."""
-        return _answer(lambda: kb.fetch(id))
+        return _answer(lambda: kb.fetch(id), DocumentModel)
 
     @server.tool(annotations=READ_ONLY, title="Has anyone seen this error?")
     def kb_lessons(
         error: Annotated[str, Field(min_length=1, max_length=MAX_ERROR_CHARS, description=(
             "Pasted error text or the tail of a build's stderr."))],
         limit: Limit = 10,
-    ) -> LessonsAnswer:
+    ) -> LessonsModel:  # type: ignore[valid-type]
         """The error's signatures and the lessons and diaries that met it, best first."""
-        return _answer(lambda: kb.lessons(error, limit=limit))
+        return _answer(lambda: kb.lessons(error, limit=limit), LessonsModel)
 
     @server.resource("diary://{id}", name="diary", mime_type="text/markdown",
                      description="A diary (kh-…) or lesson of the knowledge base, as markdown.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Iterator
@@ -16,6 +17,7 @@ from mcp import ClientSession, MCPError
 from mcp.types import CallToolResult, TextContent, TextResourceContents
 
 from otel_diary import Diary
+from otel_diary.readers import Document, Found, LessonsAnswer
 from tests.support.kb import kb_pipeline, task_record, write
 from tests.support.knowledge import NEW_TS_ERROR, build_knowledge_base, snapshot, write_lesson
 from tests.support.mcp_client import SERVER, http_server, http_session, stdio_session
@@ -96,6 +98,24 @@ def test_tools_are_listed_read_only_with_input_and_output_schemas(connect: Conne
     assert search["properties"]["query"]["maxLength"] == 2000
     assert tools["kb_fetch"].input_schema["required"] == ["id"]
     assert tools["kb_lessons"].input_schema["required"] == ["error"]
+
+
+def test_output_schemas_describe_the_answers_fields_and_defaults(connect: Connect) -> None:
+    """Each answer's schema has the answer's description, its fields in order, and marks
+    as required exactly the fields without a default (a list defaulting to empty is not)."""
+    tools = {tool.name: tool for tool in run(connect, lambda s: s.list_tools()).tools}
+    lessons = tools["kb_lessons"].output_schema
+    assert lessons is not None and lessons["title"] == "LessonsAnswer"
+    assert lessons["description"] == LessonsAnswer.__doc__
+    assert list(lessons["properties"]) == [f.name for f in dataclasses.fields(LessonsAnswer)]
+    assert lessons["required"] == ["signatures", "first_line", "results"]
+    assert lessons["properties"]["template"]["default"] == ""
+    found = lessons["$defs"]["Found"]
+    assert found["description"] == Found.__doc__
+    assert "matched" not in found["required"] and found["properties"]["matched"]["default"] == []
+    assert found["properties"]["kind"]["enum"] == ["lesson", "diary"]
+    fetch = tools["kb_fetch"].output_schema
+    assert fetch is not None and fetch["required"] == [f.name for f in dataclasses.fields(Document)]
 
 
 def test_search_by_an_error_code_lists_the_lesson_then_the_diary(
