@@ -500,17 +500,18 @@ class DiaryIndex:
             docs = [row[0] for row in ranked]
             marks = ", ".join("?" * len(docs))
             # Columns and snippets only for the hits kept. FTS5 answers ``rowid IN`` by
-            # evaluating the query once per hit (for a prefix, each time over every term it
-            # names), so hits among the first window's matches are read in one pass over
-            # the rowid range between the first and the last hit: at most ``ranked``
-            # matches. Further back, that range could span the whole index.
+            # evaluating the query once per hit, which for a prefix merges every term it
+            # names each time; one pass over the rowid range between the first and the last
+            # hit evaluates it once. That range holds at most ``ranked`` matches when the
+            # hits are among the first window's; further back, only a prefix is worth it.
             rows = {row[0]: row[1:] for row in conn.execute(
                 f"SELECT d.doc, {HIT_COLUMNS} FROM diaries AS d WHERE d.doc IN ({marks})",
                 docs)} if docs else {}
             snippets: dict[int, str] = {}
             if docs:
                 among, bounds = (("rowid >= ? AND rowid <= ? AND +rowid", (min(docs), max(docs)))
-                                 if window == self._ranked else ("rowid", ()))
+                                 if window == self._ranked or "*" in expression
+                                 else ("rowid", ()))
                 snippets = dict(conn.execute(
                     "SELECT rowid, snippet(diaries_fts, -1, '**', '**', '…', 16) "
                     f"FROM diaries_fts WHERE diaries_fts MATCH ? AND {among} IN ({marks})",

@@ -458,9 +458,10 @@ def test_a_filtered_search_past_its_ranking_bound_reaches_further_back(
         write(pipeline, task_record(n, f"T-{n}", agent="coder", title=f"Close the ledger {n}"))
     with DiaryIndex(tmp_path, ranked=2) as index:
         assert index.rebuild().indexed == 11
-        hits = index.search("ledger", agent="reviewer").hits
-        assert [hit.id for hit in hits] == [oldest.id]
-        assert "**ledger**" in hits[0].snippet.lower()  # read by its rowid, far back
+        for query in ("ledger", "ledg*"):  # snippets by rowid, and over a range, far back
+            hits = index.search(query, agent="reviewer").hits
+            assert [hit.id for hit in hits] == [oldest.id]
+            assert "**ledger**" in hits[0].snippet.lower()
         assert len(index.search("ledger", agent="coder", limit=3).hits) == 3
 
 
