@@ -95,7 +95,8 @@ def weight(payload: Payload) -> int:
     if type(payload) is Contribution:
         return payload.size
     assert isinstance(payload, SpanRecord)
-    return TASK_BYTES + estimate(payload.attributes) + len(payload.name)
+    return (TASK_BYTES + estimate(payload.attributes) + len(payload.name)
+            + len(payload.status_message) + estimate(payload.resource))
 
 
 def estimate(attrs: Mapping[str, object]) -> int:
@@ -111,20 +112,36 @@ def estimate(attrs: Mapping[str, object]) -> int:
     return size
 
 
+HELD_DEPTH = 256
+"""Containers nested deeper than this count nothing more (no decoded value comes close;
+the C reader's twin stops at the same depth)."""
+
+
 def _held(value: object) -> int:
     """Rough bytes of a value in attributes: its text, or, for a sequence or a mapping, 64
-    per item and what its items (and keys) hold, at any depth. The SDK keeps a list
-    attribute as a tuple; a decoded OTLP array is a list, a key-value list a dict, and
-    either may hold more of them."""
-    if isinstance(value, (str, bytes)):
-        return len(value)
-    if isinstance(value, (tuple, list)):
-        size = 64 * len(value)
-        for item in value:
-            size += len(item) if type(item) is str else _held(item)
-        return size
-    if isinstance(value, dict):
-        return 64 * len(value) + sum(_held(key) + _held(item) for key, item in value.items())
-    return 0
+    per item and what its items (and keys) hold, at any depth, walked without recursion.
+    The SDK keeps a list attribute as a tuple; a decoded OTLP array is a list, a key-value
+    list a dict, and either may hold more of them."""
+    size = 0
+    stack = [(value, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (str, bytes)):
+            size += len(value)
+        elif depth > HELD_DEPTH:
+            continue
+        elif isinstance(value, (tuple, list)):
+            size += 64 * len(value)
+            for item in value:
+                if type(item) is str:
+                    size += len(item)
+                else:
+                    stack.append((item, depth + 1))
+        elif isinstance(value, dict):
+            size += 64 * len(value)
+            for key, item in value.items():
+                stack.append((key, depth + 1))
+                stack.append((item, depth + 1))
+    return size
 
 

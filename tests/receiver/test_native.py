@@ -38,6 +38,7 @@ from otel_diary.receiver import decode as _otlp
 from otel_diary.receiver.decode import PROTOBUF, decode
 from otel_diary.receiver.records import kept_keys
 from tests.support.otlp_build import protobuf_body, task_trace
+from tests.support.otlp_build import request as otlp_request
 
 if not _otlp.NATIVE:
     if os.environ.get("CI"):
@@ -282,6 +283,22 @@ def test_a_nested_value_weighs_what_it_holds() -> None:
     (_, record, size), = native.parts[0].tasks
     assert isinstance(record.attributes["orchestrator.task.title"], list)
     assert size > 3 * mib
+
+
+def test_a_task_weighs_its_status_message_and_resource() -> None:
+    """A task span's status message and its resource's attributes are held with it: both
+    count in its size, in both readers alike."""
+    spans = task_trace("T-1", chats=0)
+    mib = 2**20
+    spans[0].status.message = "m" * mib
+    body = otlp_request(spans)
+    body.resource_spans[0].resource.attributes.append(
+        KeyValue(key="app.blob", value=AnyValue(string_value="r" * mib)))
+    native, python = both(body.SerializeToString(), ORCHESTRATOR)
+    assert isinstance(native, Batch) and native == python
+    (_, record, size), = native.parts[0].tasks
+    assert len(record.status_message) == mib and "app.blob" in record.resource
+    assert size > 2 * mib
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])

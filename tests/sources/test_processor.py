@@ -50,6 +50,18 @@ def test_completed_run_writes_one_completed_diary(harness: Harness) -> None:
     assert "## Error encountered" not in diary.body
 
 
+def test_a_deeply_nested_attribute_is_weighed_and_written(harness: Harness) -> None:
+    """An attribute nested 700 mappings deep (the SDK takes it) is weighed without
+    recursion: the run is queued and its diary written, not lost to a RecursionError."""
+    deep: object = "leaf"
+    for _ in range(700):
+        deep = {"k": deep}
+    run_task(harness, {"app.deep": deep})
+    harness.flush()
+    [diary] = harness.sink.diaries
+    assert diary.outcome == "completed" and harness.processor.stats.pipeline_errors == 0
+
+
 @pytest.mark.parametrize("signal", [
     {"orchestrator.escalation_count": 2},
     {"orchestrator.build_verify.attempts": 3},

@@ -408,7 +408,8 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
             return -1;
         }
         long long task_size = wanted->task_bytes + estimate(attributes) +
-                              PyUnicode_GET_LENGTH(shown);
+                              PyUnicode_GET_LENGTH(shown) + PyUnicode_GET_LENGTH(status) +
+                              estimate(resource);
         scan->size += task_size;
         return append_new(PyTuple_GET_ITEM(part, PART_TASKS), Py_BuildValue(
             "(NNKKy#kiNNNL)", span, shown, (unsigned long long)start_ns,

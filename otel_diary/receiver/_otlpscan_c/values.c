@@ -138,8 +138,9 @@ text_length(PyObject *value)
 
 /* otel_diary.assembly.batch._held(value): the text's length, or for a list, tuple or dict
    64 per item and what its items (and keys) hold, at any depth (decoded values are at most
-   MAX_DEPTH deep; past HELD_DEPTH, which no decoded value reaches, nothing is counted). */
-enum { HELD_DEPTH = 4 * MAX_DEPTH };
+   MAX_DEPTH deep; containers past HELD_DEPTH, which no decoded value reaches, count nothing
+   more, as in batch.HELD_DEPTH). */
+enum { HELD_DEPTH = 256 };
 
 static long long
 held(PyObject *value, int depth)
