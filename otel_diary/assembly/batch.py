@@ -34,7 +34,8 @@ class Contribution(NamedTuple):
     @property
     def size(self) -> int:
         """Estimated bytes held for it."""
-        return CONTRIBUTION_BYTES + ATTRIBUTE_BYTES * len(self.attributes)
+        return (CONTRIBUTION_BYTES + ATTRIBUTE_BYTES * len(self.attributes)
+                + held_by_values(self.attributes))
 
 
 Payload = SpanRecord | Contribution
@@ -101,9 +102,14 @@ def weight(payload: Payload) -> int:
 
 def estimate(attrs: Mapping[str, object]) -> int:
     """Rough bytes held for ``attrs`` (keys and values with Python's object overhead)."""
-    size = 64 + 120 * len(attrs)
-    for key, value in attrs.items():
-        size += len(key)
+    return 64 + 120 * len(attrs) + sum(map(len, attrs)) + held_by_values(attrs)
+
+
+def held_by_values(attrs: Mapping[str, object]) -> int:
+    """What the values of ``attrs`` hold besides their slots: the length of text and
+    bytes, and what sequences and mappings hold (:func:`_held`)."""
+    size = 0
+    for value in attrs.values():
         kind = type(value)
         if kind is str or kind is bytes:
             size += len(value)  # type: ignore[arg-type]

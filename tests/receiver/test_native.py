@@ -285,6 +285,19 @@ def test_a_nested_value_weighs_what_it_holds() -> None:
     assert size > 3 * mib
 
 
+def test_a_contribution_weighs_the_text_it_keeps() -> None:
+    """A contributing span's kept values (a model name, here 1 MiB long) count in its
+    part's size, in both readers alike."""
+    spans = task_trace("T-1", chats=1)
+    chat = next(span for span in spans if any(a.key == "gen_ai.request.model"
+                                               for a in span.attributes))
+    chat.attributes.append(KeyValue(key="gen_ai.response.model",
+                                    value=AnyValue(string_value="m" * 2**20)))
+    native, python = both(protobuf_body(spans), ORCHESTRATOR)
+    assert isinstance(native, Batch) and native == python
+    assert native.parts[0].size > 2**20 and native.size > 2**20
+
+
 def test_a_task_weighs_its_status_message_and_resource() -> None:
     """A task span's status message and its resource's attributes are held with it: both
     count in its size, in both readers alike."""

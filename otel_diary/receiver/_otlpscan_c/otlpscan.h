@@ -396,6 +396,8 @@ INTERNAL int all_attributes(const Wanted *wanted, PyObject *dict, const uint8_t 
                             size_t size, uint32_t number);
 /* otel_diary.assembly.batch.estimate(attributes): rough bytes held for a dict of attributes. */
 INTERNAL long long estimate(PyObject *attributes);
+/* otel_diary.assembly.batch.held_by_values(attributes): what a dict's values hold. */
+INTERNAL long long held_by_values(PyObject *attributes);
 
 /* -- scan.c ----------------------------------------------------------------------------- */
 

@@ -426,7 +426,8 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
         add_error_details(wanted, found, data, size, message, message_size) < 0)
         goto error;
     long long size_of = wanted->contribution_bytes +
-                        wanted->attribute_bytes * (long long)PyDict_GET_SIZE(found);
+                        wanted->attribute_bytes * (long long)PyDict_GET_SIZE(found) +
+                        held_by_values(found);
     scan->part_size += size_of;
     scan->size += size_of;
     PyObject *end = PyLong_FromUnsignedLongLong(end_ns);

@@ -165,6 +165,23 @@ held(PyObject *value, int depth)
     return size;
 }
 
+/* otel_diary.assembly.batch.held_by_values(attributes): what a dict's values hold besides
+   their slots. */
+long long
+held_by_values(PyObject *attributes)
+{
+    long long size = 0;
+    Py_ssize_t at = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(attributes, &at, &key, &value)) {
+        if (PyUnicode_CheckExact(value) || PyBytes_CheckExact(value))
+            size += text_length(value);
+        else if (!PyLong_CheckExact(value) && !PyBool_Check(value) && !PyFloat_CheckExact(value))
+            size += held(value, 1);
+    }
+    return size;
+}
+
 /* otel_diary.assembly.batch.estimate(attributes): rough bytes held for a dict of attributes. */
 long long
 estimate(PyObject *attributes)
@@ -172,12 +189,7 @@ estimate(PyObject *attributes)
     long long size = 64 + 120 * (long long)PyDict_GET_SIZE(attributes);
     Py_ssize_t at = 0;
     PyObject *key, *value;
-    while (PyDict_Next(attributes, &at, &key, &value)) {
+    while (PyDict_Next(attributes, &at, &key, &value))
         size += text_length(key);
-        if (PyUnicode_CheckExact(value) || PyBytes_CheckExact(value))
-            size += text_length(value);
-        else if (!PyLong_CheckExact(value) && !PyBool_Check(value) && !PyFloat_CheckExact(value))
-            size += held(value, 1);
-    }
-    return size;
+    return size + held_by_values(attributes);
 }
