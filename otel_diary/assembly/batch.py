@@ -92,12 +92,14 @@ class Batch:
 
 
 def weight(payload: Payload) -> int:
-    """Estimated bytes held for an item's payload."""
+    """Estimated bytes held for an item's payload. A task also holds its resource's
+    attributes, which the tasks of one resource share: the readers add their estimate,
+    made once per resource, to each task's size."""
     if type(payload) is Contribution:
         return payload.size
     assert isinstance(payload, SpanRecord)
     return (TASK_BYTES + estimate(payload.attributes) + len(payload.name)
-            + len(payload.status_message) + estimate(payload.resource))
+            + len(payload.status_message))
 
 
 def estimate(attrs: Mapping[str, object]) -> int:

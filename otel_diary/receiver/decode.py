@@ -59,6 +59,7 @@ from otel_diary.assembly.batch import (
     Batch,
     Contribution,
     Part,
+    estimate,
     weight,
 )
 from otel_diary.conventions import Conventions
@@ -309,6 +310,7 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
     valid = held = size = 0
     for resource_spans in request.resource_spans:
         resource: dict[str, object] | None = None
+        resource_size = 0
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
                 trace_id = span.trace_id
@@ -345,8 +347,9 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
                         and conventions.is_task(found)):
                     if resource is None:
                         resource = attributes(resource_spans.resource.attributes)
+                        resource_size = estimate(resource)
                     record = task_record(span, resource)
-                    task_size = weight(record)
+                    task_size = weight(record) + resource_size
                     size += task_size
                     part.tasks.append((span_id, record, task_size))
                     continue

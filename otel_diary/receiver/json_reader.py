@@ -18,7 +18,7 @@ import json
 import re
 from typing import Any
 
-from otel_diary.assembly.batch import Batch, Contribution, Part, weight
+from otel_diary.assembly.batch import Batch, Contribution, Part, estimate, weight
 from otel_diary.conventions import Conventions
 from otel_diary.errors import DecodeError
 from otel_diary.receiver.records import (
@@ -235,6 +235,7 @@ def read_document(data: dict[str, Any], conventions: Conventions) -> Batch:
     valid = held = size = 0
     for r, resource_spans in enumerate(_messages(data, "resourceSpans", "resource_spans", "")):
         resource: dict[str, object] | None = None
+        resource_size = 0
         where_r = f"resourceSpans[{r}]."
         resource_message = _message(resource_spans, "resource", "resource", where_r)
         for s, scope_spans in enumerate(_messages(resource_spans, "scopeSpans", "scope_spans",
@@ -293,6 +294,7 @@ def read_document(data: dict[str, Any], conventions: Conventions) -> Batch:
                     if resource is None:
                         resource = attributes(_messages(resource_message, "attributes",
                                                         "attributes", where_r))
+                        resource_size = estimate(resource)
                     assert status is not None
                     record = span_record(
                         trace_id, span_id, _text(span.get("name"), "name"),
@@ -301,7 +303,7 @@ def read_document(data: dict[str, Any], conventions: Conventions) -> Batch:
                         end, parent, _integer(span.get("flags"), _UINT32, "flags"), code,
                         _text(status.get("message"), "status.message"),
                         attributes(_messages(span, "attributes", "attributes", "")), resource)
-                    task_size = weight(record)
+                    task_size = weight(record) + resource_size
                     size += task_size
                     part.tasks.append((span_id, record, task_size))
                     continue

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import otel_diary
 from otel_diary import ORCHESTRATOR, SpanRecord
-from otel_diary.assembly.batch import Contribution, weight
+from otel_diary.assembly.batch import Contribution, estimate, weight
 from otel_diary.conventions import AUTO, Conventions
 from otel_diary.errors import DecodeError, TooLarge
 from otel_diary.receiver.decode import (
@@ -50,7 +50,8 @@ def test_protobuf_task_span_becomes_a_full_record() -> None:
     assert (part.trace_id, len(part.contributions)) == (spans[0].trace_id, 2)
     assert part.size == sum(c.size for c in part.contributions)
     [(span_id, payload, size)] = part.tasks
-    assert isinstance(payload, SpanRecord) and size == weight(payload)
+    assert isinstance(payload, SpanRecord)
+    assert size == weight(payload) + estimate(payload.resource)  # its resource, once
     assert payload.trace_id == int.from_bytes(spans[0].trace_id, "big")
     assert payload.span_id == int.from_bytes(span_id, "big")
     assert payload.attributes["orchestrator.task.id"] == "T-1"

@@ -428,6 +428,7 @@ typedef struct {
     const uint8_t *group;  /* the ResourceSpans being read */
     size_t group_size;
     PyObject *resource;    /* its resource attributes, once a task span needed them */
+    long long resource_size; /* and their estimate, added to each task span's size */
     IdSet ids;             /* span ids kept in the last part */
     long long held, valid, rejected, duplicates, size;
     PyObject *links;       /* list of (trace id, parent links) runs, see scan_doc */

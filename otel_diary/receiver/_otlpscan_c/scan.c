@@ -233,6 +233,7 @@ resource_attributes(Scan *scan, const Wanted *wanted)
             return NULL;
         }
         scan->resource = dict;
+        scan->resource_size = estimate(dict);
     }
     return Py_NewRef(scan->resource);
 }
@@ -409,7 +410,7 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
         }
         long long task_size = wanted->task_bytes + estimate(attributes) +
                               PyUnicode_GET_LENGTH(shown) + PyUnicode_GET_LENGTH(status) +
-                              estimate(resource);
+                              scan->resource_size;
         scan->size += task_size;
         return append_new(PyTuple_GET_ITEM(part, PART_TASKS), Py_BuildValue(
             "(NNKKy#kiNNNL)", span, shown, (unsigned long long)start_ns,
