@@ -138,8 +138,8 @@ class DiarySpanProcessor(SpanProcessor):
         self._drops = itertools.count(1)
         self._drops_logged = 0
         self._shutdown = False
-        self._ready: deque[Ready] = deque()
-        """Task runs waiting for the delivery runner."""
+        self._ready: deque[tuple[Ready, int]] = deque()
+        """Task runs waiting for the delivery runner, each with its weight."""
         self._ready_capacity = max(64, config.queue_size // 16)
         self._max_bytes = config.queue_max_bytes
         self._queued_bytes = 0
@@ -383,7 +383,7 @@ class DiarySpanProcessor(SpanProcessor):
                 taken = (len(self._ready) < self._ready_capacity and self._queued_bytes
                          + self._ready_bytes + weight <= self._max_bytes)
                 if taken:
-                    self._ready.append(item)
+                    self._ready.append((item, weight))
                     self._ready_bytes += weight
             if not taken:
                 self.stats.dropped_tasks += 1
@@ -416,11 +416,11 @@ class DiarySpanProcessor(SpanProcessor):
             return
         with pipeline.batch():
             while ready:
-                item = ready[0]  # counted until delivered: its diary is being made from it
+                item, weight = ready[0]  # counted until delivered: its diary is being made
                 pipeline.handle(item)  # never raises
                 with self._ready_lock:
                     ready.popleft()
-                    self._ready_bytes -= estimate(item[0].attributes)
+                    self._ready_bytes -= weight
 
     def _drain_queue(self) -> None:
         """Fold every queued span into the assembler; deliver the task spans it releases."""
