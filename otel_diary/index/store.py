@@ -24,12 +24,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from otel_diary.errors import IndexUnavailable, SearchError
-from otel_diary.index.documents import (
-    MAX_SIGNATURES,
-    Entry,
-    entry_from_document,
-)
+from otel_diary.index.documents import Entry, entry_from_document
 from otel_diary.index.query import QUERY_ERRORS, Hit, SearchResult, fts_terms
+from otel_diary.index.related import related as find_related
 from otel_diary.index.schema import (
     BULK_CACHE_KIB,
     CACHE_KIB,
@@ -67,7 +64,6 @@ RANKED = 1000
 """Most matches a search ranks: a query matching more diaries is ranked among the most
 recently indexed of them (a rebuild indexes the folder oldest first), reaching further
 back when its filters leave fewer hits than asked for."""
-_CANDIDATES = 50
 
 
 @dataclass(frozen=True)
@@ -562,39 +558,5 @@ class DiaryIndex:
                 signatures: Sequence[str], before: str, limit: int = MAX_RELATED) -> list[str]:
         """Ids of up to ``limit`` diaries created no later than ``before`` that share an error
         signature, the task or the trigger (weighed in that order), newest first."""
-        conn = self._ready()
-        scores: dict[str, float] = {}
-        created: dict[str, str] = {}
-
-        def gather(sql: str, args: Sequence[object], weight: float) -> None:
-            for ident, stamp, count in conn.execute(sql, (*args, exclude, before, _CANDIDATES)):
-                scores[ident] = scores.get(ident, 0.0) + weight * count
-                created[ident] = stamp
-
-        common = "d.id != ? AND d.created <= ?"
-        if task:
-            gather("SELECT d.id, d.created, 1 FROM diaries AS d WHERE d.task = ? AND "
-                   f"{common} ORDER BY d.created DESC LIMIT ?", (task,), 2.0)
-        wanted = list(dict.fromkeys(signatures))[:MAX_SIGNATURES]
-        if wanted:
-            # The newest diaries of each signature, then how many of them each one shares:
-            # the candidates most shared, then newest.
-            docs: set[int] = set()
-            for signature in wanted:
-                docs.update(doc for (doc,) in conn.execute(
-                    "SELECT doc FROM signatures WHERE signature = ? AND created <= ? "
-                    "ORDER BY created DESC LIMIT ?", (signature, before, _CANDIDATES + 1)))
-            if docs:
-                gather("SELECT d.id, d.created, count(*) AS shared FROM signatures AS s "
-                       "JOIN diaries AS d ON d.doc = s.doc "
-                       f"WHERE s.doc IN ({', '.join('?' * len(docs))}) "
-                       f"AND s.signature IN ({', '.join('?' * len(wanted))}) AND {common} "
-                       "GROUP BY s.doc ORDER BY shared DESC, d.created DESC LIMIT ?",
-                       (*docs, *wanted), 3.0)
-        if trigger:
-            gather("SELECT d.id, d.created, 1 FROM diaries AS d WHERE d.task_trigger = ? AND "
-                   f"{common} ORDER BY d.created DESC LIMIT ?", (trigger,), 1.0)
-        ranked = sorted(scores)  # stable sorts: best score, then newest, then id
-        ranked.sort(key=created.__getitem__, reverse=True)
-        ranked.sort(key=scores.__getitem__, reverse=True)
-        return ranked[:limit]
+        return find_related(self._ready(), exclude=exclude, task=task, trigger=trigger,
+                            signatures=signatures, before=before, limit=limit)

@@ -1,0 +1,111 @@
+"""Related diaries in the local index: the diaries that share an error signature, the task
+or the trigger of a run, best first.
+
+Each diary found scores 3 for each error signature it shares, 2 for the same task and 1
+for the same trigger; ties go to the newest, then to the smallest id. Only the newest
+``CANDIDATES`` diaries of each signature, task and trigger are candidates: bounded work
+however many diaries met a common error. Candidates are numbered rows read from covering
+indexes; only the few ranked first are looked up for their ids.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from otel_diary.index.documents import MAX_SIGNATURES
+
+CANDIDATES = 50
+"""The newest diaries of each signature, task and trigger that may be related."""
+
+WEIGHTS = {"signature": 3.0, "task": 2.0, "trigger": 1.0}
+
+_NEWEST = "created <= ? AND doc IS NOT ? ORDER BY created DESC LIMIT ?"
+
+
+def related(conn: sqlite3.Connection, *, exclude: str, task: str | None,
+            trigger: str | None, signatures: Sequence[str], before: str,
+            limit: int) -> list[str]:
+    """Ids of up to ``limit`` diaries other than ``exclude``, created no later than
+    ``before``, that share an error signature, the task or the trigger, best first."""
+    row = conn.execute("SELECT doc FROM diaries WHERE id = ?", (exclude,)).fetchone()
+    own = row[0] if row else None  # "doc IS NOT NULL" excludes nothing
+    scores: dict[int, float] = {}
+    created: dict[int, str] = {}
+
+    def gather(found: dict[int, str], counts: dict[int, int] | None, weight: float) -> None:
+        for doc, stamp in found.items():
+            scores[doc] = scores.get(doc, 0.0) + weight * (counts[doc] if counts else 1)
+            created[doc] = stamp
+
+    for column, value, weight in (("task", task, WEIGHTS["task"]),
+                                  ("task_trigger", trigger, WEIGHTS["trigger"])):
+        if value:
+            gather(dict(conn.execute(f"SELECT doc, created FROM diaries WHERE {column} = ? "
+                                     f"AND {_NEWEST}", (value, before, own, CANDIDATES))),
+                   None, weight)
+    wanted = list(dict.fromkeys(signatures))[:MAX_SIGNATURES]
+    if wanted:
+        gather(*_shared(conn, wanted, before, own), WEIGHTS["signature"])
+    return _best(conn, scores, created, limit)
+
+
+def _shared(conn: sqlite3.Connection, wanted: Sequence[str], before: str,
+            own: int | None) -> tuple[dict[int, str], dict[int, int]]:
+    """The newest diaries of each signature, and how many of the ``wanted`` signatures each
+    one has; the ``CANDIDATES`` most shared, then newest, are kept."""
+    newest: dict[str, list[tuple[int, str]]] = {
+        signature: conn.execute(
+            "SELECT doc, created FROM signatures WHERE signature = ? AND created <= ? "
+            "ORDER BY created DESC LIMIT ?", (signature, before, CANDIDATES + 1)).fetchall()
+        for signature in wanted}
+    found: dict[int, str] = {}
+    for rows in newest.values():
+        found.update(rows)
+    if own is not None:
+        found.pop(own, None)
+    counts = dict.fromkeys(found, 0)
+    unknown: set[tuple[str, int]] = set()
+    for signature, rows in newest.items():
+        listed = {doc for doc, _ in rows}
+        for doc in listed:
+            if doc in counts:
+                counts[doc] += 1
+        if len(rows) > CANDIDATES:  # the signature's list is cut: an older diary not in
+            oldest = rows[-1][1]  # it, or one as old as its last, may have it as well
+            unknown.update((signature, doc) for doc, stamp in found.items()
+                           if stamp <= oldest and doc not in listed)
+    if unknown:
+        docs = {doc for _, doc in unknown}
+        signatures = {signature for signature, _ in unknown}
+        for signature, doc in conn.execute(
+                f"SELECT signature, doc FROM signatures WHERE doc IN "
+                f"({', '.join('?' * len(docs))}) AND signature IN "
+                f"({', '.join('?' * len(signatures))})", (*docs, *signatures)):
+            if (signature, doc) in unknown:
+                counts[doc] += 1
+    kept = sorted(found)
+    kept.sort(key=found.__getitem__, reverse=True)
+    kept.sort(key=counts.__getitem__, reverse=True)
+    return {doc: found[doc] for doc in kept[:CANDIDATES]}, counts
+
+
+def _best(conn: sqlite3.Connection, scores: dict[int, float], created: dict[int, str],
+          limit: int) -> list[str]:
+    """The ids of the ``limit`` best scored diaries: best score, then newest, then id.
+    Only the diaries ranked up to the last one kept, and those tied with it, are looked up."""
+    ranked = sorted(scores, key=created.__getitem__, reverse=True)
+    ranked.sort(key=scores.__getitem__, reverse=True)
+    if not ranked or limit <= 0:
+        return []
+    end = min(limit, len(ranked))
+    last = (scores[ranked[end - 1]], created[ranked[end - 1]])
+    while end < len(ranked) and (scores[ranked[end]], created[ranked[end]]) == last:
+        end += 1
+    ids = dict(conn.execute(f"SELECT doc, id FROM diaries WHERE doc IN "
+                            f"({', '.join('?' * end)})", ranked[:end]))
+    best = sorted(ids.values())  # stable sorts: best score, then newest, then id
+    doc_of = {ident: doc for doc, ident in ids.items()}
+    best.sort(key=lambda ident: created[doc_of[ident]], reverse=True)
+    best.sort(key=lambda ident: scores[doc_of[ident]], reverse=True)
+    return best[:limit]

@@ -1,0 +1,98 @@
+"""Related diaries in the local index, against a plain model of the ranking: ties, cut
+candidate lists, re-written diaries, signatures shared by some candidates only."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from otel_diary.index.documents import Entry
+from otel_diary.index.related import CANDIDATES
+from otel_diary.index.store import DiaryIndex
+
+
+@dataclass(frozen=True)
+class Row:
+    order: int  # when it was indexed: the later, the larger
+    id: str
+    task: str
+    trigger: str | None
+    created: str
+    signatures: tuple[str, ...]
+
+
+def newest(rows: list[Row], count: int) -> list[Row]:
+    return sorted(rows, key=lambda row: (row.created, row.order), reverse=True)[:count]
+
+
+def model(rows: list[Row], exclude: str, task: str | None, trigger: str | None,
+          signatures: list[str], before: str, limit: int) -> list[str]:
+    """Signature 3 for each shared, task 2, trigger 1, among the newest candidates of each;
+    best score, then newest, then id."""
+    alive = [row for row in rows if row.created <= before]
+    scores: Counter[Row] = Counter()
+    for value, weight, field in ((task, 2, "task"), (trigger, 1, "trigger")):
+        if value:
+            for row in newest([r for r in alive if getattr(r, field) == value
+                               and r.id != exclude], CANDIDATES):
+                scores[row] += weight
+    wanted = list(dict.fromkeys(signatures))
+    found = {row for signature in wanted for row in newest(
+        [r for r in alive if signature in r.signatures], CANDIDATES + 1) if row.id != exclude}
+    shared = {row: len(set(wanted) & set(row.signatures)) for row in found}
+    kept = sorted(found, key=lambda row: row.order)
+    kept.sort(key=lambda row: row.created, reverse=True)
+    kept.sort(key=shared.__getitem__, reverse=True)
+    for row in kept[:CANDIDATES]:
+        scores[row] += 3 * shared[row]
+    ranked = sorted(scores, key=lambda row: row.id)
+    ranked.sort(key=lambda row: row.created, reverse=True)
+    ranked.sort(key=scores.__getitem__, reverse=True)
+    return [row.id for row in ranked[:limit]]
+
+
+@settings(max_examples=25, deadline=None)
+@given(size=st.sampled_from([3, 40, 160]), days=st.integers(1, 12),
+       kinds=st.integers(1, 6), seed=st.integers(0, 2**32))
+def test_related_ranks_as_the_model_does(tmp_path_factory: pytest.TempPathFactory,
+                                         size: int, days: int, kinds: int, seed: int) -> None:
+    """Many diaries on few days (ties everywhere), some re-written under the same id, each
+    with some of a few signatures, so that candidate lists are cut and candidates share
+    different signatures: every lookup answers as the model."""
+    rng = random.Random(seed)
+    stamps = [f"2026-01-{day:02d}T00:00:00.000Z" for day in range(1, days + 1)]
+    pool = [f"code:E{n}" for n in range(kinds)]
+    rows: dict[str, Row] = {}
+    root = tmp_path_factory.mktemp("kb")
+    with DiaryIndex(root) as index:
+        index.hold()
+        for order in range(size):
+            ident = rng.choice(list(rows)) if rows and rng.random() < 0.1 else f"kh-{order:04d}"
+            row = Row(order, ident, rng.choice(["T-1", "T-2"]), rng.choice([None, "ci", "cron"]),
+                      rng.choice(stamps), tuple(rng.sample(pool, rng.randint(0, kinds))))
+            rows.pop(ident, None)
+            rows[ident] = row
+            index.add(Entry(id=ident, path=f"diaries/agents/a/{order}.md", title="t",
+                            agent="a", task=row.task, outcome="recovered", trigger=row.trigger,
+                            workflow=None, trace_id="0" * 32, span_id="0" * 16,
+                            created=row.created, body="b", meta="m", summary="s",
+                            signatures=row.signatures))
+        index.release()
+        for _ in range(30):
+            exclude = rng.choice([*rows, "kh-none"])
+            task = rng.choice([None, "T-1", "T-2", "T-9"])
+            trigger = rng.choice([None, "ci", "cron"])
+            signatures = rng.sample([*pool, "code:none"], rng.randint(0, kinds))
+            before = rng.choice([*stamps, "2000", "2100"])
+            limit = rng.choice([0, 1, 5, 5, 200])
+            expected = model(list(rows.values()), exclude, task, trigger, signatures, before,
+                             limit)
+            assert index.related(exclude=exclude, task=task, trigger=trigger,
+                                 signatures=signatures, before=before,
+                                 limit=limit) == expected, (exclude, task, trigger, signatures,
+                                                            before, limit)
