@@ -301,29 +301,48 @@ def _scalar(value: object) -> str | None:
     return None
 
 
+def _strings(items: list[object]) -> list[str] | None:
+    """The scalars of a list of strings (or numbers), ``None`` when it holds anything else
+    or a string this does not write."""
+    known = _QUOTED.get
+    try:
+        texts = [known(item) or _scalar(item) for item in items]  # type: ignore[call-overload]
+    except TypeError:  # a mapping or a list among them
+        return None
+    return None if None in texts else texts  # type: ignore[return-value]
+
+
 def _emit(mapping: Mapping[str, object], indent: str, first: str, out: list[str]) -> bool:
     """Append the block mapping's lines to ``out`` (its first line starts with ``first``,
     the others with ``indent``); ``False`` when a value is outside what this writes."""
     lead = first
+    known = _QUOTED.get
     for key, value in mapping.items():
-        if type(key) is not str or _scalar(key) != key:
+        if known(key) != key and (type(key) is not str or _scalar(key) != key):
             return False
         if isinstance(value, list):
             if not value:
                 out.append(f"{lead}{key}: []\n")
-            else:
-                out.append(f"{lead}{key}:\n")
-                for item in value:
-                    if isinstance(item, dict):
-                        if not item:
-                            out.append(f"{indent}- {{}}\n")
-                        elif not _emit(item, indent + "  ", indent + "- ", out):
-                            return False
-                        continue
-                    text = _scalar(item)
-                    if text is None:
+                lead = indent
+                continue
+            out.append(f"{lead}{key}:\n")
+            texts = _strings(value)
+            if texts is not None:  # ids, lines: one append for the list
+                dash = f"{indent}- "
+                out.append(dash + f"\n{dash}".join(texts) + "\n")
+                lead = indent
+                continue
+            for item in value:
+                if isinstance(item, dict):
+                    if not item:
+                        out.append(f"{indent}- {{}}\n")
+                    elif not _emit(item, indent + "  ", indent + "- ", out):
                         return False
-                    out.append(f"{indent}- {text}\n")
+                    continue
+                text = _scalar(item)
+                if text is None:
+                    return False
+                out.append(f"{indent}- {text}\n")
         else:
             text = _scalar(value)
             if text is None:

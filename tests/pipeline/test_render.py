@@ -210,10 +210,11 @@ strings = st.one_of(HOSTILE, st.text(max_size=12),
 scalars = st.one_of(strings, st.integers(-(2**70), 2**70), st.booleans(), st.none())
 keys = st.one_of(st.sampled_from(["id", "title", "tags", "runs", "evidence", "newest"]),
                  strings)
-string_lists = st.lists(strings, max_size=4)
+string_lists = st.one_of(st.lists(strings, max_size=4), st.lists(scalars, max_size=4))
 entries = st.dictionaries(keys, st.one_of(scalars, string_lists), max_size=4)
 documents = st.dictionaries(
-    keys, st.one_of(scalars, string_lists, st.lists(entries, max_size=3)), max_size=8)
+    keys, st.one_of(scalars, string_lists, st.lists(entries, max_size=3),
+                    st.lists(st.one_of(entries, scalars), max_size=3)), max_size=8)
 
 
 @settings(max_examples=2000, deadline=None)
