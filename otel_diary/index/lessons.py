@@ -34,6 +34,7 @@ from otel_diary.pipeline.render import (
     parse_front_matter,
     slug,
 )
+from otel_diary.sinks.base import atomic_write
 from otel_diary.sinks.folder import relative_location
 from otel_diary.text import clean, one_line, sha256_hex
 
@@ -408,19 +409,8 @@ class LessonBook:
         """Replace the lesson's file atomically (callers hold its lock)."""
         target = self.path(lesson.signature)
         target.parent.mkdir(parents=True, exist_ok=True)
-        import tempfile  # loaded by the first lesson, not by importing otel-diary
-
-        handle, temporary = tempfile.mkstemp(prefix=".lesson-", suffix=".tmp",
-                                             dir=target.parent)
-        try:
-            text = lesson.as_document()
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(text)
-            os.replace(temporary, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        text = lesson.as_document()
+        atomic_write(target, text.encode("utf-8"))
         self._remember(lesson.signature, text, lesson)
         return target
 

@@ -29,19 +29,21 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = False,
                  replace: bool = True) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, whole.
 
-    ``durable`` also syncs the data to disk before the rename (survives a power cut, at
-    about a millisecond per file); diaries can be regenerated, so they skip it. With
-    ``replace`` false an existing ``path`` is left alone and ``FileExistsError`` raised.
+    ``durable`` also syncs the data to disk before the rename and the folder after it
+    (survives a power cut, at about a millisecond per file); diaries can be regenerated,
+    so they skip it. With ``replace`` false an existing ``path`` is left alone and
+    ``FileExistsError`` raised.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_temporary_names)}.tmp")
-    # Mode 0666 less the umask, like any file the process creates: diaries are shared.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    fd, tmp = _temporary(path)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+        try:  # written whole through the descriptor: no file object to set up
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
             if durable:
-                handle.flush()
-                os.fsync(handle.fileno())
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         if replace:
             os.replace(tmp, path)
         else:
@@ -51,3 +53,27 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = False,
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    if durable:
+        _sync_folder(path.parent)
+
+
+def _temporary(path: Path) -> tuple[int, Path]:
+    """A new file beside ``path`` for its next content, open for writing. A name left by
+    a process that ended mid-write (a restarted one may have its id) is passed over."""
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_temporary_names)}.tmp")
+        try:
+            # Mode 0666 less the umask, like any file the process creates: diaries are shared.
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
+
+
+def _sync_folder(folder: Path) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

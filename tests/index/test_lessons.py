@@ -118,7 +118,7 @@ def test_ten_processes_updating_one_lesson_lose_no_run(tmp_path: Path) -> None:
     assert sorted(front["evidence"]) == sorted(f"kh-{w:02d}{n:02d}" for w in range(10)
                                                for n in range(5))
     assert front["rules"][0]["votes"] == 50
-    assert list((tmp_path / "diaries" / "lessons").glob(".lesson-*")) == []
+    assert list((tmp_path / "diaries" / "lessons").glob(".*.tmp")) == []
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 import threading
 import time
 import weakref
@@ -26,6 +25,7 @@ from typing import Any
 
 from otel_diary.errors import SpoolFullError
 from otel_diary.runner import renew_after_fork
+from otel_diary.sinks.base import atomic_write
 from otel_diary.text import sha256_hex
 
 try:
@@ -152,7 +152,7 @@ class Spool:
                     f"spool {self.directory} is full ({self._count} entries, {self._bytes} "
                     f"bytes; limits {self.max_entries} and {self.max_bytes})")
             self._make_directories()
-            durable_write(path, data)
+            atomic_write(path, data, durable=True)
             self._count, self._bytes = count, size
         return path
 
@@ -225,7 +225,8 @@ class Spool:
                                            "at": _now_iso()}}
             target = self.failed_directory / claim.entry.path.name
             self._make_directories()
-            durable_write(target, json.dumps(record, ensure_ascii=False).encode("utf-8"))
+            atomic_write(target, json.dumps(record, ensure_ascii=False).encode("utf-8"),
+                         durable=True)
             if claim.still_current():
                 self._unlink(claim.entry.path)
             self.pending()
@@ -260,8 +261,8 @@ class Spool:
             if record is None or not isinstance(record.get("body"), dict):
                 continue
             record.pop("answer", None)
-            durable_write(self.directory / entry.path.name,
-                          json.dumps(record, ensure_ascii=False).encode("utf-8"))
+            atomic_write(self.directory / entry.path.name,
+                         json.dumps(record, ensure_ascii=False).encode("utf-8"), durable=True)
             self._unlink(entry.path)
             moved += 1
         self.pending()
@@ -310,31 +311,6 @@ def file_stem(ident: str) -> str:
     if _SAFE_ID.fullmatch(ident):
         return ident
     return "id-" + sha256_hex(ident)[:32]
-
-
-def durable_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically and sync it, so a crash leaves old or new."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _sync_directory(path.parent)
-
-
-def _sync_directory(directory: Path) -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def _scan(directory: Path) -> list[Entry]:
