@@ -25,16 +25,17 @@ class Sink(Protocol):
 _temporary_names = itertools.count()
 
 
-def atomic_write(path: Path, data: bytes, *, durable: bool = False,
-                 replace: bool = True) -> None:
+def atomic_write(path: Path, data: bytes, *, durable: bool = False, replace: bool = True,
+                 mode: int = 0o666) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, whole.
 
     ``durable`` also syncs the data to disk before the rename and the folder after it
     (survives a power cut, at about a millisecond per file); diaries can be regenerated,
     so they skip it. With ``replace`` false an existing ``path`` is left alone and
-    ``FileExistsError`` raised.
+    ``FileExistsError`` raised. The file's ``mode`` is less the umask, like any file the
+    process creates (diaries and lessons are shared).
     """
-    fd, tmp = _temporary(path)
+    fd, tmp = _temporary(path, mode)
     try:
         try:  # written whole through the descriptor: no file object to set up
             view = memoryview(data)
@@ -57,14 +58,13 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = False,
         _sync_folder(path.parent)
 
 
-def _temporary(path: Path) -> tuple[int, Path]:
+def _temporary(path: Path, mode: int) -> tuple[int, Path]:
     """A new file beside ``path`` for its next content, open for writing. A name left by
     a process that ended mid-write (a restarted one may have its id) is passed over."""
     for _ in range(100):
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_temporary_names)}.tmp")
         try:
-            # Mode 0666 less the umask, like any file the process creates: diaries are shared.
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), tmp
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name beside {path}")

@@ -22,3 +22,17 @@ def test_a_temporary_name_left_by_an_ended_writer_is_passed_over(tmp_path: Path)
     assert sorted(tmp_path.glob(".*.tmp")) == left
     atomic_write(path, b"new")
     assert path.read_bytes() == b"new"
+
+
+def test_files_take_the_mode_asked_for_less_the_umask(tmp_path: Path) -> None:
+    """Diaries and lessons are shared (0666 less the umask); a spool file is private."""
+    import stat
+
+    mask = os.umask(0o022)
+    try:
+        atomic_write(tmp_path / "shared.md", b"x")
+        atomic_write(tmp_path / "private.json", b"x", durable=True, mode=0o600)
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE((tmp_path / "shared.md").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "private.json").stat().st_mode) == 0o600

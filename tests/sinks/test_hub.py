@@ -340,6 +340,16 @@ def test_the_spool_is_bounded_in_entries_and_bytes(
     assert [entry.id for entry in small.pending()] == ["kh-a"]
 
 
+def test_spooled_entries_are_private_to_the_user(tmp_path: Path) -> None:
+    """A waiting diary (agent content, on its way to the hub) is readable by its owner
+    alone, whatever the umask, and no temporary file is left beside it."""
+    import stat
+
+    path = Spool(tmp_path / "spool").put("kh-a", {"content": "x"})
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert list((tmp_path / "spool").glob(".*.tmp")) == []
+
+
 def test_an_entry_being_delivered_is_locked_against_other_deliverers(tmp_path: Path) -> None:
     """While one deliverer holds an entry, another (another process) cannot claim it."""
     one, other = Spool(tmp_path / "spool"), Spool(tmp_path / "spool")

@@ -152,7 +152,7 @@ class Spool:
                     f"spool {self.directory} is full ({self._count} entries, {self._bytes} "
                     f"bytes; limits {self.max_entries} and {self.max_bytes})")
             self._make_directories()
-            atomic_write(path, data, durable=True)
+            _keep(path, data)
             self._count, self._bytes = count, size
         return path
 
@@ -225,8 +225,7 @@ class Spool:
                                            "at": _now_iso()}}
             target = self.failed_directory / claim.entry.path.name
             self._make_directories()
-            atomic_write(target, json.dumps(record, ensure_ascii=False).encode("utf-8"),
-                         durable=True)
+            _keep(target, json.dumps(record, ensure_ascii=False).encode("utf-8"))
             if claim.still_current():
                 self._unlink(claim.entry.path)
             self.pending()
@@ -261,8 +260,8 @@ class Spool:
             if record is None or not isinstance(record.get("body"), dict):
                 continue
             record.pop("answer", None)
-            atomic_write(self.directory / entry.path.name,
-                         json.dumps(record, ensure_ascii=False).encode("utf-8"), durable=True)
+            _keep(self.directory / entry.path.name,
+                  json.dumps(record, ensure_ascii=False).encode("utf-8"))
             self._unlink(entry.path)
             moved += 1
         self.pending()
@@ -311,6 +310,11 @@ def file_stem(ident: str) -> str:
     if _SAFE_ID.fullmatch(ident):
         return ident
     return "id-" + sha256_hex(ident)[:32]
+
+
+def _keep(path: Path, data: bytes) -> None:
+    """Write a spool file atomically, synced to disk, readable by this user alone."""
+    atomic_write(path, data, durable=True, mode=0o600)
 
 
 def _scan(directory: Path) -> list[Entry]:
