@@ -305,10 +305,8 @@ def _strings(items: list[object]) -> list[str] | None:
     """The scalars of a list of strings (or numbers), ``None`` when it holds anything else
     or a string this does not write."""
     known = _QUOTED.get
-    try:
-        texts = [known(item) or _scalar(item) for item in items]  # type: ignore[call-overload]
-    except TypeError:  # a mapping or a list among them
-        return None
+    texts = [(known(item) or _scalar(item)) if type(item) is str else _scalar(item)
+             for item in items]
     return None if None in texts else texts  # type: ignore[return-value]
 
 
@@ -318,7 +316,8 @@ def _emit(mapping: Mapping[str, object], indent: str, first: str, out: list[str]
     lead = first
     known = _QUOTED.get
     for key, value in mapping.items():
-        if known(key) != key and (type(key) is not str or _scalar(key) != key):
+        # A key past 128 bytes is written "? key" by libyaml: past 32 characters, PyYAML.
+        if type(key) is not str or len(key) > 32 or (known(key) != key and _scalar(key) != key):
             return False
         if isinstance(value, list):
             if not value:

@@ -230,6 +230,31 @@ def test_front_matter_is_what_yaml_writes_and_reads_back(document: dict[str, obj
     assert yaml.safe_load(text) == document
 
 
+class _Text(str):
+    """A string subclass: PyYAML's safe dumper refuses it."""
+
+
+@pytest.mark.parametrize("document", [
+    {None: "x"}, {"k": [{None: 1}]}, {"k" * 129: "v"}, {"漢" * 43: "v"}, {"k" * 33: "v"},
+    {"ids": ["ok", _Text("ok")]}, {_Text("ok"): 1}, {"k": [{"ok": _Text("ok")}]},
+], ids=["null key", "null key in a list", "long key", "long in bytes", "33 characters",
+        "subclass item", "subclass key", "subclass value"])
+def test_front_matter_writes_or_refuses_what_yaml_does(document: dict[object, object]) -> None:
+    """Keys that are not strings, keys libyaml writes in the explicit ``? key`` form and
+    string subclasses come out as yaml.dump writes them, or are refused as it refuses
+    them, whatever was written before (short strings are remembered)."""
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    front_matter({"ok": "ok", "ids": ["ok"]})  # "ok" is remembered from here on
+    try:
+        expected = yaml.dump(document, Dumper=dumper, sort_keys=False, allow_unicode=True,
+                             width=2**31 - 1, default_flow_style=False)
+    except yaml.YAMLError as exc:
+        with pytest.raises(type(exc)):
+            front_matter(document)  # type: ignore[arg-type]
+    else:
+        assert front_matter(document) == expected  # type: ignore[arg-type]
+
+
 @given(end_ns=st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(0, 4 * 10**18)))
 def test_utc_stamp_is_the_iso_form_strftime_writes(end_ns: int) -> None:
     """The created stamp and date of any end time are what strftime writes for it."""
