@@ -28,6 +28,21 @@ def related(conn: sqlite3.Connection, *, exclude: str, task: str | None,
             limit: int) -> list[str]:
     """Ids of up to ``limit`` diaries other than ``exclude``, created no later than
     ``before``, that share an error signature, the task or the trigger, best first."""
+    # One read transaction: row numbers found by one statement name the same diaries in
+    # the next, even if a reindex commits meanwhile (unless this thread holds a write
+    # transaction open: that one already does).
+    own_transaction = not conn.in_transaction
+    if own_transaction:
+        conn.execute("BEGIN")
+    try:
+        return _related(conn, exclude, task, trigger, signatures, before, limit)
+    finally:
+        if own_transaction:
+            conn.execute("COMMIT")
+
+
+def _related(conn: sqlite3.Connection, exclude: str, task: str | None, trigger: str | None,
+             signatures: Sequence[str], before: str, limit: int) -> list[str]:
     row = conn.execute("SELECT doc FROM diaries WHERE id = ?", (exclude,)).fetchone()
     own = row[0] if row else None  # "doc IS NOT NULL" excludes nothing
     scores: dict[int, float] = {}
@@ -54,36 +69,35 @@ def _shared(conn: sqlite3.Connection, wanted: Sequence[str], before: str,
             own: int | None) -> tuple[dict[int, str], dict[int, int]]:
     """The newest diaries of each signature, and how many of the ``wanted`` signatures each
     one has; the ``CANDIDATES`` most shared, then newest, are kept."""
-    newest: dict[str, list[tuple[int, str]]] = {
-        signature: conn.execute(
+    newest: dict[str, dict[int, str]] = {
+        signature: dict(conn.execute(
             "SELECT doc, created FROM signatures WHERE signature = ? AND created <= ? "
-            "ORDER BY created DESC LIMIT ?", (signature, before, CANDIDATES + 1)).fetchall()
+            "ORDER BY created DESC LIMIT ?", (signature, before, CANDIDATES + 1)))
         for signature in wanted}
     found: dict[int, str] = {}
-    for rows in newest.values():
-        found.update(rows)
+    for listed in newest.values():
+        found.update(listed)
     if own is not None:
         found.pop(own, None)
     counts = dict.fromkeys(found, 0)
-    unknown: set[tuple[str, int]] = set()
-    for signature, rows in newest.items():
-        listed = {doc for doc, _ in rows}
+    for listed in newest.values():
         for doc in listed:
             if doc in counts:
                 counts[doc] += 1
-        if len(rows) > CANDIDATES:  # the signature's list is cut: an older diary not in
-            oldest = rows[-1][1]  # it, or one as old as its last, may have it as well
-            unknown.update((signature, doc) for doc, stamp in found.items()
-                           if stamp <= oldest and doc not in listed)
-    if unknown:
-        docs = {doc for _, doc in unknown}
-        signatures = {signature for signature, _ in unknown}
-        for signature, doc in conn.execute(
-                f"SELECT signature, doc FROM signatures WHERE doc IN "
-                f"({', '.join('?' * len(docs))}) AND signature IN "
-                f"({', '.join('?' * len(signatures))})", (*docs, *signatures)):
-            if (signature, doc) in unknown:
-                counts[doc] += 1
+    # A cut list does not say whether a diary as old as its last one, or older, has the
+    # signature too: those diaries are looked up (a diary newer would be in the list).
+    cut = {signature: listed for signature, listed in newest.items()
+           if len(listed) > CANDIDATES}
+    if cut:
+        last = max(min(listed.values()) for listed in cut.values())
+        docs = [doc for doc, stamp in found.items() if stamp <= last]
+        if docs:
+            for signature, doc in conn.execute(
+                    f"SELECT signature, doc FROM signatures WHERE doc IN "
+                    f"({', '.join('?' * len(docs))}) AND signature IN "
+                    f"({', '.join('?' * len(cut))})", (*docs, *cut)):
+                if doc not in cut[signature]:
+                    counts[doc] += 1
     kept = sorted(found)
     kept.sort(key=found.__getitem__, reverse=True)
     kept.sort(key=counts.__getitem__, reverse=True)

@@ -6,14 +6,16 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_diary.index.documents import Entry
+from otel_diary.index.documents import MAX_SIGNATURES, Entry
 from otel_diary.index.related import CANDIDATES
 from otel_diary.index.store import DiaryIndex
+from tests.support.kb import PY_STDERR, TS_STDERR, kb_pipeline, task_record, write
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ def model(rows: list[Row], exclude: str, task: str | None, trigger: str | None,
             for row in newest([r for r in alive if getattr(r, field) == value
                                and r.id != exclude], CANDIDATES):
                 scores[row] += weight
-    wanted = list(dict.fromkeys(signatures))
+    wanted = list(dict.fromkeys(signatures))[:MAX_SIGNATURES]
     found = {row for signature in wanted for row in newest(
         [r for r in alive if signature in r.signatures], CANDIDATES + 1) if row.id != exclude}
     shared = {row: len(set(wanted) & set(row.signatures)) for row in found}
@@ -58,12 +60,13 @@ def model(rows: list[Row], exclude: str, task: str | None, trigger: str | None,
 
 @settings(max_examples=25, deadline=None)
 @given(size=st.sampled_from([3, 40, 160]), days=st.integers(1, 12),
-       kinds=st.integers(1, 6), seed=st.integers(0, 2**32))
+       kinds=st.sampled_from([1, 2, 3, 6, 40]), seed=st.integers(0, 2**32))
 def test_related_ranks_as_the_model_does(tmp_path_factory: pytest.TempPathFactory,
                                          size: int, days: int, kinds: int, seed: int) -> None:
     """Many diaries on few days (ties everywhere), some re-written under the same id, each
     with some of a few signatures, so that candidate lists are cut and candidates share
-    different signatures: every lookup answers as the model."""
+    different signatures; lookups with repeated, empty and more than 32 signatures, empty
+    tasks and triggers: every lookup answers as the model."""
     rng = random.Random(seed)
     stamps = [f"2026-01-{day:02d}T00:00:00.000Z" for day in range(1, days + 1)]
     pool = [f"code:E{n}" for n in range(kinds)]
@@ -85,9 +88,10 @@ def test_related_ranks_as_the_model_does(tmp_path_factory: pytest.TempPathFactor
         index.release()
         for _ in range(30):
             exclude = rng.choice([*rows, "kh-none"])
-            task = rng.choice([None, "T-1", "T-2", "T-9"])
-            trigger = rng.choice([None, "ci", "cron"])
-            signatures = rng.sample([*pool, "code:none"], rng.randint(0, kinds))
+            task = rng.choice([None, "", "T-1", "T-2", "T-9"])
+            trigger = rng.choice([None, "", "ci", "cron"])
+            signatures = rng.sample([*pool, "code:none", ""], rng.randint(0, kinds + 2))
+            signatures += rng.choices(signatures, k=2) if signatures else []  # repeated
             before = rng.choice([*stamps, "2000", "2100"])
             limit = rng.choice([0, 1, 5, 5, 200])
             expected = model(list(rows.values()), exclude, task, trigger, signatures, before,
@@ -96,3 +100,33 @@ def test_related_ranks_as_the_model_does(tmp_path_factory: pytest.TempPathFactor
                                  signatures=signatures, before=before,
                                  limit=limit) == expected, (exclude, task, trigger, signatures,
                                                             before, limit)
+
+
+def test_a_reindex_committed_during_a_lookup_does_not_change_its_answer(tmp_path: Path) -> None:
+    """Related reads row numbers in one statement and their ids in another: a reindex
+    (which numbers every diary again) committed in between does not make it name other
+    diaries than those it found."""
+    root = tmp_path
+    pipeline = kb_pipeline(root)
+    for n in [*range(1, 20, 2), *range(0, 20, 2)]:  # written out of order: reindexing
+        stderr = TS_STDERR if n % 2 == 0 else PY_STDERR  # numbers them differently
+        write(pipeline, task_record(n, f"T-{n % 2}", stderr=stderr))
+    pipeline.close()
+    reader, writer = DiaryIndex(root), DiaryIndex(root)
+    query = {"exclude": "kh-none", "task": "T-0", "trigger": None,
+             "signatures": ["code:TS2345"], "before": "2100", "limit": 5}
+    expected = reader.related(**query)  # type: ignore[arg-type]
+    rebuilt: list[str] = []
+
+    def reindex_before_the_ids_are_read(statement: str) -> None:
+        if statement.startswith("SELECT doc, id FROM diaries") and not rebuilt:
+            rebuilt.append(statement)
+            writer.rebuild()
+
+    reader._ready().set_trace_callback(reindex_before_the_ids_are_read)
+    assert reader.related(**query) == expected  # type: ignore[arg-type]
+    assert rebuilt
+    reader._ready().set_trace_callback(None)
+    assert reader.related(**query) == expected  # type: ignore[arg-type]
+    reader.close()
+    writer.close()
