@@ -11,10 +11,11 @@ their stderr tail; the small one is the first part of the large one), then measu
   * the related-diaries lookup the pipeline runs before rendering each diary,
 
 and prints the large figures over the small ones (the index should not slow down with the
-number of diaries). Then the baseline on the small folder: every query answered by reading
-all files and testing ``word in text``. With valgrind, the instructions the index update
-costs per diary (the pipeline's listener, given the rendered diary), as a difference of two
-callgrind runs that differ only in those updates.
+number of diaries); the lookups of both sizes are timed in turn, one call each, so that a
+busy spell of the machine slows both alike. Then the baseline on the small folder: every
+query answered by reading all files and testing ``word in text``. With valgrind, the
+instructions the index update costs per diary (the pipeline's listener, given the rendered
+diary), as a difference of two callgrind runs that differ only in those updates.
 
     python benchmarks/index.py [--small 10000] [--large 100000] [--queries 400]
                                [--scan-queries 20] [--callgrind-diaries 100]
@@ -34,6 +35,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from otel_diary import TaskRun, render
@@ -201,8 +203,9 @@ class Figures:
     hits: dict[str, int] = field(default_factory=dict)
 
 
-def measure(root: Path, runs: Sequence[TaskRun], args: argparse.Namespace) -> Figures:
-    """Build the index of the folder at ``root`` and time its updates, Related and search."""
+def build(root: Path, args: argparse.Namespace) -> tuple[Figures, DiaryIndex]:
+    """Build the index of the folder at ``root`` and time its updates; the index stays open
+    for the lookups timed next to the other size's."""
     figures = Figures()
     files = sorted((root / "diaries").rglob("*.md"))
     figures.diaries = len(files)
@@ -228,30 +231,41 @@ def measure(root: Path, runs: Sequence[TaskRun], args: argparse.Namespace) -> Fi
         index.add(entry)
         figures.add.append(time.perf_counter() - began)
     report("add one diary (one transaction)", figures.add)
-    finder = IndexRelatedFinder(index)
-    recovered = [run for run in runs if run.outcome == "recovered"]
-    related_runs = iter(rng.choices(recovered, k=args.updates))
-    figures.related = timed(lambda: finder(next(related_runs)), args.updates,
-                            figures.related_cpu)
-    report("related diaries for a recovered run", figures.related)
-
-    mix = [QUERIES[i % len(QUERIES)] for i in range(args.queries)]
-    figures.hits = {query: len(search(index, query, filters).hits) for query, filters in QUERIES}
-    position = iter(mix)
-
-    def one_search() -> None:
-        query, filters = next(position)
-        search(index, query, filters)
-
-    figures.searches = timed(one_search, len(mix), figures.searches_cpu)
-    report("search: all queries of the mix", figures.searches)
-    for i, (query, filters) in enumerate(QUERIES):
-        label = (query or "(no words)") + "".join(f" --{k} {v}" for k, v in filters.items())
-        report(f"  {label[:38]} [{figures.hits[query]} hits]",
-               figures.searches[i::len(QUERIES)])
-    index.close()
     print()
-    return figures
+    return figures, index
+
+
+def lookups(sizes: Sequence[tuple[Figures, DiaryIndex]], runs: Sequence[TaskRun],
+            args: argparse.Namespace) -> None:
+    """Related and search on every size, one call on each in turn (the first size first
+    in one round, last in the next): a busy spell of the machine slows them alike."""
+    recovered = [run for run in runs if run.outcome == "recovered"]
+    related_runs = random.Random(11).choices(recovered, k=args.updates)
+    mix = [QUERIES[i % len(QUERIES)] for i in range(args.queries)]
+    for figures, index in sizes:
+        figures.hits = {query: len(search(index, query, filters).hits)
+                        for query, filters in QUERIES}
+    finders = [IndexRelatedFinder(index) for _, index in sizes]
+    for n in range(max(args.updates, len(mix))):
+        order = range(len(sizes)) if n % 2 == 0 else reversed(range(len(sizes)))
+        for i in order:
+            figures, index = sizes[i]
+            if n < args.updates:
+                run = related_runs[n]
+                figures.related += timed(partial(finders[i], run), 1, figures.related_cpu)
+            if n < len(mix):
+                query, filters = mix[n]
+                figures.searches += timed(partial(search, index, query, filters), 1,
+                                          figures.searches_cpu)
+    for figures, _ in sizes:
+        print(f"{figures.diaries:,} diaries")
+        report("related diaries for a recovered run", figures.related)
+        report("search: all queries of the mix", figures.searches)
+        for i, (query, filters) in enumerate(QUERIES):
+            label = (query or "(no words)") + "".join(f" --{k} {v}" for k, v in filters.items())
+            report(f"  {label[:38]} [{figures.hits[query]} hits]",
+                   figures.searches[i::len(QUERIES)])
+        print()
 
 
 def baseline(root: Path, args: argparse.Namespace, index_median: float) -> None:
@@ -343,7 +357,7 @@ def main() -> None:
         return
 
     runs = corpus(max(args.small, args.large))
-    measured: list[Figures] = []
+    built: list[tuple[Figures, DiaryIndex]] = []
     with tempfile.TemporaryDirectory(prefix="otel-diary-bench-") as tmp:
         for count in (args.small, args.large):
             root = Path(tmp) / str(count)
@@ -351,10 +365,13 @@ def main() -> None:
             for run, learned in runs[:count]:
                 place(root, run, learned)
             print(f"folder of {count:,} diaries written in {time.perf_counter() - started:.1f} s")
-            measured.append(measure(root, [run for run, _ in runs[:count]], args))
-            if count == args.small:
-                baseline(root, args, statistics.median(measured[-1].searches))
-            shutil.rmtree(root)
+            built.append(build(root, args))
+        # The same runs on both sizes: the small folder's, which the large one holds too.
+        lookups(built, [run for run, _ in runs[:args.small]], args)
+        baseline(Path(tmp) / str(args.small), args, statistics.median(built[0][0].searches))
+        for _, index in built:
+            index.close()
+    measured = [figures for figures, _ in built]
     small, large = measured
     sizes = (small.diaries, large.diaries)
     print(f"large over small ({large.diaries / small.diaries:.0f}x the diaries; "
