@@ -235,12 +235,14 @@ def build(root: Path, args: argparse.Namespace) -> tuple[Figures, DiaryIndex]:
     return figures, index
 
 
-def lookups(sizes: Sequence[tuple[Figures, DiaryIndex]], runs: Sequence[TaskRun],
+def lookups(sizes: Sequence[tuple[Figures, DiaryIndex]], runs: Sequence[Sequence[TaskRun]],
             args: argparse.Namespace) -> None:
     """Related and search on every size, one call on each in turn (the first size first
-    in one round, last in the next): a busy spell of the machine slows them alike."""
-    recovered = [run for run in runs if run.outcome == "recovered"]
-    related_runs = random.Random(11).choices(recovered, k=args.updates)
+    in one round, last in the next): a busy spell of the machine slows them alike. Each
+    size's Related runs are its own folder's, so that each sees as many diaries before it
+    as a run of that folder does."""
+    related_runs = [random.Random(11).choices([run for run in own if run.outcome == "recovered"],
+                                              k=args.updates) for own in runs]
     mix = [QUERIES[i % len(QUERIES)] for i in range(args.queries)]
     for figures, index in sizes:
         figures.hits = {query: len(search(index, query, filters).hits)
@@ -251,7 +253,7 @@ def lookups(sizes: Sequence[tuple[Figures, DiaryIndex]], runs: Sequence[TaskRun]
         for i in order:
             figures, index = sizes[i]
             if n < args.updates:
-                run = related_runs[n]
+                run = related_runs[i][n]
                 figures.related += timed(partial(finders[i], run), 1, figures.related_cpu)
             if n < len(mix):
                 query, filters = mix[n]
@@ -366,8 +368,8 @@ def main() -> None:
                 place(root, run, learned)
             print(f"folder of {count:,} diaries written in {time.perf_counter() - started:.1f} s")
             built.append(build(root, args))
-        # The same runs on both sizes: the small folder's, which the large one holds too.
-        lookups(built, [run for run, _ in runs[:args.small]], args)
+        lookups(built, [[run for run, _ in runs[:count]] for count in (args.small, args.large)],
+                args)
         baseline(Path(tmp) / str(args.small), args, statistics.median(built[0][0].searches))
         for _, index in built:
             index.close()

@@ -37,7 +37,7 @@ def related(conn: sqlite3.Connection, *, exclude: str, task: str | None,
     try:
         return _related(conn, exclude, task, trigger, signatures, before, limit)
     finally:
-        if own_transaction:
+        if own_transaction and conn.in_transaction:  # SQLite ends it itself on some errors
             conn.execute("COMMIT")
 
 

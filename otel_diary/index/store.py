@@ -513,7 +513,7 @@ class DiaryIndex:
                     f"FROM diaries_fts WHERE diaries_fts MATCH ? AND {among} IN ({marks})",
                     (expression, *bounds, *docs)).fetchall())
         finally:
-            if own:
+            if own and conn.in_transaction:  # SQLite ends it itself on some errors
                 conn.execute("COMMIT")
         return [replace(Hit(*rows[doc]), score=-float(score),
                         snippet=" ".join(str(snippets.get(doc, "")).split()))

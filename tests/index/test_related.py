@@ -112,20 +112,23 @@ def test_a_reindex_committed_during_a_lookup_does_not_change_its_answer(tmp_path
         stderr = TS_STDERR if n % 2 == 0 else PY_STDERR  # numbers them differently
         write(pipeline, task_record(n, f"T-{n % 2}", stderr=stderr))
     pipeline.close()
-    reader, writer = DiaryIndex(root), DiaryIndex(root)
+    # The writer gives up the checkpoint that waits for the reader's snapshot (this thread).
+    reader, writer = DiaryIndex(root), DiaryIndex(root, busy_timeout_s=0.1)
     query = {"exclude": "kh-none", "task": "T-0", "trigger": None,
              "signatures": ["code:TS2345"], "before": "2100", "limit": 5}
     expected = reader.related(**query)  # type: ignore[arg-type]
-    rebuilt: list[str] = []
+    numbered = dict(writer._ready().execute("SELECT id, doc FROM diaries"))
+    renumbered: list[dict[str, int]] = []
 
     def reindex_before_the_ids_are_read(statement: str) -> None:
-        if statement.startswith("SELECT doc, id FROM diaries") and not rebuilt:
-            rebuilt.append(statement)
-            writer.rebuild()
+        if statement.startswith("SELECT doc, id FROM diaries") and not renumbered:
+            writer.rebuild()  # an exception here would be swallowed: checked below
+            renumbered.append(dict(writer._ready().execute("SELECT id, doc FROM diaries")))
 
     reader._ready().set_trace_callback(reindex_before_the_ids_are_read)
     assert reader.related(**query) == expected  # type: ignore[arg-type]
-    assert rebuilt
+    assert renumbered and renumbered[0].keys() == numbered.keys()
+    assert renumbered[0] != numbered  # the reindex did number the diaries differently
     reader._ready().set_trace_callback(None)
     assert reader.related(**query) == expected  # type: ignore[arg-type]
     reader.close()
