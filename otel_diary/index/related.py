@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from otel_diary.index.documents import MAX_SIGNATURES
+from otel_diary.index.schema import read
 
 CANDIDATES = 50
 """The newest diaries of each signature, task and trigger that may be related."""
@@ -28,17 +29,8 @@ def related(conn: sqlite3.Connection, *, exclude: str, task: str | None,
             limit: int) -> list[str]:
     """Ids of up to ``limit`` diaries other than ``exclude``, created no later than
     ``before``, that share an error signature, the task or the trigger, best first."""
-    # One read transaction: row numbers found by one statement name the same diaries in
-    # the next, even if a reindex commits meanwhile (unless this thread holds a write
-    # transaction open: that one already does).
-    own_transaction = not conn.in_transaction
-    if own_transaction:
-        conn.execute("BEGIN")
-    try:
+    with read(conn):  # row numbers found by one statement name the same diaries in the next
         return _related(conn, exclude, task, trigger, signatures, before, limit)
-    finally:
-        if own_transaction and conn.in_transaction:  # SQLite ends it itself on some errors
-            conn.execute("COMMIT")
 
 
 def _related(conn: sqlite3.Connection, exclude: str, task: str | None, trigger: str | None,
@@ -116,10 +108,9 @@ def _best(conn: sqlite3.Connection, scores: dict[int, float], created: dict[int,
     last = (scores[ranked[end - 1]], created[ranked[end - 1]])
     while end < len(ranked) and (scores[ranked[end]], created[ranked[end]]) == last:
         end += 1
-    ids = dict(conn.execute(f"SELECT doc, id FROM diaries WHERE doc IN "
-                            f"({', '.join('?' * end)})", ranked[:end]))
-    best = sorted(ids.values())  # stable sorts: best score, then newest, then id
-    doc_of = {ident: doc for doc, ident in ids.items()}
-    best.sort(key=lambda ident: created[doc_of[ident]], reverse=True)
-    best.sort(key=lambda ident: scores[doc_of[ident]], reverse=True)
-    return best[:limit]
+    ids: dict[int, str] = dict(conn.execute(
+        f"SELECT doc, id FROM diaries WHERE doc IN ({', '.join('?' * end)})", ranked[:end]))
+    best = sorted(ids, key=ids.__getitem__)  # stable sorts: best score, then newest, then id
+    best.sort(key=created.__getitem__, reverse=True)
+    best.sort(key=scores.__getitem__, reverse=True)
+    return [ids[doc] for doc in best[:limit]]

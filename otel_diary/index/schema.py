@@ -161,6 +161,21 @@ def write(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("COMMIT")
 
 
+@contextlib.contextmanager
+def read(conn: sqlite3.Connection) -> Iterator[None]:
+    """One read transaction, so that every statement inside sees the same index (a reindex
+    committed meanwhile renumbers every diary), unless this thread holds a write
+    transaction open: that one already does."""
+    own = not conn.in_transaction
+    if own:
+        conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if own and conn.in_transaction:  # SQLite ends it itself on some errors
+            conn.execute("COMMIT")
+
+
 def prepare(conn: sqlite3.Connection) -> None:
     """What every connection to the index needs: the function the full-text table reads
     the diaries' texts through, and its cache sizes (bounded)."""

@@ -42,6 +42,7 @@ from otel_diary.index.schema import (
     checkpoint,
     diary_row,
     prepare,
+    read,
     write,
 )
 from otel_diary.index.writing import Writer
@@ -462,12 +463,7 @@ class DiaryIndex:
     def _match(self, conn: sqlite3.Connection, expression: str, filters: list[str],
                params: list[object], limit: int) -> list[Hit]:
         where = " AND ".join(["diaries_fts MATCH ?", *filters])
-        # One read transaction, so every statement sees the same index (unless this
-        # thread holds a write transaction open: that one already does).
-        own = not conn.in_transaction
-        if own:
-            conn.execute("BEGIN")
-        try:
+        with read(conn):
             # The most recently indexed matches (``ranked`` of them), further back while
             # the filters leave fewer hits than asked for.
             window = self._ranked
@@ -512,9 +508,6 @@ class DiaryIndex:
                     "SELECT rowid, snippet(diaries_fts, -1, '**', '**', '…', 16) "
                     f"FROM diaries_fts WHERE diaries_fts MATCH ? AND {among} IN ({marks})",
                     (expression, *bounds, *docs)).fetchall())
-        finally:
-            if own and conn.in_transaction:  # SQLite ends it itself on some errors
-                conn.execute("COMMIT")
         return [replace(Hit(*rows[doc]), score=-float(score),
                         snippet=" ".join(str(snippets.get(doc, "")).split()))
                 for doc, score in ranked]
