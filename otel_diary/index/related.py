@@ -99,18 +99,30 @@ def _shared(conn: sqlite3.Connection, wanted: Sequence[str], before: str,
 def _best(conn: sqlite3.Connection, scores: dict[int, float], created: dict[int, str],
           limit: int) -> list[str]:
     """The ids of the ``limit`` best scored diaries: best score, then newest, then id.
-    Only the diaries ranked up to the last one kept, and those tied with it, are looked up."""
+    The diaries ranked above the last one kept are looked up, and of those tied with it
+    (runs that ended together) only the ones with the smallest ids."""
     ranked = sorted(scores, key=created.__getitem__, reverse=True)
     ranked.sort(key=scores.__getitem__, reverse=True)
     if not ranked or limit <= 0:
         return []
     end = min(limit, len(ranked))
     last = (scores[ranked[end - 1]], created[ranked[end - 1]])
+    start = end - 1  # the diaries from start to end tie with the last one kept
+    while start and (scores[ranked[start - 1]], created[ranked[start - 1]]) == last:
+        start -= 1
     while end < len(ranked) and (scores[ranked[end]], created[ranked[end]]) == last:
         end += 1
-    ids: dict[int, str] = dict(conn.execute(
-        f"SELECT doc, id FROM diaries WHERE doc IN ({', '.join('?' * end)})", ranked[:end]))
+    if end <= limit:
+        ids = dict(conn.execute(
+            f"SELECT doc, id FROM diaries WHERE doc IN ({', '.join('?' * end)})", ranked[:end]))
+    else:
+        ids = dict(conn.execute(
+            f"SELECT doc, id FROM diaries WHERE doc IN ({', '.join('?' * start)})",
+            ranked[:start]))
+        ids.update(conn.execute(
+            f"SELECT doc, id FROM diaries WHERE doc IN ({', '.join('?' * (end - start))}) "
+            f"ORDER BY id LIMIT ?", (*ranked[start:end], limit - start)))
     best = sorted(ids, key=ids.__getitem__)  # stable sorts: best score, then newest, then id
     best.sort(key=created.__getitem__, reverse=True)
     best.sort(key=scores.__getitem__, reverse=True)
-    return [ids[doc] for doc in best[:limit]]
+    return [ids[doc] for doc in best]
