@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -161,12 +162,19 @@ def test_a_pipeline_redacts_by_default() -> None:
 @settings(max_examples=80, deadline=None)
 @given(data=st.data())
 def test_no_generated_secret_survives(family: str, data: st.DataObject) -> None:
-    """No string a family's generator produces survives redaction, whatever surrounds it."""
+    """No string a family's generator produces survives redaction, whatever surrounds it
+    (a secret may spell part of a marker's name, as "authorizatio" does)."""
     text, secrets = data.draw(in_context(FAMILIES[family]))
     redacted = redact(text)
+    outside_markers = re.sub(r"\[REDACTED:[a-z_]+\]", "\0", redacted)
     for secret in secrets:
-        assert secret not in redacted
+        assert secret not in outside_markers
     assert "[REDACTED:" in redacted
+
+
+def test_a_secret_spelling_part_of_a_marker_is_redacted() -> None:
+    assert redact(" Authorization: Basic authorizatio ") == \
+        " Authorization: Basic [REDACTED:authorization] "
 
 
 @settings(max_examples=100, deadline=None)
