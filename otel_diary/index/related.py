@@ -5,13 +5,16 @@ Each diary found scores 3 for each error signature it shares, 2 for the same tas
 for the same trigger; ties go to the newest, then to the smallest id. Only the newest
 ``CANDIDATES`` diaries of each signature, task and trigger are candidates: bounded work
 however many diaries met a common error. Candidates are numbered rows read from covering
-indexes; only the few ranked first are looked up for their ids.
+indexes, kept by each connection for its next lookups (:class:`Candidates`); only the few
+ranked first are looked up for their ids.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from bisect import insort
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 
 from otel_diary.index.documents import MAX_SIGNATURES
 from otel_diary.index.schema import read
@@ -21,20 +24,146 @@ CANDIDATES = 50
 
 WEIGHTS = {"signature": 3.0, "task": 2.0, "trigger": 1.0}
 
-_NEWEST = "created <= ? AND doc IS NOT ? ORDER BY created DESC LIMIT ?"
+LISTS = 64
+"""Candidate lists each connection keeps, the least recently used going first: each of
+``CANDIDATES + 1`` rows of a number and a timestamp (under a megabyte in all; a
+document indexed with a timestamp of the longest text the index keeps could make it
+several)."""
+
+Key = tuple[str, str]
+"""A candidate list: ``("task" | "task_trigger" | "signature", value)``."""
+Row = tuple[str, int]
+"""A candidate: ``(created, doc)``; the newest are those with the latest ``created``, then
+the largest ``doc``."""
+
+_LONGEST = CANDIDATES + 1
+_TABLES = {"task": "diaries", "task_trigger": "diaries", "signature": "signatures"}
 
 
-def related(conn: sqlite3.Connection, *, exclude: str, task: str | None,
-            trigger: str | None, signatures: Sequence[str], before: str,
+def keys(task: str | None, trigger: str | None, signatures: Iterable[str]) -> list[Key]:
+    """The candidate lists a diary is in."""
+    return [*((("task", task),) if task else ()),
+            *((("task_trigger", trigger),) if trigger else ()),
+            *(("signature", signature) for signature in dict.fromkeys(signatures))]
+
+
+class Candidates:
+    """The longest candidate lists one connection has read, so that its next lookups need
+    not read them again: the newest ``CANDIDATES + 1`` diaries of a task, trigger or
+    signature that has more (a shorter list costs as little to read again).
+
+    Kept exact: a diary this connection adds goes into the lists it belongs to, and a
+    diary removed or a rebuild empties them; when the write transaction that did either
+    does not commit, which the connection's writer tells (:meth:`begin`, :meth:`commit`),
+    they are emptied again. A commit of another connection (``PRAGMA data_version``)
+    empties them too. Every method belongs to the thread using the connection.
+    """
+
+    def __init__(self) -> None:
+        self._lists: OrderedDict[Key, list[Row]] = OrderedDict()
+        """Oldest row first."""
+        self._version = -1
+        self._checked = False
+        """The lookup under way has checked the version."""
+        self._uncommitted = False
+        """The connection changed the index in a write transaction not committed yet."""
+
+    def begin(self) -> None:
+        """A write transaction began (the one before may not have committed)."""
+        if self._uncommitted:
+            self._lists.clear()
+            self._uncommitted = False
+
+    def commit(self) -> None:
+        """The write transaction committed."""
+        self._uncommitted = False
+
+    def added(self, doc: int, created: str, lists: Iterable[Key]) -> None:
+        """The connection inserted diary ``doc`` in its write transaction."""
+        self._uncommitted = True
+        row = (created, doc)
+        for key in lists:
+            rows = self._lists.get(key)
+            if rows is not None:  # the oldest row goes (this one, when older than all)
+                insort(rows, row)
+                del rows[0]
+
+    def removed(self) -> None:
+        """The connection deleted diaries (or rebuilt the index) in its write transaction."""
+        self._uncommitted = True
+        self._lists.clear()
+
+    def start(self, writing: bool) -> None:
+        """A lookup begins (``writing``: inside a write transaction)."""
+        if not writing:  # the write transaction before has ended
+            self.begin()
+        self._checked = False
+
+    def newest(self, conn: sqlite3.Connection, key: Key, before: str, own: int | None,
+               count: int) -> dict[int, str]:
+        """The ``count`` newest diaries of ``key`` created no later than ``before``, other
+        than ``own``: ``{doc: created}``, newest first."""
+        if self._lists and not self._checked:
+            self._check(conn)
+        rows = self._lists.get(key)
+        if rows is not None:
+            self._lists.move_to_end(key)
+        else:
+            column, value = key
+            rows = conn.execute(
+                f"SELECT created, doc FROM {_TABLES[column]} WHERE {column} = ? "
+                f"ORDER BY created DESC, doc DESC LIMIT ?", (value, _LONGEST)).fetchall()
+            rows.reverse()
+            if len(rows) < _LONGEST:  # all of them
+                return _newest(rows, before, own, count)
+            if not self._checked:
+                self._check(conn)
+            self._lists[key] = rows
+            if len(self._lists) > LISTS:
+                self._lists.popitem(last=False)
+        found = _newest(rows, before, own, count)
+        if len(found) == count:
+            return found
+        column, value = key  # older diaries than the list holds answer: read them
+        return dict(conn.execute(
+            f"SELECT doc, created FROM {_TABLES[column]} WHERE {column} = ? AND created <= ? "
+            f"AND doc IS NOT ? ORDER BY created DESC, doc DESC LIMIT ?",
+            (value, before, own, count)))
+
+    def _check(self, conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._version:  # another connection committed
+            self._lists.clear()
+            self._version = version
+        self._checked = True
+
+
+def _newest(rows: list[Row], before: str, own: int | None, count: int) -> dict[int, str]:
+    """Up to ``count`` of ``rows`` (oldest first) created no later than ``before``, other
+    than ``own``, newest first."""
+    found: dict[int, str] = {}
+    for created, doc in reversed(rows):
+        if created <= before and doc != own:
+            found[doc] = created
+            if len(found) == count:
+                break
+    return found
+
+
+def related(conn: sqlite3.Connection, candidates: Candidates, *, exclude: str,
+            task: str | None, trigger: str | None, signatures: Sequence[str], before: str,
             limit: int) -> list[str]:
     """Ids of up to ``limit`` diaries other than ``exclude``, created no later than
-    ``before``, that share an error signature, the task or the trigger, best first."""
+    ``before``, that share an error signature, the task or the trigger, best first.
+    ``candidates`` are ``conn``'s."""
+    candidates.start(writing=conn.in_transaction)
     with read(conn):  # row numbers found by one statement name the same diaries in the next
-        return _related(conn, exclude, task, trigger, signatures, before, limit)
+        return _related(conn, candidates, exclude, task, trigger, signatures, before, limit)
 
 
-def _related(conn: sqlite3.Connection, exclude: str, task: str | None, trigger: str | None,
-             signatures: Sequence[str], before: str, limit: int) -> list[str]:
+def _related(conn: sqlite3.Connection, candidates: Candidates, exclude: str,
+             task: str | None, trigger: str | None, signatures: Sequence[str], before: str,
+             limit: int) -> list[str]:
     row = conn.execute("SELECT doc FROM diaries WHERE id = ?", (exclude,)).fetchone()
     own = row[0] if row else None  # "doc IS NOT NULL" excludes nothing
     scores: dict[int, float] = {}
@@ -48,23 +177,21 @@ def _related(conn: sqlite3.Connection, exclude: str, task: str | None, trigger: 
     for column, value, weight in (("task", task, WEIGHTS["task"]),
                                   ("task_trigger", trigger, WEIGHTS["trigger"])):
         if value:
-            gather(dict(conn.execute(f"SELECT doc, created FROM diaries WHERE {column} = ? "
-                                     f"AND {_NEWEST}", (value, before, own, CANDIDATES))),
-                   None, weight)
+            gather(candidates.newest(conn, (column, value), before, own, CANDIDATES), None,
+                   weight)
     wanted = list(dict.fromkeys(signatures))[:MAX_SIGNATURES]
     if wanted:
-        gather(*_shared(conn, wanted, before, own), WEIGHTS["signature"])
+        gather(*_shared(conn, candidates, wanted, before, own), WEIGHTS["signature"])
     return _best(conn, scores, created, limit)
 
 
-def _shared(conn: sqlite3.Connection, wanted: Sequence[str], before: str,
-            own: int | None) -> tuple[dict[int, str], dict[int, int]]:
+def _shared(conn: sqlite3.Connection, candidates: Candidates, wanted: Sequence[str],
+            before: str, own: int | None) -> tuple[dict[int, str], dict[int, int]]:
     """The newest diaries of each signature, and how many of the ``wanted`` signatures each
     one has; the ``CANDIDATES`` most shared, then newest, are kept."""
     newest: dict[str, dict[int, str]] = {
-        signature: dict(conn.execute(
-            "SELECT doc, created FROM signatures WHERE signature = ? AND created <= ? "
-            "ORDER BY created DESC LIMIT ?", (signature, before, CANDIDATES + 1)))
+        signature: candidates.newest(conn, ("signature", signature), before, None,
+                                     CANDIDATES + 1)
         for signature in wanted}
     found: dict[int, str] = {}
     for listed in newest.values():

@@ -26,6 +26,7 @@ from pathlib import Path
 from otel_diary.errors import IndexUnavailable, SearchError
 from otel_diary.index.documents import Entry, entry_from_document
 from otel_diary.index.query import QUERY_ERRORS, Hit, SearchResult, fts_terms
+from otel_diary.index.related import Candidates, keys
 from otel_diary.index.related import related as find_related
 from otel_diary.index.schema import (
     BULK_CACHE_KIB,
@@ -126,7 +127,9 @@ class DiaryIndex:
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         self._abandoned: list[sqlite3.Connection] = []
-        self._writer = Writer(busy_timeout_s)
+        self._writer = Writer(busy_timeout_s,
+                              began=lambda conn: self._candidates(conn).begin(),
+                              committed=lambda conn: self._candidates(conn).commit())
         renew_after_fork(self)
 
     def _after_fork_in_child(self) -> None:
@@ -321,9 +324,20 @@ class DiaryIndex:
     def _replace(self, conn: sqlite3.Connection, entry: Entry) -> None:
         stale = conn.execute("SELECT doc FROM diaries WHERE id = ? OR path = ?",
                              (entry.id, entry.path)).fetchall()
+        candidates = self._candidates(conn)
         for (doc,) in stale:
+            candidates.removed()
             self._delete(conn, doc)
-        self._insert(conn, entry)
+        doc = self._insert(conn, entry)
+        candidates.added(doc, entry.created, keys(entry.task, entry.trigger, entry.signatures))
+
+    def _candidates(self, conn: sqlite3.Connection) -> Candidates:
+        """``conn``'s candidate lists for Related (``conn`` is this thread's connection)."""
+        kept: tuple[sqlite3.Connection, Candidates] | None = getattr(
+            self._local, "candidates", None)
+        if kept is None or kept[0] is not conn:
+            kept = self._local.candidates = (conn, Candidates())
+        return kept[1]
 
     def add_document(self, path: str, content: str) -> Entry:
         """Index the diary ``content`` stored at ``path`` (relative to the root)."""
@@ -369,11 +383,11 @@ class DiaryIndex:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.path}{suffix}")
 
-    @staticmethod
-    def _replace_all(conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
+    def _replace_all(self, conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
         """Load ``entries`` in place of everything indexed, oldest first, as a bulk load:
         the secondary indexes are made after the rows, and the full-text index is merged
         into one segment at the end."""
+        self._candidates(conn).removed()
         conn.execute(f"PRAGMA cache_size = -{BULK_CACHE_KIB}")
         try:
             for statement in INDEXES:
@@ -406,11 +420,13 @@ class DiaryIndex:
         conn.execute("DELETE FROM signatures WHERE doc = ?", (doc,))
 
     @staticmethod
-    def _insert(conn: sqlite3.Connection, entry: Entry) -> None:
+    def _insert(conn: sqlite3.Connection, entry: Entry) -> int:
         doc = conn.execute(INSERT_DIARY, diary_row(None, entry)).lastrowid
+        assert doc is not None
         conn.execute(INSERT_TEXT, (doc, entry.title, entry.body, entry.meta))
         conn.executemany(INSERT_SIGNATURE,
                          [(signature, entry.created, doc) for signature in entry.signatures])
+        return doc
 
     # -- reading -----------------------------------------------------------------------
 
@@ -551,5 +567,6 @@ class DiaryIndex:
                 signatures: Sequence[str], before: str, limit: int = MAX_RELATED) -> list[str]:
         """Ids of up to ``limit`` diaries created no later than ``before`` that share an error
         signature, the task or the trigger (weighed in that order), newest first."""
-        return find_related(self._ready(), exclude=exclude, task=task, trigger=trigger,
-                            signatures=signatures, before=before, limit=limit)
+        conn = self._ready()
+        return find_related(conn, self._candidates(conn), exclude=exclude, task=task,
+                            trigger=trigger, signatures=signatures, before=before, limit=limit)

@@ -3,7 +3,7 @@ a thread's held transaction that many entries share.
 
 Usage::
 
-    writer = Writer(busy_timeout_s=10.0)
+    writer = Writer(busy_timeout_s=10.0, began=..., committed=...)
     writer.write(conn, add_entry)   # add_entry(conn): its own transaction, or the held one
     writer.hold()                   # until release(): entries share a transaction
     writer.release()                # commits; how many entries were lost
@@ -45,8 +45,14 @@ class Writer:
     """The write side of one index: a turn per transaction (threads that wait are served
     before a holding thread goes on), each thread's held transaction."""
 
-    def __init__(self, busy_timeout_s: float) -> None:
+    def __init__(self, busy_timeout_s: float, *,
+                 began: Callable[[sqlite3.Connection], object] = lambda conn: None,
+                 committed: Callable[[sqlite3.Connection], object] = lambda conn: None) -> None:
         self._busy_timeout_s = busy_timeout_s
+        self._began = began
+        """Told when a transaction of entries begins on a connection."""
+        self._committed = committed
+        """Told when it commits (one that does not is followed by another that begins)."""
         self.renew()
 
     def renew(self) -> None:
@@ -67,7 +73,9 @@ class Writer:
             self._take_turn()
             try:
                 with write(conn):
+                    self._began(conn)
                     entry(conn)
+                self._committed(conn)
             finally:
                 self._turn.release()
             return
@@ -79,6 +87,7 @@ class Writer:
             except BaseException:
                 self._turn.release()
                 raise
+            self._began(conn)
             held.conn, held.since = conn, time.monotonic()
         try:
             entry(conn)
@@ -97,6 +106,7 @@ class Writer:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             conn.execute("BEGIN IMMEDIATE")
+            self._began(conn)
             for entry in written:
                 entry(conn)
         except BaseException as exc:
@@ -147,6 +157,7 @@ class Writer:
         try:
             if conn.in_transaction:
                 conn.execute("COMMIT")
+                self._committed(conn)
             else:  # SQLite rolled it back
                 held.lost += len(held.entries)
             held.entries = []

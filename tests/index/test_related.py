@@ -3,6 +3,7 @@ candidate lists, re-written diaries, signatures shared by some candidates only."
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections import Counter
 from dataclasses import dataclass
@@ -12,8 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from otel_diary.errors import IndexUnavailable
+from otel_diary.index import related as related_module
 from otel_diary.index.documents import MAX_SIGNATURES, Entry
-from otel_diary.index.related import CANDIDATES
+from otel_diary.index.related import CANDIDATES, Candidates
+from otel_diary.index.related import related as find_related
 from otel_diary.index.store import DiaryIndex
 from tests.support.kb import PY_STDERR, TS_STDERR, kb_pipeline, task_record, write
 
@@ -133,3 +137,132 @@ def test_a_reindex_committed_during_a_lookup_does_not_change_its_answer(tmp_path
     assert reader.related(**query) == expected  # type: ignore[arg-type]
     reader.close()
     writer.close()
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32), candidates=st.sampled_from([2, 5, CANDIDATES]))
+def test_kept_candidate_lists_answer_as_fresh_reads(tmp_path_factory: pytest.TempPathFactory,
+                                                    seed: int, candidates: int) -> None:
+    """A connection keeps the candidate lists it read. Between its lookups: diaries added
+    by it (one at a time, or many in a held transaction), re-written (removed, then
+    added), added by another connection, added in a transaction that fails or that SQLite
+    ends by itself, and a rebuild; lookups for older times than the lists hold (with few
+    candidates per list, so that lists are cut often). Every lookup answers as one that
+    reads every list afresh on the same connection."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(related_module, "CANDIDATES", candidates)
+        patch.setattr(related_module, "_LONGEST", candidates + 1)
+        kept_lists_answer_as_fresh_reads(tmp_path_factory.mktemp("kb"), random.Random(seed))
+
+
+def kept_lists_answer_as_fresh_reads(root: Path, rng: random.Random) -> None:
+    stamps = [f"2026-01-{day:02d}T00:00:00.000Z" for day in range(1, 9)]
+    pool = ["code:E1", "code:E2", "code:E3"]
+    index, other = DiaryIndex(root), DiaryIndex(root)
+    ids: list[str] = []
+    held = lost = False
+
+    def entry(ident: str, signatures: tuple[object, ...] | None = None) -> Entry:
+        return Entry(id=ident, path=f"diaries/agents/a/{ident}.md", title="t", agent="a",
+                     task=rng.choice(["T-1", "T-2", "T-3"]), outcome="recovered",
+                     trigger=rng.choice([None, "ci"]), workflow=None, trace_id="0" * 32,
+                     span_id="0" * 16, created=rng.choice(stamps), body="b", meta="m",
+                     summary="s", signatures=signatures if signatures is not None else
+                     tuple(rng.sample(pool, rng.randint(0, 3))))  # type: ignore[arg-type]
+
+    def lookup() -> None:
+        conn = index._ready()
+        query = {"exclude": rng.choice([*ids, "kh-none"]) if ids else "kh-none",
+                 "task": rng.choice([None, "T-1", "T-2"]), "trigger": rng.choice([None, "ci"]),
+                 "signatures": rng.sample(pool, rng.randint(0, 3)),
+                 "before": rng.choice([*stamps[2:], "2100", "2100", "2100"]),
+                 "limit": rng.choice([1, 5, 200])}
+        fresh = find_related(conn, Candidates(), **query)  # type: ignore[arg-type]
+        assert index.related(**query) == fresh, query  # type: ignore[arg-type]
+        kept = index._candidates(conn)._lists.values()
+        assert all(len(rows) == related_module._LONGEST for rows in kept)
+
+    for step in range(400):
+        action = rng.random()
+        if action < 0.35:
+            ident = rng.choice(ids) if ids and rng.random() < 0.1 else f"kh-{step:04d}"
+            index.add(entry(ident))
+            ids.append(ident)
+        elif action < 0.45 and not held:
+            other.add(entry(f"kh-other-{step:04d}"))
+        elif action < 0.5:
+            with pytest.raises(IndexUnavailable):  # a signature SQLite cannot store
+                index.add(entry(f"kh-bad-{step:04d}", signatures=("code:E1", object())))
+        elif action < 0.53 and held and index._ready().in_transaction:
+            index._ready().execute("ROLLBACK")  # as SQLite does after some errors
+            lost = True  # told by release(); the next add may begin another transaction
+        elif action < 0.6:
+            if held:
+                with contextlib.suppress(IndexUnavailable) if lost else contextlib.nullcontext():
+                    index.release()
+            else:
+                index.hold()
+            held, lost = not held, False
+        elif action < 0.605 and not held:
+            index.rebuild()  # from the folder, which holds no files here
+            ids.clear()
+        else:
+            lookup()
+    with contextlib.suppress(IndexUnavailable) if lost else contextlib.nullcontext():
+        index.release()
+    lookup()
+    index.close()
+    other.close()
+
+
+def test_a_connection_reads_a_long_candidate_list_once(tmp_path: Path) -> None:
+    """Lookups after the first read no list of more than ``CANDIDATES`` diaries again, while
+    the connection adds diaries to it, alone or held; another connection's commit, or a
+    transaction that did not commit, makes the next lookup read them again. The answers
+    are those of fresh reads."""
+    index, other = DiaryIndex(tmp_path), DiaryIndex(tmp_path)
+    conn = index._ready()
+    reads: list[str] = []
+    conn.set_trace_callback(lambda statement: reads.append(statement)
+                            if "ORDER BY created DESC, doc DESC LIMIT" in statement else None)
+    query = {"exclude": "kh-none", "task": "T-1", "trigger": "ci",
+             "signatures": ["code:E1"], "before": "2100", "limit": 5}
+
+    def add(into: DiaryIndex, ident: str, day: int) -> None:
+        into.add(Entry(id=ident, path=f"diaries/agents/a/{ident}.md", title="t", agent="a",
+                       task="T-1", outcome="recovered", trigger="ci", workflow=None,
+                       trace_id="0" * 32, span_id="0" * 16,
+                       created=f"2026-02-{day:02d}T00:00:00.000Z", body="b", meta="m",
+                       summary="s", signatures=("code:E1",)))
+
+    def lookup() -> tuple[str, int]:
+        """The first id found, and how many lists were read."""
+        reads.clear()
+        found = index.related(**query)  # type: ignore[arg-type]
+        read = len(reads)
+        assert found == find_related(conn, Candidates(), **query)  # type: ignore[arg-type]
+        return found[0], read
+
+    for n in range(CANDIDATES + 1):
+        add(index, f"kh-{n:03d}", 1 + n % 9)
+    assert lookup()[1] == 3  # task, trigger, signature
+    assert lookup()[1] == 0
+    add(index, "kh-new", 20)
+    assert lookup() == ("kh-new", 0)
+    index.hold()
+    add(index, "kh-held", 21)
+    assert lookup() == ("kh-held", 0)
+    index.release()
+    assert lookup() == ("kh-held", 0)
+    add(other, "kh-other", 22)
+    assert lookup() == ("kh-other", 3)
+    index.hold()
+    add(index, "kh-rolled-back", 23)
+    assert lookup() == ("kh-rolled-back", 0)
+    conn.execute("ROLLBACK")  # as SQLite does after some errors
+    with pytest.raises(IndexUnavailable):
+        index.release()  # one diary lost
+    add(index, "kh-after", 21)  # a transaction of its own, before the next lookup
+    assert lookup() == ("kh-other", 3)
+    index.close()
+    other.close()
