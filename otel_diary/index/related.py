@@ -25,10 +25,14 @@ CANDIDATES = 50
 WEIGHTS = {"signature": 3.0, "task": 2.0, "trigger": 1.0}
 
 LISTS = 64
-"""Candidate lists each connection keeps, the least recently used going first: each of
-``CANDIDATES + 1`` rows of a number and a timestamp (under a megabyte in all; a
-document indexed with a timestamp of the longest text the index keeps could make it
-several)."""
+"""Candidate lists each connection keeps, the least recently used going first."""
+KEPT = CANDIDATES + 16
+"""Rows a list keeps: a lookup for a run that ended before up to 15 of the newest diaries
+(runs written out of order) is still answered from it."""
+_STAMP = 32
+_VALUE = 200
+"""Longest timestamp and value a kept list holds (the index's are 24 characters): a
+connection's lists hold under a megabyte."""
 
 Key = tuple[str, str]
 """A candidate list: ``("task" | "task_trigger" | "signature", value)``."""
@@ -36,7 +40,6 @@ Row = tuple[str, int]
 """A candidate: ``(created, doc)``; the newest are those with the latest ``created``, then
 the largest ``doc``."""
 
-_LONGEST = CANDIDATES + 1
 _TABLES = {"task": "diaries", "task_trigger": "diaries", "signature": "signatures"}
 
 
@@ -48,15 +51,18 @@ def keys(task: str | None, trigger: str | None, signatures: Iterable[str]) -> li
 
 
 class Candidates:
-    """The longest candidate lists one connection has read, so that its next lookups need
-    not read them again: the newest ``CANDIDATES + 1`` diaries of a task, trigger or
-    signature that has more (a shorter list costs as little to read again).
+    """The long candidate lists one connection has read, so that its next lookups need not
+    read them again: the newest ``KEPT`` diaries of a task, trigger or signature that has
+    more (a shorter list costs as little to read again).
 
     Kept exact: a diary this connection adds goes into the lists it belongs to, and a
-    diary removed or a rebuild empties them; when the write transaction that did either
-    does not commit, which the connection's writer tells (:meth:`begin`, :meth:`commit`),
-    they are emptied again. A commit of another connection (``PRAGMA data_version``)
-    empties them too. Every method belongs to the thread using the connection.
+    diary removed or a rebuild empties them. When the write transaction that did either
+    does not commit, they are emptied again: at the next transaction the connection's
+    writer begins (:meth:`begin`; :meth:`commit` says it did commit) or the next lookup
+    outside one (:meth:`start`). A commit of another connection (``PRAGMA data_version``)
+    empties them too; while other connections write between this one's lookups, lookups
+    read their lists as if none were kept, and keep none. Every method belongs to the
+    thread using the connection.
     """
 
     def __init__(self) -> None:
@@ -65,6 +71,8 @@ class Candidates:
         self._version = -1
         self._checked = False
         """The lookup under way has checked the version."""
+        self._steady = False
+        """No other connection committed since this one's lookup before."""
         self._uncommitted = False
         """The connection changed the index in a write transaction not committed yet."""
 
@@ -84,7 +92,11 @@ class Candidates:
         row = (created, doc)
         for key in lists:
             rows = self._lists.get(key)
-            if rows is not None:  # the oldest row goes (this one, when older than all)
+            if rows is None:
+                continue
+            if len(created) > _STAMP:
+                del self._lists[key]
+            else:  # the oldest row goes (this one, when older than all)
                 insort(rows, row)
                 del rows[0]
 
@@ -95,44 +107,48 @@ class Candidates:
 
     def start(self, writing: bool) -> None:
         """A lookup begins (``writing``: inside a write transaction)."""
-        if not writing:  # the write transaction before has ended
-            self.begin()
+        if not writing and self._uncommitted:  # a write transaction ended, not committed
+            self._lists.clear()
+            self._uncommitted = False
         self._checked = False
 
     def newest(self, conn: sqlite3.Connection, key: Key, before: str, own: int | None,
                count: int) -> dict[int, str]:
         """The ``count`` newest diaries of ``key`` created no later than ``before``, other
         than ``own``: ``{doc: created}``, newest first."""
-        if self._lists and not self._checked:
+        if not self._checked:
             self._check(conn)
+        column, value = key
         rows = self._lists.get(key)
         if rows is not None:
             self._lists.move_to_end(key)
-        else:
-            column, value = key
+            found = _newest(rows, before, own, count)
+            if len(found) == count:
+                return found
+        elif self._steady and len(value) <= _VALUE:
             rows = conn.execute(
                 f"SELECT created, doc FROM {_TABLES[column]} WHERE {column} = ? "
-                f"ORDER BY created DESC, doc DESC LIMIT ?", (value, _LONGEST)).fetchall()
+                f"ORDER BY created DESC, doc DESC LIMIT ?", (value, KEPT)).fetchall()
             rows.reverse()
-            if len(rows) < _LONGEST:  # all of them
-                return _newest(rows, before, own, count)
-            if not self._checked:
-                self._check(conn)
-            self._lists[key] = rows
-            if len(self._lists) > LISTS:
-                self._lists.popitem(last=False)
-        found = _newest(rows, before, own, count)
-        if len(found) == count:
-            return found
-        column, value = key  # older diaries than the list holds answer: read them
-        return dict(conn.execute(
+            found = _newest(rows, before, own, count)
+            if len(rows) < KEPT:  # all of them
+                return found
+            if all(len(created) <= _STAMP for created, _ in rows):
+                self._lists[key] = rows
+                if len(self._lists) > LISTS:
+                    self._lists.popitem(last=False)
+            if len(found) == count:
+                return found
+        return dict(conn.execute(  # as read when no list is kept
             f"SELECT doc, created FROM {_TABLES[column]} WHERE {column} = ? AND created <= ? "
             f"AND doc IS NOT ? ORDER BY created DESC, doc DESC LIMIT ?",
             (value, before, own, count)))
 
     def _check(self, conn: sqlite3.Connection) -> None:
+        """Once a lookup, in its transaction: are the lists still those of the index?"""
         version = conn.execute("PRAGMA data_version").fetchone()[0]
-        if version != self._version:  # another connection committed
+        self._steady = version == self._version
+        if not self._steady:  # another connection committed
             self._lists.clear()
             self._version = version
         self._checked = True

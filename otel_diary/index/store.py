@@ -127,9 +127,7 @@ class DiaryIndex:
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         self._abandoned: list[sqlite3.Connection] = []
-        self._writer = Writer(busy_timeout_s,
-                              began=lambda conn: self._candidates(conn).begin(),
-                              committed=lambda conn: self._candidates(conn).commit())
+        self._writer = Writer(busy_timeout_s, began=self._began, committed=self._committed)
         renew_after_fork(self)
 
     def _after_fork_in_child(self) -> None:
@@ -325,19 +323,29 @@ class DiaryIndex:
         stale = conn.execute("SELECT doc FROM diaries WHERE id = ? OR path = ?",
                              (entry.id, entry.path)).fetchall()
         candidates = self._candidates(conn)
-        for (doc,) in stale:
+        if stale:
             candidates.removed()
+        for (doc,) in stale:
             self._delete(conn, doc)
         doc = self._insert(conn, entry)
         candidates.added(doc, entry.created, keys(entry.task, entry.trigger, entry.signatures))
 
     def _candidates(self, conn: sqlite3.Connection) -> Candidates:
-        """``conn``'s candidate lists for Related (``conn`` is this thread's connection)."""
+        """The candidate lists for Related of ``conn``, this thread's connection now."""
         kept: tuple[sqlite3.Connection, Candidates] | None = getattr(
             self._local, "candidates", None)
         if kept is None or kept[0] is not conn:
             kept = self._local.candidates = (conn, Candidates())
         return kept[1]
+
+    def _began(self, conn: sqlite3.Connection) -> None:
+        self._candidates(conn).begin()
+
+    def _committed(self, conn: sqlite3.Connection) -> None:
+        """(A held transaction may commit on a connection given up since it began.)"""
+        kept = getattr(self._local, "candidates", None)
+        if kept is not None and kept[0] is conn:
+            kept[1].commit()
 
     def add_document(self, path: str, content: str) -> Entry:
         """Index the diary ``content`` stored at ``path`` (relative to the root)."""
@@ -378,7 +386,7 @@ class DiaryIndex:
                     self._connections.remove(state[0])
             with contextlib.suppress(sqlite3.Error):
                 state[0].close()
-            self._local.state = None
+            self._local.state = self._local.candidates = None
         for suffix in ("", "-wal", "-shm", "-journal"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.path}{suffix}")

@@ -52,7 +52,7 @@ class Writer:
         self._began = began
         """Told when a transaction of entries begins on a connection."""
         self._committed = committed
-        """Told when it commits (one that does not is followed by another that begins)."""
+        """Told when it commits (one rolled back is not told)."""
         self.renew()
 
     def renew(self) -> None:

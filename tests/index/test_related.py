@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from otel_diary.errors import IndexUnavailable
 from otel_diary.index import related as related_module
 from otel_diary.index.documents import MAX_SIGNATURES, Entry
-from otel_diary.index.related import CANDIDATES, Candidates
+from otel_diary.index.related import CANDIDATES, KEPT, Candidates
 from otel_diary.index.related import related as find_related
 from otel_diary.index.store import DiaryIndex
 from tests.support.kb import PY_STDERR, TS_STDERR, kb_pipeline, task_record, write
@@ -140,18 +140,21 @@ def test_a_reindex_committed_during_a_lookup_does_not_change_its_answer(tmp_path
 
 
 @settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 2**32), candidates=st.sampled_from([2, 5, CANDIDATES]))
+@given(seed=st.integers(0, 2**32), candidates=st.sampled_from([2, 5, CANDIDATES]),
+       lists=st.sampled_from([1, 3, related_module.LISTS]))
 def test_kept_candidate_lists_answer_as_fresh_reads(tmp_path_factory: pytest.TempPathFactory,
-                                                    seed: int, candidates: int) -> None:
+                                                    seed: int, candidates: int,
+                                                    lists: int) -> None:
     """A connection keeps the candidate lists it read. Between its lookups: diaries added
     by it (one at a time, or many in a held transaction), re-written (removed, then
     added), added by another connection, added in a transaction that fails or that SQLite
     ends by itself, and a rebuild; lookups for older times than the lists hold (with few
-    candidates per list, so that lists are cut often). Every lookup answers as one that
-    reads every list afresh on the same connection."""
+    candidates per list, so that lists are cut often, and few lists kept). Every lookup
+    answers as one that keeps no list, on the same connection."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(related_module, "CANDIDATES", candidates)
-        patch.setattr(related_module, "_LONGEST", candidates + 1)
+        patch.setattr(related_module, "KEPT", candidates + 3)
+        patch.setattr(related_module, "LISTS", lists)
         kept_lists_answer_as_fresh_reads(tmp_path_factory.mktemp("kb"), random.Random(seed))
 
 
@@ -180,7 +183,8 @@ def kept_lists_answer_as_fresh_reads(root: Path, rng: random.Random) -> None:
         fresh = find_related(conn, Candidates(), **query)  # type: ignore[arg-type]
         assert index.related(**query) == fresh, query  # type: ignore[arg-type]
         kept = index._candidates(conn)._lists.values()
-        assert all(len(rows) == related_module._LONGEST for rows in kept)
+        assert len(kept) <= related_module.LISTS
+        assert all(len(rows) == related_module.KEPT for rows in kept)
 
     for step in range(400):
         action = rng.random()
@@ -216,10 +220,11 @@ def kept_lists_answer_as_fresh_reads(root: Path, rng: random.Random) -> None:
 
 
 def test_a_connection_reads_a_long_candidate_list_once(tmp_path: Path) -> None:
-    """Lookups after the first read no list of more than ``CANDIDATES`` diaries again, while
-    the connection adds diaries to it, alone or held; another connection's commit, or a
-    transaction that did not commit, makes the next lookup read them again. The answers
-    are those of fresh reads."""
+    """A connection keeps the lists of more than ``KEPT`` diaries it read at its second
+    lookup, and reads them no more while it adds diaries to them, alone or held. Another
+    connection's commit, or a transaction that did not commit, makes it read them again;
+    a lookup for a run older than the lists hold reads without dropping them. The answers
+    are those of lookups that keep no list."""
     index, other = DiaryIndex(tmp_path), DiaryIndex(tmp_path)
     conn = index._ready()
     reads: list[str] = []
@@ -243,9 +248,10 @@ def test_a_connection_reads_a_long_candidate_list_once(tmp_path: Path) -> None:
         assert found == find_related(conn, Candidates(), **query)  # type: ignore[arg-type]
         return found[0], read
 
-    for n in range(CANDIDATES + 1):
+    for n in range(KEPT):
         add(index, f"kh-{n:03d}", 1 + n % 9)
     assert lookup()[1] == 3  # task, trigger, signature
+    assert lookup()[1] == 3  # and kept
     assert lookup()[1] == 0
     add(index, "kh-new", 20)
     assert lookup() == ("kh-new", 0)
@@ -254,7 +260,12 @@ def test_a_connection_reads_a_long_candidate_list_once(tmp_path: Path) -> None:
     assert lookup() == ("kh-held", 0)
     index.release()
     assert lookup() == ("kh-held", 0)
+    query["before"] = "2026-02-01T12:00:00.000Z"
+    assert lookup()[1] == 3
+    query["before"] = "2100"
+    assert lookup() == ("kh-held", 0)
     add(other, "kh-other", 22)
+    assert lookup() == ("kh-other", 3)
     assert lookup() == ("kh-other", 3)
     index.hold()
     add(index, "kh-rolled-back", 23)
@@ -264,5 +275,6 @@ def test_a_connection_reads_a_long_candidate_list_once(tmp_path: Path) -> None:
         index.release()  # one diary lost
     add(index, "kh-after", 21)  # a transaction of its own, before the next lookup
     assert lookup() == ("kh-other", 3)
+    assert lookup() == ("kh-other", 0)
     index.close()
     other.close()
