@@ -354,7 +354,8 @@ class DiaryIndex:
         return entry
 
     def rebuild(self) -> RebuildReport:
-        """Replace the index with what the folder holds; a damaged database is recreated."""
+        """Replace the index with what the folder holds; a damaged database is recreated.
+        ``IndexUnavailable`` when another writer keeps it locked past the busy timeout."""
         entries, skipped = self.scan()
         try:
             conn = self._connection()
@@ -364,6 +365,10 @@ class DiaryIndex:
                 self._replace_all(conn, entries)
             checkpoint(conn)
         except (IndexUnavailable, sqlite3.DatabaseError) as exc:
+            cause = exc.__cause__ if isinstance(exc, IndexUnavailable) else exc
+            if isinstance(cause, sqlite3.OperationalError) and busy(cause):  # not damage
+                raise IndexUnavailable(f"cannot rebuild the index {self.path}: another "
+                                       f"process is writing to it ({cause})") from exc
             logger.warning("otel-diary: recreating the damaged index %s (%s)", self.path, exc)
             self._discard()
             try:
