@@ -27,12 +27,12 @@ WEIGHTS = {"signature": 3.0, "task": 2.0, "trigger": 1.0}
 LISTS = 64
 """Candidate lists each connection keeps, the least recently used going first."""
 KEPT = CANDIDATES + 16
-"""Rows a list keeps: a lookup for a run that ended before up to 15 of the newest diaries
-(runs written out of order) is still answered from it."""
+"""Rows a list keeps at most: a lookup for a run that ended before up to 15 of the newest
+diaries (runs written out of order) is still answered from it."""
 _STAMP = 32
 _VALUE = 200
-"""Longest timestamp and value a kept list holds (the index's are 24 characters): a
-connection's lists hold under a megabyte."""
+"""Longest timestamp (ASCII) and value a kept list holds (the timestamps the renderer
+writes are 24 characters): a connection's lists hold under a megabyte."""
 
 Key = tuple[str, str]
 """A candidate list: ``("task" | "task_trigger" | "signature", value)``."""
@@ -51,35 +51,37 @@ def keys(task: str | None, trigger: str | None, signatures: Iterable[str]) -> li
 
 
 class Candidates:
-    """The long candidate lists one connection has read, so that its next lookups need not
-    read them again: the newest ``KEPT`` diaries of a task, trigger or signature that has
-    more (a shorter list costs as little to read again).
+    """The candidate lists of many diaries one connection has read, so that its next
+    lookups need not read them again: the newest ``KEPT`` diaries of a task, trigger or
+    signature, or all of them when fewer. A list is kept once a lookup has found it full
+    (shorter ones cost as little to read again).
 
     Kept exact: a diary this connection adds goes into the lists it belongs to, and a
     diary removed or a rebuild empties them. When the write transaction that did either
     does not commit, they are emptied again: at the next transaction the connection's
     writer begins (:meth:`begin`; :meth:`commit` says it did commit) or the next lookup
     outside one (:meth:`start`). A commit of another connection (``PRAGMA data_version``)
-    empties them too; while other connections write between this one's lookups, lookups
-    read their lists as if none were kept, and keep none. Every method belongs to the
-    thread using the connection.
+    empties them too; while other connections write between this one's lookups, none is
+    kept. Every method belongs to the thread using the connection.
     """
 
     def __init__(self) -> None:
         self._lists: OrderedDict[Key, list[Row]] = OrderedDict()
         """Oldest row first."""
+        self._whole: set[Key] = set()
+        """Lists that hold every diary of their task, trigger or signature."""
         self._version = -1
         self._checked = False
         """The lookup under way has checked the version."""
         self._steady = False
-        """No other connection committed since this one's lookup before."""
+        """No other connection committed since the version was checked before."""
         self._uncommitted = False
         """The connection changed the index in a write transaction not committed yet."""
 
     def begin(self) -> None:
         """A write transaction began (the one before may not have committed)."""
         if self._uncommitted:
-            self._lists.clear()
+            self._clear()
             self._uncommitted = False
 
     def commit(self) -> None:
@@ -94,21 +96,24 @@ class Candidates:
             rows = self._lists.get(key)
             if rows is None:
                 continue
-            if len(created) > _STAMP:
+            if not _short(created):
                 del self._lists[key]
-            else:  # the oldest row goes (this one, when older than all)
-                insort(rows, row)
+                self._whole.discard(key)
+                continue
+            insort(rows, row)
+            if len(rows) > KEPT:  # the oldest goes (this one, when older than all)
                 del rows[0]
+                self._whole.discard(key)
 
     def removed(self) -> None:
         """The connection deleted diaries (or rebuilt the index) in its write transaction."""
         self._uncommitted = True
-        self._lists.clear()
+        self._clear()
 
     def start(self, writing: bool) -> None:
         """A lookup begins (``writing``: inside a write transaction)."""
-        if not writing and self._uncommitted:  # a write transaction ended, not committed
-            self._lists.clear()
+        if not writing and self._uncommitted:  # not known to have committed
+            self._clear()
             self._uncommitted = False
         self._checked = False
 
@@ -116,42 +121,58 @@ class Candidates:
                count: int) -> dict[int, str]:
         """The ``count`` newest diaries of ``key`` created no later than ``before``, other
         than ``own``: ``{doc: created}``, newest first."""
-        if not self._checked:
+        if self._lists and not self._checked:
             self._check(conn)
-        column, value = key
         rows = self._lists.get(key)
         if rows is not None:
             self._lists.move_to_end(key)
             found = _newest(rows, before, own, count)
-            if len(found) == count:
+            if len(found) == count or key in self._whole:
                 return found
-        elif self._steady and len(value) <= _VALUE:
-            rows = conn.execute(
-                f"SELECT created, doc FROM {_TABLES[column]} WHERE {column} = ? "
-                f"ORDER BY created DESC, doc DESC LIMIT ?", (value, KEPT)).fetchall()
-            rows.reverse()
-            found = _newest(rows, before, own, count)
-            if len(rows) < KEPT:  # all of them
-                return found
-            if all(len(created) <= _STAMP for created, _ in rows):
-                self._lists[key] = rows
-                if len(self._lists) > LISTS:
-                    self._lists.popitem(last=False)
-            if len(found) == count:
-                return found
-        return dict(conn.execute(  # as read when no list is kept
+        column, value = key
+        found = dict(conn.execute(
             f"SELECT doc, created FROM {_TABLES[column]} WHERE {column} = ? AND created <= ? "
             f"AND doc IS NOT ? ORDER BY created DESC, doc DESC LIMIT ?",
             (value, before, own, count)))
+        if rows is None and len(found) == count and len(value) <= _VALUE:
+            self._keep(conn, key)
+        return found
+
+    def _keep(self, conn: sqlite3.Connection, key: Key) -> None:
+        """Read and keep the list of ``key``, unless another connection is writing."""
+        if not self._checked:
+            self._check(conn)
+        if not self._steady:
+            return
+        column, value = key
+        rows = conn.execute(
+            f"SELECT created, doc FROM {_TABLES[column]} WHERE {column} = ? "
+            f"ORDER BY created DESC, doc DESC LIMIT ?", (value, KEPT)).fetchall()
+        if not all(_short(created) for created, _ in rows):
+            return
+        rows.reverse()
+        self._lists[key] = rows
+        if len(rows) < KEPT:
+            self._whole.add(key)
+        if len(self._lists) > LISTS:
+            self._whole.discard(self._lists.popitem(last=False)[0])
 
     def _check(self, conn: sqlite3.Connection) -> None:
         """Once a lookup, in its transaction: are the lists still those of the index?"""
         version = conn.execute("PRAGMA data_version").fetchone()[0]
         self._steady = version == self._version
         if not self._steady:  # another connection committed
-            self._lists.clear()
+            self._clear()
             self._version = version
         self._checked = True
+
+    def _clear(self) -> None:
+        self._lists.clear()
+        self._whole.clear()
+
+
+def _short(created: str) -> bool:
+    return len(created) <= _STAMP and created.isascii()
 
 
 def _newest(rows: list[Row], before: str, own: int | None, count: int) -> dict[int, str]:

@@ -342,7 +342,8 @@ class DiaryIndex:
         self._candidates(conn).begin()
 
     def _committed(self, conn: sqlite3.Connection) -> None:
-        """(A held transaction may commit on a connection given up since it began.)"""
+        """(A held transaction may commit on the connection this thread used before the
+        database file was replaced: that one has no lists.)"""
         kept = getattr(self._local, "candidates", None)
         if kept is not None and kept[0] is conn:
             kept[1].commit()
@@ -355,7 +356,8 @@ class DiaryIndex:
 
     def rebuild(self) -> RebuildReport:
         """Replace the index with what the folder holds; a damaged database is recreated.
-        ``IndexUnavailable`` when another writer keeps it locked past the busy timeout."""
+        ``IndexUnavailable`` for any other error (another writer keeping it locked past the
+        busy timeout, a full disk): the database is left as it is."""
         entries, skipped = self.scan()
         try:
             conn = self._connection()
@@ -366,11 +368,17 @@ class DiaryIndex:
             checkpoint(conn)
         except (IndexUnavailable, sqlite3.DatabaseError) as exc:
             cause = exc.__cause__ if isinstance(exc, IndexUnavailable) else exc
-            if isinstance(cause, sqlite3.OperationalError) and busy(cause):  # not damage
-                raise IndexUnavailable(f"cannot rebuild the index {self.path}: another "
-                                       f"process is writing to it ({cause})") from exc
+            if type(cause) is not sqlite3.DatabaseError:  # SQLite's "corrupt", "not a database"
+                held = isinstance(cause, sqlite3.OperationalError) and busy(cause)
+                raise IndexUnavailable(f"cannot rebuild the index {self.path}: " + (
+                    f"another connection is writing to it ({cause})" if held
+                    else f"{cause}")) from exc
             logger.warning("otel-diary: recreating the damaged index %s (%s)", self.path, exc)
-            self._discard()
+            try:
+                self._discard()
+            except OSError as error:
+                raise IndexUnavailable(f"cannot recreate the index {self.path}: "
+                                       f"{error}") from error
             try:
                 conn = self._connection()
                 with write(conn):

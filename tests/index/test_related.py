@@ -153,13 +153,15 @@ def test_kept_candidate_lists_answer_as_fresh_reads(tmp_path_factory: pytest.Tem
     answers as one that keeps no list, on the same connection."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(related_module, "CANDIDATES", candidates)
-        patch.setattr(related_module, "KEPT", candidates + 3)
+        patch.setattr(related_module, "KEPT", 3 * candidates + 2)
         patch.setattr(related_module, "LISTS", lists)
         kept_lists_answer_as_fresh_reads(tmp_path_factory.mktemp("kb"), random.Random(seed))
 
 
 def kept_lists_answer_as_fresh_reads(root: Path, rng: random.Random) -> None:
     stamps = [f"2026-01-{day:02d}T00:00:00.000Z" for day in range(1, 9)]
+    stamps += [stamps[4] + "-" + "x" * 20, stamps[5] + "é"]  # not kept: past 32, not ASCII
+    tasks = ["T-1", "T-2", "T-" + "x" * 250]
     pool = ["code:E1", "code:E2", "code:E3"]
     index, other = DiaryIndex(root), DiaryIndex(root)
     ids: list[str] = []
@@ -167,7 +169,7 @@ def kept_lists_answer_as_fresh_reads(root: Path, rng: random.Random) -> None:
 
     def entry(ident: str, signatures: tuple[object, ...] | None = None) -> Entry:
         return Entry(id=ident, path=f"diaries/agents/a/{ident}.md", title="t", agent="a",
-                     task=rng.choice(["T-1", "T-2", "T-3"]), outcome="recovered",
+                     task=rng.choice(tasks), outcome="recovered",
                      trigger=rng.choice([None, "ci"]), workflow=None, trace_id="0" * 32,
                      span_id="0" * 16, created=rng.choice(stamps), body="b", meta="m",
                      summary="s", signatures=signatures if signatures is not None else
@@ -176,15 +178,20 @@ def kept_lists_answer_as_fresh_reads(root: Path, rng: random.Random) -> None:
     def lookup() -> None:
         conn = index._ready()
         query = {"exclude": rng.choice([*ids, "kh-none"]) if ids else "kh-none",
-                 "task": rng.choice([None, "T-1", "T-2"]), "trigger": rng.choice([None, "ci"]),
+                 "task": rng.choice([None, *tasks]), "trigger": rng.choice([None, "ci"]),
                  "signatures": rng.sample(pool, rng.randint(0, 3)),
                  "before": rng.choice([*stamps[2:], "2100", "2100", "2100"]),
                  "limit": rng.choice([1, 5, 200])}
         fresh = find_related(conn, Candidates(), **query)  # type: ignore[arg-type]
         assert index.related(**query) == fresh, query  # type: ignore[arg-type]
-        kept = index._candidates(conn)._lists.values()
-        assert len(kept) <= related_module.LISTS
-        assert all(len(rows) == related_module.KEPT for rows in kept)
+        candidates = index._candidates(conn)
+        assert len(candidates._lists) <= related_module.LISTS
+        kept = candidates._lists.items()
+        assert all(len(rows) <= related_module.KEPT and len(key[1]) <= 200
+                   and all(len(created) <= 32 and created.isascii() for created, _ in rows)
+                   for key, rows in kept)
+        assert all(len(rows) == related_module.KEPT for key, rows in kept
+                   if key not in candidates._whole)
 
     for step in range(400):
         action = rng.random()
@@ -220,11 +227,11 @@ def kept_lists_answer_as_fresh_reads(root: Path, rng: random.Random) -> None:
 
 
 def test_a_connection_reads_a_long_candidate_list_once(tmp_path: Path) -> None:
-    """A connection keeps the lists of more than ``KEPT`` diaries it read at its second
-    lookup, and reads them no more while it adds diaries to them, alone or held. Another
-    connection's commit, or a transaction that did not commit, makes it read them again;
-    a lookup for a run older than the lists hold reads without dropping them. The answers
-    are those of lookups that keep no list."""
+    """A connection keeps the lists its lookups fill (once no other connection has written
+    since its lookup before), and reads them no more while it adds diaries to them, alone
+    or held. Another connection's commit, or a transaction that did not commit, makes it
+    read them again; a lookup for a run older than a list of more than ``KEPT`` diaries
+    holds reads without dropping it. The answers are those of lookups that keep no list."""
     index, other = DiaryIndex(tmp_path), DiaryIndex(tmp_path)
     conn = index._ready()
     reads: list[str] = []
@@ -251,7 +258,7 @@ def test_a_connection_reads_a_long_candidate_list_once(tmp_path: Path) -> None:
     for n in range(KEPT):
         add(index, f"kh-{n:03d}", 1 + n % 9)
     assert lookup()[1] == 3  # task, trigger, signature
-    assert lookup()[1] == 3  # and kept
+    assert lookup()[1] == 6  # and the lists to keep
     assert lookup()[1] == 0
     add(index, "kh-new", 20)
     assert lookup() == ("kh-new", 0)
@@ -260,13 +267,15 @@ def test_a_connection_reads_a_long_candidate_list_once(tmp_path: Path) -> None:
     assert lookup() == ("kh-held", 0)
     index.release()
     assert lookup() == ("kh-held", 0)
+    query["before"] = "2026-02-10T00:00:00.000Z"  # before the two newest
+    assert lookup() == ("kh-008", 0)
     query["before"] = "2026-02-01T12:00:00.000Z"
     assert lookup()[1] == 3
     query["before"] = "2100"
     assert lookup() == ("kh-held", 0)
     add(other, "kh-other", 22)
     assert lookup() == ("kh-other", 3)
-    assert lookup() == ("kh-other", 3)
+    assert lookup() == ("kh-other", 6)
     index.hold()
     add(index, "kh-rolled-back", 23)
     assert lookup() == ("kh-rolled-back", 0)
@@ -274,7 +283,45 @@ def test_a_connection_reads_a_long_candidate_list_once(tmp_path: Path) -> None:
     with pytest.raises(IndexUnavailable):
         index.release()  # one diary lost
     add(index, "kh-after", 21)  # a transaction of its own, before the next lookup
-    assert lookup() == ("kh-other", 3)
+    assert lookup() == ("kh-other", 6)
     assert lookup() == ("kh-other", 0)
     index.close()
     other.close()
+
+
+def test_a_kept_list_of_every_diary_answers_older_lookups_until_it_is_cut(
+        tmp_path: Path) -> None:
+    """A list kept whole (fewer than ``KEPT`` diaries) answers a lookup for any time
+    without reading; once diaries added to it push the oldest out, it no longer does."""
+    index = DiaryIndex(tmp_path)
+    conn = index._ready()
+    reads: list[str] = []
+    conn.set_trace_callback(lambda statement: reads.append(statement)
+                            if "ORDER BY created DESC, doc DESC LIMIT" in statement else None)
+
+    def add(ident: str, day: int) -> None:
+        index.add(Entry(id=ident, path=f"diaries/agents/a/{ident}.md", title="t", agent="a",
+                        task="", outcome="recovered", trigger=None, workflow=None,
+                        trace_id="0" * 32, span_id="0" * 16,
+                        created=f"2026-03-{day:02d}T00:00:00.000Z", body="b", meta="m",
+                        summary="s", signatures=("code:E1",)))
+
+    def lookup(before: str) -> int:
+        """How many lists the lookup read; its answer is that of one keeping no list."""
+        query = {"exclude": "kh-none", "task": None, "trigger": None,
+                 "signatures": ["code:E1"], "before": before, "limit": 200}
+        reads.clear()
+        found = index.related(**query)  # type: ignore[arg-type]
+        read = len(reads)
+        assert found == find_related(conn, Candidates(), **query)  # type: ignore[arg-type]
+        return read
+
+    for n in range(KEPT - 10):
+        add(f"kh-{n:03d}", 1 + n // 12)
+    assert lookup("2100") + lookup("2100") == 1 + 2  # read, then read and kept whole
+    assert lookup("2026-03-01T12:00:00.000Z") == 0
+    for n in range(15):
+        add(f"kh-new-{n:02d}", 20)
+    assert lookup("2100") == 0
+    assert lookup("2026-03-01T12:00:00.000Z") == 1  # its oldest are no longer kept
+    index.close()

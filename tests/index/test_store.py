@@ -189,18 +189,30 @@ def test_corrupted_database_is_reported_then_repaired_by_rebuild(tmp_path: Path)
 
 def test_a_rebuild_waiting_too_long_for_another_writer_fails_and_deletes_nothing(
         tmp_path: Path) -> None:
-    """An index locked by another writer past the busy timeout is not damaged: the rebuild
-    says so, and the other writer's work stays."""
+    """An index locked by another writer past the busy timeout, or by this thread's own
+    held transaction, is not damaged: the rebuild says so, and the held work stays."""
     diary = write(kb_pipeline(tmp_path, index=False), task_record(1, "T-1", stderr=TS_STDERR))
     with DiaryIndex(tmp_path) as other, DiaryIndex(tmp_path, busy_timeout_s=0.1) as index:
         assert index.rebuild().indexed == 1
         other.hold()
         other.add(replace(other.scan()[0][0], id="kh-held", path="diaries/held.md"))
-        with pytest.raises(IndexUnavailable, match="another process is writing"):
+        with pytest.raises(IndexUnavailable, match="another connection is writing"):
             index.rebuild()
+        with pytest.raises(IndexUnavailable, match="within a transaction"):
+            other.rebuild()  # on the thread holding the transaction
         other.release()
         assert sorted(hit.id for hit in index.search("TS2345").hits) == sorted(
             [diary.id, "kh-held"])
+
+
+def test_a_rebuild_that_cannot_open_the_database_says_so_and_deletes_nothing(
+        tmp_path: Path) -> None:
+    """Only a damaged database is recreated: one that cannot be opened (here a folder in
+    its place) is an error, and stays."""
+    (tmp_path / INDEX_FILE).mkdir()
+    with DiaryIndex(tmp_path) as index, pytest.raises(IndexUnavailable, match="unable to open"):
+        index.rebuild()
+    assert (tmp_path / INDEX_FILE).is_dir()
 
 
 def test_index_failures_are_counted_logged_once_and_never_fatal(
