@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import sqlite3
 from bisect import insort
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from otel_diary.index.documents import MAX_SIGNATURES
@@ -25,7 +24,8 @@ CANDIDATES = 50
 WEIGHTS = {"signature": 3.0, "task": 2.0, "trigger": 1.0}
 
 LISTS = 64
-"""Candidate lists each connection keeps, the least recently used going first."""
+"""Candidate lists a connection keeps at most; past them, lookups read the others as if
+none were kept (no list is read to be kept only to be dropped for another soon after)."""
 KEPT = CANDIDATES + 16
 """Rows a list keeps at most: a lookup for a run that ended before up to 15 of the newest
 diaries (runs written out of order) is still answered from it."""
@@ -66,7 +66,7 @@ class Candidates:
     """
 
     def __init__(self) -> None:
-        self._lists: OrderedDict[Key, list[Row]] = OrderedDict()
+        self._lists: dict[Key, list[Row]] = {}
         """Oldest row first."""
         self._whole: set[Key] = set()
         """Lists that hold every diary of their task, trigger or signature."""
@@ -125,7 +125,6 @@ class Candidates:
             self._check(conn)
         rows = self._lists.get(key)
         if rows is not None:
-            self._lists.move_to_end(key)
             found = _newest(rows, before, own, count)
             if len(found) == count or key in self._whole:
                 return found
@@ -134,7 +133,8 @@ class Candidates:
             f"SELECT doc, created FROM {_TABLES[column]} WHERE {column} = ? AND created <= ? "
             f"AND doc IS NOT ? ORDER BY created DESC, doc DESC LIMIT ?",
             (value, before, own, count)))
-        if rows is None and len(found) == count and len(value) <= _VALUE:
+        if rows is None and len(found) == count and len(value) <= _VALUE and \
+                len(self._lists) < LISTS:
             self._keep(conn, key)
         return found
 
@@ -154,8 +154,6 @@ class Candidates:
         self._lists[key] = rows
         if len(rows) < KEPT:
             self._whole.add(key)
-        if len(self._lists) > LISTS:
-            self._whole.discard(self._lists.popitem(last=False)[0])
 
     def _check(self, conn: sqlite3.Connection) -> None:
         """Once a lookup, in its transaction: are the lists still those of the index?"""
