@@ -434,15 +434,17 @@ class PostgresStore:
                             f"d.task = %(task)s AND {common} ORDER BY d.created DESC "
                             "LIMIT %(n)s", 2.0))
         if args["signatures"]:
-            # The newest candidates of each signature only: bounded work however many
-            # diaries met a common error.
-            queries.append((f"SELECT d.id, d.created, count(*) FROM unnest(%(signatures)s::"
-                            f"text[]) AS w (signature) CROSS JOIN LATERAL (SELECT s.diary FROM "
-                            f"{SCHEMA}.signatures AS s WHERE s.signature = w.signature AND "
-                            "s.diary <> %(exclude)s AND s.created <= %(before)s ORDER BY "
-                            f"s.created DESC LIMIT %(n)s) AS c JOIN {SCHEMA}.diaries AS d ON "
-                            f"d.id = c.diary WHERE {common} GROUP BY d.id "
-                            "ORDER BY count(*) DESC, d.created DESC LIMIT %(n)s", 3.0))
+            # As the local index: the newest diaries of each signature are the candidates
+            # (bounded work however many diaries met a common error), each scored by every
+            # wanted signature it has, not only those whose newest it is among.
+            queries.append((f"SELECT d.id, d.created, (SELECT count(*) FROM {SCHEMA}.signatures "
+                            "AS s WHERE s.diary = d.id AND s.signature = ANY(%(signatures)s)) "
+                            f"AS shared FROM {SCHEMA}.diaries AS d WHERE d.id IN (SELECT c.diary "
+                            "FROM unnest(%(signatures)s::text[]) AS w (signature) CROSS JOIN "
+                            f"LATERAL (SELECT s.diary FROM {SCHEMA}.signatures AS s WHERE "
+                            "s.signature = w.signature AND s.created <= %(before)s ORDER BY "
+                            f"s.created DESC LIMIT %(n)s + 1) AS c) AND {common} "
+                            "ORDER BY shared DESC, d.created DESC LIMIT %(n)s", 3.0))
         if trigger:
             queries.append((f"SELECT d.id, d.created, 1::bigint FROM {SCHEMA}.diaries AS d "
                             f"WHERE d.task_trigger = %(trigger)s AND {common} "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,8 @@ from otel_diary.index.base import DiaryStore
 from otel_diary.index.documents import entry_from_parts, primary_signature
 from otel_diary.index.folder import FolderStore
 from otel_diary.index.lessons import lesson_id, sighting
+from otel_diary.index.related import CANDIDATES
+from otel_diary.pipeline.core import MAX_RELATED
 from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
 from tests.support.kb import PY_STDERR, TS_STDERR, task_record
@@ -114,6 +117,57 @@ def test_error_signatures_are_looked_up_exactly(store: DiaryStore) -> None:
         [first.id, second.id, by_trigger.id]
 
 
+
+def test_a_diary_counts_every_error_it_shares(store: DiaryStore) -> None:
+    """An older diary that met both of a run's errors ranks above the many newer ones that
+    met one, even when those fill one error's candidates (its score counts every error it
+    shares, not only those whose newest diaries it is among)."""
+    both = render(task_record(0, "T-0", stderr=TS_STDERR + "\nsrc/a.ts(1,1): error TS2322: x"))
+    keep(store, both)
+    for n in range(1, CANDIDATES + 10):
+        keep(store, render(task_record(n, f"T-{n}", stderr=TS_STDERR)))
+    signatures = entry_from_parts(both.path, both.front_matter, both.content).signatures
+    assert "code:TS2322" in signatures and "code:TS2345" in signatures
+    found = store.related(exclude="", task=None, trigger=None, signatures=signatures,
+                          before="9999")
+    assert found[0] == both.id and len(found) == MAX_RELATED
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_related_is_the_same_in_both_stores(seed: int, tmp_path: Path,
+                                            postgres_url: str) -> None:
+    """The same diaries, kept in the folder store and in PostgreSQL, give the same related
+    diaries for runs sharing their tasks, triggers and errors (many of one error, so that
+    its candidates are cut)."""
+    from otel_diary.index.postgres import PostgresStore
+
+    rng = random.Random(seed)
+    codes = ["TS2345"] * 6 + ["TS2322", "TS7006", "TS2339"]
+    diaries = []
+    for n in range(200):
+        chosen = sorted(set(rng.sample(codes, rng.randint(0, 3))))
+        stderr = "\n".join(f"src/a.ts(1,1): error {code}: x" for code in chosen) or None
+        diaries.append(render(task_record(n, f"T-{rng.randint(1, 4)}", stderr=stderr,
+                                          trigger=rng.choice([None, "ci", "cron"]))))
+    stores: list[DiaryStore] = [FolderStore(tmp_path / "kb"), PostgresStore(postgres_url)]
+    try:
+        for diary in diaries:
+            for store in stores:
+                keep(store, diary)
+        found = 0
+        for diary in rng.sample(diaries, 60):
+            entry = entry_from_parts(diary.path, diary.front_matter, diary.content)
+            folder, postgres = (store.related(
+                exclude=diary.id, task=entry.task, trigger=entry.trigger,
+                signatures=entry.signatures, before=diary.created) for store in stores)
+            assert folder == postgres, entry
+            found += len(folder) == MAX_RELATED
+        assert found > 40
+    finally:
+        for store in stores:
+            store.close()
+
+
 def test_lookups_by_trace_and_id(store: DiaryStore) -> None:
     """A diary is found by its trace id and by its id; unknown ones are not."""
     diary = render(task_record(1, "T-1"))
@@ -188,3 +242,4 @@ def test_two_runs_kept_under_one_path_are_both_kept(store: DiaryStore) -> None:
     assert lesson.runs == 2
     assert {item["id"]: item["path"] for item in lesson.newest} == {
         first.id: first.path, second.id: second.alternate_path}
+
