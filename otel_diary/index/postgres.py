@@ -38,6 +38,7 @@ from otel_diary.index.lessons import (
     lesson_path,
 )
 from otel_diary.index.query import Hit, SearchResult, fts_terms
+from otel_diary.index.related import CANDIDATES, WEIGHTS
 from otel_diary.index.store import RANKED
 from otel_diary.pipeline.core import MAX_RELATED
 from otel_diary.pipeline.redact import display_url, redact
@@ -54,7 +55,6 @@ MIGRATE_LOCK = 0x6F74_6C64_6961_7279 & 0x7FFF_FFFF_FFFF_FFFF
 MAX_VECTOR_CHARS = 256 * 1024
 """Body text searched per diary: a tsvector holds at most 1 MB."""
 MAX_DOCUMENT_BYTES = 1024 * 1024
-_CANDIDATES = 50
 _DOWN_S = 10.0
 """After a failed connection or a statement that timed out, calls fail at once for this
 long: while the database is away or stalled, the worker waits for it once per period, not
@@ -425,30 +425,28 @@ class PostgresStore:
         scores: dict[str, float] = {}
         created: dict[str, str] = {}
         common = "d.id <> %(exclude)s AND d.created <= %(before)s"
-        args = {"exclude": exclude, "before": before, "n": _CANDIDATES, "task": task,
-                "trigger": trigger,
-                "signatures": list(dict.fromkeys(signatures))[:MAX_SIGNATURES]}
+        args = {"exclude": exclude, "before": before, "n": CANDIDATES, "task": task,
+                "trigger": trigger, "signatures": list(dict.fromkeys(signatures))[:MAX_SIGNATURES]}
         queries: list[tuple[str, float]] = []
         if task:
             queries.append((f"SELECT d.id, d.created, 1::bigint FROM {SCHEMA}.diaries AS d WHERE "
                             f"d.task = %(task)s AND {common} ORDER BY d.created DESC "
-                            "LIMIT %(n)s", 2.0))
+                            "LIMIT %(n)s", WEIGHTS["task"]))
         if args["signatures"]:
-            # As the local index: the newest diaries of each signature are the candidates
-            # (bounded work however many diaries met a common error), each scored by every
-            # wanted signature it has, not only those whose newest it is among.
+            # As the SQLite index: the newest diaries of each signature are the candidates
+            # (bounded work), each scored by every wanted signature it has.
             queries.append((f"SELECT d.id, d.created, (SELECT count(*) FROM {SCHEMA}.signatures "
                             "AS s WHERE s.diary = d.id AND s.signature = ANY(%(signatures)s)) "
                             f"AS shared FROM {SCHEMA}.diaries AS d WHERE d.id IN (SELECT c.diary "
                             "FROM unnest(%(signatures)s::text[]) AS w (signature) CROSS JOIN "
                             f"LATERAL (SELECT s.diary FROM {SCHEMA}.signatures AS s WHERE "
                             "s.signature = w.signature AND s.created <= %(before)s ORDER BY "
-                            f"s.created DESC LIMIT %(n)s + 1) AS c) AND {common} "
-                            "ORDER BY shared DESC, d.created DESC LIMIT %(n)s", 3.0))
+                            f"s.created DESC LIMIT %(n)s + 1) AS c) AND {common} ORDER BY "
+                            "shared DESC, d.created DESC LIMIT %(n)s", WEIGHTS["signature"]))
         if trigger:
             queries.append((f"SELECT d.id, d.created, 1::bigint FROM {SCHEMA}.diaries AS d "
                             f"WHERE d.task_trigger = %(trigger)s AND {common} "
-                            "ORDER BY d.created DESC LIMIT %(n)s", 1.0))
+                            "ORDER BY d.created DESC LIMIT %(n)s", WEIGHTS["trigger"]))
         if not queries:
             return []
         # One round trip: each part tagged with its weight.
