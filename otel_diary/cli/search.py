@@ -26,7 +26,7 @@ from otel_diary.cli.common import (
 from otel_diary.errors import IndexUnavailable, SearchError
 from otel_diary.index.query import SearchResult, fts_terms
 from otel_diary.index.store import DiaryIndex
-from otel_diary.readers.knowledge import search_lessons
+from otel_diary.readers.knowledge import Found, search_lessons
 from otel_diary.text import parse_since
 
 
@@ -75,9 +75,14 @@ def lessons_for(root: Path, query: str, limit: int) -> list[dict[str, Any]]:
     """The lessons matching every word of ``query``, as search results (``kind: lesson``)."""
     if not query.strip():
         return []
-    return [{"id": found.id, "kind": "lesson", "title": found.title, "path": found.path,
-             "updated": found.created, "snippet": found.snippet, "file": str(root / found.path)}
+    return [_lesson(found, str(root / found.path))
             for found in search_lessons(root, query, limit)]
+
+
+def _lesson(found: Found, file: str) -> dict[str, Any]:
+    return {"id": found.id, "kind": "lesson", "title": found.title, "path": found.path,
+            "updated": found.created, "worked": found.learned, "snippet": found.snippet,
+            "file": file}
 
 
 def ranked(root: Path, index: DiaryIndex, query: str, *, limit: int = 10) -> list[dict[str, Any]]:
@@ -99,11 +104,8 @@ def _in_store(args: argparse.Namespace, url: str) -> tuple[SearchResult, list[di
                               task=args.task, since=args.since, limit=args.limit, raw=args.fts)
         lessons: list[dict[str, Any]] = []
         if not (args.agent or args.outcome or args.task or args.since or args.fts):
-            lessons = [{"id": found.id, "kind": "lesson", "title": found.title,
-                        "path": found.path, "updated": found.created,
-                        "snippet": found.snippet, "file": found.path}
-                       for found in search_store_lessons(store, fts_terms(args.query),
-                                                         args.limit)]
+            lessons = [_lesson(found, found.path) for found in
+                       search_store_lessons(store, fts_terms(args.query), args.limit)]
     return result, lessons
 
 

@@ -526,10 +526,9 @@ class PostgresStore:
 
     def lesson_rows(self, *, ident: str | None = None, signatures: Sequence[str] = (),
                     terms: Sequence[str] = (), limit: int = 10) -> list[tuple[str, ...]]:
-        """Lessons as ``(id, path, title, signature, last_seen, snippet)``: the one with
-        ``ident``, those of ``signatures`` (newest first), or those with every one of
-        ``terms`` (best first)."""
-        head = "SELECT id, path, title, signature, last_seen"
+        """Lessons as ``(id, path, title, signature, last_seen, top rule, snippet)``: by
+        ``ident``, ``signatures`` (newest first) or ``terms`` (best first; snippet of the body)."""
+        head = "SELECT id, path, title, signature, last_seen, state #>> '{rules,0,text}'"
         with self._connection() as conn:
             if ident is not None:
                 rows = conn.execute(f"{head}, '' FROM {SCHEMA}.lessons WHERE id = %s",
@@ -541,13 +540,14 @@ class PostgresStore:
             elif terms:
                 rows = conn.execute(
                     f"WITH q AS (SELECT to_tsquery('english', %s) AS q) {head}, "
-                    "ts_headline('english', content, q.q, 'StartSel=**, StopSel=**, "
+                    "ts_headline('english', substr(content, strpos(substr(content, 4), "
+                    "E'\\n---\\n') + 8), q.q, 'StartSel=**, StopSel=**, "
                     f"MaxWords=16, MinWords=6') FROM {SCHEMA}.lessons, q WHERE search @@ q.q "
                     f"ORDER BY ts_rank('{_WEIGHTS}', search, q.q, 1) DESC, last_seen DESC "
                     "LIMIT %s", (tsquery(terms, "&"), limit)).fetchall()
             else:
                 rows = []
-        return [tuple(str(value) for value in row) for row in rows]
+        return [tuple("" if value is None else str(value) for value in row) for row in rows]
 
 
 def _place(cursor: psycopg.Cursor[Any], rows: list[dict[str, Any]]) -> None:

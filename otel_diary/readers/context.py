@@ -76,8 +76,9 @@ def _entry(found: Found, root: Path) -> str:
         head = f"- `{found.id}` ({what}): {found.title}"
     lines = [head, f"  {root / found.path}"]
     learned = found.learned.strip()
-    if learned:  # what the run learned says more than where the words matched
-        lines.append(f"  Learned: {learned[:300]}")
+    if learned:  # what was learned says more than where the words matched
+        label = "What worked" if found.kind == "lesson" else "Learned"
+        lines.append(f"  {label}: {learned[:300]}")
     else:
         snippet = _HEADING.sub(" ", found.snippet).strip()
         if snippet:

@@ -73,7 +73,8 @@ class Found:
     matched: list[str] = field(default_factory=list)
     """What matched it: error signatures (``code:TS2345``) or ``text``."""
     learned: str = ""
-    """A diary's "What was learned", its start (empty for lessons)."""
+    """A diary's "What was learned", its start; a lesson's most voted rule of "What
+    worked" (empty when it has none)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,6 +154,8 @@ class _Lesson:
     title: str
     signatures: list[str]
     created: str
+    worked: str = ""
+    """Its most voted rule."""
 
 
 def _heading(markdown: str) -> str:
@@ -166,7 +169,7 @@ def _lesson(path: str, content: str) -> _Lesson:
     front = parse_front_matter(content)
     if front.get("source_type") != "lesson" or not _text(front.get("id")):
         raise ValueError("not a lesson")
-    body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
+    body = _split(content)[1]
     signatures = [_text(front.get("signature"))]
     listed = front.get("signatures")
     if isinstance(listed, list):
@@ -177,8 +180,20 @@ def _lesson(path: str, content: str) -> _Lesson:
                        if _text(tag).startswith("signature:")]
     title = _text(front.get("title")) or _heading(body) or Path(path).stem
     created = _text(front.get("updated")) or _text(front.get("created"))
+    rules = front.get("rules")
+    top = rules[0] if isinstance(rules, list) and rules else None  # the most voted first
+    worked = _text(top.get("text")) if isinstance(top, dict) else ""
     return _Lesson(id=_text(front["id"]), path=path, title=title,
-                   signatures=list(dict.fromkeys(s for s in signatures if s)), created=created)
+                   signatures=list(dict.fromkeys(s for s in signatures if s)), created=created,
+                   worked=one_line(worked, 300))
+
+
+def _split(content: str) -> tuple[str, str]:
+    """A document's front matter and its markdown body."""
+    end = content.find("\n---\n", 3) if content.startswith("---\n") else -1
+    if end < 0:
+        return "", content
+    return content[4:end], content[end + 5:].lstrip("\n")
 
 
 class _Lessons:
@@ -277,17 +292,18 @@ class _Lessons:
             if self._db is None:
                 self._db = sqlite3.connect(":memory:", check_same_thread=False)
                 self._db.execute("CREATE VIRTUAL TABLE lessons USING fts5 (title, body, "
-                                 "tokenize = 'porter unicode61 remove_diacritics 2')")
+                                 "meta, tokenize = 'porter unicode61 remove_diacritics 2')")
             if self._searchable is None:
                 paths = list(texts)
                 self._db.execute("DELETE FROM lessons")
-                self._db.executemany(
-                    "INSERT INTO lessons (rowid, title, body) VALUES (?, ?, ?)",
-                    [(n, _heading(texts[path]), texts[path]) for n, path in enumerate(paths)])
+                self._db.executemany(  # snippets from the markdown, never the front matter
+                    "INSERT INTO lessons (rowid, title, body, meta) VALUES (?, ?, ?, ?)",
+                    [(n, _heading(texts[path]), *reversed(_split(texts[path])))
+                     for n, path in enumerate(paths)])
                 self._searchable = paths
             rows = self._db.execute(
                 "SELECT rowid, snippet(lessons, 1, '**', '**', '…', 16) FROM lessons "
-                "WHERE lessons MATCH ? ORDER BY bm25(lessons, 10.0, 1.0) LIMIT ?",
+                "WHERE lessons MATCH ? ORDER BY bm25(lessons, 10.0, 1.0, 1.0) LIMIT ?",
                 (" AND ".join(terms), 2 * limit)).fetchall()
             found: list[tuple[_Lesson, str]] = []
             seen: set[str] = set()
@@ -306,7 +322,7 @@ class _Lessons:
 def _found_lesson(lesson: _Lesson, snippet: str = "", matched: Iterable[str] = ()) -> Found:
     return Found(id=lesson.id, kind="lesson", title=lesson.title, path=lesson.path,
                  outcome="", agent="", task="", created=lesson.created, snippet=snippet,
-                 matched=list(matched))
+                 matched=list(matched), learned=lesson.worked)
 
 
 def search_lessons(root: str | Path, query: str, limit: int = 10) -> list[Found]:

@@ -25,6 +25,7 @@ from otel_diary.readers.knowledge import (
     _Lesson,
     document,
 )
+from otel_diary.text import one_line
 
 _T = TypeVar("_T")
 
@@ -37,9 +38,9 @@ class StoreLessons:
 
     @staticmethod
     def _lesson(row: tuple[str, ...]) -> tuple[_Lesson, str]:
-        ident, path, title, signature, last_seen, snippet = row
+        ident, path, title, signature, last_seen, worked, snippet = row
         return _Lesson(id=ident, path=path, title=title, signatures=[signature],
-                       created=last_seen), " ".join(snippet.split())
+                       created=last_seen, worked=one_line(worked, 300)), " ".join(snippet.split())
 
     def by_id(self, ident: str) -> _Lesson | None:
         rows = self._store.lesson_rows(ident=ident)

@@ -11,6 +11,8 @@ import pytest
 
 from otel_diary import Diary
 from otel_diary.cli import main
+from otel_diary.index.lessons import lesson_from_document
+from tests.support.kb import TS_STDERR, kb_pipeline, task_record, write
 from tests.support.knowledge import NEW_TS_ERROR, build_knowledge_base, snapshot, write_lesson
 
 KB = tuple[Path, dict[str, Diary], str]
@@ -52,6 +54,21 @@ def test_an_error_on_standard_input_lists_the_lesson_then_the_diary(
     assert str(root / diaries["types"].path) in out
     assert str(root / "diaries" / "lessons" / "code-TS2345.md") in out
     assert diaries["parsing"].id not in out
+
+
+def test_a_lesson_says_what_worked(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """A lesson the pipeline consolidated shows its most voted rule, not a piece of YAML."""
+    pipeline = kb_pipeline(tmp_path)
+    write(pipeline, task_record(1, "T-1", stderr=TS_STDERR))
+    pipeline.close()
+    lesson = (tmp_path / "diaries" / "lessons" / "code-TS2345.md").read_text(encoding="utf-8")
+    rule = lesson_from_document(lesson).rules[0].text
+    code, out, _ = context(capsys, monkeypatch, "--dir", str(tmp_path), stdin=NEW_TS_ERROR)
+    assert code == 0
+    assert f"  What worked: {rule}\n" in out
+    assert "signature:" not in out and "votes:" not in out
 
 
 def test_an_error_file_and_a_task_are_both_used(

@@ -94,6 +94,13 @@ def test_the_knowledge_base_answers_alike_on_both(
         for query in ("types", "parser"):
             assert [f.id for f in on_store.search(query).results] == \
                 [f.id for f in on_folder.search(query).results]
+        # A lesson answers with its most voted rule, and a snippet of its markdown.
+        rule = on_folder.fetch("diaries/lessons/code-TS2345.md").front_matter["rules"][0]
+        for kb in (on_folder, on_store):
+            found = kb.search("tighten types").results[0]
+            assert found.kind == "lesson" and found.learned == rule["text"]
+            assert "**tighten**" in found.snippet.lower()
+            assert not any(key in found.snippet for key in ("created:", "path:", "evidence:"))
         asked = "src/x.ts(1,2): error TS2345: Argument of type 'x' is not assignable"
         store_answer = on_store.lessons(asked)
         folder_answer = on_folder.lessons(asked)
