@@ -180,9 +180,9 @@ def _lesson(path: str, content: str) -> _Lesson:
                        if _text(tag).startswith("signature:")]
     title = _text(front.get("title")) or _heading(body) or Path(path).stem
     created = _text(front.get("updated")) or _text(front.get("created"))
-    rules = front.get("rules")
-    top = rules[0] if isinstance(rules, list) and rules else None  # the most voted first
-    worked = _text(top.get("text")) if isinstance(top, dict) else ""
+    rules = front.get("rules")  # the most voted first; read as `otel-diary lessons` reads them
+    worked = next((rule["text"] for rule in rules if isinstance(rule, dict)
+                   and isinstance(rule.get("text"), str)), "") if isinstance(rules, list) else ""
     return _Lesson(id=_text(front["id"]), path=path, title=title,
                    signatures=list(dict.fromkeys(s for s in signatures if s)), created=created,
                    worked=one_line(worked, 300))

@@ -12,7 +12,7 @@ import pytest
 from otel_diary import ORCHESTRATOR, ChildSummary, Diary, Settings
 from otel_diary.cli import main
 from otel_diary.index.documents import Entry, entry_from_document, entry_from_parts
-from otel_diary.index.lessons import MAX_EVIDENCE, Sighting, sighting
+from otel_diary.index.lessons import MAX_EVIDENCE, Sighting, lesson_from_document, sighting
 from otel_diary.index.postgres import SCHEMA, SCHEMA_VERSION, PostgresStore
 from otel_diary.readers.knowledge import KnowledgeBase
 from otel_diary.readers.shared import open_knowledge_base
@@ -69,6 +69,10 @@ def test_import_copies_a_folder_once_and_readers_answer_alike(
             [hit["id"] for hit in on_folder["results"]]
         assert [hit["id"] for hit in on_store["lessons"]] == \
             [hit["id"] for hit in on_folder["lessons"]]
+    rule = lesson_from_document((root / "diaries" / "lessons" / "code-TS2345.md").read_text(
+        encoding="utf-8")).rules[0].text
+    for where in ("--dir", str(root)), ("--store", postgres_url):  # its most voted rule
+        assert [hit["worked"] for hit in listed("search", "TS2345", *where)["lessons"]] == [rule]
     trace = diaries["ts1"].trace_id
     shown = listed("show", "--trace", trace, "--store", postgres_url)
     assert [d["id"] for d in shown["diaries"]] == [diaries["ts1"].id]

@@ -271,3 +271,28 @@ def test_an_error_without_a_code_finds_its_lesson_by_template(tmp_path: Path) ->
         ("lesson", ["template:<*> undefined: <*>"]),
         ("diary", ["template:<*> undefined: <*>"])]
     assert answer.results[1].id == diary.id
+
+
+@pytest.mark.parametrize(("rules", "worked"), [
+    ("rules:\n- text: Narrow the optional first\n  votes: 2\n", "Narrow the optional first"),
+    ("rules:\n- null\n- text: 42\n- text: Narrow the optional first\n",
+     "Narrow the optional first"),
+    ("rules: Narrow the optional first\n", ""),
+    ("", ""),
+])
+def test_a_lesson_answers_with_its_first_rule_as_the_lessons_command_reads_it(
+        tmp_path: Path, rules: str, worked: str) -> None:
+    """A lesson's ``learned`` is the first rule ``otel-diary lessons`` would show (a
+    hand-edited file's odd rules are passed over), and its snippet is never front matter."""
+    folder = tmp_path / "diaries" / "lessons"
+    folder.mkdir(parents=True)
+    (folder / "code-TS2345.md").write_text(
+        f"---\nid: kl-odd\nsource_type: lesson\nsignature: code:TS2345\n{rules}"
+        "evidence:\n- zanzibar\n---\n\n# Lesson: code:TS2345\n\nMet in 2 run(s).\n",
+        encoding="utf-8")
+    with KnowledgeBase(tmp_path) as base:
+        found = base.lessons(NEW_TS_ERROR).results[0]
+        in_front_matter_only = base.search("zanzibar").results
+    assert (found.id, found.learned) == ("kl-odd", worked)
+    assert [(f.id, f.snippet) for f in in_front_matter_only] == [
+        ("kl-odd", "# Lesson: code:TS2345 Met in 2 run(s).")]
