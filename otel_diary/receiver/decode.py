@@ -289,9 +289,10 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
             raw: bytes | None = None) -> Batch:
     """The task spans and contributing spans of ``request``; every other span is counted.
 
-    Spans with an all-zero trace or span id are refused; a trace or span id of the wrong
-    length (or a task span's parent id) makes the request undecodable. A kept span with
-    the span id of one kept before it in the same part is a copy, left out and counted.
+    Spans with an empty or all-zero trace or span id are refused; a trace or span id of
+    another length (or a task span's parent id) makes the request undecodable. A kept
+    span with the span id of one kept before it in the same part is a copy, left out and
+    counted.
     With the protobuf ``raw`` body at hand, attribute keys are not read at all when none
     of the keys that matter occurs anywhere in it.
     """

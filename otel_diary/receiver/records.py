@@ -15,17 +15,18 @@ _HAS_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
 _IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
 ZERO_TRACE = bytes(16)
 ZERO_SPAN = bytes(8)
-ZERO_ID = "a span has an all-zero trace id or span id"
+ZERO_ID = "a span has an empty or all-zero trace id or span id"
 
 
 def valid_ids(trace_id: bytes, span_id: bytes, name: object) -> bool:
-    """Whether a span's ids are usable: False for an all-zero id (the span is refused and
-    counted); a trace or span id of the wrong length makes the request undecodable."""
-    if len(trace_id) != 16 or len(span_id) != 8:
+    """Whether a span's ids are usable: False for an empty or all-zero id (the span is
+    refused and counted, as protobuf reads an empty id: zero); a trace or span id of
+    another length makes the request undecodable."""
+    if len(trace_id) not in (0, 16) or len(span_id) not in (0, 8):
         shown = name[:64] if isinstance(name, str) else ""
         raise DecodeError(f"span {shown!r}: trace id must be 16 bytes and span id 8 "
                           f"(got {len(trace_id)} and {len(span_id)})")
-    return trace_id != ZERO_TRACE and span_id != ZERO_SPAN
+    return trace_id not in (ZERO_TRACE, b"") and span_id not in (ZERO_SPAN, b"")
 
 
 class Links:

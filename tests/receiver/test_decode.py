@@ -134,12 +134,15 @@ def test_wrong_length_ids_are_a_decode_error() -> None:
 
 
 def test_zero_ids_are_refused_span_by_span() -> None:
-    """Spans with an all-zero id are counted as rejected; the others are kept."""
+    """Spans with an all-zero or empty id (as protobuf reads it: zero) are counted as
+    rejected; the others are kept, in both encodings."""
     good = span(new_trace_id(), b"\x05" * 8)
     zero = span(bytes(16), b"\x06" * 8)
-    batch = decode(protobuf_body([good, zero]), PROTOBUF, ORCHESTRATOR)
-    assert (batch.valid, batch.rejected, batch.spans) == (1, 1, 2)
-    assert "zero" in batch.reason
+    empty_span, empty_trace = span(new_trace_id(), b""), span(b"", b"\x07" * 8)
+    for body, kind in ((protobuf_body, PROTOBUF), (json_body, JSON)):
+        batch = decode(body([good, zero, empty_span, empty_trace]), kind, ORCHESTRATOR)
+        assert (batch.valid, batch.rejected, batch.spans) == (1, 3, 4)
+        assert "empty or all-zero" in batch.reason
 
 
 def test_partial_success_response_in_both_content_types() -> None:

@@ -29,7 +29,14 @@ from otel_diary.receiver.metrics import metric_values
 from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
 from tests.support.loopback import serve_asgi
-from tests.support.otlp_build import json_body, json_document, protobuf_body, span, task_trace
+from tests.support.otlp_build import (
+    json_body,
+    json_document,
+    new_trace_id,
+    protobuf_body,
+    span,
+    task_trace,
+)
 
 PROTOBUF = {"content-type": "application/x-protobuf"}
 JSON = {"content-type": "application/json"}
@@ -112,16 +119,20 @@ def test_gzip_and_chunked_bodies_are_read() -> None:
 
 
 def test_zero_ids_give_partial_success_in_both_content_types() -> None:
-    """Spans with all-zero ids are rejected; the response says how many, 200 all the same."""
-    spans = [*task_trace("T-ps"), span(bytes(16), b"\x01" * 8), span(bytes(16), b"\x02" * 8)]
+    """Spans with all-zero or empty ids are rejected; the response says how many, 200 all
+    the same, and the task in the same request is written."""
+    spans = [*task_trace("T-ps"), span(bytes(16), b"\x01" * 8), span(new_trace_id(), b"")]
     with receiver() as server:
         response = server.post(protobuf_body(spans), PROTOBUF)
         assert response.status_code == 200
         partial = ExportTraceServiceResponse.FromString(response.content).partial_success
         assert partial.rejected_spans == 2 and "zero" in partial.error_message
+        assert server.sink.wait_for(1, timeout=10)[0].task_id == "T-ps"
+        spans = [*task_trace("T-ps2"), *spans[-2:]]
         response = server.post(json_body(spans), JSON)
         assert response.status_code == 200
         assert response.json()["partialSuccess"]["rejectedSpans"] == "2"
+        assert server.sink.wait_for(2, timeout=10)[1].task_id == "T-ps2"
 
 
 def test_undecodable_bodies_get_400_with_a_status() -> None:

@@ -160,11 +160,16 @@ def test_the_same_batch_as_the_pure_python_path(request: ExportTraceServiceReque
 
 
 def test_the_same_batch_for_sdk_traces() -> None:
-    """Realistic task traces, with a wrong-length id making both refuse the request."""
+    """Realistic task traces, with an empty id refusing its span in both, and a
+    wrong-length id making both refuse the request."""
     spans = [*task_trace("T-1", chats=3), *task_trace("T-2", failed=True, chats=1)]
     body = protobuf_body(spans)
     native, python = both(body, COUNTING)
     assert isinstance(native, Batch) and native.held == 6 and len(native.parts) == 2
+    assert native == python
+    spans[3].span_id = b""
+    native, python = both(protobuf_body(spans), COUNTING)
+    assert isinstance(native, Batch) and (native.held, native.rejected) == (5, 1)
     assert native == python
     spans[3].span_id = b"\x01" * 7
     assert both(protobuf_body(spans), COUNTING) == ("DecodeError", "DecodeError")

@@ -43,7 +43,7 @@ PyDoc_STRVAR(scan_doc,
 "per resource. A span whose id a span\n"
 "kept before in the same part has is left out and counted in ``duplicates``: a part's\n"
 "span ids (of contributions and tasks) are unique. ``held`` counts the kept spans;\n"
-"``valid`` and ``rejected`` (all-zero ids) every span; ``size`` adds the\n"
+"``valid`` and ``rejected`` (empty or all-zero ids) every span; ``size`` adds the\n"
 "tasks' sizes and ``contribution_bytes + attribute_bytes * len(attributes) +\n"
 "batch.held_by_values(attributes)`` per\n"
 "contribution. ``links`` holds, per run of valid spans of one trace that have a parent\n"

@@ -349,7 +349,8 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
     }
     if (got < 0)
         goto error;
-    if (trace_size != TRACE_ID || span_size != SPAN_ID) {
+    if ((trace_size != TRACE_ID && trace_size != 0) ||
+        (span_size != SPAN_ID && span_size != 0)) {
         PyObject *full = PyUnicode_DecodeUTF8((const char *)name, (Py_ssize_t)name_size,
                                               "replace");
         if (full != NULL) {
@@ -364,7 +365,8 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
         }
         goto error;
     }
-    if (is_zero(trace_id, TRACE_ID) || is_zero(span_id, SPAN_ID)) {
+    if (trace_size == 0 || span_size == 0 ||  /* empty: zero, as protobuf reads it */
+        is_zero(trace_id, TRACE_ID) || is_zero(span_id, SPAN_ID)) {
         scan->rejected++;
         Py_XDECREF(found);
         return 0;
