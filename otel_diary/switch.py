@@ -32,8 +32,12 @@ def parse_flag(value: object) -> bool:
 
 
 def enabled_in_environment() -> bool:
-    """``KB_DIARIES_ENABLED`` is truthy (an unrecognized value logs and counts as off)."""
-    value = os.environ.get(KB_DIARIES_ENABLED, "")
+    """``KB_DIARIES_ENABLED``, its name in any case as every setting's, is truthy (an
+    unrecognized value logs and counts as off)."""
+    value = os.environ.get(KB_DIARIES_ENABLED)
+    if value is None:
+        value = next((found for name, found in os.environ.items()
+                      if name.upper() == KB_DIARIES_ENABLED), "")
     try:
         return parse_flag(value)
     except ValueError:

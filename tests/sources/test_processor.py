@@ -9,6 +9,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -349,10 +350,13 @@ def test_diaries_on_load_the_pipeline_with_the_first_diary(tmp_path: Path) -> No
     assert len(list((tmp_path / "kb" / "diaries").rglob("*.md"))) == 1
 
 
-def test_enabled_by_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """KB_DIARIES_ENABLED=1 and OTEL_DIARY_DIR are enough to get a diary file."""
-    monkeypatch.setenv("KB_DIARIES_ENABLED", "1")
-    monkeypatch.setenv("OTEL_DIARY_DIR", str(tmp_path))
+@pytest.mark.parametrize("name", [str.upper, str.lower])
+def test_enabled_by_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                name: Callable[[str], str]) -> None:
+    """KB_DIARIES_ENABLED=1 and OTEL_DIARY_DIR are enough to get a diary file, their names
+    in any case, as every setting's."""
+    monkeypatch.setenv(name("KB_DIARIES_ENABLED"), "1")
+    monkeypatch.setenv(name("OTEL_DIARY_DIR"), str(tmp_path))
     provider = TracerProvider(shutdown_on_exit=False)
     processor = DiarySpanProcessor()
     provider.add_span_processor(processor)
