@@ -22,7 +22,7 @@ from otel_diary.cli.common import (
 from otel_diary.errors import IndexUnavailable
 from otel_diary.index.query import Hit
 from otel_diary.index.store import DiaryIndex
-from otel_diary.pipeline.render import DIARY_ROOT, parse_front_matter
+from otel_diary.pipeline.render import DIARY_ROOT, parse_front_matter, split_front_matter
 
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 ID_PREFIX = "kh-"
@@ -112,7 +112,7 @@ def _print(args: argparse.Namespace, documents: list[tuple[Hit, str, str]]) -> i
         for hit, file, content in documents:
             try:
                 front = parse_front_matter(content)
-                body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
+                body = split_front_matter(content)[1]
             except ValueError:
                 front, body = {}, content
             diaries.append({"id": hit.id, "path": hit.path, "file": file,

@@ -24,6 +24,7 @@ from otel_diary.pipeline.render import (
     error_encountered,
     implicit_resolvers,
     parse_front_matter,
+    split_front_matter,
 )
 from otel_diary.text import one_line
 
@@ -263,7 +264,7 @@ def entry_from_document(path: str, content: str) -> Entry:
 def entry_from_parts(path: str, front: Mapping[str, Any], content: str) -> Entry:
     """The index entry of the diary document ``content`` whose front matter ``front`` the
     caller has already read. Raises ``ValueError`` when it is not a diary."""
-    body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
+    body = split_front_matter(content)[1]
     parts = sections(body)
     return _entry(path, front, body, parts.get("What was learned", ""),
                   section_signatures(parts.get("Error encountered", "")))

@@ -33,6 +33,7 @@ from otel_diary.pipeline.render import (
     front_matter,
     parse_front_matter,
     slug,
+    split_front_matter,
 )
 from otel_diary.sinks.base import atomic_write
 from otel_diary.sinks.folder import relative_location
@@ -115,7 +116,7 @@ Held = tuple[Sighting, tuple[tuple[str, str, str], ...]]
 def sighting(path: str, front: Mapping[str, Any], content: str) -> tuple[str, Sighting] | None:
     """The lesson signature of a diary and what it tells the lesson; ``None`` when the
     diary met no recognisable error."""
-    body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
+    body = split_front_matter(content)[1]
     parts = sections(body)
     error = parts.get("Error encountered", "")
     signature = primary_signature(section_signatures(error))

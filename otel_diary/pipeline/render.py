@@ -366,6 +366,15 @@ def front_matter(mapping: Mapping[str, object]) -> str:
                      width=2**31 - 1, default_flow_style=False)
 
 
+def split_front_matter(content: str) -> tuple[str, str]:
+    """A document's front matter text and its markdown body (all of ``content`` when it
+    has no front matter)."""
+    end = content.find("\n---\n", 3) if content.startswith("---\n") else -1
+    if end < 0:
+        return "", content
+    return content[4:end], content[end + 5:].lstrip("\n")
+
+
 def parse_front_matter(content: str) -> dict[str, Any]:
     """The front matter of a diary document (for tests, the index and reindexing);
     ``ValueError`` when there is none or it is not a YAML mapping."""

@@ -31,7 +31,7 @@ from otel_diary.index.documents import (
 from otel_diary.index.query import Hit, Match, fts_terms
 from otel_diary.index.schema import SCHEMA_VERSION, prepare
 from otel_diary.index.store import INDEX_FILE, MAX_DOCUMENT_BYTES, DiaryIndex
-from otel_diary.pipeline.render import DIARY_ROOT, parse_front_matter
+from otel_diary.pipeline.render import DIARY_ROOT, parse_front_matter, split_front_matter
 from otel_diary.text import one_line
 
 KB_FOLDER = str(Path(DIARY_ROOT).parent)
@@ -169,7 +169,7 @@ def _lesson(path: str, content: str) -> _Lesson:
     front = parse_front_matter(content)
     if front.get("source_type") != "lesson" or not _text(front.get("id")):
         raise ValueError("not a lesson")
-    body = _split(content)[1]
+    body = split_front_matter(content)[1]
     signatures = [_text(front.get("signature"))]
     listed = front.get("signatures")
     if isinstance(listed, list):
@@ -186,14 +186,6 @@ def _lesson(path: str, content: str) -> _Lesson:
     return _Lesson(id=_text(front["id"]), path=path, title=title,
                    signatures=list(dict.fromkeys(s for s in signatures if s)), created=created,
                    worked=one_line(worked, 300))
-
-
-def _split(content: str) -> tuple[str, str]:
-    """A document's front matter and its markdown body."""
-    end = content.find("\n---\n", 3) if content.startswith("---\n") else -1
-    if end < 0:
-        return "", content
-    return content[4:end], content[end + 5:].lstrip("\n")
 
 
 class _Lessons:
@@ -298,7 +290,7 @@ class _Lessons:
                 self._db.execute("DELETE FROM lessons")
                 self._db.executemany(  # snippets from the markdown, never the front matter
                     "INSERT INTO lessons (rowid, title, body, meta) VALUES (?, ?, ?, ?)",
-                    [(n, _heading(texts[path]), *reversed(_split(texts[path])))
+                    [(n, _heading(texts[path]), *reversed(split_front_matter(texts[path])))
                      for n, path in enumerate(paths)])
                 self._searchable = paths
             rows = self._db.execute(
@@ -412,7 +404,7 @@ def document(asked: str, path: str, content: str) -> Document:
     kind = front.get("source_type", "diary")
     if not ident or kind not in ("diary", "lesson"):
         raise ReadError(f"{asked!r} is not a diary or lesson document")
-    body = content[content.find("\n---\n", 3) + 5:].lstrip("\n")
+    body = split_front_matter(content)[1]
     return Document(id=ident, kind=kind, path=path, uri=f"diary://{ident}",
                     title=_text(front.get("title")) or _heading(body),
                     front_matter=_plain_json(front), body=body, content=content)
