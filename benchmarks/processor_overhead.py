@@ -19,11 +19,13 @@ machines are noisy) and, for both shapes under ``valgrind --tool=callgrind``, th
 instruction-count ratio (x_N - x_0) / (a_N - a_0) of the whole process (app thread and
 workers), where x_0 is the same mode's start-up and first trace (0 traces after it):
 repeatable whatever else the machine does. Finally the cost per diary of the pipeline
-alone (folder sink, index, Related), for a completed run and for a recovered run that
-also updates its lesson: CPU milliseconds, and instructions under callgrind (N diaries
-minus none), handled one at a time and in a batch as the workers deliver them
-(``Pipeline.batch``: one index transaction and one write per lesson for up to 64
-diaries).
+alone (folder sink, index, Related), for a completed run, for a recovered run that
+also updates its lesson, and for the runs ``serve`` writes under ``sustained_serve.py``'s
+load (ten tasks again and again, models, tokens and tool calls; after enough of them
+that Related's candidate lists are full): CPU milliseconds, and instructions under
+callgrind (N diaries minus none), handled one at a time and in a batch as the workers
+deliver them (``Pipeline.batch``: one index transaction and one write per lesson for up
+to 64 diaries).
 
     python benchmarks/processor_overhead.py [--traces 2000] [--callgrind-traces 200]
 """
@@ -112,8 +114,10 @@ def child(mode: str, traces: int, shape: str) -> None:
     root = tempfile.mkdtemp(prefix="otel-diary-bench-")
     every = TASK_EVERY[shape]
     try:
-        if mode in "defg":  # the pipeline alone: (d, f) completed runs, (e, g) recovered
-            print(diary_workload(traces, mode in "eg", root, batched=mode in "fg"))
+        if mode in "defgh":  # the pipeline alone: (d, f) completed runs, (e, g) recovered,
+            # (h) the runs sustained_serve.py sends
+            print(diary_workload(traces, mode if mode == "h" else mode in "eg", root,
+                                 batched=mode in "fgh"))
             return
         elapsed = workload(mode, traces, root, every)
         if mode == "c" and traces:
@@ -166,8 +170,37 @@ def task_records(count: int, recovered: bool) -> list[Any]:
         for n in range(count)]
 
 
+def serve_runs(count: int) -> list[Any]:
+    """The task runs ``serve`` writes under ``sustained_serve.py``'s load, as its receiver
+    and assembly hand them on: requests of ten ~52-span traces of ten tasks (models,
+    tokens, tool calls, now and then a failed one) read by the receiver's reader and
+    assembled, fresh trace ids for each request (the same every run)."""
+    import random
+
+    from receiver_throughput import make_template  # beside this file
+
+    from otel_diary import ORCHESTRATOR
+    from otel_diary.assembly.grace import TraceStore
+    from otel_diary.receiver.decode import decode
+
+    template, trace_ids = make_template()
+    ids = random.Random(1)
+    store = TraceStore(ORCHESTRATOR, grace=0)
+    ready: list[Any] = []
+    while len(ready) < count:
+        body = template
+        for trace_id in trace_ids:
+            body = body.replace(trace_id, ids.randbytes(16))
+        store.add(decode(body, "application/x-protobuf", ORCHESTRATOR), 0.0)
+        ready.extend(store.drain())
+    return ready[:count]
+
+
 WARM_DIARIES = 5
 """Diaries written before measuring (the index and the lesson exist by then)."""
+SERVE_WARM = 700
+"""``serve``'s runs written before measuring: every task's and the trigger's candidate
+lists for Related are full by then, as in a receiver that has run a while."""
 
 
 def handle_all(pipeline: Any, records: Sequence[Any], batched: bool) -> None:
@@ -175,38 +208,44 @@ def handle_all(pipeline: Any, records: Sequence[Any], batched: bool) -> None:
 
     with pipeline.batch() if batched else contextlib.nullcontext():
         for record in records:
-            pipeline.handle((record, ChildSummary()))
+            pipeline.handle(record if isinstance(record, tuple) else (record, ChildSummary()))
 
 
-def diary_workload(count: int, recovered: bool, root: str, batched: bool) -> int:
+def diary_workload(count: int, runs: bool | str, root: str, batched: bool) -> int:
     """Write ``WARM_DIARIES`` then ``count`` diaries through the pipeline ``Settings``
-    describe (folder sink, index, Related); returns the diaries written."""
+    describe (folder sink, index, Related) of completed (``runs`` false), recovered
+    (true) or ``serve``'s (``"h"``) runs; returns the diaries written."""
     from otel_diary import ORCHESTRATOR, Settings
     from otel_diary.wiring import build_pipeline
 
     pipeline = build_pipeline(Settings(enabled=True, dir=root), ORCHESTRATOR)
-    records = task_records(WARM_DIARIES + count, recovered)
-    handle_all(pipeline, records[:WARM_DIARIES], batched)
-    handle_all(pipeline, records[WARM_DIARIES:], batched)
+    records = (serve_runs(SERVE_WARM + count) if runs == "h"
+               else task_records(WARM_DIARIES + count, bool(runs)))
+    warm = len(records) - count
+    handle_all(pipeline, records[:warm], batched)
+    handle_all(pipeline, records[warm:], batched)
     pipeline.close()
     return pipeline.stats.diaries
 
 
-def cpu_per_diary(count: int, recovered: bool, batched: bool) -> tuple[float, float]:
-    """CPU ms per diary for the pipeline alone, and for just writing the same bytes."""
+def cpu_per_diary(count: int, runs: bool | str, batched: bool) -> tuple[float, float]:
+    """CPU ms per diary for the pipeline alone (the runs of :func:`diary_workload`), and
+    for just writing the same bytes."""
     from otel_diary import ORCHESTRATOR, Settings
     from otel_diary.sinks.base import atomic_write
     from otel_diary.wiring import build_pipeline
 
     with tempfile.TemporaryDirectory() as root:
         pipeline = build_pipeline(Settings(enabled=True, dir=root), ORCHESTRATOR)
-        records = task_records(WARM_DIARIES + count, recovered)
-        handle_all(pipeline, records[:WARM_DIARIES], batched)
+        records = (serve_runs(SERVE_WARM + count) if runs == "h"
+                   else task_records(WARM_DIARIES + count, bool(runs)))
+        warm = len(records) - count
+        handle_all(pipeline, records[:warm], batched)
         start = time.process_time()
-        handle_all(pipeline, records[WARM_DIARIES:], batched)
+        handle_all(pipeline, records[warm:], batched)
         pipeline_ms = (time.process_time() - start) * 1000 / count
         pipeline.close()
-        if pipeline.stats.diaries != WARM_DIARIES + count:
+        if pipeline.stats.diaries != len(records):
             raise SystemExit("the pipeline did not write every diary")
         contents = [p.read_bytes() for p in Path(root, "diaries", "agents").rglob("*.md")]
         start = time.process_time()
@@ -226,7 +265,7 @@ def main() -> None:
     parser.add_argument("--callgrind-diaries", type=int, default=50)
     parser.add_argument("--shape", choices=TASK_EVERY, default="sparse",
                         help=argparse.SUPPRESS)
-    parser.add_argument("--child", choices="abcdefg", help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices="abcdefgh", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.traces, args.shape)
@@ -263,21 +302,21 @@ def main() -> None:
     elif not valgrind:
         print("instructions: skipped (needs valgrind: apt-get install valgrind)")
 
-    for recovered in (False, True) if args.diaries > 0 else ():
-        for batched in (False, True):
-            kind = ("recovered run, lesson updated" if recovered
-                    else "completed run, no lesson")
-            kind += ", in a batch" if batched else ", one at a time"
-            pipeline_ms, write_ms = cpu_per_diary(args.diaries, recovered, batched)
-            print(f"CPU per diary ({kind}; stub reflection, folder sink, index, Related): "
-                  f"{pipeline_ms:.3f} ms; atomic write of the same bytes alone: "
-                  f"{write_ms:.3f} ms (ratio {pipeline_ms / write_ms:.2f})")
-            if valgrind and args.callgrind_diaries > 0:
-                mode = {(False, False): "d", (True, False): "e", (False, True): "f",
-                        (True, True): "g"}[recovered, batched]
-                net = instructions(mode, args.callgrind_diaries) - instructions(mode, 0)
-                print(f"  instructions per diary (callgrind, {args.callgrind_diaries} diaries "
-                      f"minus none): {net / args.callgrind_diaries:,.0f}")
+    kinds = {"d": "completed run, no lesson, one at a time",
+             "f": "completed run, no lesson, in a batch",
+             "e": "recovered run, lesson updated, one at a time",
+             "g": "recovered run, lesson updated, in a batch",
+             "h": f"serve's runs (sustained_serve.py), in a batch, after {SERVE_WARM}"}
+    for mode, kind in kinds.items() if args.diaries > 0 else ():
+        runs = "h" if mode == "h" else mode in "eg"
+        pipeline_ms, write_ms = cpu_per_diary(args.diaries, runs, batched=mode in "fgh")
+        print(f"CPU per diary ({kind}; stub reflection, folder sink, index, Related): "
+              f"{pipeline_ms:.3f} ms; atomic write of the same bytes alone: "
+              f"{write_ms:.3f} ms (ratio {pipeline_ms / write_ms:.2f})")
+        if valgrind and args.callgrind_diaries > 0:
+            net = instructions(mode, args.callgrind_diaries) - instructions(mode, 0)
+            print(f"  instructions per diary (callgrind, {args.callgrind_diaries} diaries "
+                  f"minus none): {net / args.callgrind_diaries:,.0f}")
 
 
 LABELS = {"a": "no processor", "b": "BatchSpanProcessor(no-op)", "c": "DiarySpanProcessor"}
