@@ -68,13 +68,13 @@ class FolderSink:
 
     def _claim(self, diary: Diary) -> tuple[Path, str | None]:
         """The file for this diary, and the id of the diary in it now (``None``: no file)."""
+        checked: set[str] = set()
         for relative in (diary.path, diary.alternate_path):
-            path = self._inside(relative)
-            owner = owner_of(path)
+            path, owner = self._look(relative, checked)
             if owner is None or owner == diary.id:
                 return path, owner
-        path = self._inside(diary.alternate_path.removesuffix(".md") + f"-{diary.id}.md")
-        return path, owner_of(path)
+        return self._look(diary.alternate_path.removesuffix(".md") + f"-{diary.id}.md",
+                          checked)
 
     def write(self, diary: Diary) -> str:
         data = diary.content.encode("utf-8")
@@ -100,17 +100,22 @@ class FolderSink:
     def close(self) -> None:
         pass
 
-    def _inside(self, relative: str) -> Path:
-        """``relative`` resolved, refused when it leaves the diary folder. An agent folder
-        is resolved once; after that a file name in it needs only a look at the folder and
-        the file (neither may have become a symbolic link) instead of one system call per
-        component of the path."""
+    def _look(self, relative: str, checked: set[str]) -> tuple[Path, str | None]:
+        """``relative`` resolved, refused when it leaves the diary folder, and the id of the
+        diary in it (``None``: no file). An agent folder is resolved once; after that a
+        file name in it needs only a look at the folder (once per claim: ``checked``) and
+        the file, neither of which may have become a symbolic link, instead of one system
+        call per component of the path."""
         folder, _, name = relative.rpartition("/")
         known = self._folders.get(folder)
-        if known is not None and name not in ("", ".", ".."):
+        if known is not None and name not in ("", ".", "..") and (
+                folder in checked or not known.is_symlink()):
+            checked.add(folder)
             path = known / name
-            if not (known.is_symlink() or path.is_symlink()):
-                return path
+            try:
+                return path, owner_of(path, follow=False)
+            except OSError:
+                pass  # a symbolic link: resolved below
         path = (self.root / relative).resolve()
         if not path.is_relative_to(self._base) or path == self._base:
             raise UnsafePathError(f"diary path {relative!r} leaves {self._base}")
@@ -121,7 +126,7 @@ class FolderSink:
                 if len(self._folders) >= _MAX_FOLDERS:
                     self._folders.clear()
                 self._folders[folder] = resolved
-        return path
+        return path, owner_of(path)
 
 
 def relative_location(root: str, location: str) -> str | None:
@@ -135,15 +140,29 @@ def relative_location(root: str, location: str) -> str | None:
     return relative if os.sep == "/" else relative.replace(os.sep, "/")
 
 
-def owner_of(path: Path) -> str | None:
-    """The diary id stored in ``path``'s front matter, ``None`` when there is no file."""
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+"""Opening never waits (a FIFO planted where a diary goes reads as empty: taken)."""
+
+
+def owner_of(path: Path, *, follow: bool = True) -> str | None:
+    """The diary id stored in ``path``'s front matter, ``None`` when there is no file, ``""``
+    when it holds something else. With ``follow`` false, a symbolic link at ``path``
+    raises ``OSError``."""
     try:
-        with path.open("rb") as handle:
-            head = handle.read(256).decode("utf-8", "replace")
+        fd = os.open(path, _READ if follow else _READ | _NOFOLLOW)
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        if not follow and exc.errno == errno.ELOOP:
+            raise
+        return ""
+    try:
+        head = os.read(fd, 256).decode("utf-8", "replace")
     except OSError:
         return ""
+    finally:
+        os.close(fd)
     for line in head.splitlines()[1:4]:
         if line.startswith("id: "):
             return line[4:].strip()
