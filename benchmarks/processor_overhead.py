@@ -21,11 +21,11 @@ workers), where x_0 is the same mode's start-up and first trace (0 traces after 
 repeatable whatever else the machine does. Finally the cost per diary of the pipeline
 alone (folder sink, index, Related), for a completed run, for a recovered run that
 also updates its lesson, and for the runs ``serve`` writes under ``sustained_serve.py``'s
-load (ten tasks again and again, models, tokens and tool calls; after enough of them
-that Related's candidate lists are full): CPU milliseconds, and instructions under
-callgrind (N diaries minus none), handled one at a time and in a batch as the workers
-deliver them (``Pipeline.batch``: one index transaction and one write per lesson for up
-to 64 diaries).
+load (ten tasks again and again, models, tokens and tool calls, after enough of them
+that Related's candidate lists are full; see ``serve_runs``): CPU milliseconds, and
+instructions under callgrind (N diaries minus none), handled one at a time and in a
+batch as the workers deliver them (``Pipeline.batch``: one index transaction and one
+write per lesson for up to 64 diaries).
 
     python benchmarks/processor_overhead.py [--traces 2000] [--callgrind-traces 200]
 """
@@ -174,8 +174,13 @@ def serve_runs(count: int) -> list[Any]:
     """The task runs ``serve`` writes under ``sustained_serve.py``'s load, as its receiver
     and assembly hand them on: requests of ten ~52-span traces of ten tasks (models,
     tokens, tool calls, now and then a failed one) read by the receiver's reader and
-    assembled, fresh trace ids for each request (the same every run)."""
+    assembled, with fresh trace and task span ids (the same every run). Each request's
+    runs end a second after the request before's, as live runs do: ``sustained_serve.py``'s clients
+    send one request's bytes again and again, timestamps included, so there every run of
+    a task ends at the same instant, and the trigger's candidate list holds only the last
+    task's runs (the others' lookups read it from the index each time)."""
     import random
+    from dataclasses import replace
 
     from receiver_throughput import make_template  # beside this file
 
@@ -192,7 +197,11 @@ def serve_runs(count: int) -> list[Any]:
         for trace_id in trace_ids:
             body = body.replace(trace_id, ids.randbytes(16))
         store.add(decode(body, "application/x-protobuf", ORCHESTRATOR), 0.0)
-        ready.extend(store.drain())
+        later = len(ready) // len(trace_ids) * 1_000_000_000
+        ready.extend((replace(record, span_id=ids.getrandbits(64),
+                              start_ns=record.start_ns + later,
+                              end_ns=record.end_ns + later), summary)
+                     for record, summary in store.drain())
     return ready[:count]
 
 
@@ -204,8 +213,17 @@ lists for Related are full by then, as in a receiver that has run a while."""
 
 
 def handle_all(pipeline: Any, records: Sequence[Any], batched: bool) -> None:
+    """Hand ``records`` to ``pipeline``, alone or in batches of ``MAX_BATCH`` diaries with
+    one index commit each. At full speed a batch fills before it times out, and the index
+    commits once or twice in it; the time limits are lifted so that the same holds under
+    callgrind, which runs some fifty times slower: the instructions counted are then
+    those of full batches whatever else the machine is doing (with the limits, how many
+    diaries a batch or a commit took varied with the machine's load)."""
     from otel_diary import ChildSummary
+    from otel_diary.index import writing
+    from otel_diary.pipeline import core
 
+    core.MAX_BATCH_S = writing.HOLD_S = 3600.0
     with pipeline.batch() if batched else contextlib.nullcontext():
         for record in records:
             pipeline.handle(record if isinstance(record, tuple) else (record, ChildSummary()))
