@@ -3,11 +3,15 @@
 Values that came from a span are hostile: :func:`clean` drops what a YAML stream or a
 reader's eye cannot take, :func:`one_line` flattens and caps, :func:`cut` shortens prose
 at a sentence or word boundary. A trace-link template is checked once, when it is set.
+:func:`read_text` reads a file of the knowledge base without ever waiting on it.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 import string
 from datetime import datetime, timedelta, timezone
 
@@ -137,3 +141,16 @@ def parse_since(text: str, now: datetime | None = None) -> str:
             moment = moment.replace(tzinfo=timezone.utc)
     moment = moment.astimezone(timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{moment.microsecond // 1000:03d}Z"
+
+
+_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def read_text(path: str | os.PathLike[str], errors: str = "strict") -> str:
+    """The UTF-8 text of the regular file at ``path``. Never waits: a FIFO, socket or
+    device found there (anyone may drop one into a knowledge-base folder) is an
+    ``OSError``, as a missing file is."""
+    with open(os.open(path, _READ), encoding="utf-8", errors=errors) as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        return handle.read()

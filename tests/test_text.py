@@ -1,11 +1,17 @@
-"""Text helpers: the fast paths of ``clean`` and ``one_line`` answer as the general ones."""
+"""Text helpers: the fast paths of ``clean`` and ``one_line`` answer as the general ones;
+``read_text`` reads as ``Path.read_text`` does and never waits."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_diary.text import _NON_PRINTABLE, clean, one_line
+from otel_diary.text import _NON_PRINTABLE, clean, one_line, read_text
+from tests.support.fifo import finishes, needs_fifos
 
 
 @settings(max_examples=300, deadline=None)
@@ -26,3 +32,22 @@ def test_one_line_is_the_text_flattened_and_capped(text: str, limit: int) -> Non
     flat = " ".join(_NON_PRINTABLE.sub("", text).split())
     expected = flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
     assert one_line(text, limit) == expected
+
+
+def test_read_text_reads_a_file_as_path_read_text_does(tmp_path: Path) -> None:
+    """UTF-8, line ends made ``\n``, undecodable bytes an error or replaced."""
+    file = tmp_path / "a.md"
+    file.write_bytes("caf\u00e9\r\nline\rend\n".encode() + b"\xff")
+    assert read_text(file, "replace") == file.read_text(encoding="utf-8", errors="replace")
+    with pytest.raises(UnicodeDecodeError):
+        read_text(file)
+    with pytest.raises(FileNotFoundError):
+        read_text(tmp_path / "none.md")
+
+
+@needs_fifos
+def test_read_text_refuses_a_fifo_without_waiting(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.md"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        finishes(lambda: read_text(fifo), fifo)

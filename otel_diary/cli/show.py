@@ -23,6 +23,7 @@ from otel_diary.errors import IndexUnavailable
 from otel_diary.index.query import Hit
 from otel_diary.index.store import DiaryIndex
 from otel_diary.pipeline.render import DIARY_ROOT, parse_front_matter, split_front_matter
+from otel_diary.text import read_text
 
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 ID_PREFIX = "kh-"
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             if not file.resolve().is_relative_to(folder):
                 raise OSError(0, "outside the diary folder")
-            content = file.read_text(encoding="utf-8")
+            content = read_text(file)
         except OSError as exc:
             return fail("show", f"diary {hit.id} is indexed at {file} but cannot be read "
                                 f"({exc.strerror}); run `otel-diary reindex`", 1)

@@ -22,6 +22,7 @@ from otel_diary.pipeline.core import MAX_RELATED
 from otel_diary.pipeline.render import DIARY_ROOT
 from otel_diary.sinks.base import atomic_write
 from otel_diary.sinks.folder import owner_of
+from otel_diary.text import read_text
 
 
 class FolderStore:
@@ -86,7 +87,7 @@ class FolderStore:
         try:
             if file.stat().st_size > MAX_DOCUMENT_BYTES:
                 return None
-            return file.read_text(encoding="utf-8", errors="replace")
+            return read_text(file, "replace")
         except OSError:
             return None
 

@@ -37,7 +37,7 @@ from otel_diary.pipeline.render import (
 )
 from otel_diary.sinks.base import atomic_write
 from otel_diary.sinks.folder import relative_location
-from otel_diary.text import clean, one_line, sha256_hex
+from otel_diary.text import clean, one_line, read_text, sha256_hex
 
 try:
     import fcntl
@@ -298,7 +298,7 @@ class LessonBook:
         if held and any(seen.id != ident for seen, _ in held.get(signature, ())):
             return True
         try:
-            text = self.path(signature).read_text(encoding="utf-8")
+            text = read_text(self.path(signature))
         except OSError:
             return False
         if ident not in text:
@@ -309,7 +309,7 @@ class LessonBook:
         """The lesson for ``signature`` as its file says (a new one when there is none
         or the file is not a lesson)."""
         try:
-            text = self.path(signature).read_text(encoding="utf-8")
+            text = read_text(self.path(signature))
         except OSError:
             return Lesson(signature)
         with self._cache_lock:
@@ -337,7 +337,7 @@ class LessonBook:
         found: list[Lesson] = []
         for file in sorted(self.folder.glob("*.md")) if self.folder.is_dir() else []:
             try:
-                found.append(lesson_from_document(file.read_text(encoding="utf-8")))
+                found.append(lesson_from_document(read_text(file)))
             except (OSError, ValueError, TypeError, AttributeError):
                 continue
         found.sort(key=lambda lesson: lesson.last_seen, reverse=True)
@@ -437,7 +437,7 @@ class LessonBook:
                 if file.name in kept:
                     continue
                 try:
-                    stale = lesson_from_document(file.read_text(encoding="utf-8"))
+                    stale = lesson_from_document(read_text(file))
                 except (OSError, ValueError, TypeError, AttributeError):
                     continue  # not a lesson: someone's own notes
                 with self.locked(stale.signature):
@@ -459,7 +459,7 @@ class LessonBook:
             if not ident or ident in lesson.evidence or not path.startswith(DIARY_ROOT + "/"):
                 continue
             try:
-                content = (self.root / path).read_text(encoding="utf-8")
+                content = read_text(self.root / path)
                 found = sighting(path, parse_front_matter(content), content)
             except (OSError, ValueError, TypeError):
                 continue
@@ -500,7 +500,7 @@ def scan_diaries(root: Path) -> list[tuple[str, Mapping[str, Any], str]]:
         try:
             if file.stat().st_size > 1024 * 1024:
                 continue
-            content = file.read_text(encoding="utf-8", errors="replace")
+            content = read_text(file, "replace")
             front = parse_front_matter(content)
         except (OSError, ValueError, TypeError):
             continue

@@ -50,6 +50,7 @@ from otel_diary.index.writing import Writer
 from otel_diary.pipeline.core import MAX_RELATED
 from otel_diary.pipeline.render import DIARY_ROOT
 from otel_diary.runner import renew_after_fork
+from otel_diary.text import read_text
 
 try:
     import fcntl
@@ -277,7 +278,7 @@ class DiaryIndex:
                 if not file.is_file() or file.stat().st_size > MAX_DOCUMENT_BYTES:
                     skipped += 1
                     continue
-                content = file.read_text(encoding="utf-8", errors="replace")
+                content = read_text(file, "replace")
                 entry = entry_from_document(file.relative_to(self.root).as_posix(), content)
             except (OSError, ValueError, TypeError):
                 skipped += 1

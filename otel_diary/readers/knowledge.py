@@ -32,7 +32,7 @@ from otel_diary.index.query import Hit, Match, fts_terms
 from otel_diary.index.schema import SCHEMA_VERSION, prepare
 from otel_diary.index.store import INDEX_FILE, MAX_DOCUMENT_BYTES, DiaryIndex
 from otel_diary.pipeline.render import DIARY_ROOT, parse_front_matter, split_front_matter
-from otel_diary.text import one_line
+from otel_diary.text import one_line, read_text
 
 KB_FOLDER = str(Path(DIARY_ROOT).parent)
 """Everything a reader may return lives under ``<root>/diaries``."""
@@ -219,7 +219,7 @@ class _Lessons:
                 stamp = (stat.st_mtime_ns, stat.st_size)
                 known = self._texts.get(path)
                 if known is None or known[0] != stamp:
-                    known = (stamp, file.read_text(encoding="utf-8", errors="replace"))
+                    known = (stamp, read_text(file, "replace"))
                     self._parsed.pop(path, None)
                     self._searchable = None
             except OSError:
@@ -513,7 +513,7 @@ class KnowledgeBase:
         try:
             if file.stat().st_size > MAX_DOCUMENT_BYTES:
                 raise ReadError(f"{path!r} is larger than a diary can be")
-            content = file.read_text(encoding="utf-8", errors="replace")
+            content = read_text(file, "replace")
         except FileNotFoundError:
             raise ReadError(f"no document at {path!r} in the knowledge base") from None
         except OSError as exc:
@@ -574,7 +574,7 @@ class KnowledgeBase:
         """The signatures of ``signatures`` that the diary's "Error encountered" has."""
         try:
             file = self._inside(hit.path)
-            own = entry_from_document(hit.path, file.read_text(encoding="utf-8")).signatures
+            own = entry_from_document(hit.path, read_text(file)).signatures
         except (OSError, ValueError, ReadError):
             return []
         return [signature for signature in signatures if signature in own]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from otel_diary.index.lessons import (
 )
 from otel_diary.pipeline.render import parse_front_matter
 from otel_diary.pipeline.revise import parse_operations
+from tests.support.fifo import finishes, needs_fifos
 from tests.support.kb import TS_STDERR, kb_pipeline, task_record, write
 from tests.support.loopback import ChatServer, serve_asgi
 
@@ -188,6 +190,19 @@ def test_a_damaged_lesson_file_is_started_again(tmp_path: Path) -> None:
     path.write_text("---\n: [\n---\n", encoding="utf-8")
     book.add(TS_SIGNATURE, Sighting("kh-1", "p", "t", "a", "2026", True, "e", "", ""))
     assert lesson_front(tmp_path)["runs"] == 1
+
+
+@needs_fifos
+def test_a_fifo_where_a_lesson_goes_is_replaced_by_the_lesson(tmp_path: Path) -> None:
+    """A FIFO planted at a lesson's file name never holds up the pipeline: the diary is
+    written and the lesson takes the FIFO's place."""
+    fifo = tmp_path / lesson_path(TS_SIGNATURE)
+    fifo.parent.mkdir(parents=True)
+    os.mkfifo(fifo)
+    pipeline = kb_pipeline(tmp_path)
+    diary = finishes(lambda: write(pipeline, ts_run(1)), fifo)
+    pipeline.close()
+    assert lesson_front(tmp_path)["evidence"] == [diary.id]
 
 
 def test_reindex_rebuilds_lessons_from_the_diaries(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -13,6 +14,7 @@ import pytest
 from otel_diary import Diary
 from otel_diary.index.store import INDEX_FILE
 from otel_diary.readers.knowledge import KnowledgeBase, ReadError, error_line
+from tests.support.fifo import finishes, needs_fifos
 from tests.support.kb import kb_pipeline, task_record, write
 from tests.support.knowledge import (
     NEW_TS_ERROR,
@@ -93,6 +95,19 @@ def test_fetch_refuses_a_symlink_that_points_out_of_the_knowledge_base(kb: KB) -
     link.symlink_to(secret)
     with KnowledgeBase(root) as base, pytest.raises(ReadError, match="outside"):
         base.fetch("diaries/agents/coder/link.md")
+
+
+@needs_fifos
+def test_a_fifo_in_the_knowledge_base_is_never_waited_on(kb: KB) -> None:
+    """A FIFO among the diaries is passed over by search and refused by fetch at once."""
+    root, diaries = kb
+    fifo = root / "diaries" / "agents" / "coder" / "pipe.md"
+    os.mkfifo(fifo)
+    with KnowledgeBase(root) as base:
+        found = finishes(lambda: base.search("TS2345").results, fifo)
+        assert [f.id for f in found] == [diaries["types"].id]
+        with pytest.raises(ReadError, match="not a regular file"):
+            finishes(lambda: base.fetch("diaries/agents/coder/pipe.md"), fifo)
 
 
 def test_lessons_match_a_new_error_by_signature_lesson_first(kb: KB) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from otel_diary import FolderSink, StubReflector, render
 from otel_diary.errors import FolderUnwritable, UnsafePathError
 from otel_diary.sinks.folder import relative_location
 from tests.pipeline.test_render import COMPLETED
+from tests.support.fifo import finishes, needs_fifos
 
 
 def write(root: Path, **changes: object) -> Path:
@@ -88,7 +88,7 @@ def test_a_name_taken_meanwhile_is_never_overwritten(tmp_path: Path) -> None:
     assert Path(FolderSink(tmp_path).write(first)).name.endswith(f"-{first.span_id[:8]}.md")
 
 
-@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+@needs_fifos
 def test_a_fifo_where_a_diary_goes_never_blocks_the_writer(tmp_path: Path) -> None:
     """A FIFO planted at a diary's file name (nothing ever writes into it) is a name taken:
     the sink looks at it without waiting and writes the diary to its alternate file."""
@@ -98,14 +98,7 @@ def test_a_fifo_where_a_diary_goes_never_blocks_the_writer(tmp_path: Path) -> No
     primary, alternate = tmp_path / diary.path, tmp_path / diary.alternate_path
     primary.unlink()
     os.mkfifo(primary)
-    written: list[str] = []
-    writer = threading.Thread(target=lambda: written.append(sink.write(diary)), daemon=True)
-    writer.start()
-    writer.join(60)  # a writer waiting on the FIFO would never end
-    if not written:
-        os.open(primary, os.O_WRONLY | os.O_NONBLOCK)  # let the stuck writer go on
-        pytest.fail("the sink waited on a FIFO")
-    assert Path(written[0]) == alternate.resolve()
+    assert Path(finishes(lambda: sink.write(diary), primary)) == alternate.resolve()
     assert alternate.read_text() == diary.content
 
 
