@@ -12,7 +12,10 @@ the same run:
   - ``journal``: the default.
 
 Without a model ``serve`` writes diaries from one pipeline thread (more would only take
-turns at the interpreter lock), in batches.
+turns at the interpreter lock), in batches. Every request repeats the first one's bytes,
+timestamps included, so every run of a task ends at the same instant: harder on Related
+than live runs, whose diaries ``processor_overhead.py`` measures (its serve's runs end a
+second apart per request).
 
 For each: spans accepted per second (requests answered 200 x spans per request), diaries
 written per second (from ``/metrics``, over the same window) and the spans of those
