@@ -148,9 +148,14 @@ _READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 def read_text(path: str | os.PathLike[str], errors: str = "strict") -> str:
     """The UTF-8 text of the regular file at ``path``. Never waits: a FIFO, socket or
-    device found there (anyone may drop one into a knowledge-base folder) is an
-    ``OSError``, as a missing file is."""
-    with open(os.open(path, _READ), encoding="utf-8", errors=errors) as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+    device found there (anyone may drop one into a knowledge-base folder), or a folder,
+    is an ``OSError`` naming ``path``, as a missing file is."""
+    fd = os.open(path, _READ)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    with open(fd, encoding="utf-8", errors=errors) as handle:  # closes fd, even on error
         return handle.read()

@@ -51,3 +51,17 @@ def test_read_text_refuses_a_fifo_without_waiting(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with pytest.raises(OSError, match="not a regular file"):
         finishes(lambda: read_text(fifo), fifo)
+
+
+def test_read_text_refuses_a_folder_and_keeps_no_descriptor(tmp_path: Path) -> None:
+    """A folder where a document goes is an error naming the path, and costs nothing:
+    each refused read closes what it opened."""
+    folder = tmp_path / "lesson.md"
+    folder.mkdir()
+    open_before = len(os.listdir("/proc/self/fd")) if Path("/proc/self/fd").is_dir() else None
+    for _ in range(50):
+        with pytest.raises(OSError, match="not a regular file") as caught:
+            read_text(folder)
+        assert caught.value.filename == str(folder)
+    if open_before is not None:
+        assert len(os.listdir("/proc/self/fd")) == open_before
