@@ -147,14 +147,17 @@ _READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 def owner_of(path: Path, *, follow: bool = True) -> str | None:
     """The diary id stored in ``path``'s front matter, ``None`` when there is no file, ``""``
-    when it holds something else. With ``follow`` false, a symbolic link at ``path``
-    raises ``OSError``."""
+    when it holds something else. With ``follow`` false, a symbolic link at ``path`` raises
+    ``OSError``, as anything else it cannot open does (systems differ in the error a link
+    gives), for the caller to resolve the path and look again."""
+    if not follow and not _NOFOLLOW and path.is_symlink():
+        raise OSError(errno.ELOOP, "a symbolic link", str(path))
     try:
         fd = os.open(path, _READ if follow else _READ | _NOFOLLOW)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        if not follow and exc.errno == errno.ELOOP:
+    except OSError:
+        if not follow:
             raise
         return ""
     try:

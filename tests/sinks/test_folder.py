@@ -89,14 +89,20 @@ def test_a_name_taken_meanwhile_is_never_overwritten(tmp_path: Path) -> None:
 
 
 @needs_fifos
-def test_a_fifo_where_a_diary_goes_never_blocks_the_writer(tmp_path: Path) -> None:
+@pytest.mark.parametrize("earlier", [0, 1], ids=["new-folder", "known-folder"])
+def test_a_fifo_where_a_diary_goes_never_blocks_the_writer(tmp_path: Path,
+                                                            earlier: int) -> None:
     """A FIFO planted at a diary's file name (nothing ever writes into it) is a name taken:
-    the sink looks at it without waiting and writes the diary to its alternate file."""
+    the sink looks at it without waiting and writes the diary to its alternate file, both
+    when it resolves the agent folder and when it remembers it (after a diary written
+    into the existing folder)."""
     diary = render(COMPLETED, "x")
     sink = FolderSink(tmp_path)
-    sink.write(replace(diary, id="kh-first-of-the-day"))  # the agent folder is known now
     primary, alternate = tmp_path / diary.path, tmp_path / diary.alternate_path
-    primary.unlink()
+    primary.parent.mkdir(parents=True)
+    for number in range(earlier):
+        sink.write(replace(diary, id=f"kh-earlier-{number}",
+                           path=diary.path.replace(".md", f"-{number}.md")))
     os.mkfifo(primary)
     assert Path(finishes(lambda: sink.write(diary), primary)) == alternate.resolve()
     assert alternate.read_text() == diary.content
