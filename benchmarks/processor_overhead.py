@@ -23,7 +23,8 @@ alone (folder sink, index, Related), for a completed run, for a recovered run th
 also updates its lesson, and for the runs ``serve`` writes under ``sustained_serve.py``'s
 load (ten tasks again and again, models, tokens and tool calls, after enough of them
 that Related's candidate lists are full; see ``serve_runs``): CPU milliseconds, and
-instructions under callgrind (N diaries minus none), handled one at a time and in a
+instructions under callgrind (N diaries minus none, both runs building the same N + warm
+records, so that only the pipeline's work is counted), handled one at a time and in a
 batch as the workers deliver them (``Pipeline.batch``: one index transaction and one
 write per lesson for up to 64 diaries).
 
@@ -110,14 +111,14 @@ def workload(mode: str, traces: int, root: str, every: int) -> float:
     return elapsed
 
 
-def child(mode: str, traces: int, shape: str) -> None:
+def child(mode: str, traces: int, shape: str, built: int) -> None:
     root = tempfile.mkdtemp(prefix="otel-diary-bench-")
     every = TASK_EVERY[shape]
     try:
         if mode in "defgh":  # the pipeline alone: (d, f) completed runs, (e, g) recovered,
             # (h) the runs sustained_serve.py sends
             print(diary_workload(traces, mode if mode == "h" else mode in "eg", root,
-                                 batched=mode in "fgh"))
+                                 batched=mode in "fgh", built=built))
             return
         elapsed = workload(mode, traces, root, every)
         if mode == "c" and traces:
@@ -130,10 +131,10 @@ def child(mode: str, traces: int, shape: str) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def run_child(mode: str, traces: int, shape: str = "sparse",
-              prefix: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
+def run_child(mode: str, traces: int, shape: str = "sparse", prefix: Sequence[str] = (),
+              built: int | None = None) -> subprocess.CompletedProcess[str]:
     command = [*prefix, sys.executable, __file__, "--child", mode, "--traces", str(traces),
-               "--shape", shape]
+               "--shape", shape, "--built", str(traces if built is None else built)]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
@@ -141,9 +142,10 @@ def run_child(mode: str, traces: int, shape: str = "sparse",
     return done
 
 
-def instructions(mode: str, traces: int, shape: str = "sparse") -> int:
+def instructions(mode: str, traces: int, shape: str = "sparse",
+                 built: int | None = None) -> int:
     done = run_child(mode, traces, shape, ["valgrind", "--tool=callgrind",
-                                           "--callgrind-out-file=/dev/null"])
+                                           "--callgrind-out-file=/dev/null"], built)
     match = re.search(r"Collected\s*:\s*(\d+)", done.stderr)
     if match is None:
         raise SystemExit("could not read callgrind's instruction count:\n" + done.stderr[-2000:])
@@ -229,19 +231,26 @@ def handle_all(pipeline: Any, records: Sequence[Any], batched: bool) -> None:
             pipeline.handle(record if isinstance(record, tuple) else (record, ChildSummary()))
 
 
-def diary_workload(count: int, runs: bool | str, root: str, batched: bool) -> int:
-    """Write ``WARM_DIARIES`` then ``count`` diaries through the pipeline ``Settings``
-    describe (folder sink, index, Related) of completed (``runs`` false), recovered
-    (true) or ``serve``'s (``"h"``) runs; returns the diaries written."""
+def pipeline_records(runs: bool | str, built: int) -> tuple[list[Any], int]:
+    """The runs to write: completed (``runs`` false), recovered (true) or ``serve``'s
+    (``"h"``), the warm-up's first and then ``built`` more; and how many warm up."""
+    warm = SERVE_WARM if runs == "h" else WARM_DIARIES
+    records = serve_runs(warm + built) if runs == "h" else task_records(warm + built, bool(runs))
+    return records, warm
+
+
+def diary_workload(count: int, runs: bool | str, root: str, batched: bool,
+                   built: int) -> int:
+    """Build the records of :func:`pipeline_records` (``built`` after the warm-up's), then
+    write the warm-up's and ``count`` more diaries through the pipeline ``Settings``
+    describe (folder sink, index, Related); returns the diaries written."""
     from otel_diary import ORCHESTRATOR, Settings
     from otel_diary.wiring import build_pipeline
 
+    records, warm = pipeline_records(runs, max(built, count))
     pipeline = build_pipeline(Settings(enabled=True, dir=root), ORCHESTRATOR)
-    records = (serve_runs(SERVE_WARM + count) if runs == "h"
-               else task_records(WARM_DIARIES + count, bool(runs)))
-    warm = len(records) - count
     handle_all(pipeline, records[:warm], batched)
-    handle_all(pipeline, records[warm:], batched)
+    handle_all(pipeline, records[warm:warm + count], batched)
     pipeline.close()
     return pipeline.stats.diaries
 
@@ -254,10 +263,8 @@ def cpu_per_diary(count: int, runs: bool | str, batched: bool) -> tuple[float, f
     from otel_diary.wiring import build_pipeline
 
     with tempfile.TemporaryDirectory() as root:
+        records, warm = pipeline_records(runs, count)
         pipeline = build_pipeline(Settings(enabled=True, dir=root), ORCHESTRATOR)
-        records = (serve_runs(SERVE_WARM + count) if runs == "h"
-                   else task_records(WARM_DIARIES + count, bool(runs)))
-        warm = len(records) - count
         handle_all(pipeline, records[:warm], batched)
         start = time.process_time()
         handle_all(pipeline, records[warm:], batched)
@@ -284,9 +291,11 @@ def main() -> None:
     parser.add_argument("--shape", choices=TASK_EVERY, default="sparse",
                         help=argparse.SUPPRESS)
     parser.add_argument("--child", choices="abcdefgh", help=argparse.SUPPRESS)
+    parser.add_argument("--built", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.traces, args.shape)
+        child(args.child, args.traces, args.shape,
+              args.traces if args.built is None else args.built)
         return
 
     spans = args.traces * (CHILDREN + 1)
@@ -332,7 +341,8 @@ def main() -> None:
               f"{pipeline_ms:.3f} ms; atomic write of the same bytes alone: "
               f"{write_ms:.3f} ms (ratio {pipeline_ms / write_ms:.2f})")
         if valgrind and args.callgrind_diaries > 0:
-            net = instructions(mode, args.callgrind_diaries) - instructions(mode, 0)
+            n = args.callgrind_diaries
+            net = instructions(mode, n, built=n) - instructions(mode, 0, built=n)
             print(f"  instructions per diary (callgrind, {args.callgrind_diaries} diaries "
                   f"minus none): {net / args.callgrind_diaries:,.0f}")
 
