@@ -136,35 +136,70 @@ class ChildSummary:
     def add(self, attributes: Mapping[str, object], is_error: bool,
             conventions: Conventions) -> None:
         """Fold one child span's attributes into the summary."""
-        # Called for every contributing span: the common values (int counts, a model
-        # already listed) skip the coercions, which would return them unchanged.
+        # Called for every contributing span, so each role's names are looked up in line
+        # (a call per role cost more than the lookups), and the common values (int
+        # counts, a model already listed, an operation that names no tool call) skip the
+        # coercions, which would return them unchanged.
         self.spans += 1
-        tokens_in = first(attributes, conventions.input_tokens)
-        if type(tokens_in) is not int:
-            tokens_in = as_int(tokens_in)
-        tokens_out = first(attributes, conventions.output_tokens)
-        if type(tokens_out) is not int:
-            tokens_out = as_int(tokens_out)
-        if tokens_in is not None and tokens_in >= 0:
-            self.input_tokens += tokens_in
-            self.has_tokens = True
-        if tokens_out is not None and tokens_out >= 0:
-            self.output_tokens += tokens_out
-            self.has_tokens = True
-        model = first(attributes, conventions.model)
-        if model is not None and model not in self.models and len(self.models) < MAX_LIST:
-            model = as_text(model)
-            if model and model not in self.models:
-                self.models.append(model)
-        tool = as_text(first(attributes, conventions.tool_name), 256)
-        if (as_text(first(attributes, conventions.operation)) in conventions.tool_operations
-                if conventions.operation else tool is not None):
-            self.tool_calls += 1  # without an operation attribute, a named tool is a call
+        get = attributes.get
+        for name in conventions.input_tokens:
+            tokens = get(name)
+            if tokens is not None:
+                if type(tokens) is not int:
+                    tokens = as_int(tokens)
+                if tokens is not None and tokens >= 0:
+                    self.input_tokens += tokens
+                    self.has_tokens = True
+                break
+        for name in conventions.output_tokens:
+            tokens = get(name)
+            if tokens is not None:
+                if type(tokens) is not int:
+                    tokens = as_int(tokens)
+                if tokens is not None and tokens >= 0:
+                    self.output_tokens += tokens
+                    self.has_tokens = True
+                break
+        for name in conventions.model:
+            model = get(name)
+            if model is not None:
+                models = self.models
+                if model not in models and len(models) < MAX_LIST:
+                    model = as_text(model)
+                    if model and model not in models:
+                        models.append(model)
+                break
+        tool: str | None = None
+        for name in conventions.tool_name:
+            value = get(name)
+            if value is not None:
+                tool = as_text(value, 256)
+                break
+        if conventions.operation:
+            operation: object = None
+            for name in conventions.operation:
+                operation = get(name)
+                if operation is not None:
+                    break
+            operations = conventions.tool_operations
+            if type(operation) is str:  # a word that is not one stays not one as text
+                called = operation in operations or (
+                    not operation.isalpha() and as_text(operation) in operations)
+            else:
+                called = operation is not None and as_text(operation) in operations
+        else:
+            called = tool is not None  # without an operation attribute, a named tool is a call
+        if called:
+            self.tool_calls += 1
             if tool and (tool in self.tools or len(self.tools) < MAX_LIST):
                 self.tools[tool] = self.tools.get(tool, 0) + 1
-        agent = as_text(first(attributes, conventions.child_agent), 256)
-        if agent and agent not in self.agents and len(self.agents) < MAX_LIST:
-            self.agents.append(agent)
+        for name in conventions.child_agent:
+            agent = get(name)
+            if agent is not None:
+                agent = as_text(agent, 256)
+                if agent and agent not in self.agents and len(self.agents) < MAX_LIST:
+                    self.agents.append(agent)
+                break
         if conventions.input_messages and self.first_input is None:
             self.first_input = _content(first(attributes, conventions.input_messages))
         if conventions.output_messages:

@@ -102,7 +102,8 @@ class TraceAssembler:
         now = self._clock()
         entry = traces.get(trace_id)
         if entry is not None:
-            traces.touch(trace_id, entry, now)
+            entry.last_seen = now  # TraceTable.touch, in line: once per contributing span
+            traces.move_to_end(trace_id)
             return entry
         if len(traces) >= self._max_traces:
             _, oldest = traces.popitem(last=False)
@@ -116,8 +117,11 @@ class TraceAssembler:
     def contribute(self, trace_id: int, attributes: Mapping[str, object], is_error: bool,
                    parent_span_id: int | None = None) -> None:
         """Fold a non-task span into its trace, under its parent."""
-        self._touch(trace_id).bucket(parent_span_id).add(attributes, is_error,
-                                                         self._conventions)
+        entry = self._touch(trace_id)
+        summary = entry.buckets.get(parent_span_id)
+        if summary is None:
+            summary = entry.bucket(parent_span_id)
+        summary.add(attributes, is_error, self._conventions)
 
     def task_ended(self, record: SpanRecord) -> list[Ready]:
         """A task span ended: ready at once when it is a local root, else it waits.

@@ -430,6 +430,7 @@ class DiarySpanProcessor(SpanProcessor):
         assembler = self._assembler
         awaited = self._awaited
         child_keys = conv.child_keys
+        unmarked = conv.task_markers.isdisjoint
         while queue:
             span, weight = popleft()
             self._queued_bytes -= weight
@@ -444,27 +445,29 @@ class DiarySpanProcessor(SpanProcessor):
                     ctx = span.context
                     parent = span.parent
                     is_error = span.status.status_code is _ERROR
-                trace_id, span_id = (ctx.trace_id, ctx.span_id) if ctx is not None else (0, 0)
+                # A SpanContext is a tuple: (trace_id, span_id, is_remote, ...); its
+                # properties cost a call each.
+                trace_id, span_id = (ctx[0], ctx[1]) if ctx is not None else (0, 0)
                 awaited.pop(span_id, None)
-                if conv.is_task(attributes):
+                if not unmarked(attributes) and conv.is_task(attributes):
                     record = to_record(span)
                     late = assembler.late_nested
                     self._hand_over(assembler.task_ended(record))
                     if assembler.late_nested != late and record.parent_span_id is not None:
                         awaited.pop(record.parent_span_id, None)  # that parent ended already
                     continue
-                if is_error or not child_keys.isdisjoint(attributes):
+                parent_id = parent[1] if parent is not None else None
+                contributes = is_error or not child_keys.isdisjoint(attributes)
+                if contributes:
                     contributed: Mapping[str, object] = attributes
                     if is_error:  # how instrumentations record failures besides error.type
                         contributed = {**attributes, **error_details(
                             exception_event(span), span.status.description or "")}
-                    assembler.contribute(trace_id, contributed, is_error,
-                                         parent.span_id if parent is not None else None)
-                if trace_id in assembler:
-                    local_root = parent is None or parent.is_remote
-                    released = assembler.span_ended(
-                        trace_id, span_id, local_root,
-                        None if local_root or parent is None else parent.span_id)
+                    assembler.contribute(trace_id, contributed, is_error, parent_id)
+                if contributes or trace_id in assembler:
+                    local_root = parent is None or parent[2]
+                    released = assembler.span_ended(trace_id, span_id, local_root,
+                                                    None if local_root else parent_id)
                     if released:
                         self._hand_over(released)
             except Exception:
