@@ -12,7 +12,7 @@ ranked first are looked up for their ids.
 from __future__ import annotations
 
 import sqlite3
-from bisect import insort
+from bisect import bisect_right, insort
 from collections.abc import Iterable, Sequence
 
 from otel_diary.index.documents import MAX_SIGNATURES
@@ -41,6 +41,8 @@ Row = tuple[str, int]
 the largest ``doc``."""
 
 _TABLES = {"task": "diaries", "task_trigger": "diaries", "signature": "signatures"}
+_PAST_ROWIDS = 2**63
+"""Greater than any row number SQLite gives."""
 
 
 def keys(task: str | None, trigger: str | None, signatures: Iterable[str]) -> list[Key]:
@@ -176,12 +178,11 @@ def _short(created: str) -> bool:
 def _newest(rows: list[Row], before: str, own: int | None, count: int) -> dict[int, str]:
     """Up to ``count`` of ``rows`` (oldest first) created no later than ``before``, other
     than ``own``, newest first."""
-    found: dict[int, str] = {}
-    for created, doc in reversed(rows):
-        if created <= before and doc != own:
-            found[doc] = created
-            if len(found) == count:
-                break
+    end = bisect_right(rows, (before, _PAST_ROWIDS))  # rows[:end] are no later than before
+    found = {doc: created for created, doc in reversed(rows[max(end - count - 1, 0):end])
+             if doc != own}
+    if len(found) > count:  # own was not among them
+        found.popitem()
     return found
 
 
