@@ -3,7 +3,7 @@ conventions list them, whatever the values' types."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,7 +23,7 @@ VALUES = st.one_of(
     st.lists(st.sampled_from(["execute_tool", "m"]), max_size=2))
 
 
-def expected(spans: list[Mapping[str, object]], conventions: Conventions) -> dict[str, object]:
+def expected(spans: Sequence[Mapping[str, object]], conventions: Conventions) -> dict[str, object]:
     """What the spans add up to, each role read with ``first`` and ``as_text``."""
     tokens_in = tokens_out = calls = 0
     models: list[str] = []
