@@ -182,9 +182,10 @@ class ChildSummary:
                 if operation is not None:
                     break
             operations = conventions.tool_operations
-            if type(operation) is str:  # a word that is not one stays not one as text
-                called = operation in operations or (
-                    not operation.isalpha() and as_text(operation) in operations)
+            if type(operation) is str and operation.isalpha():  # as_text leaves it be
+                called = len(operation) <= MAX_TEXT and operation in operations
+            elif type(operation) is str:
+                called = as_text(operation) in operations
             else:
                 called = operation is not None and as_text(operation) in operations
         else:

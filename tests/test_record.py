@@ -71,3 +71,14 @@ def test_an_operation_is_read_as_single_line_text() -> None:
         summary.add({"gen_ai.operation.name": operation, "gen_ai.tool.name": "grep"}, False,
                     conventions)
     assert (summary.tool_calls, summary.tools) == (2, {"grep": 2})
+
+
+def test_an_operation_name_is_compared_as_single_line_text_too() -> None:
+    """A configured operation with inner whitespace is matched as the reader folds it, so
+    the raw value never matches it (as ``as_text`` has always read it)."""
+    conventions = Conventions(tool_operation="run  tool")
+    summary = ChildSummary()
+    summary.add({"gen_ai.operation.name": "run  tool"}, False, conventions)
+    summary.add({"gen_ai.operation.name": "x" * (MAX_TEXT + 1)}, False,
+                Conventions(tool_operation="x" * (MAX_TEXT + 1)))
+    assert summary.tool_calls == 0

@@ -430,7 +430,6 @@ class DiarySpanProcessor(SpanProcessor):
         assembler = self._assembler
         awaited = self._awaited
         child_keys = conv.child_keys
-        unmarked = conv.task_markers.isdisjoint
         while queue:
             span, weight = popleft()
             self._queued_bytes -= weight
@@ -440,23 +439,28 @@ class DiarySpanProcessor(SpanProcessor):
                     ctx = span._context
                     parent = span._parent
                     is_error = span._status._status_code is _ERROR
-                except AttributeError:
+                    # The SDK's SpanContext is a tuple (trace_id, span_id, is_remote, ...);
+                    # its properties cost a call each.
+                    trace_id, span_id = (ctx[0], ctx[1]) if ctx is not None else (0, 0)
+                    parent_id, remote = (parent[1], parent[2]) if parent is not None \
+                        else (None, False)
+                except (AttributeError, TypeError, IndexError):  # any other span: its API
                     attributes = span.attributes or {}
                     ctx = span.context
                     parent = span.parent
                     is_error = span.status.status_code is _ERROR
-                # A SpanContext is a tuple: (trace_id, span_id, is_remote, ...); its
-                # properties cost a call each.
-                trace_id, span_id = (ctx[0], ctx[1]) if ctx is not None else (0, 0)
+                    trace_id, span_id = (ctx.trace_id, ctx.span_id) if ctx is not None \
+                        else (0, 0)
+                    parent_id, remote = (parent.span_id, parent.is_remote) \
+                        if parent is not None else (None, False)
                 awaited.pop(span_id, None)
-                if not unmarked(attributes) and conv.is_task(attributes):
+                if conv.is_task(attributes):
                     record = to_record(span)
                     late = assembler.late_nested
                     self._hand_over(assembler.task_ended(record))
                     if assembler.late_nested != late and record.parent_span_id is not None:
                         awaited.pop(record.parent_span_id, None)  # that parent ended already
                     continue
-                parent_id = parent[1] if parent is not None else None
                 contributes = is_error or not child_keys.isdisjoint(attributes)
                 if contributes:
                     contributed: Mapping[str, object] = attributes
@@ -465,7 +469,7 @@ class DiarySpanProcessor(SpanProcessor):
                             exception_event(span), span.status.description or "")}
                     assembler.contribute(trace_id, contributed, is_error, parent_id)
                 if contributes or trace_id in assembler:
-                    local_root = parent is None or parent[2]
+                    local_root = parent is None or remote
                     released = assembler.span_ended(trace_id, span_id, local_root,
                                                     None if local_root else parent_id)
                     if released:

@@ -486,10 +486,6 @@ class WorkerHoldingConventions(Conventions):
     entered: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
 
-    def __post_init__(self) -> None:
-        super().__post_init__()  # the worker asks is_task only of spans a marker names
-        object.__setattr__(self, "task_markers", self.task_markers | {"test.hold"})
-
     def is_task(self, attributes: object) -> bool:
         if "test.hold" in attributes:  # type: ignore[operator]
             self.entered.set()
