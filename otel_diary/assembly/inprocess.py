@@ -38,11 +38,13 @@ class _Trace:
     pending_since: float = 0.0
 
     def bucket(self, parent_span_id: int | None) -> ChildSummary:
-        if parent_span_id not in self.buckets and len(self.buckets) >= MAX_BUCKETS:
-            parent_span_id = None
-        summary = self.buckets.get(parent_span_id)
+        summary = self.buckets.get(parent_span_id)  # one lookup per contributing span
         if summary is None:
-            summary = self.buckets[parent_span_id] = ChildSummary()
+            if len(self.buckets) >= MAX_BUCKETS:
+                parent_span_id = None
+                summary = self.buckets.get(None)
+            if summary is None:
+                summary = self.buckets[parent_span_id] = ChildSummary()
         return summary
 
     def take(self, task_span_id: int, rest: bool) -> ChildSummary:
@@ -102,8 +104,7 @@ class TraceAssembler:
         now = self._clock()
         entry = traces.get(trace_id)
         if entry is not None:
-            entry.last_seen = now  # TraceTable.touch, in line: once per contributing span
-            traces.move_to_end(trace_id)
+            traces.touch(trace_id, entry, now)
             return entry
         if len(traces) >= self._max_traces:
             _, oldest = traces.popitem(last=False)
@@ -117,11 +118,8 @@ class TraceAssembler:
     def contribute(self, trace_id: int, attributes: Mapping[str, object], is_error: bool,
                    parent_span_id: int | None = None) -> None:
         """Fold a non-task span into its trace, under its parent."""
-        entry = self._touch(trace_id)
-        summary = entry.buckets.get(parent_span_id)
-        if summary is None:
-            summary = entry.bucket(parent_span_id)
-        summary.add(attributes, is_error, self._conventions)
+        self._touch(trace_id).bucket(parent_span_id).add(attributes, is_error,
+                                                         self._conventions)
 
     def task_ended(self, record: SpanRecord) -> list[Ready]:
         """A task span ended: ready at once when it is a local root, else it waits.

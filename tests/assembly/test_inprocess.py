@@ -91,3 +91,18 @@ def test_nested_task_ending_after_its_parent_task_writes_nothing() -> None:
     assert assembler.task_ended(task(1, 10, parent=5)) == []
     assert assembler.expire() == [] and assembler.drain() == []
     assert assembler.late_nested == 1
+
+
+def test_contributions_past_the_bucket_bound_share_one_bucket_and_reach_the_task() -> None:
+    """Past MAX_BUCKETS distinct parents, contributions fold into one shared bucket:
+    memory stays bounded and the root task still counts every contribution."""
+    from otel_diary.assembly.inprocess import MAX_BUCKETS
+
+    assembler = TraceAssembler(ORCHESTRATOR)
+    parents = MAX_BUCKETS + 50
+    for parent in range(1, parents + 1):
+        assembler.contribute(1, {"gen_ai.usage.input_tokens": 1}, False, parent)
+        assembler.contribute(1, {"gen_ai.usage.input_tokens": 1}, False, parent)
+    assert len(assembler._traces[1].buckets) == MAX_BUCKETS + 1
+    [(_, summary)] = assembler.task_ended(task(1, 10_000))
+    assert summary.input_tokens == 2 * parents
