@@ -1,5 +1,6 @@
 """ChildSummary.add: each role is read by the first of its names present, as the
-conventions list them, whatever the values' types."""
+conventions list them (built-in profiles and a custom one), whatever the values' types;
+every list stops at its bound."""
 
 from __future__ import annotations
 
@@ -9,56 +10,123 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_diary.conventions import PROFILES, Conventions
-from otel_diary.record import MAX_TEXT, ChildSummary, as_int, as_text, first
+from otel_diary.record import (
+    EXCEPTION_TYPE,
+    MAX_LIST,
+    MAX_TEXT,
+    UNNAMED_ERROR,
+    ChildSummary,
+    as_int,
+    as_text,
+    error_name,
+    first,
+)
 
-CONVENTIONS = sorted(PROFILES.values(), key=lambda conventions: conventions.task_marker)
-NAMES = sorted({name for conventions in CONVENTIONS for name in conventions.child_keys})
+CUSTOM = Conventions(  # names of a user's own profile, an agent role and an empty role
+    input_tokens=("app.in", "app.in2"), output_tokens=("app.out",), model=("app.model",),
+    tool_name=("app.tool",), operation=(), child_agent=("app.agent", "app.agent2"),
+    error_type=("app.error", "error.type"))
+CONVENTIONS = [*sorted(PROFILES.values(), key=lambda conventions: conventions.task_marker),
+               CUSTOM]
+NAMES = sorted({name for conventions in CONVENTIONS for name in conventions.child_keys}
+               | {EXCEPTION_TYPE})
 VALUES = st.one_of(
     st.none(), st.booleans(), st.integers(-5, 10**20), st.floats(allow_nan=True),
     st.sampled_from(["execute_tool", " execute_tool\n", "execute\ttool", "chat", "tool",
-                     "7", " 12 ", "", "  ", "<class 'a.B'>", "EXECUTE_TOOL", "é",
-                     "x" * (MAX_TEXT + 5), "execute_tool " + "y" * MAX_TEXT]),
+                     "7", " 12 ", "-3", "", "  ", "<class 'a.B'>", "EXECUTE_TOOL", "é",
+                     "x" * (MAX_TEXT + 5), "execute_tool " + "y" * MAX_TEXT,
+                     "agent " * 60]),
     st.text(max_size=20), st.binary(max_size=4),
     st.lists(st.sampled_from(["execute_tool", "m"]), max_size=2).map(tuple),
     st.lists(st.sampled_from(["execute_tool", "m"]), max_size=2))
 
 
-def expected(spans: Sequence[Mapping[str, object]], conventions: Conventions) -> dict[str, object]:
-    """What the spans add up to, each role read with ``first`` and ``as_text``."""
-    tokens_in = tokens_out = calls = 0
+def _listed(items: list[str], item: str | None) -> None:
+    if item and item not in items and len(items) < MAX_LIST:
+        items.append(item)
+
+
+def expected(spans: Sequence[tuple[Mapping[str, object], bool]],
+             conventions: Conventions) -> dict[str, object]:
+    """What the spans add up to, each role read with ``first`` and ``as_text``, each list
+    capped at ``MAX_LIST`` names (a tool already counted goes on being counted)."""
+    tokens = [0, 0]
+    has_tokens = False
     models: list[str] = []
+    agents: list[str] = []
+    errors: list[str] = []
     tools: dict[str, int] = {}
-    for attributes in spans:
-        for name, count in ((conventions.input_tokens, 0), (conventions.output_tokens, 1)):
-            value = as_int(first(attributes, name))
+    calls = failed = 0
+    for attributes, is_error in spans:
+        for role, names in enumerate((conventions.input_tokens, conventions.output_tokens)):
+            value = as_int(first(attributes, names))
             if value is not None and value >= 0:
-                tokens_in, tokens_out = ((tokens_in + value, tokens_out) if count == 0
-                                         else (tokens_in, tokens_out + value))
-        model = as_text(first(attributes, conventions.model))
-        if model and model not in models:
-            models.append(model)
+                tokens[role] += value
+                has_tokens = True
+        _listed(models, as_text(first(attributes, conventions.model)))
+        _listed(agents, as_text(first(attributes, conventions.child_agent), 256))
         tool = as_text(first(attributes, conventions.tool_name), 256)
         operation = as_text(first(attributes, conventions.operation))
         if (operation in conventions.tool_operations if conventions.operation
                 else tool is not None):
             calls += 1
-            if tool:
+            if tool and (tool in tools or len(tools) < MAX_LIST):
                 tools[tool] = tools.get(tool, 0) + 1
-    return {"input_tokens": tokens_in, "output_tokens": tokens_out, "models": models,
-            "tool_calls": calls, "tools": tools}
+        if is_error:
+            failed += 1
+            named = (error_name(first(attributes, conventions.error_type))
+                     or error_name(attributes.get(EXCEPTION_TYPE)))
+            _listed(errors, named or UNNAMED_ERROR)
+    return {"input_tokens": tokens[0], "output_tokens": tokens[1], "has_tokens": has_tokens,
+            "models": models, "agents": agents, "tool_calls": calls, "tools": tools,
+            "failed_spans": failed, "error_types": errors}
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.sampled_from(CONVENTIONS),
-       st.lists(st.dictionaries(st.sampled_from(NAMES), VALUES, max_size=6), max_size=5))
-def test_each_role_is_read_by_its_first_name_present(
-        conventions: Conventions, spans: list[dict[str, object]]) -> None:
+def summarized(spans: Sequence[tuple[Mapping[str, object], bool]],
+               conventions: Conventions) -> dict[str, object]:
     summary = ChildSummary()
-    for attributes in spans:
-        summary.add(attributes, False, conventions)
+    for attributes, is_error in spans:
+        summary.add(attributes, is_error, conventions)
     assert summary.spans == len(spans)
-    assert {key: getattr(summary, key) for key in expected(spans, conventions)} == \
-        expected(spans, conventions)
+    return {key: getattr(summary, key) for key in expected([], conventions)}
+
+
+def spans_for(conventions: Conventions) -> st.SearchStrategy[
+        tuple[Conventions, list[tuple[dict[str, object], bool]]]]:
+    """Child spans with the conventions' own names mostly, other profiles' now and then."""
+    own = sorted(conventions.child_keys | {EXCEPTION_TYPE})
+    keys = st.one_of(st.sampled_from(own), st.sampled_from(own), st.sampled_from(NAMES))
+    return st.tuples(st.just(conventions), st.lists(
+        st.tuples(st.dictionaries(keys, VALUES, max_size=6), st.booleans()), max_size=5))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.sampled_from(CONVENTIONS).flatmap(spans_for))
+def test_each_role_is_read_by_its_first_name_present(
+        case: tuple[Conventions, list[tuple[dict[str, object], bool]]]) -> None:
+    conventions, spans = case
+    assert summarized(spans, conventions) == expected(spans, conventions)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.sampled_from(CONVENTIONS), st.integers(MAX_LIST - 2, 3 * MAX_LIST))
+def test_every_list_stops_at_its_bound(conventions: Conventions, distinct: int) -> None:
+    """Past ``MAX_LIST`` distinct models, agents, tools and errors the lists stop growing;
+    tools already listed go on being counted, and tokens and calls are all summed."""
+    spans = []
+    for n in range(distinct):
+        attributes: dict[str, object] = {EXCEPTION_TYPE: f"E{n}"}
+        for role, value in ((conventions.model, f"m{n}"), (conventions.child_agent, f"a{n}"),
+                            (conventions.tool_name, f"t{n % (MAX_LIST + 3)}"),
+                            (conventions.operation, conventions.tool_operation),
+                            (conventions.input_tokens, n), (conventions.output_tokens, 1)):
+            if role:
+                attributes[role[-1]] = value
+        spans.append((attributes, n % 2 == 0))
+    summary = summarized(spans, conventions)
+    assert summary == expected(spans, conventions)
+    assert len(summary["models"]) == min(distinct, MAX_LIST)  # type: ignore[arg-type]
+    assert summary["input_tokens"] == distinct * (distinct - 1) // 2
 
 
 def test_an_operation_is_read_as_single_line_text() -> None:
@@ -82,3 +150,14 @@ def test_an_operation_name_is_compared_as_single_line_text_too() -> None:
     summary.add({"gen_ai.operation.name": "x" * (MAX_TEXT + 1)}, False,
                 Conventions(tool_operation="x" * (MAX_TEXT + 1)))
     assert summary.tool_calls == 0
+
+
+def test_agent_and_tool_names_are_cut_at_256_characters() -> None:
+    """Agent and tool names are kept to 256 characters, cut between words."""
+    conventions = PROFILES["genai"]
+    long_name = "planner " * 40  # 320 characters
+    summary = ChildSummary()
+    summary.add({"gen_ai.agent.name": long_name, "gen_ai.tool.name": long_name,
+                 "gen_ai.operation.name": "execute_tool"}, False, conventions)
+    [agent] = summary.agents
+    assert agent == ("planner " * 32).strip() and list(summary.tools) == [agent]
