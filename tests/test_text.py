@@ -64,4 +64,6 @@ def test_read_text_refuses_a_folder_and_keeps_no_descriptor(tmp_path: Path) -> N
             read_text(folder)
         assert caught.value.filename == str(folder)
     if open_before is not None:
-        assert len(os.listdir("/proc/self/fd")) == open_before
+        # Other tests' threads may hold a descriptor or two for a moment; a read that
+        # kept its own would leave fifty.
+        assert len(os.listdir("/proc/self/fd")) < open_before + 10
