@@ -241,8 +241,9 @@ def _shared(conn: sqlite3.Connection, candidates: Candidates, wanted: Sequence[s
                 counts[doc] += 1
     # A cut list does not say whether a diary as old as its last one, or older, has the
     # signature too: those diaries are looked up (a diary newer would be in the list).
+    # With one signature wanted, every diary found came from its list: nothing to look up.
     cut = {signature: listed for signature, listed in newest.items()
-           if len(listed) > CANDIDATES}
+           if len(listed) > CANDIDATES} if len(newest) > 1 else {}
     if cut:
         last = max(min(listed.values()) for listed in cut.values())
         docs = [doc for doc, stamp in found.items() if stamp <= last]
