@@ -161,3 +161,17 @@ def test_agent_and_tool_names_are_cut_at_256_characters() -> None:
                  "gen_ai.operation.name": "execute_tool"}, False, conventions)
     [agent] = summary.agents
     assert agent == ("planner " * 32).strip() and list(summary.tools) == [agent]
+    for name, kept in (("x" * 256 + " y", "x" * 256), ("x" * 257, None)):
+        summary = ChildSummary()
+        summary.add({"gen_ai.agent.name": name, "gen_ai.tool.name": name,
+                     "gen_ai.operation.name": "execute_tool"}, False, conventions)
+        assert (summary.agents, list(summary.tools)) == ([kept] if kept else [],) * 2
+
+
+def test_the_first_stack_trace_is_kept() -> None:
+    """Of the failed spans' stack traces, the first one recorded is kept."""
+    summary = ChildSummary()
+    summary.add({"exception.stacktrace": "  "}, True, PROFILES["genai"])
+    for trace in ("Traceback: first", "Traceback: second"):
+        summary.add({"exception.stacktrace": trace}, True, PROFILES["genai"])
+    assert summary.stacktrace == "Traceback: first" and summary.failed_spans == 3

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -53,17 +55,33 @@ def test_read_text_refuses_a_fifo_without_waiting(tmp_path: Path) -> None:
         finishes(lambda: read_text(fifo), fifo)
 
 
-def test_read_text_refuses_a_folder_and_keeps_no_descriptor(tmp_path: Path) -> None:
+def test_read_text_refuses_a_folder_and_keeps_no_descriptor(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A folder where a document goes is an error naming the path, and costs nothing:
     each refused read closes what it opened."""
     folder = tmp_path / "lesson.md"
     folder.mkdir()
-    open_before = len(os.listdir("/proc/self/fd")) if Path("/proc/self/fd").is_dir() else None
+    me = threading.get_ident()
+    opened: list[int] = []
+    closed: list[int] = []
+    real_open, real_close = os.open, os.close
+
+    def counted_open(*args: Any, **kwargs: Any) -> int:
+        fd = real_open(*args, **kwargs)
+        if threading.get_ident() == me:  # other tests' threads may open files meanwhile
+            opened.append(fd)
+        return fd
+
+    def counted_close(fd: int) -> None:
+        if threading.get_ident() == me:
+            closed.append(fd)
+        real_close(fd)
+
+    monkeypatch.setattr(os, "open", counted_open)
+    monkeypatch.setattr(os, "close", counted_close)
     for _ in range(50):
         with pytest.raises(OSError, match="not a regular file") as caught:
             read_text(folder)
         assert caught.value.filename == str(folder)
-    if open_before is not None:
-        # Other tests' threads may hold a descriptor or two for a moment; a read that
-        # kept its own would leave fifty.
-        assert len(os.listdir("/proc/self/fd")) < open_before + 10
+    monkeypatch.undo()
+    assert len(opened) == 50 and closed == opened

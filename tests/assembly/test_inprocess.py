@@ -103,6 +103,9 @@ def test_contributions_past_the_bucket_bound_share_one_bucket_and_reach_the_task
     for parent in range(1, parents + 1):
         assembler.contribute(1, {"gen_ai.usage.input_tokens": 1}, False, parent)
         assembler.contribute(1, {"gen_ai.usage.input_tokens": 1}, False, parent)
-    assert len(assembler._traces[1].buckets) == MAX_BUCKETS + 1
+    buckets = assembler._traces[1].buckets
+    assert len(buckets) == MAX_BUCKETS + 1
+    assembler.contribute(1, {}, False, 1)  # a parent already held keeps its own bucket
+    assert buckets[1].spans == 3 and buckets[None].spans == 2 * (parents - MAX_BUCKETS)
     [(_, summary)] = assembler.task_ended(task(1, 10_000))
     assert summary.input_tokens == 2 * parents
