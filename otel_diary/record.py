@@ -184,8 +184,6 @@ class ChildSummary:
             operations = conventions.tool_operations
             if type(operation) is str and operation.isalpha():  # as_text leaves it be
                 called = len(operation) <= MAX_TEXT and operation in operations
-            elif type(operation) is str:
-                called = as_text(operation) in operations
             else:
                 called = operation is not None and as_text(operation) in operations
         else:

@@ -41,10 +41,8 @@ class _Trace:
         summary = self.buckets.get(parent_span_id)  # one lookup per contributing span
         if summary is None:
             if len(self.buckets) >= MAX_BUCKETS:
-                parent_span_id = None
-                summary = self.buckets.get(None)
-            if summary is None:
-                summary = self.buckets[parent_span_id] = ChildSummary()
+                parent_span_id = None  # past the bound, new parents share one bucket
+            summary = self.buckets.setdefault(parent_span_id, ChildSummary())
         return summary
 
     def take(self, task_span_id: int, rest: bool) -> ChildSummary:
