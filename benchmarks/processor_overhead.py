@@ -22,11 +22,12 @@ repeatable whatever else the machine does. Finally the cost per diary of the pip
 alone (folder sink, index, Related), for a completed run, for a recovered run that
 also updates its lesson, and for the runs ``serve`` writes under ``sustained_serve.py``'s
 load (ten tasks again and again, models, tokens and tool calls, after enough of them
-that Related's candidate lists are full; see ``serve_runs``): CPU milliseconds, and
-instructions under callgrind (N diaries minus none, both runs building the same N + warm
-records, so that only the pipeline's work is counted), handled one at a time and in a
-batch as the workers deliver them (``Pipeline.batch``: one index transaction and one
-write per lesson for up to 64 diaries).
+that Related's candidate lists are full; see ``serve_runs``): CPU milliseconds, user and
+system (the kernel's share, mostly creating files, depends on where the temporary folder
+is: ``TMPDIR`` chooses), and instructions under callgrind (N diaries minus none, both
+runs building the same N + warm records, so that only the pipeline's work is counted),
+handled one at a time and in a batch as the workers deliver them (``Pipeline.batch``:
+one index transaction and one write per lesson for up to 64 diaries).
 
     python benchmarks/processor_overhead.py [--traces 2000] [--callgrind-traces 200]
 """
@@ -37,6 +38,7 @@ import argparse
 import contextlib
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -255,28 +257,42 @@ def diary_workload(count: int, runs: bool | str, root: str, batched: bool,
     return pipeline.stats.diaries
 
 
-def cpu_per_diary(count: int, runs: bool | str, batched: bool) -> tuple[float, float]:
-    """CPU ms per diary for the pipeline alone (the runs of :func:`diary_workload`), and
-    for just writing the same bytes."""
+def cpu() -> tuple[float, float]:
+    """This process's user and system CPU seconds so far (every thread)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime, usage.ru_stime
+
+
+def cpu_per_diary(count: int, runs: bool | str,
+                  batched: bool) -> tuple[tuple[float, float], tuple[float, float]]:
+    """CPU ms per diary, user and system, for the pipeline alone (the runs of
+    :func:`diary_workload`), and for just writing the same bytes. The system share is
+    mostly the kernel creating files, which varies with the file system and even with the
+    folder (on some ext4 volumes a folder's first new file costs tens of microseconds, on
+    others a millisecond): the write alone shows what it is in this folder."""
     from otel_diary import ORCHESTRATOR, Settings
     from otel_diary.sinks.base import atomic_write
     from otel_diary.wiring import build_pipeline
+
+    def per_diary(start: tuple[float, float]) -> tuple[float, float]:
+        end = cpu()
+        return ((end[0] - start[0]) * 1000 / count, (end[1] - start[1]) * 1000 / count)
 
     with tempfile.TemporaryDirectory() as root:
         records, warm = pipeline_records(runs, count)
         pipeline = build_pipeline(Settings(enabled=True, dir=root), ORCHESTRATOR)
         handle_all(pipeline, records[:warm], batched)
-        start = time.process_time()
+        start = cpu()
         handle_all(pipeline, records[warm:], batched)
-        pipeline_ms = (time.process_time() - start) * 1000 / count
+        pipeline_ms = per_diary(start)
         pipeline.close()
         if pipeline.stats.diaries != len(records):
             raise SystemExit("the pipeline did not write every diary")
         contents = [p.read_bytes() for p in Path(root, "diaries", "agents").rglob("*.md")]
-        start = time.process_time()
+        start = cpu()
         for n, data in enumerate(contents[:count]):
             atomic_write(Path(root) / f"plain-{n}.md", data)
-        write_ms = (time.process_time() - start) * 1000 / count
+        write_ms = per_diary(start)
     return pipeline_ms, write_ms
 
 
@@ -336,10 +352,13 @@ def main() -> None:
              "h": f"serve's runs (sustained_serve.py), in a batch, after {SERVE_WARM}"}
     for mode, kind in kinds.items() if args.diaries > 0 else ():
         runs = "h" if mode == "h" else mode in "eg"
-        pipeline_ms, write_ms = cpu_per_diary(args.diaries, runs, batched=mode in "fgh")
+        (user, system), (write_user, write_system) = cpu_per_diary(
+            args.diaries, runs, batched=mode in "fgh")
         print(f"CPU per diary ({kind}; stub reflection, folder sink, index, Related): "
-              f"{pipeline_ms:.3f} ms; atomic write of the same bytes alone: "
-              f"{write_ms:.3f} ms (ratio {pipeline_ms / write_ms:.2f})")
+              f"{user + system:.3f} ms (user {user:.3f}, system {system:.3f}); atomic "
+              f"write of the same bytes alone: {write_user + write_system:.3f} ms (user "
+              f"{write_user:.3f}, system {write_system:.3f}); ratio "
+              f"{(user + system) / (write_user + write_system):.2f}")
         if valgrind and args.callgrind_diaries > 0:
             n = args.callgrind_diaries
             net = instructions(mode, n, built=n) - instructions(mode, 0, built=n)

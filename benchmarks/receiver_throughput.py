@@ -201,6 +201,15 @@ class Receiver(Server):
             fields[key] = value.strip()
         return (int(fields["VmRSS"].split()[0]) * 1024, int(fields["VmHWM"].split()[0]) * 1024)
 
+    def cpu(self) -> tuple[float, float]:
+        """User and system CPU seconds the process has used so far (every thread)."""
+        # /proc/<pid>/stat: the command may hold spaces, so count from its closing ")";
+        # utime and stime are the 14th and 15th fields, in clock ticks.
+        stat = Path(f"/proc/{self.process.pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2:].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        return int(fields[11]) / ticks, int(fields[12]) / ticks
+
 
 async def floor_app(scope: Message, receive: Callable[[], Awaitable[Message]],
                     send: Callable[[Message], Awaitable[None]]) -> None:

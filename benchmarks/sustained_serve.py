@@ -19,10 +19,14 @@ second apart per request).
 
 For each: spans accepted per second (requests answered 200 x spans per request), diaries
 written per second (from ``/metrics``, over the same window) and the spans of those
-task traces per second, their ratio to the spans accepted, and the share of requests
-refused. When the project's Collector build is in the cache (``make collector``), the
-same clients post to it (otlp receiver -> batch -> debug exporter) and its accepted
-spans/s is printed alongside, with each configuration's written spans/s as a ratio of it.
+task traces per second, their ratio to the spans accepted, the share of requests
+refused, and ``serve``'s CPU over the window (user and system, from ``/proc``). One
+thread writes the diaries, so its user time and the kernel's per diary add up; the
+kernel's is mostly creating files, and depends on the file system and even the folder
+(the temporary one: ``TMPDIR``).
+When the project's Collector build is in the cache (``make collector``), the same clients
+post to it (otlp receiver -> batch -> debug exporter) and its accepted spans/s is printed
+alongside, with each configuration's written spans/s as a ratio of it.
 
     python benchmarks/sustained_serve.py [--seconds 30] [--clients 12] [--grace 2]
 """
@@ -137,10 +141,10 @@ def main() -> None:
             kb = root / name.replace(" ", "").replace(",", "-")
             receiver = bench.Receiver(kb, OTEL_DIARY_SERVE_GRACE_S=str(args.grace), **env)
             try:
-                before = receiver.metrics()
+                before, cpu_before = receiver.metrics(), receiver.cpu()
                 statuses, elapsed = load(bench, receiver.url, template, trace_ids,
                                          args.clients, args.seconds)
-                after = receiver.metrics()
+                after, cpu_after = receiver.metrics(), receiver.cpu()
                 _, peak = receiver.rss()
             finally:
                 receiver.stop(graceful=False)
@@ -156,6 +160,11 @@ def main() -> None:
                   f"requests refused (429/503); waiting for the pipeline at the end "
                   f"{after.get('otel_diary_pending_diaries', 0):,.0f}; peak RSS "
                   f"{peak / 2**20:.0f} MiB")
+            user, system = (end - start for end, start in zip(cpu_after, cpu_before, strict=True))
+            per_diary = 1000 / max(diaries * elapsed, 1)
+            print(f"  serve's CPU under the load: {user / elapsed:.2f} cores user, "
+                  f"{system / elapsed:.2f} system; per diary written {user * per_diary:.3f} ms "
+                  f"user, {system * per_diary:.3f} ms system (receiving included)")
         baseline = written[CONFIGURATIONS[0][0]]
         for name, _ in CONFIGURATIONS[1:]:
             print(f"{name} / {CONFIGURATIONS[0][0]}: written spans/s ratio "
