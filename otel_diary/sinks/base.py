@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from otel_diary.pipeline.render import Diary
@@ -25,8 +24,8 @@ class Sink(Protocol):
 _temporary_names = itertools.count()
 
 
-def atomic_write(path: Path, data: bytes, *, durable: bool = False, replace: bool = True,
-                 mode: int = 0o666) -> None:
+def atomic_write(path: str | os.PathLike[str], data: bytes, *, durable: bool = False,
+                 replace: bool = True, mode: int = 0o666) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, whole.
 
     ``durable`` also syncs the data to disk before the rename and the folder after it
@@ -55,14 +54,15 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = False, replace: boo
             os.unlink(tmp)
         raise
     if durable:
-        _sync_folder(path.parent)
+        _sync_folder(os.path.dirname(path))
 
 
-def _temporary(path: Path, mode: int) -> tuple[int, Path]:
+def _temporary(path: str | os.PathLike[str], mode: int) -> tuple[int, str]:
     """A new file beside ``path`` for its next content, open for writing. A name left by
     a process that ended mid-write (a restarted one may have its id) is passed over."""
+    folder, name = os.path.split(os.fspath(path))
     for _ in range(100):
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_temporary_names)}.tmp")
+        tmp = os.path.join(folder, f".{name}.{os.getpid()}.{next(_temporary_names)}.tmp")
         try:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), tmp
         except FileExistsError:
@@ -70,9 +70,9 @@ def _temporary(path: Path, mode: int) -> tuple[int, Path]:
     raise FileExistsError(f"no free temporary name beside {path}")
 
 
-def _sync_folder(folder: Path) -> None:
+def _sync_folder(folder: str) -> None:
     with contextlib.suppress(OSError, AttributeError):
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        fd = os.open(folder or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         try:
             os.fsync(fd)
         finally:

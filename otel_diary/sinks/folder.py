@@ -59,14 +59,14 @@ class FolderSink:
         self.root = Path(root)
         self._resolved_root = self.root.resolve()
         self._base = (self.root / DIARY_ROOT).resolve()
-        self._folders: dict[str, Path] = {}
+        self._folders: dict[str, str] = {}
         """Agent folders (relative) already resolved and found inside ``_base``."""
 
     def target(self, diary: Diary) -> Path:
         """The file this diary is (or will be) written to."""
-        return self._claim(diary)[0]
+        return Path(self._claim(diary)[0])
 
-    def _claim(self, diary: Diary) -> tuple[Path, str | None]:
+    def _claim(self, diary: Diary) -> tuple[str, str | None]:
         """The file for this diary, and the id of the diary in it now (``None``: no file)."""
         checked: set[str] = set()
         for relative in (diary.path, diary.alternate_path):
@@ -86,12 +86,13 @@ class FolderSink:
                 try:
                     atomic_write(path, data, replace=owner == diary.id)
                 except FileNotFoundError:  # the agent's folder is new (or was removed)
-                    path.parent.mkdir(parents=True, exist_ok=True)
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
                     atomic_write(path, data, replace=owner == diary.id)
-                return str(path)
+                return path
             except FileExistsError:
-                if not path.parent.is_dir():
-                    raise FolderUnwritable(self.root, f"{path.parent} is not a folder") from None
+                if not os.path.isdir(os.path.dirname(path)):
+                    raise FolderUnwritable(
+                        self.root, f"{os.path.dirname(path)} is not a folder") from None
                 continue  # another writer took the name first: look again
             except OSError as exc:
                 raise FolderUnwritable.of(self.root, exc) from exc
@@ -100,24 +101,24 @@ class FolderSink:
     def close(self) -> None:
         pass
 
-    def _look(self, relative: str, checked: set[str]) -> tuple[Path, str | None]:
-        """``relative`` resolved, refused when it leaves the diary folder, and the id of the
-        diary in it (``None``: no file). An agent folder is resolved once; after that a
-        file name in it needs only a look at the folder (once per claim: ``checked``) and
-        the file, neither of which may have become a symbolic link, instead of one system
-        call per component of the path."""
+    def _look(self, relative: str, checked: set[str]) -> tuple[str, str | None]:
+        """``relative`` resolved (as a string), refused when it leaves the diary folder,
+        and the id of the diary in it (``None``: no file). An agent folder is resolved
+        once; after that a file name in it needs only a look at the folder (once per
+        claim: ``checked``) and the file, neither of which may have become a symbolic
+        link, instead of one system call per component of the path."""
         folder, _, name = relative.rpartition("/")
         known = self._folders.get(folder)
         if known is not None and name not in ("", ".", "..") and (
-                folder in checked or not known.is_symlink()):
+                folder in checked or not os.path.islink(known)):
             checked.add(folder)
-            path = known / name
+            path = known + os.sep + name  # name holds no "/": what Path(known) / name gives
             try:
                 return path, owner_of(path, follow=False)
             except OSError:
                 pass  # a symbolic link: resolved below
-        path = (self.root / relative).resolve()
-        if not path.is_relative_to(self._base) or path == self._base:
+        resolved_path = (self.root / relative).resolve()
+        if not resolved_path.is_relative_to(self._base) or resolved_path == self._base:
             raise UnsafePathError(f"diary path {relative!r} leaves {self._base}")
         if known is None and folder:
             resolved = (self.root / folder).resolve()
@@ -125,8 +126,8 @@ class FolderSink:
                     and resolved == self._resolved_root / folder and resolved.is_dir()):
                 if len(self._folders) >= _MAX_FOLDERS:
                     self._folders.clear()
-                self._folders[folder] = resolved
-        return path, owner_of(path)
+                self._folders[folder] = str(resolved)
+        return str(resolved_path), owner_of(resolved_path)
 
 
 def relative_location(root: str, location: str) -> str | None:
@@ -145,12 +146,12 @@ _READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 """Opening never waits (a FIFO planted where a diary goes reads as empty: taken)."""
 
 
-def owner_of(path: Path, *, follow: bool = True) -> str | None:
+def owner_of(path: str | os.PathLike[str], *, follow: bool = True) -> str | None:
     """The diary id stored in ``path``'s front matter, ``None`` when there is no file, ``""``
     when it holds something else. With ``follow`` false, a symbolic link at ``path`` raises
     ``OSError``, as anything else it cannot open does (systems differ in the error a link
     gives), for the caller to resolve the path and look again."""
-    if not follow and not _NOFOLLOW and path.is_symlink():
+    if not follow and not _NOFOLLOW and os.path.islink(path):
         raise OSError(errno.ELOOP, "a symbolic link", str(path))
     try:
         fd = os.open(path, _READ if follow else _READ | _NOFOLLOW)

@@ -31,6 +31,19 @@ def test_same_span_same_file(tmp_path: Path) -> None:
     assert not list(tmp_path.rglob("*.tmp"))
 
 
+def test_one_sink_names_a_file_alike_before_and_after_knowing_its_folder(
+        tmp_path: Path) -> None:
+    """The first diary of an agent folder is located by resolving its path, the next ones
+    from the folder the sink remembers: the same location strings either way."""
+    sink = FolderSink(tmp_path / "kb")
+    diaries = [render(replace(COMPLETED, span_id=span_id), "x") for span_id in (0x1, 0x2)]
+    locations = [sink.write(diary) for diary in (*diaries, diaries[0])]
+    expected = [str((tmp_path / "kb" / path).resolve())
+                for path in (diaries[0].path, diaries[1].alternate_path, diaries[0].path)]
+    assert locations == expected
+    assert [str(sink.target(diary)) for diary in diaries] == expected[:2]
+
+
 def test_other_run_of_same_task_does_not_overwrite(tmp_path: Path) -> None:
     """Another run of the same task on the same day gets its own file; both survive."""
     first = write(tmp_path)
