@@ -15,10 +15,16 @@ import stat
 import string
 from datetime import datetime, timedelta, timezone
 
-# Characters a YAML stream may not carry raw, and bidi/format controls that hide text.
+# Characters a YAML stream may not carry raw, and those that show nothing: every format
+# character (Unicode category Cf: zero-width, bidi controls, soft hyphen, word joiner,
+# tags...) and the other default-ignorable ones (variation selectors, fillers), which
+# could hide text or split a secret that redaction would otherwise recognize.
 _NON_PRINTABLE = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069"
-    "\ufeff\ufff0-\uffff\ud800-\udfff]"
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f"
+    "\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e"
+    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\uffff\ud800-\udfff\U000110bd"
+    "\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e0fff]"
 )
 
 
@@ -129,7 +135,10 @@ def parse_since(text: str, now: datetime | None = None) -> str:
     age = _AGE.fullmatch(value.lower())
     if age:
         delta = timedelta(**{_UNITS[age.group(2)]: int(age.group(1))})
-        moment = (now or datetime.now(timezone.utc)) - delta
+        try:
+            moment = (now or datetime.now(timezone.utc)) - delta
+        except OverflowError:  # before the year 1: every diary is newer
+            moment = datetime.min.replace(tzinfo=timezone.utc)
     else:
         try:
             moment = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
@@ -139,8 +148,13 @@ def parse_since(text: str, now: datetime | None = None) -> str:
                 "age (30m, 12h, 7d, 2w)") from None
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=timezone.utc)
-    moment = moment.astimezone(timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{moment.microsecond // 1000:03d}Z"
+    try:
+        moment = moment.astimezone(timezone.utc)
+    except OverflowError:  # 0001-01-01T00:00+01:00, 9999-12-31T23:00-02:00
+        raise ValueError(f"{text!r} is out of range (years 1 to 9999 in UTC)") from None
+    # By hand: strftime writes the year 1 as "1", which sorts after every real stamp.
+    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:"
+            f"{moment.minute:02d}:{moment.second:02d}.{moment.microsecond // 1000:03d}Z")
 
 
 _READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)

@@ -292,6 +292,7 @@ def test_bad_fts_syntax_gives_a_clear_message(capsys: pytest.CaptureFixture[str]
     ("7d", "2026-11-23T00:00:00.000Z"),
     ("12h", "2026-11-29T12:00:00.000Z"),
     ("2w", "2026-11-16T00:00:00.000Z"),
+    ("999999w", "0001-01-01T00:00:00.000Z"),  # before the year 1: every diary
 ])
 def test_since_accepts_dates_times_and_ages(text: str, expected: str) -> None:
     """--since takes a date, a time with or without offset, or an age before now."""
@@ -305,6 +306,17 @@ def test_bad_since_is_a_usage_error(capsys: pytest.CaptureFixture[str], tmp_path
         main(["search", "--dir", str(tmp_path), "--since", "yesterday"])
     assert stopped.value.code == 2
     assert "age (30m, 12h, 7d, 2w)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("since", ["0001-01-01T00:00+01:00", "9999-12-31T23:00-02:00"])
+def test_since_out_of_range_is_a_usage_error(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, since: str) -> None:
+    """A time that is no UTC time (before the year 1 or after 9999 once converted) stops
+    with a usage error, not a traceback."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["search", "--dir", str(tmp_path), "--since", since])
+    assert stopped.value.code == 2
+    assert "out of range" in capsys.readouterr().err
 
 
 def test_search_without_a_knowledge_base_creates_nothing(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -106,6 +108,19 @@ def test_key_block_cut_off_by_a_log_tail_is_still_redacted() -> None:
 def test_hidden_characters_cannot_split_a_secret() -> None:
     """Zero-width and bidi characters inside a secret are removed before matching."""
     assert redact("AKIA\u200bIOSFODNN7\u202eEXAMPLE") == "[REDACTED:aws_access_key]"
+
+
+def test_no_invisible_character_can_split_a_secret() -> None:
+    """Every character that shows nothing (each format character, variation selectors,
+    fillers, tags) is removed before matching, wherever it sits in a secret."""
+    invisible = [chr(code) for code in range(sys.maxunicode + 1)
+                 if unicodedata.category(chr(code)) == "Cf"]
+    invisible += ["\u034f", "\u115f", "\u3164", "\ufe0f", "\uffa0", "\U000e0100"]
+    for char in invisible:
+        assert redact(f"key AKIA{char}IOSFODNN7EXAMPLE") == "key [REDACTED:aws_access_key]", \
+            f"U+{ord(char):04X}"
+        assert redact(f"sk-proj-{char}AbCdEfGhIjKlMnOpQrStUvWxYz0123456789") == \
+            "[REDACTED:api_key]", f"U+{ord(char):04X}"
 
 
 def test_extra_patterns_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

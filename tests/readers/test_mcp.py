@@ -187,6 +187,7 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("kb_search", {"query": "orders", "limit": 10_000}, "less than or equal to 50"),
     ("kb_search", {"query": "orders", "outcome": "failed"}, "outcome"),
     ("kb_search", {"query": "orders", "since": "last tuesday"}, "since"),
+    ("kb_search", {"query": "orders", "since": "0001-01-01T00:00+01:00"}, "out of range"),
     ("kb_lessons", {"error": "x" * 70_000}, "at most 64000 characters"),
     ("kb_lessons", {"error": "   "}, "the error text is empty"),
     ("kb_lessons", {}, "error"),
