@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import gc
 import logging
+from bisect import bisect_left
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from otel_diary.assembly.batch import Batch, Contribution
-from otel_diary.assembly.table import LINKS_OVERHEAD, Ancestry, TraceTable
+from otel_diary.assembly.table import LINK_BYTES, LINKS_OVERHEAD, Ancestry, TraceTable
 from otel_diary.conventions import Conventions
 from otel_diary.record import ChildSummary, Ready, SpanRecord, error_details
 
@@ -56,6 +57,22 @@ class _Trace:
     """Every task span seen, decided or not: span id -> (parent span id, end time)."""
     links: list[bytes] = field(default_factory=list)
     """Parent links of the trace's spans (see :class:`~otel_diary.assembly.table.Ancestry`)."""
+    link_count: int = 0
+
+
+MAX_LINKS = 2**17
+"""Parent links a trace holds at most (2 MiB): past them a plain span's link is dropped
+(counted), and a task span reached only through it is taken for a root."""
+
+
+@dataclass(slots=True)
+class _View:
+    """What the decisions of one call read of a trace, which takes in nothing meanwhile:
+    its ancestry (each span walked once however many tasks are decided), and its root
+    task spans by end time (``None`` until a root task needs them)."""
+
+    ancestry: Ancestry
+    ends: list[tuple[int, int]] | None = None
 
 
 class TraceStore:
@@ -112,6 +129,10 @@ class TraceStore:
         """Traces without a task span dropped to make room at a bound."""
         self.taskless_dropped = 0
         """Contributions dropped with them."""
+        self.links_dropped = 0
+        """Parent links dropped: their trace held ``MAX_LINKS`` already."""
+        self._views: dict[bytes, _View] = {}
+        """The views of the traces decided in the call under way (emptied after it)."""
         self.on_close: Callable[[bytes], None] | None = None
         """Told the id of every trace the store forgets (decided, expired or evicted): the
         collector compacts the trace's journal rows once its diaries are written."""
@@ -179,6 +200,14 @@ class TraceStore:
         for trace_id, links in batch.links:
             entry = traces.get(trace_id)
             if entry is not None:  # of a trace nothing is held of: not kept
+                count = len(links) // LINK_BYTES
+                if entry.link_count + count > MAX_LINKS:
+                    room = max(MAX_LINKS - entry.link_count, 0)
+                    self.links_dropped += count - room
+                    count, links = room, links[:room * LINK_BYTES]
+                    if not count:
+                        continue
+                entry.link_count += count
                 entry.links.append(links)
                 link_size = LINKS_OVERHEAD + len(links)
                 entry.size += link_size
@@ -189,7 +218,10 @@ class TraceStore:
         self.spans += held
         self.duplicates += duplicates
         self.accepted += batch.valid - duplicates
-        return self._relieve()
+        try:
+            return self._relieve()
+        finally:
+            self._views.clear()
 
     @staticmethod
     def _merge(entry: _Trace, span_ids: list[bytes], contributions: list[Contribution],
@@ -261,12 +293,15 @@ class TraceStore:
         ready: list[Ready] = []
         deadlines = self._deadlines
         left = len(deadlines) if limit is None else limit
-        while deadlines and deadlines[0][0] <= now and left > 0:
-            left -= 1
-            _, trace_id, task_id = deadlines.popleft()
-            entry = self._traces.get(trace_id)
-            if entry is not None and task_id in entry.tasks:
-                ready.extend(self._decide(trace_id, entry, task_id))
+        try:
+            while deadlines and deadlines[0][0] <= now and left > 0:
+                left -= 1
+                _, trace_id, task_id = deadlines.popleft()
+                entry = self._traces.get(trace_id)
+                if entry is not None and task_id in entry.tasks:
+                    ready.extend(self._decide(trace_id, entry, task_id))
+        finally:
+            self._views.clear()
         return ready
 
     def is_due(self, now: float) -> bool:
@@ -276,12 +311,15 @@ class TraceStore:
     def expire(self, now: float) -> None:
         """Forget traces idle for ``trace_timeout`` (their root task never came)."""
         traces = self._traces
-        while traces.idle(now, self.trace_timeout):
-            trace_id, entry = traces.oldest()
-            for task_id in list(entry.tasks):  # only while grace >= timeout; keep nothing
-                self._decide(trace_id, entry, task_id)
-            if trace_id in traces:
-                self._close(trace_id, entry)
+        try:
+            while traces.idle(now, self.trace_timeout):
+                trace_id, entry = traces.oldest()
+                for task_id in list(entry.tasks):  # only while grace >= timeout; keep nothing
+                    self._decide(trace_id, entry, task_id)
+                if trace_id in traces:
+                    self._close(trace_id, entry)
+        finally:
+            self._views.clear()
 
     def drain(self, *, shutdown: bool = False) -> list[Ready]:
         """Decide every waiting task span now and forget the rest (end of input, shutdown).
@@ -290,11 +328,14 @@ class TraceStore:
         not reported to ``on_close``: what the journal holds of them stays for the next
         start, whose requests may bring their task spans."""
         ready: list[Ready] = []
-        while self._deadlines:
-            _, trace_id, task_id = self._deadlines.popleft()
-            entry = self._traces.get(trace_id)
-            if entry is not None and task_id in entry.tasks:
-                ready.extend(self._decide(trace_id, entry, task_id))
+        try:
+            while self._deadlines:
+                _, trace_id, task_id = self._deadlines.popleft()
+                entry = self._traces.get(trace_id)
+                if entry is not None and task_id in entry.tasks:
+                    ready.extend(self._decide(trace_id, entry, task_id))
+        finally:
+            self._views.clear()
         for trace_id, entry in list(self._traces.items()):
             self._close(trace_id, entry, notify=not shutdown)
         return ready
@@ -310,8 +351,10 @@ class TraceStore:
                 self._done.popitem(last=False)
         done.add(task_id)
         ready: list[Ready] = []
-        ancestry = self._ancestry(entry, done)
-        if ancestry.nested(record.parent_span_id):
+        view = self._views.get(trace_id)
+        if view is None:
+            view = self._views[trace_id] = _View(self._ancestry(entry, done))
+        if view.ancestry.nested(record.parent_span_id):
             self.nested_tasks += 1  # its parent task's diary covers it, and takes its facts
             keys = self.conventions.child_keys  # what a decoded contribution keeps too
             facts: dict[str, object] = {key: value for key, value in record.attributes.items()
@@ -327,7 +370,7 @@ class TraceStore:
             self.spans += 1
         else:
             self.root_tasks += 1
-            ready.append((record, self._summary(entry, task_id, ancestry)))
+            ready.append((record, self._summary(entry, task_id, view)))
         if not entry.tasks:
             self._close(trace_id, entry)
         return ready
@@ -338,19 +381,24 @@ class TraceStore:
         return Ancestry(lambda span_id: span_id in task_spans or span_id in done,
                         entry.links)
 
-    def _summary(self, entry: _Trace, task_id: int, ancestry: Ancestry) -> ChildSummary:
+    def _summary(self, entry: _Trace, task_id: int, view: _View) -> ChildSummary:
         """What the trace's contributions add to root task ``task_id``; they are handed
         over and forgotten, as are those of root tasks decided before."""
         summary = ChildSummary()
-        ends = sorted((end, span_id) for span_id, (parent, end) in entry.task_spans.items()
-                      if not ancestry.nested(parent))
+        ends = view.ends
+        if ends is None:
+            nested = view.ancestry.nested
+            ends = view.ends = sorted(
+                (end, span_id) for span_id, (parent, end) in entry.task_spans.items()
+                if not nested(parent))
         last = ends[-1][1]
         kept: list[Contribution] = []
         for contribution in entry.contributions:
             owner = last
-            if len(ends) > 1:
-                owner = next((span_id for end, span_id in ends if contribution.end_ns <= end),
-                             last)
+            if len(ends) > 1:  # the first root task to end at or after it, else the last
+                at = bisect_left(ends, (contribution.end_ns,))
+                if at < len(ends):
+                    owner = ends[at][1]
             if owner == task_id:
                 summary.add(contribution.attributes, contribution.is_error, self.conventions)
             elif owner in entry.tasks:

@@ -53,16 +53,19 @@ LINKS_OVERHEAD = 40
 class Ancestry:
     """Whether a span has a task span among its ancestors, following the parent links of
     the trace's spans (runs of :data:`LINK_BYTES` pairs) through the plain spans in
-    between. The links are read into a dict at the first walk that needs them, once per
-    decision; a walk ends at a span whose parent is not known (not come, or the trace
-    root), and at a cycle."""
+    between. The links are read into a dict at the first walk that needs them; a walk
+    ends at a span whose parent is not known (not come, or the trace root), and at a
+    cycle. Each span's answer is remembered, so any number of walks cost at most one step
+    per link: while the trace takes in nothing new, one ``Ancestry`` serves every decision."""
 
-    __slots__ = ("_is_task", "_links", "_parents")
+    __slots__ = ("_is_task", "_known", "_links", "_parents")
 
     def __init__(self, is_task: Callable[[int], bool], links: Iterable[bytes]) -> None:
         self._is_task = is_task
         self._links = links
         self._parents: dict[int, int] | None = None
+        self._known: dict[int, bool] = {}
+        """Plain span -> whether a task span is among its ancestors."""
 
     def nested(self, parent: int | None) -> bool:
         """Whether the span whose parent is ``parent`` has a task span among its ancestors."""
@@ -71,18 +74,33 @@ class Ancestry:
         is_task = self._is_task
         if is_task(parent):
             return True
+        known = self._known
+        answer = known.get(parent)
+        if answer is not None:
+            return answer
         parents = self._parents
         if parents is None:
             parents = self._parents = dict(
                 pair for run in self._links for pair in struct.iter_unpack(">QQ", run))
-        for _ in range(len(parents)):
-            up = parents.get(parent)
-            if up is None:
-                return False
+        # Each span walked is remembered at once as having no task above it, the answer
+        # when the walk ends at the root, at an unknown parent, or back at itself (a
+        # cycle); a task span met makes it true for all of them.
+        walked = [parent]
+        known[parent] = False
+        while (up := parents.get(walked[-1])) is not None:
             if is_task(up):
+                for span in walked:
+                    known[span] = True
                 return True
-            parent = up
-        return False  # a cycle
+            seen = known.get(up)
+            if seen is not None:
+                if seen:
+                    for span in walked:
+                        known[span] = True
+                return seen
+            known[up] = False
+            walked.append(up)
+        return False
 
 
 class Assembly(Protocol):

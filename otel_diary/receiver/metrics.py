@@ -47,7 +47,8 @@ def _samples(collector: Collector) -> dict[str, list[tuple[str, int]]]:
     samples["spans_accepted_total"].append(("", store.accepted))
     samples["spans_dropped_total"] += [('reason="duplicate"', store.duplicates),
                                        ('reason="late"', store.late),
-                                       ('reason="taskless_evicted"', store.taskless_dropped)]
+                                       ('reason="taskless_evicted"', store.taskless_dropped),
+                                       ('reason="trace_links"', store.links_dropped)]
     samples["tasks_total"] += [('kind="root"', store.root_tasks),
                                ('kind="nested"', store.nested_tasks)]
     samples["task_runs_failed_total"].append(("", stats.failed_runs))

@@ -8,6 +8,7 @@ import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from otel_diary import ORCHESTRATOR, Settings
+from otel_diary.assembly import grace
 from otel_diary.assembly.batch import Batch
 from otel_diary.assembly.grace import TraceStore
 from otel_diary.receiver.admission import Admission, Collector
@@ -174,6 +175,55 @@ def test_a_nested_task_keeps_only_its_facts_for_the_outer_run() -> None:
     assert record.attributes["orchestrator.task.id"] == "OUTER"
     assert summary.input_tokens + summary.output_tokens == 120 + 10
     assert "m-inner" in summary.models
+
+
+def chain_of_tasks(trace_id: bytes, parent: bytes, plain: int, tasks: int) -> list[Span]:
+    """``plain`` plain spans one under the other below ``parent``, then ``tasks`` task
+    spans under the last of them."""
+    spans: list[Span] = []
+    for _ in range(plain):
+        spans.append(span(trace_id, new_span_id(), parent, name="step"))
+        parent = spans[-1].span_id
+    return spans + [span(trace_id, new_span_id(), parent, name="sub", attributes={
+        "orchestrator.task.id": f"SUB-{n}", "gen_ai.usage.input_tokens": 1})
+        for n in range(tasks)]
+
+
+def test_many_tasks_under_a_long_chain_of_plain_spans_belong_to_the_outer_task() -> None:
+    """Task > 3,000 plain spans > 200 tasks: one root task, which takes the inner ones'
+    facts. Decided in one call, they share one walk of the chain (see test_table)."""
+    trace_id = new_trace_id()
+    outer = task_trace("OUTER", chats=1, trace_id=trace_id)
+    traces = store()
+    traces.add(batch_of(chain_of_tasks(trace_id, outer[0].span_id, 3_000, 200)), now=0)
+    traces.add(batch_of(outer), now=1)
+    ready = traces.due(10)
+    assert [r[0].attributes["orchestrator.task.id"] for r in ready] == ["OUTER"]
+    assert tokens(ready[0]) == 120 + 200
+    assert (traces.root_tasks, traces.nested_tasks) == (1, 200)
+    assert (len(traces), traces.spans, traces.bytes) == (0, 0, 0)
+
+
+def test_a_trace_holds_at_most_max_links_and_counts_the_others(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``MAX_LINKS`` parent links in a trace, the others are dropped and counted (and
+    in /metrics): a task reached only through them is taken for a root."""
+    monkeypatch.setattr(grace, "MAX_LINKS", 100)
+    trace_id = new_trace_id()
+    outer = task_trace("OUTER", chats=1, trace_id=trace_id)
+    batches = [batch_of(outer), batch_of(chain_of_tasks(trace_id, outer[0].span_id, 300, 1))]
+    links = sum(len(run) for batch in batches for _, run in batch.links) // 16
+    pipeline = build_pipeline(Settings(index=False), ORCHESTRATOR, sinks=[InMemorySink()])
+    traces = store()
+    service = Collector(traces, pipeline, start=False)
+    for batch in batches:
+        traces.add(batch, now=0)
+    assert links > 300 and traces.links_dropped == links - 100
+    assert metric_values(metrics_text(service))[
+        'otel_diary_spans_dropped_total{reason="trace_links"}'] == links - 100
+    service.close(10)
+    assert sorted(str(r[0].attributes["orchestrator.task.id"]) for r in traces.due(10)) == [
+        "OUTER", "SUB-0"]
 
 
 def test_parent_links_of_traces_nothing_is_held_of_are_not_kept() -> None:
