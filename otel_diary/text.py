@@ -3,7 +3,8 @@
 Values that came from a span are hostile: :func:`clean` drops what a YAML stream or a
 reader's eye cannot take, :func:`one_line` flattens and caps, :func:`cut` shortens prose
 at a sentence or word boundary. A trace-link template is checked once, when it is set.
-:func:`read_text` reads a file of the knowledge base without ever waiting on it.
+:func:`read_text` reads a file of the knowledge base without ever waiting on it, and
+:func:`knowledge_files` lists those a planted symbolic link does not lead out of it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ import re
 import stat
 import string
 from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # Characters a YAML stream may not carry raw, and those that show nothing: every format
 # character (Unicode category Cf: zero-width, bidi controls, soft hyphen, word joiner,
@@ -158,13 +163,18 @@ def parse_since(text: str, now: datetime | None = None) -> str:
 
 
 _READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-def read_text(path: str | os.PathLike[str], errors: str = "strict") -> str:
+def read_text(path: str | os.PathLike[str], errors: str = "strict", *,
+              follow: bool = True) -> str:
     """The UTF-8 text of the regular file at ``path``. Never waits: a FIFO, socket or
     device found there (anyone may drop one into a knowledge-base folder), or a folder,
-    is an ``OSError`` naming ``path``, as a missing file is."""
-    fd = os.open(path, _READ)
+    is an ``OSError`` naming ``path``, as a missing file is. With ``follow`` false, so is
+    a symbolic link."""
+    if not follow and not _NOFOLLOW and os.path.islink(path):
+        raise OSError(errno.ELOOP, "a symbolic link", os.fspath(path))
+    fd = os.open(path, _READ if follow else _READ | _NOFOLLOW)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
@@ -173,3 +183,23 @@ def read_text(path: str | os.PathLike[str], errors: str = "strict") -> str:
         raise
     with open(fd, encoding="utf-8", errors=errors) as handle:  # closes fd, even on error
         return handle.read()
+
+
+def inside(path: Path, base: Path) -> bool:
+    """Whether ``path``, its symbolic links followed, is in the folder ``base`` (resolved)."""
+    try:
+        return path.resolve().is_relative_to(base)
+    except (OSError, RuntimeError):  # a link loop
+        return False
+
+
+def knowledge_files(folder: Path, base: Path, *, recursive: bool = True) -> list[Path]:
+    """The ``*.md`` files under ``folder`` (in its subfolders too when ``recursive``),
+    sorted, that are in ``base``, the knowledge base's folder (resolved): none when
+    ``folder`` leads out of it, and a file that is a symbolic link only when it leads to
+    a file inside. Anyone may plant a link in a shared folder; what it points to is not
+    the knowledge base's to show."""
+    if not folder.is_dir() or not inside(folder, base):
+        return []
+    files = sorted(folder.rglob("*.md") if recursive else folder.glob("*.md"))
+    return [file for file in files if not file.is_symlink() or inside(file, base)]

@@ -19,7 +19,7 @@ from otel_diary.index.lessons import Lesson, LessonBook, Sighting
 from otel_diary.index.query import Hit, SearchResult
 from otel_diary.index.store import MAX_DOCUMENT_BYTES, DiaryIndex
 from otel_diary.pipeline.core import MAX_RELATED
-from otel_diary.pipeline.render import DIARY_ROOT
+from otel_diary.pipeline.render import KB_FOLDER
 from otel_diary.sinks.base import atomic_write
 from otel_diary.sinks.folder import owner_of
 from otel_diary.text import read_text
@@ -40,7 +40,7 @@ class FolderStore:
         self.where = str(self.root)
         self.index = index if index is not None else DiaryIndex(self.root)
         self.book = book if book is not None else LessonBook(self.root)
-        self._folder = (self.root / Path(DIARY_ROOT).parent).resolve()
+        self._folder = (self.root / KB_FOLDER).resolve()
 
     def add_diary(self, entry: Entry, content: str) -> str:
         """Write the diary's file (unless it holds ``content`` already) and index it; the

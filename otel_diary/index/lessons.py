@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_diary.counters import Counters, LogOnce
+from otel_diary.errors import UnsafePathError
 from otel_diary.index.documents import (
     primary_signature,
     section_signatures,
@@ -29,6 +30,7 @@ from otel_diary.index.templates import first_error_line, stderr_block
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.render import (
     DIARY_ROOT,
+    KB_FOLDER,
     Diary,
     front_matter,
     parse_front_matter,
@@ -37,14 +39,17 @@ from otel_diary.pipeline.render import (
 )
 from otel_diary.sinks.base import atomic_write
 from otel_diary.sinks.folder import relative_location
-from otel_diary.text import clean, one_line, read_text, sha256_hex
+from otel_diary.text import clean, inside, knowledge_files, one_line, read_text, sha256_hex
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX: updates within one process only
     fcntl = None  # type: ignore[assignment]
 
-LESSON_ROOT = f"{Path(DIARY_ROOT).parent.as_posix()}/lessons"
+LESSON_ROOT = f"{KB_FOLDER}/lessons"
 """Where lessons live under the knowledge-base root."""
 MAX_EVIDENCE = 200
 """Most diary ids a lesson lists as evidence (the newest kept; ``runs`` counts all)."""
@@ -284,6 +289,8 @@ class LessonBook:
         self._cache_lock = threading.Lock()
         self._local = threading.local()
         """``held``: this thread's sightings kept for :meth:`release`, by signature."""
+        self._checked = False
+        """The lessons' folder was found where it belongs once (then: not a link)."""
 
     def path(self, signature: str) -> Path:
         return self.root / lesson_path(signature)
@@ -298,7 +305,7 @@ class LessonBook:
         if held and any(seen.id != ident for seen, _ in held.get(signature, ())):
             return True
         try:
-            text = read_text(self.path(signature))
+            text = read_text(self.path(signature), follow=False)
         except OSError:
             return False
         if ident not in text:
@@ -309,8 +316,8 @@ class LessonBook:
         """The lesson for ``signature`` as its file says (a new one when there is none
         or the file is not a lesson)."""
         try:
-            text = read_text(self.path(signature))
-        except OSError:
+            text = read_text(self.path(signature), follow=False)
+        except OSError:  # none, or a symbolic link (replaced when the lesson is written)
             return Lesson(signature)
         with self._cache_lock:
             cached = self._cache.get(signature)
@@ -335,7 +342,7 @@ class LessonBook:
     def all(self) -> list[Lesson]:
         """Every lesson in the folder, the most recently met first."""
         found: list[Lesson] = []
-        for file in sorted(self.folder.glob("*.md")) if self.folder.is_dir() else []:
+        for file in knowledge_files(self.folder, self._base(), recursive=False):
             try:
                 found.append(lesson_from_document(read_text(file)))
             except (OSError, ValueError, TypeError, AttributeError):
@@ -343,19 +350,39 @@ class LessonBook:
         found.sort(key=lambda lesson: lesson.last_seen, reverse=True)
         return found
 
+    def _base(self) -> Path:
+        """The knowledge base's folder, resolved (what lessons must stay in)."""
+        return (self.root / KB_FOLDER).resolve()
+
     @contextlib.contextmanager
     def locked(self, signature: str) -> Iterator[None]:
-        """Hold the lesson's lock (one writer at a time, across processes)."""
+        """Hold the lesson's lock (one writer at a time, across processes). The lessons'
+        folder must be where it belongs, not a symbolic link leading elsewhere, and the
+        lock is never opened through one (``UnsafePathError``): a link planted in a
+        shared folder must not make the writer create or touch files outside it."""
         self.folder.mkdir(parents=True, exist_ok=True)
+        if os.path.islink(self.folder) or (
+                not self._checked and self.folder.resolve() != self._base() / "lessons"):
+            raise UnsafePathError(f"the lessons folder {self.folder} leads out of "
+                                  "the knowledge base")
+        self._checked = True
         lock = self.folder / f".{lesson_slug(signature)}.lock"
-        with open(lock, "a+b") as handle:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o666)
+        except OSError as exc:
+            if os.path.islink(lock):
+                raise UnsafePathError(f"the lock {lock} is a symbolic link") from None
+            raise exc
+        try:
             if fcntl is not None:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+                fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 yield
             finally:
                 if fcntl is not None:
-                    fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
 
     def add(self, signature: str, seen: Sighting,
             operations: Sequence[tuple[str, str, str]] = ()) -> Lesson:
@@ -433,7 +460,7 @@ class LessonBook:
                 self._catch_up(lesson, self.read(signature))
                 self.write(lesson)
         if self.folder.is_dir():
-            for file in self.folder.glob("*.md"):
+            for file in knowledge_files(self.folder, self._base(), recursive=False):
                 if file.name in kept:
                     continue
                 try:
@@ -459,6 +486,8 @@ class LessonBook:
             if not ident or ident in lesson.evidence or not path.startswith(DIARY_ROOT + "/"):
                 continue
             try:
+                if not inside(self.root / path, self._base()):
+                    continue  # "diaries/agents/../../x", or a link leading out
                 content = read_text(self.root / path)
                 found = sighting(path, parse_front_matter(content), content)
             except (OSError, ValueError, TypeError):
@@ -495,8 +524,7 @@ def apply_operations(lesson: Lesson, operations: Sequence[tuple[str, str, str]],
 def scan_diaries(root: Path) -> list[tuple[str, Mapping[str, Any], str]]:
     """Every diary under ``<root>/diaries/agents``: (relative path, front matter, text)."""
     found: list[tuple[str, Mapping[str, Any], str]] = []
-    folder = root / DIARY_ROOT
-    for file in sorted(folder.rglob("*.md")) if folder.is_dir() else []:
+    for file in knowledge_files(root / DIARY_ROOT, (root / KB_FOLDER).resolve()):
         try:
             if file.stat().st_size > 1024 * 1024:
                 continue

@@ -48,9 +48,9 @@ from otel_diary.index.schema import (
 )
 from otel_diary.index.writing import Writer
 from otel_diary.pipeline.core import MAX_RELATED
-from otel_diary.pipeline.render import DIARY_ROOT
+from otel_diary.pipeline.render import DIARY_ROOT, KB_FOLDER
 from otel_diary.runner import renew_after_fork
-from otel_diary.text import read_text
+from otel_diary.text import knowledge_files, read_text
 
 try:
     import fcntl
@@ -271,9 +271,7 @@ class DiaryIndex:
         entries: list[Entry] = []
         seen: set[str] = set()
         skipped = 0
-        if not self.folder.is_dir():
-            return entries, skipped
-        for file in sorted(self.folder.rglob("*.md")):
+        for file in knowledge_files(self.folder, (self.root / KB_FOLDER).resolve()):
             try:
                 if not file.is_file() or file.stat().st_size > MAX_DOCUMENT_BYTES:
                     skipped += 1

@@ -18,7 +18,9 @@ from otel_diary.pipeline.classify import TaskRun
 from otel_diary.record import UNNAMED_ERROR
 from otel_diary.text import clean, one_line, sha256_hex, utc_stamp
 
-DIARY_ROOT = "diaries/agents"
+KB_FOLDER = "diaries"
+"""The folder of the knowledge base's documents (diaries and lessons) under its root."""
+DIARY_ROOT = f"{KB_FOLDER}/agents"
 MAX_SLUG = 80
 MAX_TAIL_LINES = 40
 MAX_TAIL_CHARS = 4000

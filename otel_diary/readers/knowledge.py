@@ -31,11 +31,14 @@ from otel_diary.index.documents import (
 from otel_diary.index.query import Hit, Match, fts_terms
 from otel_diary.index.schema import SCHEMA_VERSION, prepare
 from otel_diary.index.store import INDEX_FILE, MAX_DOCUMENT_BYTES, DiaryIndex
-from otel_diary.pipeline.render import DIARY_ROOT, parse_front_matter, split_front_matter
-from otel_diary.text import one_line, read_text
+from otel_diary.pipeline.render import (
+    DIARY_ROOT,
+    KB_FOLDER,
+    parse_front_matter,
+    split_front_matter,
+)
+from otel_diary.text import knowledge_files, one_line, read_text
 
-KB_FOLDER = str(Path(DIARY_ROOT).parent)
-"""Everything a reader may return lives under ``<root>/diaries``."""
 LESSON_ROOT = f"{KB_FOLDER}/lessons"
 """One lesson per error signature: ``<root>/diaries/lessons/<signature>.md``."""
 MAX_LIMIT = 50
@@ -199,6 +202,8 @@ class _Lessons:
     def __init__(self, root: Path) -> None:
         self._root = root
         self._folder = root / LESSON_ROOT
+        self._base = (root / KB_FOLDER).resolve()
+        """Everything a reader may return lives under ``<root>/diaries``."""
         self._lock = threading.Lock()
         self._texts: dict[str, tuple[tuple[int, int], str]] = {}
         self._parsed: dict[str, _Lesson | None] = {}
@@ -209,8 +214,7 @@ class _Lessons:
     def _refresh(self) -> dict[str, str]:
         """Path -> text of every lesson-sized file, rereading those that changed."""
         texts: dict[str, tuple[tuple[int, int], str]] = {}
-        files = sorted(self._folder.rglob("*.md")) if self._folder.is_dir() else []
-        for file in files:
+        for file in knowledge_files(self._folder, self._base):
             try:
                 stat = file.stat()
                 if not file.is_file() or stat.st_size > MAX_DOCUMENT_BYTES:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from otel_diary.errors import UnsafePathError
 from otel_diary.index.lessons import (
     MAX_RULES,
     Lesson,
@@ -251,3 +252,55 @@ def test_lesson_revisions_share_the_reflection_budget(
     front = lesson_front(tmp_path)
     assert front["runs"] == 1
     assert [rule["text"] for rule in front["rules"]] == ["The build passed on attempt N."]
+
+
+def sighting_of(ident: str) -> Sighting:
+    return Sighting(ident, "p", "t", "a", "2026", True, "e", "", "")
+
+
+def test_a_planted_lock_link_makes_the_writer_create_nothing_outside(tmp_path: Path) -> None:
+    """A lesson's lock planted as a symbolic link to a file outside the knowledge base is
+    refused: nothing is created or touched there, and the pipeline still writes the diary
+    (the lesson's failure is counted)."""
+    root, outside = tmp_path / "kb", tmp_path / "outside"
+    outside.mkdir()
+    folder = root / "diaries" / "lessons"
+    folder.mkdir(parents=True)
+    (folder / f".{lesson_slug(TS_SIGNATURE)}.lock").symlink_to(outside / "created")
+    with pytest.raises(UnsafePathError, match="symbolic link"):
+        LessonBook(root).add(TS_SIGNATURE, sighting_of("kh-1"))
+    pipeline = kb_pipeline(root)
+    diary = write(pipeline, ts_run(1))
+    pipeline.close()
+    assert (root / diary.path).is_file() and pipeline.stats.index_errors == 1
+    assert list(outside.iterdir()) == []
+
+
+def test_a_lessons_folder_leading_out_of_the_knowledge_base_is_refused(tmp_path: Path) -> None:
+    """With ``diaries/lessons`` a link to a folder outside, no lesson or lock goes there."""
+    root, outside = tmp_path / "kb", tmp_path / "outside"
+    outside.mkdir()
+    (root / "diaries").mkdir(parents=True)
+    (root / "diaries" / "lessons").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(UnsafePathError, match="leads out"):
+        LessonBook(root).add(TS_SIGNATURE, sighting_of("kh-1"))
+    assert list(outside.iterdir()) == []
+
+
+def test_a_lesson_file_linked_to_one_outside_is_not_read_but_replaced(tmp_path: Path) -> None:
+    """A lesson file planted as a link to a lesson outside: what it points to is neither
+    read nor changed; the update writes the lesson in its place, from this run alone."""
+    root, outside = tmp_path / "kb", tmp_path / "private.md"
+    other = Lesson(TS_SIGNATURE)
+    other.add(sighting_of("kh-private"))
+    other.vote("Private rule", "kh-private")
+    outside.write_text(other.as_document(), encoding="utf-8")
+    before = outside.read_bytes()
+    path = root / lesson_path(TS_SIGNATURE)
+    path.parent.mkdir(parents=True)
+    path.symlink_to(outside)
+    book = LessonBook(root)
+    assert book.read(TS_SIGNATURE).evidence == [] and book.all() == []
+    assert book.add(TS_SIGNATURE, sighting_of("kh-1")).evidence == ["kh-1"]
+    assert not path.is_symlink() and "Private rule" not in path.read_text(encoding="utf-8")
+    assert outside.read_bytes() == before

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from otel_diary import Diary
-from otel_diary.index.store import INDEX_FILE
+from otel_diary.index.store import INDEX_FILE, DiaryIndex
 from otel_diary.readers.knowledge import KnowledgeBase, ReadError, error_line
 from tests.support.fifo import finishes, needs_fifos
 from tests.support.kb import kb_pipeline, task_record, write
@@ -95,6 +95,34 @@ def test_fetch_refuses_a_symlink_that_points_out_of_the_knowledge_base(kb: KB) -
     link.symlink_to(secret)
     with KnowledgeBase(root) as base, pytest.raises(ReadError, match="outside"):
         base.fetch("diaries/agents/coder/link.md")
+
+
+def test_search_and_lessons_show_nothing_a_planted_link_points_to_outside(kb: KB) -> None:
+    """A lesson and a diary planted as links to documents outside the knowledge base are
+    listed by neither search nor lessons, whether the folder is scanned (no index) or
+    indexed again, as fetch refuses them: what they point to is not the knowledge base's."""
+    root, diaries = kb
+    outside = root.parent / "outside"
+    write_lesson(outside, "code:TS2345", "Private topsecret rule", [diaries["types"].id])
+    private = (root / diaries["types"].path).read_text(encoding="utf-8").replace(
+        diaries["types"].id, "kh-0123456789abcdef0123").replace("Tighten", "topsecret")
+    (outside / "diary.md").write_text(private, encoding="utf-8")
+    (root / "diaries" / "lessons").mkdir(exist_ok=True)
+    (root / "diaries" / "lessons" / "planted.md").symlink_to(
+        outside / "diaries" / "lessons" / "code-TS2345.md")
+    (root / "diaries" / "agents" / "coder" / "planted.md").symlink_to(outside / "diary.md")
+    (root / INDEX_FILE).unlink()
+    for rebuilt in (False, True):
+        if rebuilt:
+            with DiaryIndex(root) as index:
+                index.rebuild()
+        with KnowledgeBase(root) as base:
+            assert base.search("topsecret").results == []
+            found = base.lessons(NEW_TS_ERROR).results
+            assert found and all(f.kind == "diary" for f in found)
+            assert "kh-0123456789abcdef0123" not in {f.id for f in found}
+            with pytest.raises(ReadError, match="outside"):
+                base.fetch("diaries/lessons/planted.md")
 
 
 @needs_fifos
