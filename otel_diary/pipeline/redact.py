@@ -149,14 +149,16 @@ def _assignment(keys: tuple[str, ...]) -> re.Pattern[str]:
 
     After the key comes (case-sensitively) no lower-case letter, so ``tokens: 5`` and
     ``secretary:`` are prose; then a separator and a value, quoted up to its quote or the
-    line end, else up to white space.
+    line end, else up to white space. A quote may be escaped (``{\\"password\\": \\"x\\"}``,
+    JSON logged inside a string).
     """
     alternatives = "|".join(re.escape(key) for key in sorted(keys, key=len, reverse=True))
     return re.compile(
         r"(?i)(?P<head>(?P<key>" + alternatives + r")(?-i:(?![a-z]))[A-Za-z0-9_.-]{0,40}"
-        r"[\"']?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4})"
-        r"(?![\"']?\[REDACTED:|[=>])"
-        r"(?:(?P<quote>[\"'])[^\"'\r\n]{1,512}|[^\s\"'`]{1,512})"
+        r"(?:\\?[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4})"
+        r"(?!(?:\\?[\"'])?\[REDACTED:|[=>])"
+        r"(?:(?P<quote>[\"'])(?:[^\"'\\\r\n]|\\[^\r\n]){1,512}"  # "a\"b": escapes kept in
+        r"|(?P<escaped>\\[\"'])[^\"'\r\n]{1,512}|[^\s\"'`]{1,512})"
     )
 
 
@@ -166,7 +168,11 @@ class _AssignmentRule(_Rule):
 
     def replace(self, match: re.Match[str]) -> str:
         kind = _ASSIGNMENT_KEYS.get(match.group("key").lower(), "secret")
-        return match.group("head") + (match.group("quote") or "") + MARK.format(kind=kind)
+        escaped = match.group("escaped")
+        # An escaped quote's value ends with the backslash of its closing quote: kept.
+        end = "\\" if escaped and match.group(0).endswith("\\") else ""
+        return (match.group("head") + (escaped or match.group("quote") or "")
+                + MARK.format(kind=kind) + end)
 
 
 @dataclass(frozen=True)
