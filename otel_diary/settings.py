@@ -247,8 +247,9 @@ class Settings:
     """``OTEL_DIARY_MAX_TRACES``: open traces whose child spans are being summarized."""
     trace_ttl_s: float = _setting(3600.0, _float(gt=0))
     """``OTEL_DIARY_TRACE_TTL_S``: an idle trace is forgotten after this many seconds."""
-    pending_timeout_s: float = _setting(30.0, _float(gt=0))
-    """``OTEL_DIARY_PENDING_TIMEOUT_S``: how long a task span waits for its parent to end."""
+    pending_timeout_s: float = _setting(600.0, _float(gt=0))
+    """``OTEL_DIARY_PENDING_TIMEOUT_S``: how long a task span waits for its local root to
+    end (an agent's run lasts minutes: its sub-tasks wait for it to decide them)."""
     schedule_delay_ms: int = _setting(1000, _int(gt=0, le=60_000))
     """``OTEL_DIARY_SCHEDULE_DELAY_MS``: the longest a span waits for the worker (it also
     wakes as soon as 512 spans are queued)."""

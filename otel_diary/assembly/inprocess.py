@@ -71,7 +71,7 @@ class TraceAssembler:
         *,
         max_traces: int = 4096,
         trace_ttl_s: float = 3600.0,
-        pending_timeout_s: float = 30.0,
+        pending_timeout_s: float = 600.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._conventions = conventions

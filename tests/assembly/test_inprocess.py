@@ -75,6 +75,19 @@ def test_idle_traces_expire_and_waiting_tasks_are_released() -> None:
     assert assembler.expire() == [] and assembler.expired == 2 and len(assembler) == 0
 
 
+def test_an_agent_run_lasting_minutes_after_its_sub_task_gives_one_diary() -> None:
+    """With the default timeout, a sub-task waits for its run to end minutes later (an
+    agent's run lasts that long): then it is nested in it, not written as a root."""
+    clock = Clock()
+    assembler = TraceAssembler(ORCHESTRATOR, clock=clock)
+    outer = task(1, 10)  # the trace's root
+    assert assembler.task_ended(task(1, 20, parent=10)) == []
+    clock.now = 300
+    assert assembler.expire() == []
+    assert [r.span_id for r, _ in assembler.task_ended(outer)] == [10]
+    assert assembler.drain() == []
+
+
 def test_drain_releases_every_waiting_task() -> None:
     """At shutdown every waiting task span is released: nothing is lost."""
     assembler = TraceAssembler(ORCHESTRATOR)
