@@ -41,8 +41,7 @@ from otel_diary.sinks.base import atomic_write
 from otel_diary.sinks.folder import relative_location
 from otel_diary.text import clean, inside, knowledge_files, one_line, read_text, sha256_hex
 
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 try:
     import fcntl
@@ -289,14 +288,13 @@ class LessonBook:
         self._cache_lock = threading.Lock()
         self._local = threading.local()
         """``held``: this thread's sightings kept for :meth:`release`, by signature."""
+        self._base = (self.root / KB_FOLDER).resolve()
+        """The knowledge base's folder: lessons stay in it."""
         self._checked = False
         """The lessons' folder was found where it belongs once (then: not a link)."""
 
     def path(self, signature: str) -> Path:
         return self.root / lesson_path(signature)
-
-    def exists(self, signature: str) -> bool:
-        return self.path(signature).is_file()
 
     def lists_others(self, signature: str, ident: str) -> bool:
         """True when the lesson for ``signature`` counts a run other than diary ``ident``
@@ -342,17 +340,13 @@ class LessonBook:
     def all(self) -> list[Lesson]:
         """Every lesson in the folder, the most recently met first."""
         found: list[Lesson] = []
-        for file in knowledge_files(self.folder, self._base(), recursive=False):
+        for file in knowledge_files(self.folder, self._base, recursive=False):
             try:
                 found.append(lesson_from_document(read_text(file)))
             except (OSError, ValueError, TypeError, AttributeError):
                 continue
         found.sort(key=lambda lesson: lesson.last_seen, reverse=True)
         return found
-
-    def _base(self) -> Path:
-        """The knowledge base's folder, resolved (what lessons must stay in)."""
-        return (self.root / KB_FOLDER).resolve()
 
     @contextlib.contextmanager
     def locked(self, signature: str) -> Iterator[None]:
@@ -362,25 +356,18 @@ class LessonBook:
         shared folder must not make the writer create or touch files outside it."""
         self.folder.mkdir(parents=True, exist_ok=True)
         if os.path.islink(self.folder) or (
-                not self._checked and self.folder.resolve() != self._base() / "lessons"):
+                not self._checked and self.folder.resolve() != self._base / "lessons"):
             raise UnsafePathError(f"the lessons folder {self.folder} leads out of "
                                   "the knowledge base")
         self._checked = True
         lock = self.folder / f".{lesson_slug(signature)}.lock"
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o666)
-        except OSError as exc:
-            if os.path.islink(lock):
-                raise UnsafePathError(f"the lock {lock} is a symbolic link") from None
-            raise exc
+        if os.path.islink(lock):  # one planted after this look: O_NOFOLLOW refuses it
+            raise UnsafePathError(f"the lock {lock} is a symbolic link")
+        fd = os.open(lock, _LOCK_FLAGS, 0o666)
         try:
             if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                if fcntl is not None:
-                    fcntl.flock(fd, fcntl.LOCK_UN)
+                fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd is closed
+            yield
         finally:
             os.close(fd)
 
@@ -460,7 +447,7 @@ class LessonBook:
                 self._catch_up(lesson, self.read(signature))
                 self.write(lesson)
         if self.folder.is_dir():
-            for file in knowledge_files(self.folder, self._base(), recursive=False):
+            for file in knowledge_files(self.folder, self._base, recursive=False):
                 if file.name in kept:
                     continue
                 try:
@@ -486,7 +473,7 @@ class LessonBook:
             if not ident or ident in lesson.evidence or not path.startswith(DIARY_ROOT + "/"):
                 continue
             try:
-                if not inside(self.root / path, self._base()):
+                if not inside(self.root / path, self._base):
                     continue  # "diaries/agents/../../x", or a link leading out
                 content = read_text(self.root / path)
                 found = sighting(path, parse_front_matter(content), content)
