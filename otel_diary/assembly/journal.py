@@ -43,6 +43,8 @@ except ImportError:  # pragma: no cover - not POSIX: no lock against a second pr
 
 logger = logging.getLogger("otel_diary")
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
 COMMIT_INTERVAL_S = 0.002
 """The shortest time between two commits: what arrives meanwhile is committed at once."""
 PART = 0
@@ -177,7 +179,7 @@ class Journal:
         try:
             self._conn = self._connect()
             row = self._conn.execute("SELECT max(seq) FROM entries").fetchone()
-        except sqlite3.Error as exc:
+        except (OSError, sqlite3.Error) as exc:
             self._release_lock()
             raise JournalError(f"cannot open the journal {self.path}: {exc}") from exc
         self._seq = int(row[0] or 0)
@@ -205,6 +207,18 @@ class Journal:
             self._lock_file.close()
 
     def _connect(self) -> sqlite3.Connection:
+        # Spans as they came, secrets and all: readable by this user alone (SQLite gives
+        # its -wal and -shm files the database's mode), even in a shared folder; never
+        # through a symbolic link. Those of a journal made before are made private too.
+        for suffix, create in (("", os.O_CREAT), ("-wal", 0), ("-shm", 0)):
+            try:
+                fd = os.open(f"{self.path}{suffix}", os.O_RDWR | create | _NOFOLLOW, 0o600)
+            except FileNotFoundError:
+                continue
+            try:
+                os.fchmod(fd, 0o600)
+            finally:
+                os.close(fd)
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")  # each commit is on disk when it returns

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -126,6 +128,31 @@ def test_one_journal_serves_one_process(tmp_path: Path) -> None:
     finally:
         journal.close()
     Journal(tmp_path / "journal.sqlite3").close()  # free again
+
+
+def test_the_journal_is_readable_by_its_owner_alone(tmp_path: Path) -> None:
+    """The journal holds spans as they came, secrets and all: its database, write-ahead
+    log and shared memory are the owner's alone, whatever the umask, also when an older
+    journal's files were not; a journal file planted as a link is refused, not followed."""
+    path = tmp_path / "journal.sqlite3"
+    for suffix in ("", "-wal"):  # as an older version left them
+        Path(f"{path}{suffix}").touch(mode=0o644)
+    old = os.umask(0o002)
+    try:
+        service = collector(InMemorySink(), Journal(path), grace=3600)
+        service.offer(batch_of(task_trace("T-private")))[1].result(10)  # type: ignore[union-attr]
+        modes = {suffix: stat.S_IMODE(os.stat(f"{path}{suffix}").st_mode)
+                 for suffix in ("", "-wal", "-shm")}
+        assert service.close(10)
+    finally:
+        os.umask(old)
+    assert modes == {"": 0o600, "-wal": 0o600, "-shm": 0o600}
+    outside = tmp_path / "outside.sqlite3"
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "journal.sqlite3").symlink_to(outside)
+    with pytest.raises(JournalError, match="cannot open"):
+        Journal(tmp_path / "linked" / "journal.sqlite3")
+    assert not outside.exists()
 
 
 def test_a_nested_task_stays_nested_after_a_restart(tmp_path: Path) -> None:
