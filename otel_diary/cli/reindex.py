@@ -11,7 +11,8 @@ import time
 
 from otel_diary.cli.common import add_common_arguments, fail, print_json, root_of
 from otel_diary.errors import IndexUnavailable
-from otel_diary.index.lessons import LessonBook, scan_diaries
+from otel_diary.index.documents import scan_diaries
+from otel_diary.index.lessons import LessonBook
 from otel_diary.index.store import DiaryIndex
 
 

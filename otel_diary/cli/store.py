@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from otel_diary.cli.common import add_store_argument, fail, open_store_of
 from otel_diary.errors import IndexUnavailable
-from otel_diary.index.documents import Entry, entry_from_parts
-from otel_diary.index.lessons import Sighting, scan_diaries, sighting
+from otel_diary.index.documents import Entry, entry_from_parts, scan_diaries
+from otel_diary.index.lessons import Sighting, sighting
 from otel_diary.settings import Settings
 
 if TYPE_CHECKING:

@@ -14,19 +14,22 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from otel_diary.index.templates import error_template, stderr_block
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.render import (
+    DIARY_ROOT,
+    KB_FOLDER,
     Diary,
     error_encountered,
     implicit_resolvers,
     parse_front_matter,
     split_front_matter,
 )
-from otel_diary.text import one_line
+from otel_diary.text import knowledge_files, one_line, read_text
 
 logger = logging.getLogger("otel_diary")
 
@@ -310,3 +313,19 @@ def _entry(path: str, front: Mapping[str, Any], body: str, learned: str,
         summary=one_line(learned, 300),
         signatures=signatures,
     )
+
+
+def scan_diaries(root: Path) -> list[tuple[str, Mapping[str, Any], str]]:
+    """Every diary under ``<root>/diaries/agents``: (relative path, front matter, text)."""
+    found: list[tuple[str, Mapping[str, Any], str]] = []
+    for file in knowledge_files(root / DIARY_ROOT, (root / KB_FOLDER).resolve()):
+        try:
+            if file.stat().st_size > 1024 * 1024:
+                continue
+            content = read_text(file, "replace")
+            front = parse_front_matter(content)
+        except (OSError, ValueError, TypeError):
+            continue
+        if front.get("source_type", "diary") == "diary" and front.get("id"):
+            found.append((file.relative_to(root).as_posix(), front, content))
+    return found

@@ -296,6 +296,23 @@ class LessonBook:
     def path(self, signature: str) -> Path:
         return self.root / lesson_path(signature)
 
+    def _folder_ok(self) -> bool:
+        """Whether the lessons folder is where it belongs, not a symbolic link leading
+        elsewhere: a link planted in a shared folder must not make this read, create or
+        touch files outside it."""
+        if os.path.islink(self.folder) or (
+                not self._checked and self.folder.resolve() != self._base / "lessons"):
+            return False
+        self._checked = True
+        return True
+
+    def _text(self, signature: str) -> str:
+        """The lesson's file: ``OSError`` when there is none or it is a symbolic link, or
+        the folder is not where it belongs."""
+        if not self._folder_ok():
+            raise OSError(f"the lessons folder {self.folder} leads out of the knowledge base")
+        return read_text(self.path(signature), follow=False)
+
     def lists_others(self, signature: str, ident: str) -> bool:
         """True when the lesson for ``signature`` counts a run other than diary ``ident``
         (cheap: the file is parsed only when it names ``ident``)."""
@@ -303,7 +320,7 @@ class LessonBook:
         if held and any(seen.id != ident for seen, _ in held.get(signature, ())):
             return True
         try:
-            text = read_text(self.path(signature), follow=False)
+            text = self._text(signature)
         except OSError:
             return False
         if ident not in text:
@@ -314,7 +331,7 @@ class LessonBook:
         """The lesson for ``signature`` as its file says (a new one when there is none
         or the file is not a lesson)."""
         try:
-            text = read_text(self.path(signature), follow=False)
+            text = self._text(signature)
         except OSError:  # none, or a symbolic link (replaced when the lesson is written)
             return Lesson(signature)
         with self._cache_lock:
@@ -350,16 +367,12 @@ class LessonBook:
 
     @contextlib.contextmanager
     def locked(self, signature: str) -> Iterator[None]:
-        """Hold the lesson's lock (one writer at a time, across processes). The lessons'
-        folder must be where it belongs, not a symbolic link leading elsewhere, and the
-        lock is never opened through one (``UnsafePathError``): a link planted in a
-        shared folder must not make the writer create or touch files outside it."""
+        """Hold the lesson's lock (one writer at a time, across processes); never through a
+        symbolic link, nor in a folder that is not where it belongs (``UnsafePathError``)."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        if os.path.islink(self.folder) or (
-                not self._checked and self.folder.resolve() != self._base / "lessons"):
+        if not self._folder_ok():
             raise UnsafePathError(f"the lessons folder {self.folder} leads out of "
                                   "the knowledge base")
-        self._checked = True
         lock = self.folder / f".{lesson_slug(signature)}.lock"
         if os.path.islink(lock):  # one planted after this look: O_NOFOLLOW refuses it
             raise UnsafePathError(f"the lock {lock} is a symbolic link")
@@ -506,22 +519,6 @@ def apply_operations(lesson: Lesson, operations: Sequence[tuple[str, str, str]],
             existing.votes -= 1
             if existing.votes <= 0:
                 lesson.rules.remove(existing)
-
-
-def scan_diaries(root: Path) -> list[tuple[str, Mapping[str, Any], str]]:
-    """Every diary under ``<root>/diaries/agents``: (relative path, front matter, text)."""
-    found: list[tuple[str, Mapping[str, Any], str]] = []
-    for file in knowledge_files(root / DIARY_ROOT, (root / KB_FOLDER).resolve()):
-        try:
-            if file.stat().st_size > 1024 * 1024:
-                continue
-            content = read_text(file, "replace")
-            front = parse_front_matter(content)
-        except (OSError, ValueError, TypeError):
-            continue
-        if front.get("source_type", "diary") == "diary" and front.get("id"):
-            found.append((file.relative_to(root).as_posix(), front, content))
-    return found
 
 
 class LessonListener:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from otel_diary.errors import UnsafePathError
+from otel_diary.index.documents import scan_diaries
 from otel_diary.index.lessons import (
     MAX_RULES,
     Lesson,
@@ -21,7 +22,6 @@ from otel_diary.index.lessons import (
     lesson_id,
     lesson_path,
     lesson_slug,
-    scan_diaries,
 )
 from otel_diary.pipeline.render import parse_front_matter
 from otel_diary.pipeline.revise import parse_operations
@@ -277,14 +277,24 @@ def test_a_planted_lock_link_makes_the_writer_create_nothing_outside(tmp_path: P
 
 
 def test_a_lessons_folder_leading_out_of_the_knowledge_base_is_refused(tmp_path: Path) -> None:
-    """With ``diaries/lessons`` a link to a folder outside, no lesson or lock goes there."""
+    """With ``diaries/lessons`` a link to a folder outside, no lesson or lock goes there,
+    and the lessons found there are not read (a reviser would put their rules in a prompt)."""
     root, outside = tmp_path / "kb", tmp_path / "outside"
     outside.mkdir()
+    private = Lesson(TS_SIGNATURE)
+    private.add(sighting_of("kh-private"))
+    private.vote("Private rule", "kh-private")
+    (outside / Path(lesson_path(TS_SIGNATURE)).name).write_text(private.as_document(),
+                                                                encoding="utf-8")
+    before = sorted(outside.iterdir())
     (root / "diaries").mkdir(parents=True)
     (root / "diaries" / "lessons").symlink_to(outside, target_is_directory=True)
+    book = LessonBook(root)
+    assert book.read(TS_SIGNATURE).rules == [] and book.all() == []
+    assert not book.lists_others(TS_SIGNATURE, "kh-1")
     with pytest.raises(UnsafePathError, match="leads out"):
-        LessonBook(root).add(TS_SIGNATURE, sighting_of("kh-1"))
-    assert list(outside.iterdir()) == []
+        book.add(TS_SIGNATURE, sighting_of("kh-1"))
+    assert sorted(outside.iterdir()) == before
 
 
 def test_a_lesson_file_linked_to_one_outside_is_not_read_but_replaced(tmp_path: Path) -> None:
