@@ -157,8 +157,10 @@ def _assignment(keys: tuple[str, ...]) -> re.Pattern[str]:
         r"(?i)(?P<head>(?P<key>" + alternatives + r")(?-i:(?![a-z]))[A-Za-z0-9_.-]{0,40}"
         r"(?:\\?[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4})"
         r"(?!(?:\\?[\"'])?\[REDACTED:|[=>])"
-        r"(?:(?P<quote>[\"'])(?:[^\"'\\\r\n]|\\[^\r\n]){1,512}"  # "a\"b": escapes kept in
-        r"|(?P<escaped>\\[\"'])[^\"'\r\n]{1,512}|[^\s\"'`]{1,512})"
+        r"(?:(?P<quote>[\"'])[^\"'\r\n]{1,512}"
+        # In escaped quotes (JSON inside a string): \\ and \\\" are the value's own.
+        r"|(?P<escaped>\\[\"'])(?:[^\\\"\r\n]|\\\\\\[\"']|\\\\|\\[^\"'\r\n]){1,512}"
+        r"|(?!\\[\"'])[^\s\"'`]{1,512})"
     )
 
 
@@ -168,11 +170,8 @@ class _AssignmentRule(_Rule):
 
     def replace(self, match: re.Match[str]) -> str:
         kind = _ASSIGNMENT_KEYS.get(match.group("key").lower(), "secret")
-        escaped = match.group("escaped")
-        # An escaped quote's value ends with the backslash of its closing quote: kept.
-        end = "\\" if escaped and match.group(0).endswith("\\") else ""
-        return (match.group("head") + (escaped or match.group("quote") or "")
-                + MARK.format(kind=kind) + end)
+        return (match.group("head") + (match.group("escaped") or match.group("quote") or "")
+                + MARK.format(kind=kind))
 
 
 @dataclass(frozen=True)

@@ -42,12 +42,14 @@ EXAMPLES = [
      "git clone https://ci:[REDACTED:url_credentials]@git.example.com/app.git"),
     ("password", "DB_PASSWORD=hunter2 next", "DB_PASSWORD=[REDACTED:password] next"),
     ("secret", '{"client_secret": "two words"}', '{"client_secret": "[REDACTED:secret]"}'),
-    ("secret", '{"client_secret": "two \\"quoted\\" words"}',
-     '{"client_secret": "[REDACTED:secret]"}'),
     ("password", 'body={\\"user\\": \\"admin\\", \\"password\\": \\"Hunter2Secret\\"}',
      'body={\\"user\\": \\"admin\\", \\"password\\": \\"[REDACTED:password]\\"}'),
     ("api_key", "retry with {\\'api_key\\':\\'Zq9xKeyValue77\\'}",
      "retry with {\\'api_key\\':\\'[REDACTED:api_key]\\'}"),
+    ("password", r'{\"password\": \"pa\\\"ss-it' + "'" + r's\"} next',
+     r'{\"password\": \"[REDACTED:password]\"} next'),
+    ("password", r"password='C:\tmp\' user=bob path=/home/bob",
+     r"password='[REDACTED:password]' user=bob path=/home/bob"),
     ("token", "token: abc123", "token: [REDACTED:token]"),
     ("api_key", "x-api-key: 0123abcd", "x-api-key: [REDACTED:api_key]"),
     ("huggingface_token", "HF_TOKEN=hf_" + "aB3" * 12, "HF_TOKEN=[REDACTED:huggingface_token]"),
@@ -96,6 +98,7 @@ def test_each_family_becomes_its_marker(kind: str, text: str, expected: str) -> 
     "docker run -u 1000:1000 -p 8080:80 app && git push -u origin main",
     "fetched https://registry.npmjs.org:443/@types/node and http://host:8080/a@b",
     "docker login -u ci --password-stdin ghcr.io; pwd: /app; design sig=1",
+    r'body={\"password\": \"\"} next',
 ])
 def test_prose_and_build_output_stay_as_they_are(text: str) -> None:
     """Ordinary log lines and numbers named like secrets are not redacted."""
