@@ -15,6 +15,7 @@ def test_defaults(tmp_path: Path) -> None:
     settings = Settings()
     assert settings.enabled is False
     assert settings.root == tmp_path / "xdg-data" / "otel-diary"
+    assert settings.pending_timeout_s == 600  # longer than an agent's run lasts
 
 
 @pytest.mark.parametrize(("value", "enabled"), [

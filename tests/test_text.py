@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_diary.text import _NON_PRINTABLE, clean, one_line, read_text
+from otel_diary.text import _NON_PRINTABLE, clean, knowledge_files, one_line, read_text
 from tests.support.fifo import finishes, needs_fifos
 
 
@@ -85,3 +85,30 @@ def test_read_text_refuses_a_folder_and_keeps_no_descriptor(
         assert caught.value.filename == str(folder)
     monkeypatch.undo()
     assert len(opened) == 50 and closed == opened
+
+
+def test_knowledge_files_are_those_no_planted_link_leads_out_of_the_base(tmp_path: Path) -> None:
+    """Files and links to files inside the base are listed; a link to a file outside is
+    not, nor is anything under a folder that is a link leading out; a link loop is
+    skipped; a root or base reached through a link is followed (it is the base)."""
+    outside = tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "secret.md").write_text("x", encoding="utf-8")
+    (outside / "deep" / "secret.md").write_text("x", encoding="utf-8")
+    base = tmp_path / "kb" / "diaries"
+    folder = base / "agents" / "coder"
+    folder.mkdir(parents=True)
+    (folder / "own.md").write_text("x", encoding="utf-8")
+    (folder / "alias.md").symlink_to(folder / "own.md")
+    (folder / "planted.md").symlink_to(outside / "secret.md")
+    (folder / "loop.md").symlink_to(folder / "loop.md")
+    (base / "agents" / "linked").symlink_to(outside / "deep", target_is_directory=True)
+    (base / "lessons").symlink_to(outside, target_is_directory=True)
+    resolved = base.resolve()
+    assert [f.name for f in knowledge_files(base / "agents", resolved)] == ["alias.md", "own.md"]
+    assert knowledge_files(base / "lessons", resolved) == []
+    assert knowledge_files(base / "agents" / "linked", resolved) == []
+    (tmp_path / "root-link").symlink_to(tmp_path / "kb", target_is_directory=True)
+    through = tmp_path / "root-link" / "diaries"
+    assert [f.name for f in knowledge_files(through / "agents", through.resolve())] == [
+        "alias.md", "own.md"]

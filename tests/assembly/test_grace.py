@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
@@ -11,6 +12,7 @@ from otel_diary import ORCHESTRATOR, Settings
 from otel_diary.assembly import grace
 from otel_diary.assembly.batch import Batch
 from otel_diary.assembly.grace import TraceStore
+from otel_diary.assembly.table import Ancestry
 from otel_diary.receiver.admission import Admission, Collector
 from otel_diary.receiver.decode import JSON, PROTOBUF, decode
 from otel_diary.receiver.metrics import metric_values, metrics_text
@@ -202,6 +204,50 @@ def test_many_tasks_under_a_long_chain_of_plain_spans_belong_to_the_outer_task()
     assert tokens(ready[0]) == 120 + 200
     assert (traces.root_tasks, traces.nested_tasks) == (1, 200)
     assert (len(traces), traces.spans, traces.bytes) == (0, 0, 0)
+
+
+def test_the_decisions_of_one_call_share_one_ancestry_of_their_trace() -> None:
+    """Deciding many task spans of a trace in one call reads its links once (one
+    Ancestry); another call, after the trace took in more, reads them again."""
+    built: list[int] = []
+
+    class Counting(TraceStore):
+        @staticmethod
+        def _ancestry(entry: Any, done: set[int]) -> Ancestry:
+            built.append(len(entry.links))
+            return TraceStore._ancestry(entry, done)
+
+    trace_id = new_trace_id()
+    outer = task_trace("OUTER", chats=1, trace_id=trace_id)
+    traces = Counting(ORCHESTRATOR, grace=5, trace_timeout=60)
+    traces.add(batch_of(chain_of_tasks(trace_id, outer[0].span_id, 50, 40)), now=0)
+    traces.add(batch_of(outer), now=1)
+    assert [r[0].attributes["orchestrator.task.id"] for r in traces.due(10)] == ["OUTER"]
+    assert len(built) == 1
+    later = batch_of(chain_of_tasks(new_trace_id(), b"", 3, 2))
+    traces.add(later, now=20)
+    traces.due(30, limit=1)
+    traces.due(30)
+    assert len(built) == 3  # one per call
+
+
+def test_a_contribution_ending_as_a_root_task_ends_is_that_task_s() -> None:
+    """Two root tasks under one request span: a child ending at the very instant the
+    first one ends counts for the first, one ending just after for the second."""
+    trace_id = new_trace_id()
+    request_span = span(trace_id, new_span_id(), name="POST /run", duration_ms=5000)
+    first = task_trace("A", chats=0, trace_id=trace_id, parent=request_span.span_id)
+    second = later(task_trace("B", chats=0, trace_id=trace_id, parent=request_span.span_id),
+                   1)
+    end = first[0].end_time_unix_nano
+    chats = [span(trace_id, new_span_id(), request_span.span_id, name="chat", start=end - 10**7,
+                  attributes={"gen_ai.usage.input_tokens": tokens_in})
+             for tokens_in in (1, 1000)]
+    chats[1].end_time_unix_nano += 1
+    traces = store()
+    traces.add(batch_of([request_span, *first, *second, *chats]), now=0)
+    assert {r[0].attributes["orchestrator.task.id"]: tokens(r) for r in traces.due(5)} == {
+        "A": 1, "B": 1000}
 
 
 def test_a_trace_holds_at_most_max_links_and_counts_the_others(
