@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 from otel_diary.errors import DiaryError, FolderUnwritable, UnsafePathError
-from otel_diary.pipeline.render import DIARY_ROOT, Diary
+from otel_diary.pipeline.render import DIARY_ROOT, KB_FOLDER, Diary
 from otel_diary.sinks.base import atomic_write
 
 logger = logging.getLogger("otel_diary")
@@ -59,6 +59,8 @@ class FolderSink:
         self.root = Path(root)
         self._resolved_root = self.root.resolve()
         self._base = (self.root / DIARY_ROOT).resolve()
+        self._leads_out = not self._base.is_relative_to((self.root / KB_FOLDER).resolve())
+        """``diaries/agents`` is a link out of ``diaries``: what readers would not read."""
         self._folders: dict[str, str] = {}
         """Agent folders (relative) already resolved and found inside ``_base``."""
 
@@ -68,6 +70,8 @@ class FolderSink:
 
     def _claim(self, diary: Diary) -> tuple[str, str | None]:
         """The file for this diary, and the id of the diary in it now (``None``: no file)."""
+        if self._leads_out:
+            raise UnsafePathError(f"{self.root / DIARY_ROOT} leads out of the knowledge base")
         checked: set[str] = set()
         for relative in (diary.path, diary.alternate_path):
             path, owner = self._look(relative, checked)

@@ -67,6 +67,22 @@ def test_symlinked_agent_folder_cannot_escape(tmp_path: Path) -> None:
     assert not any(outside.iterdir())
 
 
+def test_a_diary_folder_linked_out_of_the_knowledge_base_is_refused(tmp_path: Path) -> None:
+    """With ``diaries/agents`` a link to a folder outside ``diaries``, nothing is written
+    there: readers and reindex would not read it (what leads out is not the knowledge
+    base's). A knowledge base whose root is a link is written as usual."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "kb" / "diaries").mkdir(parents=True)
+    (tmp_path / "kb" / "diaries" / "agents").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(UnsafePathError, match="leads out"):
+        write(tmp_path / "kb")
+    assert not any(outside.iterdir())
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
+    assert write(tmp_path / "link").is_file()
+
+
 def test_links_planted_after_a_first_write_cannot_escape(tmp_path: Path) -> None:
     """The sink that already wrote into an agent folder still refuses that folder, or a
     diary file in it, once either is replaced by a symlink pointing outside the root."""
