@@ -163,7 +163,17 @@ def parse_since(text: str, now: datetime | None = None) -> str:
 
 
 _READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+"""``os.O_NOFOLLOW`` where the system has it, else nothing."""
+
+
+def open_to_read(path: str | os.PathLike[str], *, follow: bool = True) -> int:
+    """A descriptor reading ``path``, opened without waiting (a FIFO opens at once). With
+    ``follow`` false, a symbolic link at ``path`` is an ``OSError`` (systems differ in
+    which)."""
+    if not follow and not NOFOLLOW and os.path.islink(path):
+        raise OSError(errno.ELOOP, "a symbolic link", os.fspath(path))
+    return os.open(path, _READ if follow else _READ | NOFOLLOW)
 
 
 def read_text(path: str | os.PathLike[str], errors: str = "strict", *,
@@ -172,9 +182,7 @@ def read_text(path: str | os.PathLike[str], errors: str = "strict", *,
     device found there (anyone may drop one into a knowledge-base folder), or a folder,
     is an ``OSError`` naming ``path``, as a missing file is. With ``follow`` false, so is
     a symbolic link."""
-    if not follow and not _NOFOLLOW and os.path.islink(path):
-        raise OSError(errno.ELOOP, "a symbolic link", os.fspath(path))
-    fd = os.open(path, _READ if follow else _READ | _NOFOLLOW)
+    fd = open_to_read(path, follow=follow)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))

@@ -35,6 +35,7 @@ from otel_diary.counters import Counters, LogOnce
 from otel_diary.errors import DiaryError
 from otel_diary.record import SpanRecord
 from otel_diary.runner import Runner
+from otel_diary.text import NOFOLLOW
 
 try:
     import fcntl
@@ -42,8 +43,6 @@ except ImportError:  # pragma: no cover - not POSIX: no lock against a second pr
     fcntl = None  # type: ignore[assignment]
 
 logger = logging.getLogger("otel_diary")
-
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 COMMIT_INTERVAL_S = 0.002
 """The shortest time between two commits: what arrives meanwhile is committed at once."""
@@ -212,7 +211,7 @@ class Journal:
         # through a symbolic link. Those of a journal made before are made private too.
         for suffix, create in (("", os.O_CREAT), ("-wal", 0), ("-shm", 0)):
             try:
-                fd = os.open(f"{self.path}{suffix}", os.O_RDWR | create | _NOFOLLOW, 0o600)
+                fd = os.open(f"{self.path}{suffix}", os.O_RDWR | create | NOFOLLOW, 0o600)
             except FileNotFoundError:
                 continue
             try:

@@ -31,6 +31,7 @@ from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.render import (
     DIARY_ROOT,
     KB_FOLDER,
+    LESSON_ROOT,
     Diary,
     front_matter,
     parse_front_matter,
@@ -39,17 +40,23 @@ from otel_diary.pipeline.render import (
 )
 from otel_diary.sinks.base import atomic_write
 from otel_diary.sinks.folder import relative_location
-from otel_diary.text import clean, inside, knowledge_files, one_line, read_text, sha256_hex
+from otel_diary.text import (
+    NOFOLLOW,
+    clean,
+    inside,
+    knowledge_files,
+    one_line,
+    read_text,
+    sha256_hex,
+)
 
-_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX: updates within one process only
     fcntl = None  # type: ignore[assignment]
 
-LESSON_ROOT = f"{KB_FOLDER}/lessons"
-"""Where lessons live under the knowledge-base root."""
 MAX_EVIDENCE = 200
 """Most diary ids a lesson lists as evidence (the newest kept; ``runs`` counts all)."""
 MAX_RULES = 10
@@ -307,8 +314,7 @@ class LessonBook:
         return True
 
     def _text(self, signature: str) -> str:
-        """The lesson's file: ``OSError`` when there is none or it is a symbolic link, or
-        the folder is not where it belongs."""
+        """The lesson's file; ``OSError`` also for a link, or a folder out of place."""
         if not self._folder_ok():
             raise OSError(f"the lessons folder {self.folder} leads out of the knowledge base")
         return read_text(self.path(signature), follow=False)
@@ -459,22 +465,21 @@ class LessonBook:
             with self.locked(signature):
                 self._catch_up(lesson, self.read(signature))
                 self.write(lesson)
-        if self.folder.is_dir():
-            for file in knowledge_files(self.folder, self._base, recursive=False):
-                if file.name in kept:
-                    continue
-                try:
-                    stale = lesson_from_document(read_text(file))
-                except (OSError, ValueError, TypeError, AttributeError):
-                    continue  # not a lesson: someone's own notes
-                with self.locked(stale.signature):
-                    fresh = Lesson(stale.signature)
-                    if self._catch_up(fresh, self.read(stale.signature)):
-                        self.write(fresh)
-                        kept.add(file.name)
-                    else:
-                        with contextlib.suppress(OSError):
-                            file.unlink()
+        for file in knowledge_files(self.folder, self._base, recursive=False):
+            if file.name in kept:
+                continue
+            try:
+                stale = lesson_from_document(read_text(file))
+            except (OSError, ValueError, TypeError, AttributeError):
+                continue  # not a lesson: someone's own notes
+            with self.locked(stale.signature):
+                fresh = Lesson(stale.signature)
+                if self._catch_up(fresh, self.read(stale.signature)):
+                    self.write(fresh)
+                    kept.add(file.name)
+                else:
+                    with contextlib.suppress(OSError):
+                        file.unlink()
         return len(kept)
 
     def _catch_up(self, lesson: Lesson, current: Lesson) -> bool:

@@ -34,13 +34,12 @@ from otel_diary.index.store import INDEX_FILE, MAX_DOCUMENT_BYTES, DiaryIndex
 from otel_diary.pipeline.render import (
     DIARY_ROOT,
     KB_FOLDER,
+    LESSON_ROOT,
     parse_front_matter,
     split_front_matter,
 )
 from otel_diary.text import knowledge_files, one_line, read_text
 
-LESSON_ROOT = f"{KB_FOLDER}/lessons"
-"""One lesson per error signature: ``<root>/diaries/lessons/<signature>.md``."""
 MAX_LIMIT = 50
 MAX_QUERY_CHARS = 2_000
 MAX_ERROR_CHARS = 64_000

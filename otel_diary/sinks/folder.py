@@ -13,6 +13,7 @@ from pathlib import Path
 from otel_diary.errors import DiaryError, FolderUnwritable, UnsafePathError
 from otel_diary.pipeline.render import DIARY_ROOT, KB_FOLDER, Diary
 from otel_diary.sinks.base import atomic_write
+from otel_diary.text import open_to_read
 
 logger = logging.getLogger("otel_diary")
 
@@ -145,20 +146,14 @@ def relative_location(root: str, location: str) -> str | None:
     return relative if os.sep == "/" else relative.replace(os.sep, "/")
 
 
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-"""Opening never waits (a FIFO planted where a diary goes reads as empty: taken)."""
-
-
 def owner_of(path: str | os.PathLike[str], *, follow: bool = True) -> str | None:
     """The diary id stored in ``path``'s front matter, ``None`` when there is no file, ``""``
     when it holds something else. With ``follow`` false, a symbolic link at ``path`` raises
     ``OSError``, as anything else it cannot open does (systems differ in the error a link
-    gives), for the caller to resolve the path and look again."""
-    if not follow and not _NOFOLLOW and os.path.islink(path):
-        raise OSError(errno.ELOOP, "a symbolic link", str(path))
+    gives), for the caller to resolve the path and look again. Opening never waits (a FIFO
+    planted where a diary goes reads as empty: taken)."""
     try:
-        fd = os.open(path, _READ if follow else _READ | _NOFOLLOW)
+        fd = open_to_read(path, follow=follow)
     except FileNotFoundError:
         return None
     except OSError:
