@@ -134,9 +134,14 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
 )
 """The case-sensitive families, each scanned by the regex engine from its literal prefix."""
 
+_GLUED_ONLY = ("pass", "pwd")
+"""Keys that name a secret only as the end of a variable's name (``DB_PASS``,
+``MYSQL_PWD``, ``smtp-pass``): alone they are test results (``PASS: test_x``) and the
+working directory (``PWD=/app``)."""
+
 _ASSIGNMENT_KEYS: dict[str, str] = {
     "password": "password", "passwd": "password", "passphrase": "password",
-    "mysql_pwd": "password",
+    "pass": "password", "pwd": "password",
     "secret": "secret",
     "token": "token",
     "api_key": "api_key", "api-key": "api_key", "apikey": "api_key",
@@ -148,11 +153,13 @@ def _assignment(keys: tuple[str, ...]) -> re.Pattern[str]:
     """``<key>=<value>`` for one of ``keys``, in the usual spellings of config and logs.
 
     After the key comes (case-sensitively) no lower-case letter, so ``tokens: 5`` and
-    ``secretary:`` are prose; then a separator and a value, quoted up to its quote or the
-    line end, else up to white space. A quote may be escaped (``{\\"password\\": \\"x\\"}``,
-    JSON logged inside a string).
+    ``secretary:`` are prose (``pass`` and ``pwd`` end a longer name, followed by no
+    letter at all: ``DB_PASS``, not ``PASS:`` or ``TESTS_PASSED``); then a separator and
+    a value, quoted up to its quote or the line end, else up to white space. A quote may
+    be escaped (``{\\"password\\": \\"x\\"}``, JSON logged inside a string).
     """
-    alternatives = "|".join(re.escape(key) for key in sorted(keys, key=len, reverse=True))
+    alternatives = "|".join(rf"(?<=[A-Za-z0-9][_-]){key}(?![A-Za-z])" if key in _GLUED_ONLY
+                            else re.escape(key) for key in sorted(keys, key=len, reverse=True))
     return re.compile(
         r"(?i)(?P<head>(?P<key>" + alternatives + r")(?-i:(?![a-z]))[A-Za-z0-9_.-]{0,40}"
         r"(?:\\?[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4})"
@@ -207,7 +214,7 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
     *(_AssignmentRule("secret", _assignment(tuple(k for k in _ASSIGNMENT_KEYS
                                                   if k.startswith(needle))),
                       (needle,), anchored=True)
-      for needle in ("pass", "secret", "token", "api", "access", "mysql_pwd")),
+      for needle in ("pass", "secret", "token", "api", "access", "pwd")),
 )
 """The case-insensitive families, tried at each occurrence of a needle, leftmost first."""
 

@@ -67,6 +67,9 @@ EXAMPLES = [
     ("url_credentials", "mongodb://app:pa/ss/w0rd@db.internal/orders",
      "mongodb://app:[REDACTED:url_credentials]@db.internal/orders"),
     ("password", "MYSQL_PWD=hunter22 mysql -h db", "MYSQL_PWD=[REDACTED:password] mysql -h db"),
+    ("password", "export DB_PASS=hunter22 PG_PWD='two words'",
+     "export DB_PASS=[REDACTED:password] PG_PWD='[REDACTED:password]'"),
+    ("password", '{"smtp-pass": "Hunter2Secret"}', '{"smtp-pass": "[REDACTED:password]"}'),
     ("password", "curl -fsS -u deploy:Sup3rS3cret https://x.example",
      "curl -fsS -u deploy:[REDACTED:password] https://x.example"),
     ("password", "docker login -u ci -p Pa55w0rd ghcr.io",
@@ -99,6 +102,7 @@ def test_each_family_becomes_its_marker(kind: str, text: str, expected: str) -> 
     "fetched https://registry.npmjs.org:443/@types/node and http://host:8080/a@b",
     "docker login -u ci --password-stdin ghcr.io; pwd: /app; design sig=1",
     r'body={\"password\": \"\"} next',
+    "PASS: test_orders (0.01s) PWD=/app OLDPWD=/ TESTS_PASSED=12 BYPASS=1 DB_PASSES: 3",
 ])
 def test_prose_and_build_output_stay_as_they_are(text: str) -> None:
     """Ordinary log lines and numbers named like secrets are not redacted."""
