@@ -149,6 +149,12 @@ _ASSIGNMENT_KEYS: dict[str, str] = {
 }
 
 
+_QUOTED = (r"(?:(?:[^\"'\\\r\n]|\\[^\r\n]){1,512}(?=(?P=quote))|[^\"'\r\n]{1,512})")
+"""A quoted value after its opening quote: up to a closing quote, backslash escapes
+included (``"pa\\"ss"``, as a shell or a JSON string writes it), else, when there is no
+such quote on the line (``'C:\\tmp\\'`` then more text), up to its first quote."""
+
+
 def _assignment(keys: tuple[str, ...]) -> re.Pattern[str]:
     """``<key>=<value>`` for one of ``keys``, in the usual spellings of config and logs.
 
@@ -164,7 +170,7 @@ def _assignment(keys: tuple[str, ...]) -> re.Pattern[str]:
         r"(?i)(?P<head>(?P<key>" + alternatives + r")(?-i:(?![a-z]))[A-Za-z0-9_.-]{0,40}"
         r"(?:\\?[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4})"
         r"(?!(?:\\?[\"'])?\[REDACTED:|[=>])"
-        r"(?:(?P<quote>[\"'])[^\"'\r\n]{1,512}"
+        r"(?:(?P<quote>[\"'])" + _QUOTED +
         # In escaped quotes (JSON inside a string): \\ and \\\" are the value's own.
         r"|(?P<escaped>\\[\"'])(?:[^\\\"\r\n]|\\\\\\[\"']|\\\\|\\[^\"'\r\n]){1,512}"
         r"|(?!\\[\"'])[^\s\"'`]{1,512})"
@@ -197,7 +203,7 @@ FLAG_RULES: tuple[_Rule, ...] = (
         r"(?P<key>password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key))"
         r"(?![A-Za-z0-9_-])(?:[ \t]{1,4}|[ \t]{0,4}=[ \t]{0,4}))"
         r"(?![\"']?\[REDACTED:)"
-        r"(?:(?P<quote>[\"'])[^\"'\r\n]{1,512}|(?!--)[^\s\"'`]{1,512})"), ("--",)),
+        r"(?:(?P<quote>[\"'])" + _QUOTED + r"|(?!--)[^\s\"'`]{1,512})"), ("--",)),
 )
 """Secrets given to a command as a flag's value, with ``=`` or a space."""
 

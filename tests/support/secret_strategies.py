@@ -123,9 +123,15 @@ def _assignment(draw: st.DrawFn) -> Drawn:
     key = draw(st.sampled_from(_KEYS))
     separator, closing = draw(st.sampled_from(_SEPARATORS))
     value = draw(_chars(ALNUM, 1, 1)) + draw(_chars(PASSWORD_CHARS, 5, 40))
-    if closing:  # a quoted value may hold spaces
+    secrets = [value]
+    if closing:  # a quoted value may hold spaces, and its quote escaped
         value += draw(_chars(" " + ALNUM, 0, 12)).rstrip()
-    return f"{key}{separator}{value}{closing}", [value]
+        if draw(st.booleans()):
+            tail = draw(_chars(ALNUM, 8, 16))
+            value += "\\" + closing + tail
+            secrets = [tail]
+        secrets.insert(0, value)
+    return f"{key}{separator}{value}{closing}", secrets
 
 
 _FLAGS = ["--password", "--PASSWORD", "--db-password", "--token", "--auth-token", "--api-key",
