@@ -17,10 +17,12 @@ against a second process, and read back by the same program.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import marshal
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Sequence
@@ -188,7 +190,9 @@ class Journal:
     def _take_lock(self) -> IO[bytes]:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            handle = open(self.path.with_name(self.path.name + ".lock"), "a+b")  # noqa: SIM115
+            fd = os.open(self.path.with_name(self.path.name + ".lock"),
+                         os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | NOFOLLOW, 0o600)
+            handle = open(fd, "r+b")  # noqa: SIM115
         except OSError as exc:
             raise JournalError(f"cannot open the journal {self.path}: "
                                f"{exc.strerror or exc}") from exc
@@ -209,20 +213,46 @@ class Journal:
         # Spans as they came, secrets and all: readable by this user alone (SQLite gives
         # its -wal and -shm files the database's mode), even in a shared folder; never
         # through a symbolic link. Those of a journal made before are made private too.
-        for suffix, create in (("", os.O_CREAT), ("-wal", 0), ("-shm", 0)):
+        # SQLite opens the files by name again: what it opened is checked to be what was
+        # made private (a file swapped for a link meanwhile is refused).
+        opened: dict[str, int] = {}
+        try:
+            for suffix, create in (("", os.O_CREAT), ("-wal", 0), ("-shm", 0)):
+                with contextlib.suppress(FileNotFoundError):
+                    opened[suffix] = os.open(f"{self.path}{suffix}",
+                                             os.O_RDWR | create | NOFOLLOW, 0o600)
+                    os.fchmod(opened[suffix], 0o600)
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             try:
-                fd = os.open(f"{self.path}{suffix}", os.O_RDWR | create | NOFOLLOW, 0o600)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")  # each commit is on disk at return
+                conn.executescript(_SCHEMA)
+                self._check_files(opened)
+            except BaseException:
+                conn.close()
+                raise
+        finally:
+            for fd in opened.values():
+                os.close(fd)
+        return conn
+
+    def _check_files(self, opened: dict[str, int]) -> None:
+        """The journal's files are still the ones made private, and those SQLite made
+        since are regular files of this user's alone (``OSError`` otherwise)."""
+        for suffix in ("", "-wal", "-shm"):
+            name = f"{self.path}{suffix}"
+            try:
+                found = os.stat(name, follow_symlinks=False)
             except FileNotFoundError:
                 continue
-            try:
-                os.fchmod(fd, 0o600)
-            finally:
-                os.close(fd)
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")  # each commit is on disk when it returns
-        conn.executescript(_SCHEMA)
-        return conn
+            fd = opened.get(suffix)
+            if fd is not None:
+                made = os.fstat(fd)
+                same = (found.st_dev, found.st_ino) == (made.st_dev, made.st_ino)
+            else:
+                same = stat.S_ISREG(found.st_mode) and stat.S_IMODE(found.st_mode) == 0o600
+            if not same:
+                raise OSError(errno.EEXIST, "replaced while the journal was opened", name)
 
     # -- start ----------------------------------------------------------------------------
 

@@ -155,6 +155,39 @@ def test_the_journal_is_readable_by_its_owner_alone(tmp_path: Path) -> None:
     assert not outside.exists()
 
 
+def test_a_lock_file_planted_as_a_link_is_refused(tmp_path: Path) -> None:
+    """The journal's lock file is never opened through a link: nothing is created where a
+    planted one leads."""
+    outside = tmp_path / "outside" / "created-by-the-journal"
+    outside.parent.mkdir()
+    (tmp_path / "journal.sqlite3.lock").symlink_to(outside)
+    with pytest.raises(JournalError, match="cannot open"):
+        Journal(tmp_path / "journal.sqlite3")
+    assert not outside.exists()
+
+
+def test_a_journal_file_swapped_for_a_link_while_opening_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite opens the journal by name after it was made private: when the file was
+    swapped for a link in between, the journal refuses to start and keeps no spans."""
+    path = tmp_path / "journal.sqlite3"
+    outside = tmp_path / "elsewhere.sqlite3"
+    connect = sqlite3.connect
+
+    def swap_then_connect(database: str, *args: object, **kwargs: object) -> sqlite3.Connection:
+        if Path(database) == path and not path.is_symlink():
+            path.rename(tmp_path / "moved-away")
+            path.symlink_to(outside)
+        return connect(database, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sqlite3, "connect", swap_then_connect)
+    with pytest.raises(JournalError, match="replaced while the journal was opened"):
+        Journal(path)
+    monkeypatch.undo()
+    with sqlite3.connect(outside) as conn:
+        assert conn.execute("SELECT count(*) FROM entries").fetchone() == (0,)
+
+
 def test_a_nested_task_stays_nested_after_a_restart(tmp_path: Path) -> None:
     """The parent link of a plain span between two task spans, sent in a request of its
     own, is journaled too: after the restart the inner task still belongs to the outer."""
