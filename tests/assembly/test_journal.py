@@ -8,6 +8,7 @@ import stat
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
@@ -174,11 +175,12 @@ def test_a_journal_file_swapped_for_a_link_while_opening_is_refused(
     outside = tmp_path / "elsewhere.sqlite3"
     connect = sqlite3.connect
 
-    def swap_then_connect(database: str, *args: object, **kwargs: object) -> sqlite3.Connection:
+    def swap_then_connect(database: str, *args: Any, **kwargs: Any) -> sqlite3.Connection:
         if Path(database) == path and not path.is_symlink():
             path.rename(tmp_path / "moved-away")
             path.symlink_to(outside)
-        return connect(database, *args, **kwargs)  # type: ignore[arg-type]
+        conn: sqlite3.Connection = connect(database, *args, **kwargs)
+        return conn
 
     monkeypatch.setattr(sqlite3, "connect", swap_then_connect)
     with pytest.raises(JournalError, match="replaced while the journal was opened"):
