@@ -365,6 +365,22 @@ def test_an_entry_being_delivered_is_locked_against_other_deliverers(tmp_path: P
     assert one.pending() == []
 
 
+def test_an_entry_swapped_after_the_scan_is_not_delivered(tmp_path: Path) -> None:
+    """An entry replaced by a link or a FIFO between the scan and the claim is skipped: its
+    target is never read (nor sent to the hub), and a FIFO never blocks the deliverer."""
+    spool = Spool(tmp_path / "spool")
+    outside = tmp_path / "private.json"
+    outside.write_text(json.dumps({"content": "not the spool's"}))
+    for name, swap in (("kh-link", lambda path: path.symlink_to(outside)),
+                       ("kh-fifo", os.mkfifo)):
+        path = spool.put(name, {"content": "x"})
+        [entry] = [entry for entry in spool.pending() if entry.id == name]
+        path.unlink()
+        swap(path)
+        assert spool.claim(entry) is None
+        path.unlink()
+
+
 def test_outage_then_sigkill_then_restart_delivers_each_diary_once(
         hub: tuple[HubServer, str], tmp_path: Path) -> None:
     """An app killed (SIGKILL) while the hub is down loses nothing: a restart delivers it once."""

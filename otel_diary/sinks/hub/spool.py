@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import re
+import stat
 import threading
 import time
 import weakref
@@ -26,7 +27,7 @@ from typing import Any
 from otel_diary.errors import SpoolFullError
 from otel_diary.runner import renew_after_fork
 from otel_diary.sinks.base import atomic_write
-from otel_diary.text import sha256_hex
+from otel_diary.text import open_to_read, sha256_hex
 
 try:
     import fcntl
@@ -184,11 +185,14 @@ class Spool:
 
     def claim(self, entry: Entry) -> Claim | None:
         """Lock ``entry`` for delivery; ``None`` if it is gone or another process has it."""
-        try:
-            fd = os.open(entry.path, os.O_RDONLY)
-        except FileNotFoundError:
+        try:  # never through a link, nor waiting on a FIFO swapped in since the scan
+            fd = open_to_read(entry.path, follow=False)
+        except OSError:
             return None
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                return None
             if fcntl is not None:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -329,13 +333,13 @@ def _scan(directory: Path) -> list[Entry]:
             if name.startswith(".") or not name.endswith(SUFFIX):
                 continue
             try:
-                stat = item.stat(follow_symlinks=False)
+                info = item.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue
             if not item.is_file(follow_symlinks=False):
                 continue
-            entries.append(Entry(name[: -len(SUFFIX)], Path(item.path), stat.st_size,
-                                 stat.st_mtime_ns))
+            entries.append(Entry(name[: -len(SUFFIX)], Path(item.path), info.st_size,
+                                 info.st_mtime_ns))
     entries.sort(key=lambda entry: (entry.mtime_ns, entry.id))
     return entries
 
