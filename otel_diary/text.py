@@ -177,20 +177,35 @@ def open_to_read(path: str | os.PathLike[str], *, follow: bool = True) -> int:
 
 
 def read_text(path: str | os.PathLike[str], errors: str = "strict", *,
-              follow: bool = True) -> str:
+              follow: bool = True, within: Path | None = None) -> str:
     """The UTF-8 text of the regular file at ``path``. Never waits: a FIFO, socket or
     device found there (anyone may drop one into a knowledge-base folder), or a folder,
     is an ``OSError`` naming ``path``, as a missing file is. With ``follow`` false, so is
-    a symbolic link."""
+    a symbolic link; with ``within`` (a resolved folder), a file the path led out of it
+    to when opened (a folder or file swapped for a link after it was listed)."""
     fd = open_to_read(path, follow=follow)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        if within is not None and not _is_under(_opened(fd, path), os.fspath(within)):
+            raise OSError(errno.EXDEV, "outside the knowledge base", os.fspath(path))
     except BaseException:
         os.close(fd)
         raise
     with open(fd, encoding="utf-8", errors=errors) as handle:  # closes fd, even on error
         return handle.read()
+
+
+def _opened(fd: int, path: str | os.PathLike[str]) -> str:
+    """Where the file open as ``fd`` is (the kernel's answer where there is one)."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+
+
+def _is_under(path: str, folder: str) -> bool:
+    return path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def inside(path: Path, base: Path) -> bool:

@@ -112,3 +112,30 @@ def test_knowledge_files_are_those_no_planted_link_leads_out_of_the_base(tmp_pat
     through = tmp_path / "root-link" / "diaries"
     assert [f.name for f in knowledge_files(through / "agents", through.resolve())] == [
         "alias.md", "own.md"]
+
+
+def test_read_text_within_refuses_what_a_listed_path_leads_out_to_when_read(
+        tmp_path: Path) -> None:
+    """A file listed inside the base, then swapped (it, or a folder above it) for a link
+    leading out before it is read, is refused when read ``within`` the base; a file and
+    a link inside are read."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "own.md").write_text("not the knowledge base's", encoding="utf-8")
+    base = tmp_path / "kb" / "diaries"
+    folder = base / "agents" / "coder"
+    folder.mkdir(parents=True)
+    (folder / "own.md").write_text("a diary", encoding="utf-8")
+    (folder / "alias.md").symlink_to(folder / "own.md")
+    resolved = base.resolve()
+    listed = knowledge_files(base, resolved)
+    assert [read_text(file, within=resolved) for file in listed] == ["a diary", "a diary"]
+    (folder / "own.md").unlink()
+    (folder / "own.md").symlink_to(outside / "own.md")
+    with pytest.raises(OSError, match="outside the knowledge base"):
+        read_text(folder / "own.md", within=resolved)
+    folder.rename(base / "agents" / "moved")
+    folder.symlink_to(outside, target_is_directory=True)
+    with pytest.raises(OSError, match="outside the knowledge base"):
+        read_text(folder / "own.md", within=resolved)
+    assert read_text(folder / "own.md") == "not the knowledge base's"  # without ``within``

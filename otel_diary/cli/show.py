@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             if not file.resolve().is_relative_to(folder):
                 raise OSError(0, "outside the diary folder")
-            content = read_text(file)
+            content = read_text(file, within=folder)
         except OSError as exc:
             return fail("show", f"diary {hit.id} is indexed at {file} but cannot be read "
                                 f"({exc.strerror}); run `otel-diary reindex`", 1)

@@ -318,11 +318,12 @@ def _entry(path: str, front: Mapping[str, Any], body: str, learned: str,
 def scan_diaries(root: Path) -> list[tuple[str, Mapping[str, Any], str]]:
     """Every diary under ``<root>/diaries/agents``: (relative path, front matter, text)."""
     found: list[tuple[str, Mapping[str, Any], str]] = []
-    for file in knowledge_files(root / DIARY_ROOT, (root / KB_FOLDER).resolve()):
+    base = (root / KB_FOLDER).resolve()
+    for file in knowledge_files(root / DIARY_ROOT, base):
         try:
             if file.stat().st_size > 1024 * 1024:
                 continue
-            content = read_text(file, "replace")
+            content = read_text(file, "replace", within=base)
             front = parse_front_matter(content)
         except (OSError, ValueError, TypeError):
             continue

@@ -87,7 +87,7 @@ class FolderStore:
         try:
             if file.stat().st_size > MAX_DOCUMENT_BYTES:
                 return None
-            return read_text(file, "replace")
+            return read_text(file, "replace", within=self._folder)
         except OSError:
             return None
 

@@ -317,7 +317,7 @@ class LessonBook:
         """The lesson's file; ``OSError`` also for a link, or a folder out of place."""
         if not self._folder_ok():
             raise OSError(f"the lessons folder {self.folder} leads out of the knowledge base")
-        return read_text(self.path(signature), follow=False)
+        return read_text(self.path(signature), follow=False, within=self._base)
 
     def lists_others(self, signature: str, ident: str) -> bool:
         """True when the lesson for ``signature`` counts a run other than diary ``ident``
@@ -365,7 +365,7 @@ class LessonBook:
         found: list[Lesson] = []
         for file in knowledge_files(self.folder, self._base, recursive=False):
             try:
-                found.append(lesson_from_document(read_text(file)))
+                found.append(lesson_from_document(read_text(file, within=self._base)))
             except (OSError, ValueError, TypeError, AttributeError):
                 continue
         found.sort(key=lambda lesson: lesson.last_seen, reverse=True)
@@ -469,7 +469,7 @@ class LessonBook:
             if file.name in kept:
                 continue
             try:
-                stale = lesson_from_document(read_text(file))
+                stale = lesson_from_document(read_text(file, within=self._base))
             except (OSError, ValueError, TypeError, AttributeError):
                 continue  # not a lesson: someone's own notes
             with self.locked(stale.signature):
@@ -493,7 +493,7 @@ class LessonBook:
             try:
                 if not inside(self.root / path, self._base):
                     continue  # "diaries/agents/../../x", or a link leading out
-                content = read_text(self.root / path)
+                content = read_text(self.root / path, within=self._base)
                 found = sighting(path, parse_front_matter(content), content)
             except (OSError, ValueError, TypeError):
                 continue

@@ -271,12 +271,13 @@ class DiaryIndex:
         entries: list[Entry] = []
         seen: set[str] = set()
         skipped = 0
-        for file in knowledge_files(self.folder, (self.root / KB_FOLDER).resolve()):
+        base = (self.root / KB_FOLDER).resolve()
+        for file in knowledge_files(self.folder, base):
             try:
                 if not file.is_file() or file.stat().st_size > MAX_DOCUMENT_BYTES:
                     skipped += 1
                     continue
-                content = read_text(file, "replace")
+                content = read_text(file, "replace", within=base)
                 entry = entry_from_document(file.relative_to(self.root).as_posix(), content)
             except (OSError, ValueError, TypeError):
                 skipped += 1

@@ -222,7 +222,7 @@ class _Lessons:
                 stamp = (stat.st_mtime_ns, stat.st_size)
                 known = self._texts.get(path)
                 if known is None or known[0] != stamp:
-                    known = (stamp, read_text(file, "replace"))
+                    known = (stamp, read_text(file, "replace", within=self._base))
                     self._parsed.pop(path, None)
                     self._searchable = None
             except OSError:
@@ -516,7 +516,7 @@ class KnowledgeBase:
         try:
             if file.stat().st_size > MAX_DOCUMENT_BYTES:
                 raise ReadError(f"{path!r} is larger than a diary can be")
-            content = read_text(file, "replace")
+            content = read_text(file, "replace", within=self._folder)
         except FileNotFoundError:
             raise ReadError(f"no document at {path!r} in the knowledge base") from None
         except OSError as exc:
@@ -577,7 +577,7 @@ class KnowledgeBase:
         """The signatures of ``signatures`` that the diary's "Error encountered" has."""
         try:
             file = self._inside(hit.path)
-            own = entry_from_document(hit.path, read_text(file)).signatures
+            own = entry_from_document(hit.path, read_text(file, within=self._folder)).signatures
         except (OSError, ValueError, ReadError):
             return []
         return [signature for signature in signatures if signature in own]
