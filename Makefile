@@ -67,6 +67,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/receive_path_instructions.py
 	$(BIN)/python benchmarks/journal.py
 	$(BIN)/python benchmarks/sustained_serve.py
+	$(BIN)/python benchmarks/decision_hold.py
 	$(BIN)/python benchmarks/import_cost.py
 
 clean:

@@ -133,6 +133,8 @@ class TraceStore:
         """Parent links dropped: their trace held ``MAX_LINKS`` already."""
         self._views: dict[bytes, _View] = {}
         """The views of the traces decided in the call under way (emptied after it)."""
+        self._read = 0
+        """Parent links, task spans and contributions of the traces those views read."""
         self.on_close: Callable[[bytes], None] | None = None
         """Told the id of every trace the store forgets (decided, expired or evicted): the
         collector compacts the trace's journal rows once its diaries are written."""
@@ -287,14 +289,26 @@ class TraceStore:
     def next_deadline(self) -> float | None:
         return self._deadlines[0][0] if self._deadlines else None
 
-    def due(self, now: float, limit: int | None = None) -> list[Ready]:
+    def due(self, now: float, limit: int | None = None,
+            budget: int | None = None) -> list[Ready]:
         """Decide every task span whose grace period is over (at most ``limit`` of them;
-        :meth:`is_due` tells whether more are)."""
+        :meth:`is_due` tells whether more are).
+
+        A decision reads its whole trace (parent links, task spans, contributions) once
+        per call, whatever the number of its tasks decided in the call. With ``budget``,
+        no trace is read anew once the traces read in the call held that many: the tasks
+        of the others wait for the next call, so no call takes long (traces of a hundred
+        thousand spans cost tens of milliseconds each)."""
         ready: list[Ready] = []
         deadlines = self._deadlines
         left = len(deadlines) if limit is None else limit
+        self._read = 0
         try:
             while deadlines and deadlines[0][0] <= now and left > 0:
+                trace_id = deadlines[0][1]
+                if budget is not None and self._read >= budget and \
+                        trace_id not in self._views:
+                    break
                 left -= 1
                 _, trace_id, task_id = deadlines.popleft()
                 entry = self._traces.get(trace_id)
@@ -354,6 +368,7 @@ class TraceStore:
         view = self._views.get(trace_id)
         if view is None:
             view = self._views[trace_id] = _View(self._ancestry(entry, done))
+            self._read += entry.link_count + len(entry.task_spans) + len(entry.contributions)
         if view.ancestry.nested(record.parent_span_id):
             self.nested_tasks += 1  # its parent task's diary covers it, and takes its facts
             keys = self.conventions.child_keys  # what a decoded contribution keeps too

@@ -61,6 +61,13 @@ it: answer as :attr:`Admission.JOURNAL_FULL`, to be retried)."""
 
 DECIDE_AT_ONCE = 256
 """Task spans the timer thread decides per hold of the lock receivers assemble under."""
+DECIDE_BUDGET = 2**17
+"""Parent links, task spans and contributions of the traces decided per hold of that
+lock, at most (and one trace, whatever its size): a trace of the most parent links
+assembly keeps (:data:`~otel_diary.assembly.grace.MAX_LINKS`)."""
+LONG_HOLD_S = 0.02
+"""A hold of that lock longer than this is followed by twice as long without it: however
+large the traces decided, the receivers have it at least two thirds of the time."""
 
 
 class Collector:
@@ -291,16 +298,23 @@ class Collector:
 
     def _decide_due(self, stopping: bool) -> float | None:
         """One round of the timer: decide due task spans a few at a time (receivers wait on
-        the lock), forget expired traces; once closed, decide everything left."""
+        the lock), and after a long hold leave the lock to them for twice as long; forget
+        expired traces; once closed, decide everything left."""
         store = self.store
         now = self._clock()
+        pause = 0.0
         while store.is_due(now) and not self._closed:
             with self._lock:
+                started = time.perf_counter()
                 try:
-                    self._hand_over(store.due(now, DECIDE_AT_ONCE))
+                    self._hand_over(store.due(now, DECIDE_AT_ONCE, DECIDE_BUDGET))
                 except Exception:
                     self._assembly_failed()
                     break
+                held = time.perf_counter() - started
+            if held >= LONG_HOLD_S:  # the receivers' turn; what is due waits meanwhile
+                pause = min(2 * held, 1.0)
+                break
         with self._lock:
             try:
                 if now >= self._next_expiry:
@@ -314,6 +328,8 @@ class Collector:
                 self._assembly_failed()
         if stopping:
             return None
+        if pause:
+            return pause
         deadline = store.next_deadline()
         return 0.5 if deadline is None else min(max(deadline - self._clock(), 0), 0.5)
 

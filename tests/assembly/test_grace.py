@@ -65,6 +65,43 @@ def test_due_decides_at_most_the_limit_at_a_time() -> None:
     assert (len(traces), traces.spans, traces.bytes) == (0, 0, 0)
 
 
+def test_due_reads_no_trace_anew_past_its_budget() -> None:
+    """With a budget, a call stops before a trace it has not read yet once those it read
+    hold that many spans and links; the tasks of a trace it read are still decided in it.
+    Over the calls, the decisions are those of one call without a budget."""
+    chains = {letter: (new_trace_id(), [new_span_id() for _ in range(50)])
+              for letter in "ABC"}
+    requests = []  # due in this order; the first of a trace brings its chain of 50
+    for name in ("A1", "A2", "B1", "C1", "A3"):
+        trace_id, chain = chains[name[0]]
+        spans = task_trace(name, chats=1, trace_id=trace_id, parent=chain[-1])
+        if name.endswith("1"):
+            spans += [span(trace_id, chain[0])]
+            spans += [span(trace_id, chain[k], chain[k - 1]) for k in range(1, 50)]
+        requests.append(protobuf_body(spans))
+
+    def traces_and_deadlines() -> TraceStore:
+        traces = store()
+        for n, body in enumerate(requests):
+            traces.add(decode(body, PROTOBUF, ORCHESTRATOR), now=n)
+        return traces
+
+    bounded, unbounded = traces_and_deadlines(), traces_and_deadlines()
+    calls = []
+    while bounded.is_due(100):
+        calls.append([record.attributes["orchestrator.task.id"]
+                      for record, _ in bounded.due(100, budget=1)])
+    assert calls == [["A1", "A2"], ["B1"], ["C1"], ["A3"]]
+    whole = {str(record.attributes["orchestrator.task.id"]): (record, summary)
+             for record, summary in unbounded.due(100)}
+    assert sorted(whole) == ["A1", "A2", "A3", "B1", "C1"]
+    fresh = traces_and_deadlines()
+    decided = [ready for _ in range(4) for ready in fresh.due(100, budget=1)]
+    assert {record.attributes["orchestrator.task.id"]: (record.span_id, summary)
+            for record, summary in decided} == {
+        name: (record.span_id, summary) for name, (record, summary) in whole.items()}
+
+
 def test_plain_spans_are_counted_not_held() -> None:
     """Only the task span and the contributing spans are held; every valid span counts."""
     spans = task_trace("T-plain", chats=2)
