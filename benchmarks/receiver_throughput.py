@@ -168,10 +168,18 @@ class Server:
                 time.sleep(0.05)
         raise RuntimeError(f"{command} did not start")
 
+    def cpu(self) -> tuple[float, float]:
+        """User and system CPU seconds the process has used so far (every thread)."""
+        # /proc/<pid>/stat: the command may hold spaces, so count from its closing ")";
+        # utime and stime are the 14th and 15th fields, in clock ticks.
+        stat = Path(f"/proc/{self.process.pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2:].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        return int(fields[11]) / ticks, int(fields[12]) / ticks
+
     def cpu_seconds(self) -> float:
-        """User and system CPU time the process has used so far."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """User and system CPU time together."""
+        return sum(self.cpu())
 
     def stop(self, graceful: bool = True) -> None:
         self.process.send_signal(signal.SIGTERM if graceful else signal.SIGKILL)
@@ -200,15 +208,6 @@ class Receiver(Server):
             key, _, value = line.partition(":")
             fields[key] = value.strip()
         return (int(fields["VmRSS"].split()[0]) * 1024, int(fields["VmHWM"].split()[0]) * 1024)
-
-    def cpu(self) -> tuple[float, float]:
-        """User and system CPU seconds the process has used so far (every thread)."""
-        # /proc/<pid>/stat: the command may hold spaces, so count from its closing ")";
-        # utime and stime are the 14th and 15th fields, in clock ticks.
-        stat = Path(f"/proc/{self.process.pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2:].split()
-        ticks = os.sysconf("SC_CLK_TCK")
-        return int(fields[11]) / ticks, int(fields[12]) / ticks
 
 
 async def floor_app(scope: Message, receive: Callable[[], Awaitable[Message]],
