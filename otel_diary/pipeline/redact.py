@@ -66,6 +66,17 @@ def _rule(kind: str, pattern: str, needles: tuple[str, ...], *,
     return _Rule(kind, re.compile(pattern), needles, keep_prefix)
 
 
+def _quoted(group: str) -> str:
+    """A value after the opening quote captured as ``group``: up to its closing quote,
+    backslash escapes and the other kind of quote included (``"pa\\"ss"``, ``"it's"``, as
+    a shell or a JSON string writes them; a value ending in a backslash runs on to the next
+    such quote), else (none on the line) up to its first quote of that kind, or the line's
+    end."""
+    quote = f"(?P={group})"
+    return (rf"(?:(?:(?!{quote})[^\\\r\n]|\\[^\r\n]){{1,512}}(?={quote})"
+            rf"|(?:(?!{quote})[^\r\n]){{1,512}})")
+
+
 _AWS_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA",
                  "APKA", "AROA")
 
@@ -123,36 +134,33 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
     *(_rule("password",
             "(" + flag + r"(?<=[ \t]" + flag + r")(?:[ \t]{1,4}|=)(?P<q>[\"'])?"
             r"(?![0-9]{1,10}:[0-9]{1,10}(?![^\s\"']))[^\s:\"']{1,256}:)"
-            r"(?(q)[^\"'\r\n]{1,512}|[^\s\"']{1,512})",
+            r"(?(q)" + _quoted("q") + r"|[^\s\"']{1,512})",
             (flag,), keep_prefix=True) for flag in ("-u", "--user")),
+    # openssl ... -pass pass:password (also -passin, -passout)
+    _rule("password", r"(-pass" + _token_start(5) + r"(?:in|out)?[ \t]{1,4}pass:)"
+          r"[^\s\"']{1,512}", ("-pass",), keep_prefix=True),
     # docker login [registry] [-u user] -p password: at most three words in between.
     *(_rule("password",
             "(" + tool + _token_start(6) + r"[ \t]{1,4}login"
             r"(?:[ \t]{1,4}[^\s]{1,256}){0,3}?[ \t]{1,4}-p(?:[ \t]{1,4}|=)(?P<q>[\"'])?)"
-            r"(?!-)(?(q)[^\"'\r\n]{1,512}|[^\s\"']{1,512})",
+            r"(?!-)(?(q)" + _quoted("q") + r"|[^\s\"']{1,512})",
             (tool,), keep_prefix=True) for tool in ("docker", "podman")),
 )
 """The case-sensitive families, each scanned by the regex engine from its literal prefix."""
 
 _GLUED_ONLY = ("pass", "pwd")
-"""Keys that name a secret only as the end of a variable's name (``DB_PASS``,
-``MYSQL_PWD``, ``smtp-pass``): alone they are test results (``PASS: test_x``) and the
-working directory (``PWD=/app``)."""
+"""Keys that name a secret only as the end of a longer name (``DB_PASS``, ``MYSQL_PWD``,
+``smtp-pass``, ``mail.smtp.pass``) or quoted (``"pass": …``): alone they are test results
+(``PASS: test_x``) and the working directory (``PWD=/app``)."""
 
 _ASSIGNMENT_KEYS: dict[str, str] = {
     "password": "password", "passwd": "password", "passphrase": "password",
-    "pass": "password", "pwd": "password",
+    "pass": "password", "pwd": "password", "sshpass": "password",
     "secret": "secret",
     "token": "token",
     "api_key": "api_key", "api-key": "api_key", "apikey": "api_key",
     "access_key": "api_key", "access-key": "api_key", "accesskey": "api_key",
 }
-
-
-_QUOTED = (r"(?:(?:[^\"'\\\r\n]|\\[^\r\n]){1,512}(?=(?P=quote))|[^\"'\r\n]{1,512})")
-"""A quoted value after its opening quote: up to a closing quote, backslash escapes
-included (``"pa\\"ss"``, as a shell or a JSON string writes it), else, when there is no
-such quote on the line (``'C:\\tmp\\'`` then more text), up to its first quote."""
 
 
 def _assignment(keys: tuple[str, ...]) -> re.Pattern[str]:
@@ -164,13 +172,14 @@ def _assignment(keys: tuple[str, ...]) -> re.Pattern[str]:
     a value, quoted up to its quote or the line end, else up to white space. A quote may
     be escaped (``{\\"password\\": \\"x\\"}``, JSON logged inside a string).
     """
-    alternatives = "|".join(rf"(?<=[A-Za-z0-9][_-]){key}(?![A-Za-z])" if key in _GLUED_ONLY
-                            else re.escape(key) for key in sorted(keys, key=len, reverse=True))
+    alternatives = "|".join(
+        rf"(?:(?<=[A-Za-z0-9][_.-])|(?<=[\"'])){key}(?![A-Za-z])" if key in _GLUED_ONLY
+        else re.escape(key) for key in sorted(keys, key=len, reverse=True))
     return re.compile(
         r"(?i)(?P<head>(?P<key>" + alternatives + r")(?-i:(?![a-z]))[A-Za-z0-9_.-]{0,40}"
         r"(?:\\?[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4})"
         r"(?!(?:\\?[\"'])?\[REDACTED:|[=>])"
-        r"(?:(?P<quote>[\"'])" + _QUOTED +
+        r"(?:(?P<quote>[\"'])" + _quoted("quote") +
         # In escaped quotes (JSON inside a string): \\ and \\\" are the value's own.
         r"|(?P<escaped>\\[\"'])(?:[^\\\"\r\n]|\\\\\\[\"']|\\\\|\\[^\"'\r\n]){1,512}"
         r"|(?!\\[\"'])[^\s\"'`]{1,512})"
@@ -182,8 +191,9 @@ class _AssignmentRule(_Rule):
     """``password=…``-style assignments; the kind follows the key."""
 
     def replace(self, match: re.Match[str]) -> str:
-        kind = _ASSIGNMENT_KEYS.get(match.group("key").lower(), "secret")
-        return (match.group("head") + (match.group("escaped") or match.group("quote") or "")
+        groups = match.groupdict()
+        kind = _ASSIGNMENT_KEYS.get(groups["key"].lower(), "secret")
+        return (groups["head"] + (groups.get("escaped") or groups.get("quote") or "")
                 + MARK.format(kind=kind))
 
 
@@ -200,10 +210,11 @@ class _FlagRule(_Rule):
 FLAG_RULES: tuple[_Rule, ...] = (
     _FlagRule("secret", re.compile(
         r"(?P<head>--(?=[A-Za-z])(?i:(?:[a-z0-9]{1,20}[-_](?:[a-z0-9]{1,20}[-_])?)?"
-        r"(?P<key>password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key))"
+        r"(?P<key>password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key"
+        r"|(?<=[a-z0-9][-_])(?:pass|pwd)))"
         r"(?![A-Za-z0-9_-])(?:[ \t]{1,4}|[ \t]{0,4}=[ \t]{0,4}))"
         r"(?![\"']?\[REDACTED:)"
-        r"(?:(?P<quote>[\"'])" + _QUOTED + r"|(?!--)[^\s\"'`]{1,512})"), ("--",)),
+        r"(?:(?P<quote>[\"'])" + _quoted("quote") + r"|(?!--)[^\s\"'`]{1,512})"), ("--",)),
 )
 """Secrets given to a command as a flag's value, with ``=`` or a space."""
 
@@ -220,7 +231,11 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
     *(_AssignmentRule("secret", _assignment(tuple(k for k in _ASSIGNMENT_KEYS
                                                   if k.startswith(needle))),
                       (needle,), anchored=True)
-      for needle in ("pass", "secret", "token", "api", "access", "pwd")),
+      for needle in ("pass", "secret", "token", "api", "access", "pwd", "sshpass")),
+    # pass / pwd alone: only with a quoted value (``pass: "…"``; ``PASS: test_x`` is not).
+    _AssignmentRule("password", re.compile(
+        r"(?i)(?P<head>(?<![A-Za-z0-9_.-])(?P<key>pass|pwd)[ \t]{0,4}[:=][ \t]{0,4})"
+        r"(?P<quote>[\"'])" + _quoted("quote")), ("pass", "pwd"), anchored=True),
 )
 """The case-insensitive families, tried at each occurrence of a needle, leftmost first."""
 

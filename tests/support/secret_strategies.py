@@ -113,7 +113,8 @@ def _docker_login(draw: st.DrawFn) -> Drawn:
 _KEYS = ["password", "PASSWORD", "db_password", "DB_PASSWORD", "passwd", "Passphrase",
          "secret", "client_secret", "AWS_SECRET_ACCESS_KEY", "token", "GITHUB_TOKEN",
          "auth_token", "api_key", "API_KEY", "apiKey", "api-key", "x-api-key", "access_key",
-         "MYSQL_PWD", "mysql_pwd", "DB_PASS", "smtp-pass", "PG_PWD"]
+         "MYSQL_PWD", "mysql_pwd", "DB_PASS", "smtp-pass", "PG_PWD", "SSHPASS",
+         "mail.smtp.pass"]
 _SEPARATORS = [("=", ""), (" = ", ""), (": ", ""), (":", ""), ("=\"", "\""), ("='", "'"),
                ("\": \"", "\""), (" => '", "'"), (":=", "")]
 
@@ -135,7 +136,7 @@ def _assignment(draw: st.DrawFn) -> Drawn:
 
 
 _FLAGS = ["--password", "--PASSWORD", "--db-password", "--token", "--auth-token", "--api-key",
-          "--api_key", "--apikey", "--client-secret", "--access-key"]
+          "--api_key", "--apikey", "--client-secret", "--access-key", "--smtp-pass", "--db-pwd"]
 
 
 @st.composite
