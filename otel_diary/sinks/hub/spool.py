@@ -11,6 +11,7 @@ oldest refused entries make room for new ones), so refusals never stop new diari
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -187,8 +188,10 @@ class Spool:
         """Lock ``entry`` for delivery; ``None`` if it is gone or another process has it."""
         try:  # never through a link, nor waiting on a FIFO swapped in since the scan
             fd = open_to_read(entry.path, follow=False)
-        except OSError:
-            return None
+        except OSError as exc:
+            if exc.errno in _GONE:
+                return None
+            raise
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 os.close(fd)
@@ -319,6 +322,10 @@ def file_stem(ident: str) -> str:
 def _keep(path: Path, data: bytes) -> None:
     """Write a spool file atomically, synced to disk, readable by this user alone."""
     atomic_write(path, data, durable=True, mode=0o600)
+
+
+_GONE = (errno.ENOENT, errno.ELOOP, errno.EMLINK)
+"""An entry deleted, or swapped for a link (systems differ in which error they give)."""
 
 
 def _scan(directory: Path) -> list[Entry]:
