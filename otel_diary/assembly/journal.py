@@ -22,7 +22,6 @@ import logging
 import marshal
 import os
 import sqlite3
-import stat
 import threading
 import time
 from collections.abc import Sequence
@@ -210,24 +209,25 @@ class Journal:
             self._lock_file.close()
 
     def _connect(self) -> sqlite3.Connection:
-        # Spans as they came, secrets and all: readable by this user alone (SQLite gives
-        # its -wal and -shm files the database's mode), even in a shared folder; never
-        # through a symbolic link. Those of a journal made before are made private too.
-        # SQLite opens the files by name again: what it opened is checked to be what was
-        # made private (a file swapped for a link meanwhile is refused).
+        # Spans as they came, secrets and all: readable by this user alone, even in a
+        # shared folder; never through a symbolic link. The three files are made (or an
+        # older journal's made private) here; SQLite then opens them by name again, so
+        # before it writes to each it is checked to have opened the file made here (one
+        # swapped for a link meanwhile is refused).
         opened: dict[str, int] = {}
         try:
-            for suffix, create in (("", os.O_CREAT), ("-wal", 0), ("-shm", 0)):
-                with contextlib.suppress(FileNotFoundError):
-                    opened[suffix] = os.open(f"{self.path}{suffix}",
-                                             os.O_RDWR | create | NOFOLLOW, 0o600)
-                    os.fchmod(opened[suffix], 0o600)
+            for suffix in ("", "-wal", "-shm"):  # SQLite takes empty ones as new
+                opened[suffix] = os.open(f"{self.path}{suffix}",
+                                         os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o600)
+                os.fchmod(opened[suffix], 0o600)
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             try:
+                self._check_opened(opened[""], "")  # SQLite opens it here, writes later
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=FULL")  # each commit is on disk at return
-                conn.executescript(_SCHEMA)
-                self._check_files(opened)
+                conn.executescript(_SCHEMA)  # no span yet: the log holds the schema alone
+                for suffix in ("-wal", "-shm"):
+                    self._check_opened(opened[suffix], suffix)
             except BaseException:
                 conn.close()
                 raise
@@ -236,23 +236,27 @@ class Journal:
                 os.close(fd)
         return conn
 
-    def _check_files(self, opened: dict[str, int]) -> None:
-        """The journal's files are still the ones made private, and those SQLite made
-        since are regular files of this user's alone (``OSError`` otherwise)."""
-        for suffix in ("", "-wal", "-shm"):
-            name = f"{self.path}{suffix}"
-            try:
-                found = os.stat(name, follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            fd = opened.get(suffix)
-            if fd is not None:
-                made = os.fstat(fd)
-                same = (found.st_dev, found.st_ino) == (made.st_dev, made.st_ino)
-            else:
-                same = stat.S_ISREG(found.st_mode) and stat.S_IMODE(found.st_mode) == 0o600
-            if not same:
-                raise OSError(errno.EEXIST, "replaced while the journal was opened", name)
+    def _check_opened(self, ours: int, suffix: str) -> None:
+        """``OSError`` unless SQLite has the file open as ``ours`` (it opened the file
+        made private, not one swapped in since). Where this process's descriptors cannot
+        be listed, the file at the name is checked instead."""
+        made = os.fstat(ours)
+        try:
+            descriptors = [int(name) for name in os.listdir("/proc/self/fd")]
+        except OSError:
+            found = os.stat(f"{self.path}{suffix}", follow_symlinks=False)
+            held = (found.st_dev, found.st_ino) == (made.st_dev, made.st_ino)
+        else:
+            held = False
+            for fd in descriptors:
+                if fd != ours:
+                    with contextlib.suppress(OSError):
+                        other = os.fstat(fd)
+                        held = held or (other.st_dev, other.st_ino) == (made.st_dev,
+                                                                       made.st_ino)
+        if not held:
+            raise OSError(errno.EEXIST, "replaced while the journal was opened",
+                          f"{self.path}{suffix}")
 
     # -- start ----------------------------------------------------------------------------
 

@@ -167,27 +167,37 @@ def test_a_lock_file_planted_as_a_link_is_refused(tmp_path: Path) -> None:
     assert not outside.exists()
 
 
+@pytest.mark.parametrize("suffix", ["", "-wal"])
 def test_a_journal_file_swapped_for_a_link_while_opening_is_refused(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """SQLite opens the journal by name after it was made private: when the file was
-    swapped for a link in between, the journal refuses to start and keeps no spans."""
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str) -> None:
+    """SQLite opens the journal's files by name after they were made private: when one was
+    swapped for a link in between, the journal refuses to start, and no span goes there;
+    the database itself is refused before SQLite writes to what the link leads to."""
     path = tmp_path / "journal.sqlite3"
-    outside = tmp_path / "elsewhere.sqlite3"
+    swapped = Path(f"{path}{suffix}")
+    victim = tmp_path / "elsewhere.sqlite3"
+    with sqlite3.connect(victim) as conn:
+        conn.execute("CREATE TABLE mine (x)")
+    victim_bytes = victim.read_bytes()
+    target = victim if not suffix else tmp_path / "elsewhere-wal"
+    target.touch()
     connect = sqlite3.connect
 
     def swap_then_connect(database: str, *args: Any, **kwargs: Any) -> sqlite3.Connection:
-        if Path(database) == path and not path.is_symlink():
-            path.rename(tmp_path / "moved-away")
-            path.symlink_to(outside)
+        if Path(database) == path and not swapped.is_symlink():
+            swapped.rename(tmp_path / "moved-away")
+            swapped.symlink_to(target)
         conn: sqlite3.Connection = connect(database, *args, **kwargs)
         return conn
 
     monkeypatch.setattr(sqlite3, "connect", swap_then_connect)
-    with pytest.raises(JournalError, match="replaced while the journal was opened"):
+    with pytest.raises(JournalError, match="replaced while the journal was opened"
+                       if not suffix else "cannot open the journal"):  # SQLite refuses
         Journal(path)
     monkeypatch.undo()
-    with sqlite3.connect(outside) as conn:
-        assert conn.execute("SELECT count(*) FROM entries").fetchone() == (0,)
+    assert victim.read_bytes() == victim_bytes  # not even switched to WAL
+    assert not Path(f"{victim}-wal").exists() and target.stat().st_size == (
+        len(victim_bytes) if not suffix else 0)
 
 
 def test_a_nested_task_stays_nested_after_a_restart(tmp_path: Path) -> None:
