@@ -13,6 +13,7 @@ from otel_diary.assembly import grace
 from otel_diary.assembly.batch import Batch
 from otel_diary.assembly.grace import TraceStore
 from otel_diary.assembly.table import Ancestry
+from otel_diary.receiver import admission
 from otel_diary.receiver.admission import Admission, Collector
 from otel_diary.receiver.decode import JSON, PROTOBUF, decode
 from otel_diary.receiver.metrics import metric_values, metrics_text
@@ -509,3 +510,22 @@ def test_collector_says_behind_when_diaries_wait_past_their_bound() -> None:
     assert service.pending_diaries == 1
     assert service.saturation() is Admission.BEHIND
     assert service.offer(batch_of(task_trace("B")))[0] is Admission.BEHIND
+
+
+def test_after_a_long_hold_the_timer_leaves_the_lock_to_the_receivers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round of the timer that held the lock longer than ``LONG_HOLD_S`` stops there and
+    asks to sleep twice as long (at most a second) before the next; what is still due
+    waits for it. Otherwise one round decides everything due, a slice at a time."""
+    pipeline = build_pipeline(Settings(index=False), ORCHESTRATOR, sinks=[InMemorySink()])
+    service = Collector(TraceStore(ORCHESTRATOR, grace=0), pipeline, start=False)
+    for name in ("A", "B", "C"):
+        service.offer(batch_of(task_trace(name)))
+    monkeypatch.setattr(admission, "DECIDE_AT_ONCE", 1)
+    monkeypatch.setattr(admission, "LONG_HOLD_S", 0.0)  # every hold is a long one
+    pause = service._decide_due(False)
+    assert pause is not None and 0 < pause <= 1.0
+    assert service.pending_diaries == 1 and service.store.is_due(float("inf"))
+    monkeypatch.setattr(admission, "LONG_HOLD_S", float("inf"))
+    service._decide_due(False)
+    assert service.pending_diaries == 3 and not service.store.is_due(float("inf"))
