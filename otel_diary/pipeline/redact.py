@@ -136,9 +136,13 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
             r"(?![0-9]{1,10}:[0-9]{1,10}(?![^\s\"']))[^\s:\"']{1,256}:)"
             r"(?(q)" + _quoted("q") + r"|[^\s\"']{1,512})",
             (flag,), keep_prefix=True) for flag in ("-u", "--user")),
-    # openssl ... -pass pass:password (also -passin, -passout)
-    _rule("password", r"(-pass" + _token_start(5) + r"(?:in|out)?[ \t]{1,4}pass:)"
-          r"[^\s\"']{1,512}", ("-pass",), keep_prefix=True),
+    # openssl ... -pass pass:password (also -passin, -passout, -password)
+    _rule("password", r"(-pass" + _token_start(5) + r"(?:in|out|word)?[ \t]{1,4}"
+          r"(?P<q>[\"'])?pass:)(?(q)" + _quoted("q") + r"|[^\s\"']{1,512})", ("-pass",),
+          keep_prefix=True),
+    # sshpass -p password
+    _rule("password", r"(sshpass" + _token_start(7) + r"[ \t]{1,4}-p[ \t]{0,4}(?P<q>[\"'])?)"
+          r"(?!-)(?(q)" + _quoted("q") + r"|[^\s\"']{1,512})", ("sshpass",), keep_prefix=True),
     # docker login [registry] [-u user] -p password: at most three words in between.
     *(_rule("password",
             "(" + tool + _token_start(6) + r"[ \t]{1,4}login"
@@ -150,8 +154,9 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
 
 _GLUED_ONLY = ("pass", "pwd")
 """Keys that name a secret only as the end of a longer name (``DB_PASS``, ``MYSQL_PWD``,
-``smtp-pass``, ``mail.smtp.pass``) or quoted (``"pass": …``): alone they are test results
-(``PASS: test_x``) and the working directory (``PWD=/app``)."""
+``smtp-pass``): alone they are test results (``PASS: test_x``, ``{"pass": 12}``) and the
+working directory (``PWD=/app``). A lower-case ``pass`` with a quoted value is one too
+(``pass: "…"``, ``{"pass": "…"}``)."""
 
 _ASSIGNMENT_KEYS: dict[str, str] = {
     "password": "password", "passwd": "password", "passphrase": "password",
@@ -161,6 +166,13 @@ _ASSIGNMENT_KEYS: dict[str, str] = {
     "api_key": "api_key", "api-key": "api_key", "apikey": "api_key",
     "access_key": "api_key", "access-key": "api_key", "accesskey": "api_key",
 }
+
+
+_QUOTED_VALUE = (
+    r"(?P<quote>[\"'])" + _quoted("quote") +
+    # In escaped quotes (JSON inside a string): \\ and \\\" are the value's own.
+    r"|(?P<escaped>\\[\"'])(?:[^\\\"\r\n]|\\\\\\[\"']|\\\\|\\[^\"'\r\n]){1,512}")
+"""A value in quotes, or in escaped quotes (groups ``quote`` and ``escaped``)."""
 
 
 def _assignment(keys: tuple[str, ...]) -> re.Pattern[str]:
@@ -173,16 +185,13 @@ def _assignment(keys: tuple[str, ...]) -> re.Pattern[str]:
     be escaped (``{\\"password\\": \\"x\\"}``, JSON logged inside a string).
     """
     alternatives = "|".join(
-        rf"(?:(?<=[A-Za-z0-9][_.-])|(?<=[\"'])){key}(?![A-Za-z])" if key in _GLUED_ONLY
+        rf"(?<=[A-Za-z0-9][_-]){key}(?![A-Za-z])" if key in _GLUED_ONLY
         else re.escape(key) for key in sorted(keys, key=len, reverse=True))
     return re.compile(
         r"(?i)(?P<head>(?P<key>" + alternatives + r")(?-i:(?![a-z]))[A-Za-z0-9_.-]{0,40}"
         r"(?:\\?[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4})"
         r"(?!(?:\\?[\"'])?\[REDACTED:|[=>])"
-        r"(?:(?P<quote>[\"'])" + _quoted("quote") +
-        # In escaped quotes (JSON inside a string): \\ and \\\" are the value's own.
-        r"|(?P<escaped>\\[\"'])(?:[^\\\"\r\n]|\\\\\\[\"']|\\\\|\\[^\"'\r\n]){1,512}"
-        r"|(?!\\[\"'])[^\s\"'`]{1,512})"
+        r"(?:" + _QUOTED_VALUE + r"|(?!\\[\"'])[^\s\"'`]{1,512})"
     )
 
 
@@ -212,7 +221,9 @@ FLAG_RULES: tuple[_Rule, ...] = (
         r"(?P<head>--(?=[A-Za-z])(?i:(?:[a-z0-9]{1,20}[-_](?:[a-z0-9]{1,20}[-_])?)?"
         r"(?P<key>password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key"
         r"|(?<=[a-z0-9][-_])(?:pass|pwd)))"
-        r"(?![A-Za-z0-9_-])(?:[ \t]{1,4}|[ \t]{0,4}=[ \t]{0,4}))"
+        r"(?![A-Za-z0-9_-])(?:[ \t]{1,4}|[ \t]{0,4}=[ \t]{0,4}"
+        # an argument list: ['--password', 'value'], ["--token", "value"]
+        r"|(?P<listed>[\"']),[ \t]{0,2}(?=(?P=listed))))"
         r"(?![\"']?\[REDACTED:)"
         r"(?:(?P<quote>[\"'])" + _quoted("quote") + r"|(?!--)[^\s\"'`]{1,512})"), ("--",)),
 )
@@ -232,10 +243,10 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
                                                   if k.startswith(needle))),
                       (needle,), anchored=True)
       for needle in ("pass", "secret", "token", "api", "access", "pwd", "sshpass")),
-    # pass / pwd alone: only with a quoted value (``pass: "…"``; ``PASS: test_x`` is not).
+    # pass alone: lower-case, with a quoted value (``pass: "…"``, ``{"pass": "…"}``).
     _AssignmentRule("password", re.compile(
-        r"(?i)(?P<head>(?<![A-Za-z0-9_.-])(?P<key>pass|pwd)[ \t]{0,4}[:=][ \t]{0,4})"
-        r"(?P<quote>[\"'])" + _quoted("quote")), ("pass", "pwd"), anchored=True),
+        r"(?P<head>(?<![A-Za-z0-9_.-])(?P<key>pass)(?:\\?[\"'])?[ \t]{0,4}[:=][ \t]{0,4})"
+        r"(?:" + _QUOTED_VALUE + ")"), ("pass",), anchored=True),
 )
 """The case-insensitive families, tried at each occurrence of a needle, leftmost first."""
 

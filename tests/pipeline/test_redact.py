@@ -73,14 +73,19 @@ EXAMPLES = [
     ("password", "export DB_PASS=hunter22 PG_PWD='two words'",
      "export DB_PASS=[REDACTED:password] PG_PWD='[REDACTED:password]'"),
     ("password", '{"smtp-pass": "Hunter2Secret"}', '{"smtp-pass": "[REDACTED:password]"}'),
-    ("password", "SSHPASS=Hunter2Secret sshpass -e ssh x mail.smtp.pass=S3cretPw",
-     "SSHPASS=[REDACTED:password] sshpass -e ssh x mail.smtp.pass=[REDACTED:password]"),
-    ("password", 'auth: { user: "bob", pass: "it\'s-S3cret" } {"pwd": "x"}',
-     'auth: { user: "bob", pass: "[REDACTED:password]" } {"pwd": "[REDACTED:password]"}'),
+    ("password", "SSHPASS=Hunter2Secret sshpass -e ssh x; sshpass -p 'S3cret Pw' ssh y",
+     "SSHPASS=[REDACTED:password] sshpass -e ssh x; sshpass -p '[REDACTED:password]' ssh y"),
+    ("password", 'auth: { user: "bob", pass: "it\'s-S3cret" } {\\"pass\\": \\"Hunter2\\"}',
+     'auth: { user: "bob", pass: "[REDACTED:password]" } '
+     '{\\"pass\\": \\"[REDACTED:password]\\"}'),
+    ("password", "argv=['deploy', '--smtp-pass', 'S3cretPw'] [\"--password\", \"two words\"]",
+     "argv=['deploy', '--smtp-pass', '[REDACTED:password]'] "
+     "[\"--password\", \"[REDACTED:password]\"]"),
     ("password", "deploy --smtp-pass S3cretPw --db-pwd='two words'",
      "deploy --smtp-pass [REDACTED:password] --db-pwd='[REDACTED:password]'"),
-    ("password", "openssl enc -pass pass:S3cretPw -passout pass:Other1 -in x",
-     "openssl enc -pass pass:[REDACTED:password] -passout pass:[REDACTED:password] -in x"),
+    ("password", "openssl enc -pass pass:S3cretPw -passout 'pass:Other 1' -password pass:x9",
+     "openssl enc -pass pass:[REDACTED:password] -passout 'pass:[REDACTED:password]' "
+     "-password pass:[REDACTED:password]"),
     ("password", 'curl -u "bob:pa\\"ss word" https://x.example',
      'curl -u "bob:[REDACTED:password]" https://x.example'),
     ("password", "docker login -u ci -p 'it\\'s-S3cret' ghcr.io",
@@ -120,6 +125,9 @@ def test_each_family_becomes_its_marker(kind: str, text: str, expected: str) -> 
     r'body={\"password\": \"\"} next',
     "PASS: test_orders (0.01s) PWD=/app OLDPWD=/ TESTS_PASSED=12 BYPASS=1 DB_PASSES: 3",
     "--pass 3 -pass env:VAR sshpass -e ssh host; pass: 12 pwd: /app",
+    '"Env": ["PATH=/usr/bin", "PWD=/app"] environ({\'PWD\': \'/app\'}) {"PWD": "/app"}',
+    'declare -x PWD="/home/runner/work/x" {"pass": 12, "fail": 0} "PASS": 3 results.pass=12',
+    'PASS: "test_login (tests.TestAuth)" [\'--verbose\', \'--dry-run\']',
 ])
 def test_prose_and_build_output_stay_as_they_are(text: str) -> None:
     """Ordinary log lines and numbers named like secrets are not redacted."""

@@ -113,8 +113,7 @@ def _docker_login(draw: st.DrawFn) -> Drawn:
 _KEYS = ["password", "PASSWORD", "db_password", "DB_PASSWORD", "passwd", "Passphrase",
          "secret", "client_secret", "AWS_SECRET_ACCESS_KEY", "token", "GITHUB_TOKEN",
          "auth_token", "api_key", "API_KEY", "apiKey", "api-key", "x-api-key", "access_key",
-         "MYSQL_PWD", "mysql_pwd", "DB_PASS", "smtp-pass", "PG_PWD", "SSHPASS",
-         "mail.smtp.pass"]
+         "MYSQL_PWD", "mysql_pwd", "DB_PASS", "smtp-pass", "PG_PWD", "SSHPASS"]
 _SEPARATORS = [("=", ""), (" = ", ""), (": ", ""), (":", ""), ("=\"", "\""), ("='", "'"),
                ("\": \"", "\""), (" => '", "'"), (":=", "")]
 
