@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -365,20 +366,34 @@ def test_an_entry_being_delivered_is_locked_against_other_deliverers(tmp_path: P
     assert one.pending() == []
 
 
-def test_an_entry_swapped_after_the_scan_is_not_delivered(tmp_path: Path) -> None:
-    """An entry replaced by a link or a FIFO between the scan and the claim is skipped: its
-    target is never read (nor sent to the hub), and a FIFO never blocks the deliverer."""
+def test_an_entry_swapped_after_the_scan_is_not_delivered(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """An entry replaced by a link, a FIFO or a socket between the scan and the claim is
+    skipped: its target is never read (nor sent to the hub), a FIFO never blocks the
+    deliverer, and one that cannot be opened (said once) does not hold up the others."""
     spool = Spool(tmp_path / "spool")
     outside = tmp_path / "private.json"
     outside.write_text(json.dumps({"content": "not the spool's"}))
+    sockets: list[socket.socket] = []
+
+    def bind(path: Path) -> None:
+        sockets.append(socket.socket(socket.AF_UNIX))
+        sockets[-1].bind(str(path))
+
     for name, swap in (("kh-link", lambda path: path.symlink_to(outside)),
-                       ("kh-fifo", os.mkfifo)):
+                       ("kh-fifo", os.mkfifo), ("kh-socket", bind)):
         path = spool.put(name, {"content": "x"})
         [entry] = [entry for entry in spool.pending() if entry.id == name]
         path.unlink()
         swap(path)
         assert spool.claim(entry) is None
         path.unlink()
+    for each in sockets:
+        each.close()
+    assert "cannot read the spooled diary" in caplog.text
+    spool.put("kh-next", {"content": "x"})
+    [entry] = spool.pending()
+    assert spool.claim(entry) is not None
 
 
 def test_outage_then_sigkill_then_restart_delivers_each_diary_once(

@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from otel_diary.counters import LogOnce
 from otel_diary.errors import SpoolFullError
 from otel_diary.runner import renew_after_fork
 from otel_diary.sinks.base import atomic_write
@@ -120,6 +121,7 @@ class Spool:
         self.failed_removed = 0
         """Refused entries removed from ``failed/`` to keep it within its bound."""
         self._failed_cap_logged = False
+        self._log_once = LogOnce()
         self._lock = threading.Lock()
         self._claims: weakref.WeakSet[Claim] = weakref.WeakSet()
         renew_after_fork(self)
@@ -188,10 +190,12 @@ class Spool:
         """Lock ``entry`` for delivery; ``None`` if it is gone or another process has it."""
         try:  # never through a link, nor waiting on a FIFO swapped in since the scan
             fd = open_to_read(entry.path, follow=False)
-        except OSError as exc:
-            if exc.errno in _GONE:
-                return None
-            raise
+        except OSError as exc:  # the next entries are delivered meanwhile
+            if exc.errno not in _GONE:
+                self._log_once.warning(f"unreadable:{exc.errno}", "otel-diary cannot read "
+                                       "the spooled diary %s (%s); it stays in the spool",
+                                       entry.path, exc.strerror or exc)
+            return None
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 os.close(fd)
