@@ -220,14 +220,19 @@ class Journal:
                 opened[suffix] = os.open(f"{self.path}{suffix}",
                                          os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o600)
                 os.fchmod(opened[suffix], 0o600)
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            # "rw": SQLite creates nothing (the file was made above, and a link planted
+            # since to a path that does not exist is not followed into a new file).
+            conn = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=rw", uri=True,
+                                   isolation_level=None, check_same_thread=False)
             try:
                 self._check_opened(opened[""], "")  # SQLite opens it here, writes later
                 conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=FULL")  # each commit is on disk at return
-                conn.executescript(_SCHEMA)  # no span yet: the log holds the schema alone
+                conn.execute("SELECT count(*) FROM sqlite_master")  # opens the log, the
+                # shared memory: a read writes to neither log nor database
                 for suffix in ("-wal", "-shm"):
                     self._check_opened(opened[suffix], suffix)
+                conn.execute("PRAGMA synchronous=FULL")  # each commit is on disk at return
+                conn.executescript(_SCHEMA)
             except BaseException:
                 conn.close()
                 raise

@@ -167,37 +167,44 @@ def test_a_lock_file_planted_as_a_link_is_refused(tmp_path: Path) -> None:
     assert not outside.exists()
 
 
-@pytest.mark.parametrize("suffix", ["", "-wal"])
-def test_a_journal_file_swapped_for_a_link_while_opening_is_refused(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str) -> None:
+@pytest.mark.parametrize(("suffix", "planted"), [
+    ("", "a link to a database"), ("", "a link to nothing"), ("-wal", "a file of its own")])
+def test_a_journal_file_swapped_while_opening_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str, planted: str) -> None:
     """SQLite opens the journal's files by name after they were made private: when one was
-    swapped for a link in between, the journal refuses to start, and no span goes there;
-    the database itself is refused before SQLite writes to what the link leads to."""
+    swapped in between (for a link, or for a file someone else can read), the journal
+    refuses to start before SQLite writes to it, and creates nothing where a link leads."""
     path = tmp_path / "journal.sqlite3"
     swapped = Path(f"{path}{suffix}")
     victim = tmp_path / "elsewhere.sqlite3"
-    with sqlite3.connect(victim) as conn:
-        conn.execute("CREATE TABLE mine (x)")
-    victim_bytes = victim.read_bytes()
-    target = victim if not suffix else tmp_path / "elsewhere-wal"
-    target.touch()
+    if planted == "a link to a database":
+        with sqlite3.connect(victim) as conn:
+            conn.execute("CREATE TABLE mine (x)")
+    elif planted == "a file of its own":
+        victim.touch(mode=0o644)
+    before = victim.read_bytes() if victim.exists() else None
     connect = sqlite3.connect
 
     def swap_then_connect(database: str, *args: Any, **kwargs: Any) -> sqlite3.Connection:
-        if Path(database) == path and not swapped.is_symlink():
+        if database.startswith("file:") and not swapped.is_symlink():
             swapped.rename(tmp_path / "moved-away")
-            swapped.symlink_to(target)
+            if planted == "a file of its own":
+                victim.rename(swapped)  # the attacker's file, where the log goes
+            else:
+                swapped.symlink_to(victim)
         conn: sqlite3.Connection = connect(database, *args, **kwargs)
         return conn
 
     monkeypatch.setattr(sqlite3, "connect", swap_then_connect)
     with pytest.raises(JournalError, match="replaced while the journal was opened"
-                       if not suffix else "cannot open the journal"):  # SQLite refuses
+                       if planted != "a link to nothing" else "cannot open the journal"):
         Journal(path)
     monkeypatch.undo()
-    assert victim.read_bytes() == victim_bytes  # not even switched to WAL
-    assert not Path(f"{victim}-wal").exists() and target.stat().st_size == (
-        len(victim_bytes) if not suffix else 0)
+    if planted == "a file of its own":  # nothing was logged in it (SQLite may delete it)
+        assert not swapped.exists() or swapped.read_bytes() == before
+    else:
+        assert (victim.read_bytes() if victim.exists() else None) == before
+        assert not Path(f"{victim}-wal").exists()
 
 
 def test_a_nested_task_stays_nested_after_a_restart(tmp_path: Path) -> None:
