@@ -70,6 +70,12 @@ LONG_HOLD_S = 0.02
 large the traces decided, the receivers have it at least two thirds of the time."""
 
 
+def pause_after(held: float) -> float:
+    """How long the timer leaves the lock alone after holding it ``held`` seconds: twice
+    as long after a hold of :data:`LONG_HOLD_S` or more (at most a second), else not."""
+    return min(2 * held, 1.0) if held >= LONG_HOLD_S else 0.0
+
+
 class Collector:
     """The receivers' side of assembly: a locked :class:`TraceStore`, a timer thread,
     ``workers`` pipeline threads and, optionally, a journal.
@@ -312,8 +318,8 @@ class Collector:
                     self._assembly_failed()
                     break
                 held = time.perf_counter() - started
-            if held >= LONG_HOLD_S:  # the receivers' turn; what is due waits meanwhile
-                pause = min(2 * held, 1.0)
+            pause = pause_after(held)
+            if pause:  # the receivers' turn; what is due waits meanwhile
                 break
         with self._lock:
             try:

@@ -529,3 +529,7 @@ def test_after_a_long_hold_the_timer_leaves_the_lock_to_the_receivers(
     monkeypatch.setattr(admission, "LONG_HOLD_S", float("inf"))
     service._decide_due(False)
     assert service.pending_diaries == 3 and not service.store.is_due(float("inf"))
+    monkeypatch.undo()
+    assert admission.pause_after(0.019) == 0.0  # a short hold: no pause
+    assert admission.pause_after(0.3) == pytest.approx(0.6)  # twice as long
+    assert admission.pause_after(0.8) == 1.0  # at most a second
