@@ -170,8 +170,10 @@ _ASSIGNMENT_KEYS: dict[str, str] = {
 
 _QUOTED_VALUE = (
     r"(?P<quote>[\"'])" + _quoted("quote") +
-    # In escaped quotes (JSON inside a string): \\ and \\\" are the value's own.
-    r"|(?P<escaped>\\[\"'])(?:[^\\\"\r\n]|\\\\\\[\"']|\\\\|\\[^\"'\r\n]){1,512}")
+    # In escaped quotes (JSON inside a string, at any depth: \" \\\" \\\\\\\"): up to
+    # the same escaped quote, the value's own more deeply escaped quotes included.
+    r"|(?P<escaped>(?P<escapes>\\{1,7})[\"'])"
+    r"(?:(?!(?<!\\)(?P=escapes)[\"'])[^\r\n]){1,512}")
 """A value in quotes, or in escaped quotes (groups ``quote`` and ``escaped``)."""
 
 
@@ -189,8 +191,8 @@ def _assignment(keys: tuple[str, ...]) -> re.Pattern[str]:
         else re.escape(key) for key in sorted(keys, key=len, reverse=True))
     return re.compile(
         r"(?i)(?P<head>(?P<key>" + alternatives + r")(?-i:(?![a-z]))[A-Za-z0-9_.-]{0,40}"
-        r"(?:\\?[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4})"
-        r"(?!(?:\\?[\"'])?\[REDACTED:|[=>])"
+        r"(?:\\{0,7}[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4})"
+        r"(?!(?:\\{0,7}[\"'])?\[REDACTED:|[=>])"
         r"(?:" + _QUOTED_VALUE + r"|(?!\\[\"'])[^\s\"'`]{1,512})"
     )
 
@@ -245,7 +247,7 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
       for needle in ("pass", "secret", "token", "api", "access", "pwd", "sshpass")),
     # pass alone: lower-case, with a quoted value (``pass: "…"``, ``{"pass": "…"}``).
     _AssignmentRule("password", re.compile(
-        r"(?P<head>(?<![A-Za-z0-9_.-])(?P<key>pass)(?:\\?[\"'])?[ \t]{0,4}[:=][ \t]{0,4})"
+        r"(?P<head>(?<![A-Za-z0-9_.-])(?P<key>pass)(?:\\{0,7}[\"'])?[ \t]{0,4}[:=][ \t]{0,4})"
         r"(?:" + _QUOTED_VALUE + ")"), ("pass",), anchored=True),
 )
 """The case-insensitive families, tried at each occurrence of a needle, leftmost first."""

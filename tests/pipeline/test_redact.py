@@ -50,6 +50,11 @@ EXAMPLES = [
      r'{\"password\": \"[REDACTED:password]\"} next'),
     ("password", r"password='C:\tmp\' user=bob path=/home/bob",
      r"password='[REDACTED:password]' user=bob path=/home/bob"),
+    ("password",  # JSON in a string in a string
+     r'{"log": "{\"msg\": \"{\\\"password\\\": \\\"Hunter2Secret\\\"}\"}"}',
+     r'{"log": "{\"msg\": \"{\\\"password\\\": \\\"[REDACTED:password]\\\"}\"}"}'),
+    ("token", r'{\\\\\\\"token\\\\\\\": \\\\\\\"S3cretTok\\\\\\\"} x',  # three deep
+     r'{\\\\\\\"token\\\\\\\": \\\\\\\"[REDACTED:token]\\\\\\\"} x'),
     ("password", r'DB_PASSWORD="pa\"ss w0rd" next', r'DB_PASSWORD="[REDACTED:password]" next'),
     ("password", r"mysql --password 'it\'s-S3cret' -h db",
      r"mysql --password '[REDACTED:password]' -h db"),
