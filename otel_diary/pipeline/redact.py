@@ -77,6 +77,10 @@ def _quoted(group: str) -> str:
             rf"|(?:(?!{quote})[^\r\n]){{1,512}})")
 
 
+_MAYBE_QUOTED = "(?(q)" + _quoted("q") + r"|[^\s\"']{1,512})"
+"""A value after an opening quote that may be there (group ``q``): quoted as
+:func:`_quoted` says, else up to white space or a quote."""
+
 _AWS_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA",
                  "APKA", "AROA")
 
@@ -133,21 +137,19 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
     # curl -u user:password (not a numeric uid:gid, as docker run -u gives).
     *(_rule("password",
             "(" + flag + r"(?<=[ \t]" + flag + r")(?:[ \t]{1,4}|=)(?P<q>[\"'])?"
-            r"(?![0-9]{1,10}:[0-9]{1,10}(?![^\s\"']))[^\s:\"']{1,256}:)"
-            r"(?(q)" + _quoted("q") + r"|[^\s\"']{1,512})",
+            r"(?![0-9]{1,10}:[0-9]{1,10}(?![^\s\"']))[^\s:\"']{1,256}:)" + _MAYBE_QUOTED,
             (flag,), keep_prefix=True) for flag in ("-u", "--user")),
     # openssl ... -pass pass:password (also -passin, -passout, -password)
     _rule("password", r"(-pass" + _token_start(5) + r"(?:in|out|word)?[ \t]{1,4}"
-          r"(?P<q>[\"'])?pass:)(?(q)" + _quoted("q") + r"|[^\s\"']{1,512})", ("-pass",),
-          keep_prefix=True),
+          r"(?P<q>[\"'])?pass:)" + _MAYBE_QUOTED, ("-pass",), keep_prefix=True),
     # sshpass -p password
     _rule("password", r"(sshpass" + _token_start(7) + r"[ \t]{1,4}-p[ \t]{0,4}(?P<q>[\"'])?)"
-          r"(?!-)(?(q)" + _quoted("q") + r"|[^\s\"']{1,512})", ("sshpass",), keep_prefix=True),
+          r"(?!-)" + _MAYBE_QUOTED, ("sshpass",), keep_prefix=True),
     # docker login [registry] [-u user] -p password: at most three words in between.
     *(_rule("password",
             "(" + tool + _token_start(6) + r"[ \t]{1,4}login"
             r"(?:[ \t]{1,4}[^\s]{1,256}){0,3}?[ \t]{1,4}-p(?:[ \t]{1,4}|=)(?P<q>[\"'])?)"
-            r"(?!-)(?(q)" + _quoted("q") + r"|[^\s\"']{1,512})",
+            r"(?!-)" + _MAYBE_QUOTED,
             (tool,), keep_prefix=True) for tool in ("docker", "podman")),
 )
 """The case-sensitive families, each scanned by the regex engine from its literal prefix."""
