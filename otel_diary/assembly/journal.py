@@ -246,19 +246,16 @@ class Journal:
         made private, not one swapped in since). Where this process's descriptors cannot
         be listed, the file at the name is checked instead."""
         made = os.fstat(ours)
+
+        def same(fd: int) -> bool:
+            with contextlib.suppress(OSError):  # closed since it was listed
+                return os.path.samestat(os.fstat(fd), made)
+            return False
+
         try:
-            descriptors = [int(name) for name in os.listdir("/proc/self/fd")]
+            held = any(same(int(fd)) for fd in os.listdir("/proc/self/fd") if int(fd) != ours)
         except OSError:
-            found = os.stat(f"{self.path}{suffix}", follow_symlinks=False)
-            held = (found.st_dev, found.st_ino) == (made.st_dev, made.st_ino)
-        else:
-            held = False
-            for fd in descriptors:
-                if fd != ours:
-                    with contextlib.suppress(OSError):
-                        other = os.fstat(fd)
-                        held = held or (other.st_dev, other.st_ino) == (made.st_dev,
-                                                                       made.st_ino)
+            held = os.path.samestat(os.stat(f"{self.path}{suffix}", follow_symlinks=False), made)
         if not held:
             raise OSError(errno.EEXIST, "replaced while the journal was opened",
                           f"{self.path}{suffix}")
