@@ -201,7 +201,7 @@ def _assignment(keys: tuple[str, ...]) -> re.Pattern[str]:
 
 @dataclass(frozen=True)
 class _AssignmentRule(_Rule):
-    """``password=…``-style assignments; the kind follows the key."""
+    """``password=…``-style assignments and ``--password X`` flags; the kind follows the key."""
 
     def replace(self, match: re.Match[str]) -> str:
         groups = match.groupdict()
@@ -210,18 +210,8 @@ class _AssignmentRule(_Rule):
                 + MARK.format(kind=kind))
 
 
-@dataclass(frozen=True)
-class _FlagRule(_Rule):
-    """``--password X`` / ``--token=X`` command-line flags; the kind follows the key."""
-
-    def replace(self, match: re.Match[str]) -> str:
-        key = match.group("key").lower()
-        kind = _ASSIGNMENT_KEYS.get(key, "api_key" if key.startswith("api") else "secret")
-        return match.group("head") + (match.group("quote") or "") + MARK.format(kind=kind)
-
-
 FLAG_RULES: tuple[_Rule, ...] = (
-    _FlagRule("secret", re.compile(
+    _AssignmentRule("secret", re.compile(
         r"(?P<head>--(?=[A-Za-z])(?i:(?:[a-z0-9]{1,20}[-_](?:[a-z0-9]{1,20}[-_])?)?"
         r"(?P<key>password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key"
         r"|(?<=[a-z0-9][-_])(?:pass|pwd)))"
