@@ -352,8 +352,10 @@ class Settings:
     """``OTEL_DIARY_SERVE_GRPC_MAX_MESSAGE_BYTES``: largest OTLP/gRPC request message after
     decompression (else RESOURCE_EXHAUSTED); 16 MiB by default."""
     serve_grpc_max_concurrent_rpcs: int = _setting(4, _int(gt=0, le=1024))
-    """``OTEL_DIARY_SERVE_GRPC_MAX_CONCURRENT_RPCS``: OTLP/gRPC calls served at once; more
-    are refused at once with RESOURCE_EXHAUSTED (retried), unread. 4 by default."""
+    """``OTEL_DIARY_SERVE_GRPC_MAX_CONCURRENT_RPCS``: OTLP/gRPC calls served at once; past
+    it a new call cancels the call waiting longest for its message if it has waited a
+    second, else it is refused at once with RESOURCE_EXHAUSTED (retried), unread. 4 by
+    default."""
     serve_grace_s: float = _setting(10.0, _float(ge=0, le=3600))
     """``OTEL_DIARY_SERVE_GRACE_S``: how long after a task span arrives its late child
     spans are still waited for before the diary is written; 10 by default."""

@@ -146,12 +146,12 @@ def service_from(settings: Settings) -> Service:
         max_header_bytes=settings.serve_max_header_bytes,
         max_connections=settings.serve_max_connections,
         idle_timeout_s=settings.serve_idle_timeout_s,
-        grpc_max_message_bytes=settings.serve_grpc_max_message_bytes,
-        grpc_max_concurrent_rpcs=settings.serve_grpc_max_concurrent_rpcs)
+        grpc_max_message_bytes=settings.serve_grpc_max_message_bytes)
     return Service(collector,
                    OtlpHttpApp(collector, conventions, token=token,
                                max_body_bytes=settings.serve_max_body_bytes),
                    TraceService(collector, conventions, token=token,
                                 inflight_bytes=2 * settings.serve_grpc_max_message_bytes,
-                                read_timeout_s=settings.serve_body_timeout_s),
+                                read_timeout_s=settings.serve_body_timeout_s,
+                                max_concurrent_rpcs=settings.serve_grpc_max_concurrent_rpcs),
                    config)

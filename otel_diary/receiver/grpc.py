@@ -9,8 +9,11 @@ and UNAVAILABLE when assembly memory is full or the service is stopping; both ar
 Memory is bounded before a message is read: grpcio receives a unary request before it
 calls the handler, so ``Export`` is served as a client-streaming method (the same bytes on
 the wire) that checks the credentials and the collector's room first, and only then asks
-for the message; at most ``max_concurrent_rpcs`` calls are served at once, the others are
-refused at once (RESOURCE_EXHAUSTED) without being read.
+for the message; at most ``max_concurrent_rpcs`` calls are served at once. Past that, a new
+call cancels the one that has waited longest for its message, once that one has waited
+:data:`EVICT_AFTER_S` (as the HTTP receiver closes the connection waiting longest), so a
+few stalled clients cannot lock every other one out until the read timeout; when none
+has, the new call is refused at once (RESOURCE_EXHAUSTED) without being read.
 """
 
 from __future__ import annotations
@@ -67,6 +70,9 @@ _SATURATED = {
 READ_TIMEOUT_S = 30.0
 """A call whose request message has not fully arrived this long after it began is
 cancelled, so a stalled client cannot keep one of the few call slots."""
+EVICT_AFTER_S = 1.0
+"""With every call slot taken, a new call cancels the call that has waited longest for
+its message if it has waited this long (a quick exporter's message arrives in far less)."""
 
 
 class TraceService:
@@ -74,15 +80,21 @@ class TraceService:
 
     def __init__(self, collector: Collector, conventions: Conventions, *,
                  token: str | None = None, inflight_bytes: int = INFLIGHT_BYTES,
-                 read_timeout_s: float = READ_TIMEOUT_S) -> None:
+                 read_timeout_s: float = READ_TIMEOUT_S,
+                 max_concurrent_rpcs: int = MAX_CONCURRENT_RPCS,
+                 evict_after_s: float = EVICT_AFTER_S) -> None:
         self.collector = collector
         self.conventions = conventions
+        self.max_concurrent_rpcs = max_concurrent_rpcs
         self._token = token.encode() if token else None
         self._budget = inflight_bytes
         self._inflight = 0
+        self._served = 0
         self._lock = threading.Lock()
         self._read_timeout_s = read_timeout_s
+        self._evict_after_s = evict_after_s
         self._reading: dict[int, tuple[float, grpc.ServicerContext]] = {}
+        """Calls waiting for their message: when each began, and its context."""
         self._calls = itertools.count()
         self._watch = Runner("otel-diary-grpc-watch", self._cancel_stalled,
                              interval_s=min(read_timeout_s / 4, 1.0))
@@ -93,9 +105,9 @@ class TraceService:
 
     def _cancel_stalled(self, stopping: bool) -> None:
         """One round of the watch: cancel the calls whose message is late."""
-        now = time.monotonic()
+        since = time.monotonic() - self._read_timeout_s
         with self._lock:
-            late = [context for deadline, context in self._reading.values() if deadline <= now]
+            late = [context for began, context in self._reading.values() if began <= since]
         for context in late:
             context.cancel()
         if late:
@@ -106,13 +118,34 @@ class TraceService:
         """The call's one request message, watched: cancelled past the read timeout."""
         call = next(self._calls)
         with self._lock:
-            self._reading[call] = (time.monotonic() + self._read_timeout_s, context)
+            self._reading[call] = (time.monotonic(), context)
         self._watch.start()
         try:
             return next(requests, None)
         finally:
             with self._lock:
-                del self._reading[call]
+                self._reading.pop(call, None)  # gone already if it was evicted
+
+    def _take_slot(self) -> bool:
+        """A call slot for a new call: a free one, or the slot of the call that has waited
+        longest for its message, cancelled, if it has waited ``evict_after_s``. (A
+        cancelled call counts past the slots until its handler returns, holding no
+        message; grpcio's own cap, twice the slots, bounds them all.)"""
+        with self._lock:
+            if self._served < self.max_concurrent_rpcs:
+                self._served += 1
+                return True
+            oldest = min(self._reading, key=lambda call: self._reading[call][0], default=None)
+            if oldest is None:
+                return False
+            began, context = self._reading[oldest]
+            if time.monotonic() - began < self._evict_after_s:
+                return False
+            del self._reading[oldest]
+            self._served += 1
+        context.cancel()
+        self.collector.counters.add("requests_rejected_total:reason", "evicted")
+        return True
 
     def export(self, requests: Iterator[bytes],
                context: grpc.ServicerContext) -> ExportTraceServiceResponse:
@@ -124,6 +157,18 @@ class TraceService:
         admission = self.collector.saturation()
         if admission is not Admission.ACCEPTED:
             self._refuse(context, admission, 0)
+        if not self._take_slot():
+            self._refuse(context, Admission.BUSY, 0)
+        try:
+            return self._export(requests, context)
+        finally:
+            with self._lock:
+                self._served -= 1
+
+    def _export(self, requests: Iterator[bytes],
+                context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+        """Read, decode and offer the request of a call that holds a slot."""
+        counters = self.collector.counters
         request = self._receive(requests, context)
         if request is None:
             counters.add("requests_rejected_total:reason", "undecodable")
@@ -188,20 +233,20 @@ class TraceService:
 
 
 def grpc_server(service: TraceService, host: str, port: int, *,
-                max_message_bytes: int = MAX_MESSAGE_BYTES,
-                max_concurrent_rpcs: int = MAX_CONCURRENT_RPCS) -> tuple[grpc.Server, int]:
+                max_message_bytes: int = MAX_MESSAGE_BYTES) -> tuple[grpc.Server, int]:
     """A started gRPC server for ``service`` on ``host:port``; returns it and its port.
 
-    It serves at most ``max_concurrent_rpcs`` calls at once, each on its own thread, and
-    refuses a message larger than ``max_message_bytes``.
+    It serves ``service.max_concurrent_rpcs`` calls at once, each on its own thread, and
+    as many more while ``export`` decides whether to cancel a stalled one or refuse them;
+    it refuses a message larger than ``max_message_bytes``.
     """
+    calls = 2 * service.max_concurrent_rpcs
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=max_concurrent_rpcs,
-                                   thread_name_prefix="otel-diary-grpc"),
+        futures.ThreadPoolExecutor(max_workers=calls, thread_name_prefix="otel-diary-grpc"),
         options=[("grpc.max_receive_message_length", max_message_bytes),
                  ("grpc.max_send_message_length", 4 * 2**20),
                  ("grpc.so_reuseport", 0)],
-        maximum_concurrent_rpcs=max_concurrent_rpcs,
+        maximum_concurrent_rpcs=calls,
     )
     handler = grpc.method_handlers_generic_handler(SERVICE, {
         # Client-streaming on the server's side only: nothing is read before export asks.

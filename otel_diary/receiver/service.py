@@ -58,8 +58,6 @@ class ServeConfig:
     """An HTTP connection idle between requests this long is closed."""
     grpc_max_message_bytes: int = 16 * 2**20
     """A larger gRPC request message is refused."""
-    grpc_max_concurrent_rpcs: int = 4
-    """gRPC calls served at once; more are refused unread."""
 
     def listening_on(self) -> list[str]:
         """Where the receivers listen, for people: ``http://127.0.0.1:4318 (OTLP/HTTP)``, ..."""
@@ -104,8 +102,7 @@ class Service:
                 try:
                     grpc, _ = grpc_server(
                         self.grpc_service, config.host, config.grpc_port,
-                        max_message_bytes=config.grpc_max_message_bytes,
-                        max_concurrent_rpcs=config.grpc_max_concurrent_rpcs)
+                        max_message_bytes=config.grpc_max_message_bytes)
                 except (OSError, RuntimeError) as exc:
                     address = f"{config.host}:{config.grpc_port}"
                     logger.error("cannot listen for OTLP/gRPC on %s: %s", address, exc,

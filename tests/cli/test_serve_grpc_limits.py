@@ -10,12 +10,11 @@ from pathlib import Path
 import grpc
 import pytest
 
-from otel_diary.receiver.grpc import SERVICE
 from tests.cli.test_serve import Serve
+from tests.support import grpc_calls as rpc
 from tests.support.otlp_build import protobuf_body, task_trace
 
 TOKEN = "grpc-limits-token-0123"
-METHOD = f"/{SERVICE}/Export"
 BEARER = (("authorization", f"Bearer {TOKEN}"),)
 
 
@@ -34,38 +33,15 @@ def _channel(server: Serve) -> grpc.Channel:
         ("grpc.max_send_message_length", 256 * 2**20)])
 
 
-def _unary(channel: grpc.Channel) -> grpc.UnaryUnaryMultiCallable[bytes, bytes]:
-    return channel.unary_unary(METHOD)
-
-
-def _streaming(channel: grpc.Channel) -> grpc.StreamUnaryMultiCallable[bytes, bytes]:
-    return channel.stream_unary(METHOD)
-
-
-def _code(call: grpc.Future[bytes]) -> grpc.StatusCode:
-    try:
-        call.result()
-    except grpc.RpcError as exc:
-        code: grpc.StatusCode = exc.code()
-        return code
-    return grpc.StatusCode.OK
-
-
 def _once_a_slot_is_free(channel: grpc.Channel, body: bytes) -> grpc.StatusCode:
     """The status of an export, retried while RESOURCE_EXHAUSTED (as exporters do): a
     call's slot is free only once its handler has returned, a moment after its answer."""
     for _ in range(100):  # bounded: about 5 s
-        code = _code(_unary(channel).future(body, timeout=10, metadata=BEARER))
+        code = rpc.code(rpc.unary(channel).future(body, timeout=10, metadata=BEARER))
         if code is not grpc.StatusCode.RESOURCE_EXHAUSTED:
             return code
         time.sleep(0.05)
     return code
-
-
-def _held(release: threading.Event, body: bytes) -> Iterator[bytes]:
-    """A request that arrives only once ``release`` is set (a call left open until then)."""
-    release.wait(20)
-    yield body
 
 
 @pytest.fixture
@@ -84,12 +60,12 @@ def test_unauthenticated_calls_are_refused_before_their_message_is_read(serve: S
     peak memory grows by far less than the 120 MiB they carry."""
     body = b"\x0a" + b"\x00" * (15 * 2**20)  # never decoded: refused before it is read
     with _channel(serve) as channel:
-        export = _unary(channel)
+        export = rpc.unary(channel)
         # The server's first calls set up its own threads and buffers: not what is measured.
-        assert _code(export.future(b"\x0a\x00", timeout=60)) is grpc.StatusCode.UNAUTHENTICATED
+        assert rpc.code(export.future(b"\x0a\x00", timeout=60)) is grpc.StatusCode.UNAUTHENTICATED
         peak_before, _ = _peak_and_now(serve.process.pid)
         calls = [export.future(body, timeout=60) for _ in range(8)]
-        codes = {_code(call) for call in calls}
+        codes = {rpc.code(call) for call in calls}
     peak_after, _ = _peak_and_now(serve.process.pid)
     assert codes == {grpc.StatusCode.UNAUTHENTICATED}
     assert peak_after - peak_before < 40 * 2**20
@@ -102,20 +78,20 @@ def test_calls_past_the_concurrency_cap_are_refused_at_once(serve: Serve) -> Non
     RESOURCE_EXHAUSTED (retried by exporters); once it ends, calls are served again."""
     body = protobuf_body(task_trace("T-cap"))
     with _channel(serve) as channel:
-        export = _unary(channel)
+        export = rpc.unary(channel)
         for _ in range(5):  # bounded: the open call can lose the one slot to a first probe
             release = threading.Event()
-            held = _streaming(channel).future(_held(release, body), timeout=30,
+            held = rpc.streaming(channel).future(rpc.held(release, body), timeout=30,
                                               metadata=BEARER)
             try:
                 codes = []
                 for _ in range(100):  # bounded: until the open call holds its slot
-                    codes.append(_code(export.future(body, timeout=10, metadata=BEARER)))
+                    codes.append(rpc.code(export.future(body, timeout=10, metadata=BEARER)))
                     if codes[-1] is grpc.StatusCode.RESOURCE_EXHAUSTED or held.done():
                         break
             finally:
                 release.set()
-            held_code = _code(held)
+            held_code = rpc.code(held)
             if held_code is grpc.StatusCode.OK:
                 break
             _once_a_slot_is_free(channel, body)
@@ -133,10 +109,10 @@ def test_a_call_whose_message_never_comes_is_cancelled(serve: Serve) -> None:
     release = threading.Event()
     body = protobuf_body(task_trace("T-stall"))
     with _channel(serve) as channel:
-        stalled = _streaming(channel).future(_held(release, body), timeout=15,
+        stalled = rpc.streaming(channel).future(rpc.held(release, body), timeout=15,
                                                       metadata=BEARER)
         try:
-            code = _code(stalled)
+            code = rpc.code(stalled)
         finally:
             release.set()
         after = _once_a_slot_is_free(channel, body)
@@ -149,5 +125,29 @@ def test_a_message_over_the_default_cap_is_refused(serve: Serve) -> None:
     """A 17 MiB request passes the 16 MiB default cap and is refused."""
     body = b"\x0a" + b"\x00" * (17 * 2**20)
     with _channel(serve) as channel:
-        code = _code(_unary(channel).future(body, timeout=60, metadata=BEARER))
+        code = rpc.code(rpc.unary(channel).future(body, timeout=60, metadata=BEARER))
     assert code is grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_stalled_calls_give_their_slots_to_new_calls(serve: Serve) -> None:
+    """With every call slot (4 by default) held by a call whose message never comes, a
+    new call is served within seconds, not after the 30 s read timeout: it cancels the
+    call that has waited longest for its message, once that one has waited a second."""
+    release = threading.Event()
+    body = protobuf_body(task_trace("T-evict"))
+    with _channel(serve) as channel:
+        stalled = [rpc.streaming(channel).future(rpc.held(release, body), timeout=25,
+                                              metadata=BEARER) for _ in range(4)]
+        try:
+            time.sleep(1.5)  # every stalled call has waited past the second by now
+            began = time.monotonic()
+            served = _once_a_slot_is_free(channel, body)
+            waited = time.monotonic() - began
+        finally:
+            release.set()
+        codes = sorted(rpc.code(call).value for call in stalled)
+    assert served is grpc.StatusCode.OK
+    assert waited < 10  # the read timeout is 30 s
+    # One was cancelled for the new call; the others' messages came once released.
+    assert codes == [grpc.StatusCode.OK.value] * 3 + [grpc.StatusCode.CANCELLED.value]
+    assert serve.metrics()['otel_diary_requests_rejected_total{reason="evicted"}'] >= 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from otel_diary.receiver.admission import Collector
 from otel_diary.receiver.grpc import INFLIGHT_BYTES, SERVICE, TraceService, grpc_server
 from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
+from tests.support import grpc_calls as rpc
 from tests.support.otlp_build import request, span, task_trace
 
 
@@ -38,11 +41,12 @@ class Receiver:
 
 @contextmanager
 def receiver(*, token: str | None = None, start: bool = True,
-             inflight_bytes: int = INFLIGHT_BYTES) -> Iterator[Receiver]:
+             inflight_bytes: int = INFLIGHT_BYTES, **limits: float) -> Iterator[Receiver]:
     sink = InMemorySink()
     pipeline = build_pipeline(Settings(index=False), ORCHESTRATOR, sinks=[sink])
     collector = Collector(TraceStore(ORCHESTRATOR, grace=0), pipeline, start=start)
-    service = TraceService(collector, ORCHESTRATOR, token=token, inflight_bytes=inflight_bytes)
+    service = TraceService(collector, ORCHESTRATOR, token=token, inflight_bytes=inflight_bytes,
+                           **limits)  # type: ignore[arg-type]
     server, port = grpc_server(service, "127.0.0.1", 0)
     channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[
         ("grpc.max_send_message_length", 128 * 2**20)])
@@ -127,3 +131,55 @@ def test_message_over_the_cap_is_refused() -> None:
     with receiver() as server, pytest.raises(grpc.RpcError) as caught:
         server.stub.Export(big, timeout=60)
     assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_a_new_call_cancels_the_call_waiting_longest_for_its_message() -> None:
+    """Both slots held by calls whose messages do not come: a new call cancels the older
+    of them, and is served; the younger one's message is read once it comes."""
+    release = threading.Event()
+    body = request(task_trace("T-held")).SerializeToString()
+    with receiver(max_concurrent_rpcs=2, evict_after_s=0.2) as server:
+        stream = rpc.streaming(server.channel)
+        try:
+            older = stream.future(rpc.held(release, body), timeout=20)
+            time.sleep(0.5)
+            younger = stream.future(rpc.held(release, body), timeout=20)
+            time.sleep(0.3)
+            served = rpc.code(rpc.unary(server.channel).future(
+                body, timeout=20))
+        finally:
+            release.set()
+        codes = rpc.code(older), rpc.code(younger)
+        evicted = server.collector.counters.get("requests_rejected_total:reason", "evicted")
+    assert served is grpc.StatusCode.OK
+    assert codes == (grpc.StatusCode.CANCELLED, grpc.StatusCode.OK)
+    assert evicted == 1
+
+
+def test_a_call_not_yet_waiting_long_keeps_its_slot() -> None:
+    """A new call does not cancel one that has waited less than ``evict_after_s``: it is
+    refused (RESOURCE_EXHAUSTED, retried), and the open call is served once its message
+    comes."""
+    body = request(task_trace("T-young")).SerializeToString()
+    with receiver(max_concurrent_rpcs=1, evict_after_s=60) as server:
+        export = rpc.unary(server.channel)
+        for _ in range(5):  # bounded: the open call can lose the one slot to a first probe
+            release = threading.Event()
+            held = rpc.streaming(server.channel).future(
+                rpc.held(release, body), timeout=20)
+            try:
+                codes = []
+                for _ in range(100):  # bounded: until the open call holds its slot
+                    codes.append(rpc.code(export.future(body, timeout=20)))
+                    if codes[-1] is grpc.StatusCode.RESOURCE_EXHAUSTED or held.done():
+                        break
+                    time.sleep(0.05)
+            finally:
+                release.set()
+            held_code = rpc.code(held)
+            if held_code is grpc.StatusCode.OK:
+                break
+        evicted = server.collector.counters.get("requests_rejected_total:reason", "evicted")
+    assert codes[-1] is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert held_code is grpc.StatusCode.OK
+    assert evicted == 0
