@@ -107,7 +107,8 @@ class TraceService:
         """One round of the watch: cancel the calls whose message is late."""
         since = time.monotonic() - self._read_timeout_s
         with self._lock:
-            late = [context for began, context in self._reading.values() if began <= since]
+            late = [self._reading.pop(call)[1] for call in
+                    [call for call, (began, _) in self._reading.items() if began <= since]]
         for context in late:
             context.cancel()
         if late:
@@ -115,16 +116,22 @@ class TraceService:
 
     def _receive(self, requests: Iterator[bytes],
                  context: grpc.ServicerContext) -> bytes | None:
-        """The call's one request message, watched: cancelled past the read timeout."""
+        """The call's one request message, watched: cancelled past the read timeout, or
+        for a new call (:meth:`_take_slot`). A call taken from ``_reading`` to be cancelled
+        is, even if its message came meanwhile: its client is told CANCELLED and sends
+        it again, so it must not be offered as well."""
         call = next(self._calls)
         with self._lock:
             self._reading[call] = (time.monotonic(), context)
         self._watch.start()
         try:
-            return next(requests, None)
+            request = next(requests, None)
         finally:
             with self._lock:
-                self._reading.pop(call, None)  # gone already if it was evicted
+                taken = self._reading.pop(call, None) is None
+        if taken:
+            context.abort(grpc.StatusCode.CANCELLED, "the call waited too long for its request")
+        return request
 
     def _take_slot(self) -> bool:
         """A call slot for a new call: a free one, or the slot of the call that has waited

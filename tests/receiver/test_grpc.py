@@ -19,7 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceS
 from otel_diary import ORCHESTRATOR, Settings
 from otel_diary.assembly.grace import TraceStore
 from otel_diary.receiver.admission import Collector
-from otel_diary.receiver.grpc import INFLIGHT_BYTES, SERVICE, TraceService, grpc_server
+from otel_diary.receiver.grpc import INFLIGHT_BYTES, TraceService, grpc_server
 from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
 from tests.support import grpc_calls as rpc
@@ -34,19 +34,18 @@ class Receiver:
     sink: InMemorySink
 
     def raw(self, body: bytes) -> bytes:
-        call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self.channel.unary_unary(
-            f"/{SERVICE}/Export")
-        return bytes(call(body, timeout=30))
+        return bytes(rpc.unary(self.channel)(body, timeout=30))
 
 
 @contextmanager
 def receiver(*, token: str | None = None, start: bool = True,
-             inflight_bytes: int = INFLIGHT_BYTES, **limits: float) -> Iterator[Receiver]:
+             inflight_bytes: int = INFLIGHT_BYTES, kind: type[TraceService] = TraceService,
+             **limits: float) -> Iterator[Receiver]:
     sink = InMemorySink()
     pipeline = build_pipeline(Settings(index=False), ORCHESTRATOR, sinks=[sink])
     collector = Collector(TraceStore(ORCHESTRATOR, grace=0), pipeline, start=start)
-    service = TraceService(collector, ORCHESTRATOR, token=token, inflight_bytes=inflight_bytes,
-                           **limits)  # type: ignore[arg-type]
+    service = kind(collector, ORCHESTRATOR, token=token, inflight_bytes=inflight_bytes,
+                   **limits)  # type: ignore[arg-type]
     server, port = grpc_server(service, "127.0.0.1", 0)
     channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[
         ("grpc.max_send_message_length", 128 * 2**20)])
@@ -183,3 +182,38 @@ def test_a_call_not_yet_waiting_long_keeps_its_slot() -> None:
     assert codes[-1] is grpc.StatusCode.RESOURCE_EXHAUSTED
     assert held_code is grpc.StatusCode.OK
     assert evicted == 0
+
+
+class _TakenAsItsMessageComes(TraceService):
+    """The read timeout's watch takes each call to cancel it just as its message comes:
+    the moment a call's message and its cancellation can cross."""
+
+    returned = threading.Event()
+    """Set once a call's handler has returned (its client is answered before)."""
+
+    def export(self, requests: Iterator[bytes],
+               context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+        def arriving() -> Iterator[bytes]:
+            message = next(requests)
+            time.sleep(0.05)  # past the read timeout
+            self._cancel_stalled(False)
+            yield message
+
+        try:
+            return super().export(arriving(), context)
+        finally:
+            self.returned.set()
+
+
+def test_a_call_cancelled_as_its_message_comes_is_not_offered() -> None:
+    """A call taken to be cancelled is told CANCELLED, and so its client sends it again:
+    its message, though read, must not be assembled as well (it would be twice)."""
+    with receiver(kind=_TakenAsItsMessageComes, read_timeout_s=0.01) as server:
+        code = rpc.code(rpc.unary(server.channel).future(
+            request(task_trace("T-crossed")).SerializeToString(), timeout=20))
+        assert _TakenAsItsMessageComes.returned.wait(20)
+        offered = server.collector.counters.get("spans_received_total:protocol", "grpc")
+        server.collector.close(10)
+    assert code is grpc.StatusCode.CANCELLED
+    assert offered == 0
+    assert server.sink.diaries == []
