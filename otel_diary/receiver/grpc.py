@@ -48,7 +48,14 @@ logger = logging.getLogger("otel_diary")
 MAX_MESSAGE_BYTES = 16 * 2**20
 """Largest request message (after decompression); a larger one is refused by grpcio."""
 MAX_CONCURRENT_RPCS = 4
-"""Calls served at once; more are refused at once with RESOURCE_EXHAUSTED."""
+"""Calls served at once; past them a new call takes a stalled call's slot
+(:data:`EVICT_AFTER_S`) or is refused at once with RESOURCE_EXHAUSTED."""
+WAITING_CALLS = 256
+"""Calls past the slots that grpcio hands to ``export`` all the same, which gives them a
+stalled call's slot or refuses them at once with a retry delay (RetryInfo: some
+exporters retry RESOURCE_EXHAUSTED only with one). Past them grpcio refuses calls by
+itself, without one. A call waiting for a handler thread holds at most its stream's
+flow-control window."""
 INFLIGHT_BYTES = 2 * MAX_MESSAGE_BYTES
 """Request bytes decoded at once; past it, RESOURCE_EXHAUSTED with a retry delay."""
 SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name
@@ -92,7 +99,7 @@ class TraceService:
         self._served = 0
         self._lock = threading.Lock()
         self._read_timeout_s = read_timeout_s
-        self._evict_after_s = evict_after_s
+        self.evict_after_s = evict_after_s
         self._reading: dict[int, tuple[float, grpc.ServicerContext]] = {}
         """Calls waiting for their message: when each began, and its context."""
         self._calls = itertools.count()
@@ -137,7 +144,7 @@ class TraceService:
         """A call slot for a new call: a free one, or the slot of the call that has waited
         longest for its message, cancelled, if it has waited ``evict_after_s``. (A
         cancelled call counts past the slots until its handler returns, holding no
-        message; grpcio's own cap, twice the slots, bounds them all.)"""
+        message; the handler threads, twice the slots, bound them all.)"""
         with self._lock:
             if self._served < self.max_concurrent_rpcs:
                 self._served += 1
@@ -146,7 +153,7 @@ class TraceService:
             if oldest is None:
                 return False
             began, context = self._reading[oldest]
-            if time.monotonic() - began < self._evict_after_s:
+            if time.monotonic() - began < self.evict_after_s:
                 return False
             del self._reading[oldest]
             self._served += 1
@@ -244,16 +251,17 @@ def grpc_server(service: TraceService, host: str, port: int, *,
     """A started gRPC server for ``service`` on ``host:port``; returns it and its port.
 
     It serves ``service.max_concurrent_rpcs`` calls at once, each on its own thread, and
-    as many more while ``export`` decides whether to cancel a stalled one or refuse them;
-    it refuses a message larger than ``max_message_bytes``.
+    has as many threads again for ``export`` to refuse calls past them (or to cancel the
+    stalled calls they replace), :data:`WAITING_CALLS` at most waiting for one; it
+    refuses a message larger than ``max_message_bytes``.
     """
-    calls = 2 * service.max_concurrent_rpcs
+    slots = service.max_concurrent_rpcs
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=calls, thread_name_prefix="otel-diary-grpc"),
+        futures.ThreadPoolExecutor(max_workers=2 * slots, thread_name_prefix="otel-diary-grpc"),
         options=[("grpc.max_receive_message_length", max_message_bytes),
                  ("grpc.max_send_message_length", 4 * 2**20),
                  ("grpc.so_reuseport", 0)],
-        maximum_concurrent_rpcs=calls,
+        maximum_concurrent_rpcs=slots + WAITING_CALLS,
     )
     handler = grpc.method_handlers_generic_handler(SERVICE, {
         # Client-streaming on the server's side only: nothing is read before export asks.

@@ -32,6 +32,7 @@ class Receiver:
     stub: TraceServiceStub
     collector: Collector
     sink: InMemorySink
+    service: TraceService
 
     def raw(self, body: bytes) -> bytes:
         return bytes(rpc.unary(self.channel)(body, timeout=30))
@@ -51,7 +52,7 @@ def receiver(*, token: str | None = None, start: bool = True,
         ("grpc.max_send_message_length", 128 * 2**20)])
     try:
         stub = TraceServiceStub(channel)  # type: ignore[no-untyped-call]
-        yield Receiver(channel, stub, collector, sink)
+        yield Receiver(channel, stub, collector, sink, service)
     finally:
         channel.close()
         server.stop(1).wait(5)
@@ -132,26 +133,47 @@ def test_message_over_the_cap_is_refused() -> None:
     assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
+def _until_refused(server: Receiver, body: bytes,
+                   held: grpc.Future[bytes]) -> list[grpc.StatusCode]:
+    """The codes of exports of ``body`` made until one is refused (RESOURCE_EXHAUSTED:
+    the open call ``held`` has its slot by then) or ``held`` ends."""
+    export = rpc.unary(server.channel)
+    codes: list[grpc.StatusCode] = []
+    for _ in range(100):  # bounded: until the open call holds its slot
+        codes.append(rpc.code(export.future(body, timeout=20)))
+        if codes[-1] is grpc.StatusCode.RESOURCE_EXHAUSTED or held.done():
+            break
+        time.sleep(0.05)
+    return codes
+
+
 def test_a_new_call_cancels_the_call_waiting_longest_for_its_message() -> None:
     """Both slots held by calls whose messages do not come: a new call cancels the older
-    of them, and is served; the younger one's message is read once it comes."""
+    of them at once (it ends before its message is sent), and is served; the younger one
+    keeps its slot, and only that one: with a third call open in the other, the next is
+    refused. The younger's message is read once it comes."""
     release = threading.Event()
     body = request(task_trace("T-held")).SerializeToString()
     with receiver(max_concurrent_rpcs=2, evict_after_s=0.2) as server:
         stream = rpc.streaming(server.channel)
         try:
-            older = stream.future(rpc.held(release, body), timeout=20)
+            older = stream.future(rpc.held(release, body), timeout=10)
             time.sleep(0.5)
             younger = stream.future(rpc.held(release, body), timeout=20)
             time.sleep(0.3)
-            served = rpc.code(rpc.unary(server.channel).future(
-                body, timeout=20))
+            served = rpc.code(rpc.unary(server.channel).future(body, timeout=20))
+            older_code = rpc.code(older)  # before its message is released
+            server.service.evict_after_s = 60.0  # no more evictions
+            third = stream.future(rpc.held(release, body), timeout=20)
+            codes = _until_refused(server, body, third)
         finally:
             release.set()
-        codes = rpc.code(older), rpc.code(younger)
+        others = rpc.code(younger), rpc.code(third)
         evicted = server.collector.counters.get("requests_rejected_total:reason", "evicted")
     assert served is grpc.StatusCode.OK
-    assert codes == (grpc.StatusCode.CANCELLED, grpc.StatusCode.OK)
+    assert older_code is grpc.StatusCode.CANCELLED
+    assert codes[-1] is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert others == (grpc.StatusCode.OK, grpc.StatusCode.OK)
     assert evicted == 1
 
 
@@ -161,18 +183,11 @@ def test_a_call_not_yet_waiting_long_keeps_its_slot() -> None:
     comes."""
     body = request(task_trace("T-young")).SerializeToString()
     with receiver(max_concurrent_rpcs=1, evict_after_s=60) as server:
-        export = rpc.unary(server.channel)
         for _ in range(5):  # bounded: the open call can lose the one slot to a first probe
             release = threading.Event()
-            held = rpc.streaming(server.channel).future(
-                rpc.held(release, body), timeout=20)
+            held = rpc.streaming(server.channel).future(rpc.held(release, body), timeout=20)
             try:
-                codes = []
-                for _ in range(100):  # bounded: until the open call holds its slot
-                    codes.append(rpc.code(export.future(body, timeout=20)))
-                    if codes[-1] is grpc.StatusCode.RESOURCE_EXHAUSTED or held.done():
-                        break
-                    time.sleep(0.05)
+                codes = _until_refused(server, body, held)
             finally:
                 release.set()
             held_code = rpc.code(held)
@@ -182,6 +197,33 @@ def test_a_call_not_yet_waiting_long_keeps_its_slot() -> None:
     assert codes[-1] is grpc.StatusCode.RESOURCE_EXHAUSTED
     assert held_code is grpc.StatusCode.OK
     assert evicted == 0
+
+
+def test_every_call_refused_at_the_cap_carries_a_retry_delay() -> None:
+    """A burst of calls at a receiver whose one slot is taken: each is refused with
+    RESOURCE_EXHAUSTED and a RetryInfo delay (exporters retry it only with one), none by
+    grpcio's own limit, which gives none; each is counted."""
+    body = request(task_trace("T-burst")).SerializeToString()
+    with receiver(max_concurrent_rpcs=1, evict_after_s=60) as server:
+        for _ in range(5):  # bounded: the open call can lose the one slot to a first probe
+            release = threading.Event()
+            held = rpc.streaming(server.channel).future(rpc.held(release, body), timeout=20)
+            try:
+                if _until_refused(server, body, held)[-1] is grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    before = server.collector.counters.get("requests_rejected_total:reason",
+                                                           "busy")
+                    burst = [rpc.unary(server.channel).future(body, timeout=20)
+                             for _ in range(40)]
+                    refused = [call.exception() for call in burst]
+                    break
+            finally:
+                release.set()
+        after = server.collector.counters.get("requests_rejected_total:reason", "busy")
+    for error in refused:
+        assert isinstance(error, grpc.RpcError) and isinstance(error, grpc.Call)
+        assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "google.rpc.retryinfo-bin" in dict(error.trailing_metadata() or ())
+    assert after - before == 40
 
 
 class _TakenAsItsMessageComes(TraceService):
