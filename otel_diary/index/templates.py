@@ -8,6 +8,7 @@ A pure function of its input, so every process and every run agree on it.
 
 from __future__ import annotations
 
+import bisect
 import re
 
 MAX_TEMPLATE = 160
@@ -23,7 +24,8 @@ _ERROR_LINE = re.compile(
     r"conflict|killed|denied|not used|non-zero|exit code|segmentation|refused|timed out|"
     r"invalid|no such|unable|missing|traceback", re.IGNORECASE)
 _TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):")
-_FENCE = re.compile(r"^(`{3,}|~{3,})[^\n]*\n(.*?)^\1\s*$", re.MULTILINE | re.DOTALL)
+_FENCE_OPEN = re.compile(r"^(`{3,}|~{3,})[^\n]*\n", re.MULTILINE)
+_FENCE_CLOSE = re.compile(r"^(`{3,}|~{3,})[^\S\n]*$", re.MULTILINE)
 _QUOTED = re.compile("'[^'\n]{0,200}'|\"[^\"\n]{0,200}\"|`[^`'\n]{0,200}[`']"
                      "|\u2018[^\u2019\n]{0,200}\u2019|\u201c[^\u201d\n]{0,200}\u201d")
 _CODE = re.compile(r"(?<![A-Za-z0-9])[A-Z]{1,4}\d{3,5}(?![A-Za-z0-9])")
@@ -44,9 +46,38 @@ _NAMING_WORD = re.compile(
 
 
 def stderr_block(text: str) -> str:
-    """The first fenced block of ``text`` (a diary's stderr tail), or ``""``."""
-    match = _FENCE.search(text)
-    return match.group(2) if match else ""
+    """The first fenced block of ``text`` (a diary's stderr tail), or ``""``.
+
+    It opens at the first line starting with three or more backticks (or tildes) that a
+    later line closes: a line of as many of them as the opening line's first ones (the
+    most that any later line gives, at least three), then white space only; it ends at
+    the nearest such line. Found in O(n log n): searching from each opening line that
+    nothing closes took quadratic time (4 s for 64,000 characters of them)."""
+    first_opener = _FENCE_OPEN.search(text)
+    if first_opener is None:
+        return ""
+    run, after = first_opener.group(1), first_opener.end()  # the common case: the first
+    closer = re.compile("^" + run + r"[^\S\n]*$", re.MULTILINE).search(text, after)
+    if closer is not None:  # opening line, closed by a line of its whole run
+        return text[after:closer.start()]
+    closers: dict[str, tuple[list[int], list[int], list[int]]] = {}
+    for match in _FENCE_CLOSE.finditer(text):  # (starts, lengths) by fence character
+        run = match.group(1)
+        starts, lengths, _ = closers.setdefault(run[0], ([], [], []))
+        starts.append(match.start())
+        lengths.append(len(run))
+    for _, lengths, shortest in closers.values():  # the shortest closer from each on
+        shortest.extend(lengths)
+        for index in range(len(shortest) - 2, -1, -1):
+            shortest[index] = min(shortest[index], shortest[index + 1])
+    for opener in _FENCE_OPEN.finditer(text, first_opener.start()):
+        run = opener.group(1)
+        starts, lengths, shortest = closers.get(run[0], ([], [], []))
+        first = bisect.bisect_left(starts, opener.end())
+        if first < len(starts) and shortest[first] <= len(run):
+            longest = max(length for length in lengths[first:] if length <= len(run))
+            return text[opener.end():starts[lengths.index(longest, first)]]
+    return ""
 
 
 def first_error_line(text: str) -> str:

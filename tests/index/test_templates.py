@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_diary.index.documents import error_signatures, template_signature
-from otel_diary.index.templates import MAX_TEMPLATE, error_template, first_error_line
+from otel_diary.index.templates import (
+    MAX_TEMPLATE,
+    error_template,
+    first_error_line,
+    stderr_block,
+)
 from tests.support.kb import kb_pipeline, task_record, write
 
 ERESOLVE = ("npm ERR! code ERESOLVE\nnpm ERR! ERESOLVE unable to resolve dependency tree\n"
@@ -101,3 +107,26 @@ def test_ts2345_and_ts2322_runs_do_not_relate(tmp_path: Path) -> None:
     pipeline.close()
     assert first.id not in second.related
     assert second.related == ()
+
+
+_FENCED = re.compile(r"^(`{3,}|~{3,})[^\n]*\n(.*?)^\1\s*$", re.MULTILINE | re.DOTALL)
+"""The fenced block as a regular expression says it (quadratic on unclosed fences)."""
+
+
+@settings(max_examples=3000)
+@given(st.lists(st.sampled_from(["```", "````", "~~~", "~~~~", "``", "`", "~", "x", " ",
+                                 "\t", "\r", "\n", "\n", "```text", "a b"]), max_size=16))
+def test_the_fenced_block_is_the_one_the_regular_expression_finds(pieces: list[str]) -> None:
+    """Backtracking included: an opening run of four backticks is closed by a line of
+    three when no later line has four, and the nearest closing line ends the block."""
+    text = "".join(pieces)
+    match = _FENCED.search(text)
+    assert stderr_block(text) == (match.group(2) if match else "")
+
+
+def test_the_fenced_block_of_a_diary() -> None:
+    """The block under an opening line with an info string, to the nearest closing line;
+    an opening line nothing closes is passed over."""
+    text = "~~~~\nnot closed\n```text\nerror TS2345: x\n````\n```\nafter\n```\n"
+    assert stderr_block(text) == "error TS2345: x\n````\n"
+    assert stderr_block("```\nnever closed\n") == ""
