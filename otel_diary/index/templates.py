@@ -24,8 +24,10 @@ _ERROR_LINE = re.compile(
     r"conflict|killed|denied|not used|non-zero|exit code|segmentation|refused|timed out|"
     r"invalid|no such|unable|missing|traceback", re.IGNORECASE)
 _TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):")
-_FENCE_OPEN = re.compile(r"^(`{3,}|~{3,})[^\n]*\n", re.MULTILINE)
-_FENCE_CLOSE = re.compile(r"^(`{3,}|~{3,})[^\S\n]*$", re.MULTILINE)
+_FENCE_OPEN = re.compile(r"^(`{3,}(?!`)|~{3,}(?!~))[^\n]*\n", re.MULTILINE)
+_FENCE_CLOSE = re.compile(r"^(`{3,}(?!`)|~{3,}(?!~))[^\S\n]*$", re.MULTILINE)
+"""Fence lines, their whole run of backticks or tildes in group 1 (a run that may not
+end short of its last: backtracking through a long run went quadratic)."""
 _QUOTED = re.compile("'[^'\n]{0,200}'|\"[^\"\n]{0,200}\"|`[^`'\n]{0,200}[`']"
                      "|\u2018[^\u2019\n]{0,200}\u2019|\u201c[^\u201d\n]{0,200}\u201d")
 _CODE = re.compile(r"(?<![A-Za-z0-9])[A-Z]{1,4}\d{3,5}(?![A-Za-z0-9])")
