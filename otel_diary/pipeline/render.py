@@ -396,4 +396,32 @@ def parse_front_matter(content: str) -> dict[str, Any]:
         raise ValueError(f"front matter is not YAML: {exc}") from None
     if not isinstance(loaded, dict):
         raise ValueError("front matter is not a mapping")
+    _plain_keys(loaded, 2 * end + 16)
     return loaded
+
+
+_NESTED = (dict, list, tuple)  # tuples: !!omap and !!pairs give lists of them
+
+
+def _plain_keys(front: dict[Any, Any], budget: int) -> None:
+    """Turn the keys of ``front``'s mappings, at any depth, into strings (YAML reads
+    ``2026-01-01:`` as a date, ``1:`` as a number, which JSON takes no key of), walking at
+    most ``budget`` values, counted each time they are reached; ``ValueError`` past it.
+    Aliases share one value: without a budget a few hundred bytes of them nest into
+    billions of values (or into themselves) for whoever walks them, while a text's own
+    values are fewer than its characters."""
+    stack: list[dict[Any, Any] | list[Any] | tuple[Any, ...]] = [front]
+    while stack:
+        value = stack.pop()
+        budget -= len(value) + 1
+        if budget < 0:
+            raise ValueError("front matter holds more values than its text (YAML aliases)")
+        if type(value) is dict:
+            if not all(type(key) is str for key in value):
+                items = list(value.items())
+                value.clear()
+                value.update((key if type(key) is str else str(key), item)
+                             for key, item in items)
+            stack.extend([item for item in value.values() if type(item) in _NESTED])
+        else:
+            stack.extend([item for item in value if type(item) in _NESTED])

@@ -506,7 +506,10 @@ class KnowledgeBase:
     def _inside(self, path: str) -> Path:
         """``path`` resolved, refused unless it names a file under ``<root>/diaries``."""
         candidate = Path(path)
-        file = (candidate if candidate.is_absolute() else self.root / candidate).resolve()
+        try:
+            file = (candidate if candidate.is_absolute() else self.root / candidate).resolve()
+        except (OSError, RuntimeError) as exc:  # RuntimeError: a loop of symbolic links
+            raise ReadError(f"cannot read {path!r}: {exc}") from None
         if not file.is_relative_to(self._folder):
             raise ReadError(f"{path!r} is outside the knowledge base ({self._folder})")
         return file

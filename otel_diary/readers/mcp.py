@@ -103,6 +103,10 @@ def _answer(call: Callable[[], object], model: type[_M]) -> _M:
         answer = call()
     except (DiaryError, sqlite3.Error) as exc:
         raise ToolError(str(exc)) from exc
+    except Exception as exc:  # a fault of the reader's own: said, and logged in full
+        logger.exception("otel-diary's MCP server could not answer a tool call")
+        raise ToolError(f"the knowledge base could not answer ({type(exc).__name__}: "
+                        f"{exc}); the server's log has the details") from exc
     return model.model_validate(answer, from_attributes=True)
 
 

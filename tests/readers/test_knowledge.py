@@ -125,6 +125,42 @@ def test_search_and_lessons_show_nothing_a_planted_link_points_to_outside(kb: KB
                 base.fetch("diaries/lessons/planted.md")
 
 
+def _alias_bomb(levels: int) -> str:
+    """Front matter of a few hundred bytes whose aliases nest into 10**levels values."""
+    nested = "".join(f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 10)}]\n"
+                     for n in range(1, levels + 1))
+    return ("---\nid: kh-aliasbomb00000000000\nsource_type: diary\n"
+            f"a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n{nested}tags: [*a{levels}]\n---\n\nbomb\n")
+
+
+def test_hand_written_front_matter_is_read_safely_or_refused(kb: KB) -> None:
+    """Aliases nesting into a billion values, or into themselves, are refused at once
+    (fetch says so, a scan passes the file over); keys YAML reads as dates or numbers
+    are given as strings; a link that leads to itself is refused."""
+    root, diaries = kb
+    folder = root / "diaries" / "agents" / "coder"
+    (folder / "bomb.md").write_text(_alias_bomb(9), encoding="utf-8")
+    (folder / "loop.md").write_text(
+        "---\nid: kh-aliasloop00000000000\nsource_type: diary\nloop: &a [*a]\n---\n\nx\n",
+        encoding="utf-8")
+    (folder / "dates.md").write_text(
+        "---\nid: kh-datekeys00000000000\nsource_type: diary\n2026-01-01: x\n"
+        "runs: {1: [a, {2: b}]}\n---\n\nbody\n", encoding="utf-8")
+    (folder / "circle.md").symlink_to(folder / "circle.md")
+    (root / INDEX_FILE).unlink()  # the scan reads every file's front matter too
+    with KnowledgeBase(root) as base:
+        for name in ("bomb", "loop"):
+            with pytest.raises(ReadError, match="not a diary or lesson"):
+                base.fetch(f"diaries/agents/coder/{name}.md")
+        with pytest.raises(ReadError, match="cannot read"):
+            base.fetch("diaries/agents/coder/circle.md")
+        dated = base.fetch("diaries/agents/coder/dates.md").front_matter
+        found = [f.id for f in base.search("TS2345").results]
+    assert dated["2026-01-01"] == "x"
+    assert dated["runs"] == {"1": ["a", {"2": "b"}]}
+    assert found == [diaries["types"].id]
+
+
 @needs_fifos
 def test_a_fifo_in_the_knowledge_base_is_never_waited_on(kb: KB) -> None:
     """A FIFO among the diaries is refused by fetch at once."""
