@@ -56,6 +56,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if name == chosen:
             modules[name] = importlib.import_module(module_name)
             modules[name].add_arguments(command)
+    for word in arguments:
+        if not _is_text(word):  # bytes the locale could not decode: SQLite, JSON and the
+            # index take no such text (a traceback, exit 1, read as "no match", before)
+            shown = os.fsencode(word).decode("ascii", "backslashreplace")
+            parser.error(f"argument '{shown}' is not valid UTF-8 text")
     args = parser.parse_args(arguments)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -67,6 +72,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return _reader_went_away()
+
+
+def _is_text(word: str) -> bool:
+    """Whether ``word`` is text, not undecodable bytes carried as lone surrogates."""
+    try:
+        word.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _reader_went_away() -> int:

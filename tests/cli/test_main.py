@@ -49,3 +49,18 @@ def test_search_json_into_a_closed_pipe_ends_without_a_traceback(tmp_path: Path)
     done = run_into_a_closed_pipe(["search", "--json", "--dir", str(tmp_path / "kb")],
                                   tmp_path)
     assert (done.returncode, done.stderr) == (1, "")
+
+
+@pytest.mark.parametrize("argv", [
+    ["search", "TS2345", "--agent", "\udcff"],
+    ["show", "--id", "kh-\udcff"],
+    ["context", "--task", "T-\udcff"],
+])
+def test_arguments_that_are_not_utf8_are_a_usage_error(
+        argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Bytes the locale could not decode (a lone surrogate in ``sys.argv``) are refused
+    with exit 2 and the bytes shown, not a traceback and exit 1 ("no match")."""
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--dir", str(tmp_path)])
+    assert exited.value.code == 2
+    assert "\\xff' is not valid UTF-8 text" in capsys.readouterr().err
