@@ -60,13 +60,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_store_argument(parser)
 
 
-def _error_text(args: argparse.Namespace) -> str:
+MAX_INPUT_CHARS = 16 * MAX_ERROR_CHARS
+"""Most of the standard input (or ``--error-file``) read: a hook's JSON, with a long
+prompt, is read whole; error text keeps its last ``MAX_ERROR_CHARS``."""
+
+
+def _input_text(args: argparse.Namespace) -> str:
     if args.error_file is None and (sys.stdin is None or sys.stdin.isatty()):
         return ""
     if args.error_file in (None, "-"):
-        return sys.stdin.read(4 * MAX_ERROR_CHARS)[-MAX_ERROR_CHARS:]
+        return sys.stdin.read(MAX_INPUT_CHARS)
     with open(args.error_file, encoding="utf-8", errors="replace") as file:
-        return file.read(4 * MAX_ERROR_CHARS)[-MAX_ERROR_CHARS:]
+        return file.read(MAX_INPUT_CHARS)
 
 
 def _hook_input(text: str) -> dict[str, object] | None:
@@ -83,11 +88,12 @@ def _hook_input(text: str) -> dict[str, object] | None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        error = _error_text(args)
+        text = _input_text(args)
     except OSError as exc:
         return fail("context", f"cannot read {args.error_file}: {exc.strerror}", 2)
     task = args.task
-    event = _hook_input(error)
+    error = text[-MAX_ERROR_CHARS:]
+    event = _hook_input(text)
     if event is not None:
         prompt = event.get("prompt")
         error = ""

@@ -164,3 +164,15 @@ def test_a_client_hook_event_on_standard_input_is_not_an_error(
     code, out, _ = context(capsys, monkeypatch, "--dir", str(root), stdin=prompt)
     assert code == 0
     assert diaries["types"].id in out
+
+
+def test_a_hook_event_with_a_long_prompt_is_still_read_as_one(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, kb: KB) -> None:
+    """A prompt longer than the error text kept (a pasted log, say) leaves the event whole:
+    its start becomes the task, and no tail of its JSON is taken for an error."""
+    root, diaries, _ = kb
+    long_prompt = ('{"session_id": "s1", "hook_event_name": "UserPromptSubmit", "prompt": '
+                   '"Please tighten the types of the orders module' + " ok" * 30_000 + '"}')
+    code, out, _ = context(capsys, monkeypatch, "--dir", str(root), stdin=long_prompt)
+    assert code == 0
+    assert diaries["types"].id in out
