@@ -177,23 +177,34 @@ def open_to_read(path: str | os.PathLike[str], *, follow: bool = True) -> int:
 
 
 def read_text(path: str | os.PathLike[str], errors: str = "strict", *,
-              follow: bool = True, within: Path | None = None) -> str:
+              follow: bool = True, within: Path | None = None,
+              max_bytes: int | None = None) -> str:
     """The UTF-8 text of the regular file at ``path``. Never waits: a FIFO, socket or
     device found there (anyone may drop one into a knowledge-base folder), or a folder,
     is an ``OSError`` naming ``path``, as a missing file is. With ``follow`` false, so is
     a symbolic link; with ``within`` (a resolved folder), a file the path led out of it
-    to when opened (a folder or file swapped for a link after it was listed)."""
+    to when opened (a folder or file swapped for a link after it was listed); with
+    ``max_bytes``, a file larger than that once open (``EFBIG``; one that grows while it
+    is read is read no further than that many characters)."""
     fd = open_to_read(path, follow=follow)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        if max_bytes is not None and status.st_size > max_bytes:
+            raise OSError(errno.EFBIG, "larger than a document can be", os.fspath(path))
         if within is not None and not _is_under(_opened(fd, path), os.fspath(within)):
             raise OSError(errno.EXDEV, "outside the knowledge base", os.fspath(path))
     except BaseException:
         os.close(fd)
         raise
     with open(fd, encoding="utf-8", errors=errors) as handle:  # closes fd, even on error
-        return handle.read()
+        if max_bytes is None:
+            return handle.read()
+        text = handle.read(max_bytes + 1)
+    if len(text) > max_bytes:
+        raise OSError(errno.EFBIG, "larger than a document can be", os.fspath(path))
+    return text
 
 
 def _opened(fd: int, path: str | os.PathLike[str]) -> str:

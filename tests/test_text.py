@@ -139,3 +139,17 @@ def test_read_text_within_refuses_what_a_listed_path_leads_out_to_when_read(
     with pytest.raises(OSError, match="outside the knowledge base"):
         read_text(folder / "own.md", within=resolved)
     assert read_text(folder / "own.md") == "not the knowledge base's"  # without ``within``
+
+
+def test_read_text_with_max_bytes_refuses_a_larger_file(tmp_path: Path) -> None:
+    """A file of ``max_bytes`` is read; one byte more is ``EFBIG``, not read into memory."""
+    import errno
+
+    file = tmp_path / "a.md"
+    file.write_bytes(b"x" * 64)
+    assert read_text(file, max_bytes=64) == "x" * 64
+    file.write_bytes(b"x" * 65)
+    with pytest.raises(OSError) as refused:
+        read_text(file, max_bytes=64)
+    assert refused.value.errno == errno.EFBIG
+    assert read_text(file) == "x" * 65

@@ -85,9 +85,8 @@ class FolderStore:
         if not file.is_relative_to(self._folder):
             return None
         try:
-            if file.stat().st_size > MAX_DOCUMENT_BYTES:
-                return None
-            return read_text(file, "replace", within=self._folder)
+            return read_text(file, "replace", within=self._folder,
+                             max_bytes=MAX_DOCUMENT_BYTES)
         except OSError:
             return None
 

@@ -274,10 +274,8 @@ class DiaryIndex:
         base = (self.root / KB_FOLDER).resolve()
         for file in knowledge_files(self.folder, base):
             try:
-                if not file.is_file() or file.stat().st_size > MAX_DOCUMENT_BYTES:
-                    skipped += 1
-                    continue
-                content = read_text(file, "replace", within=base)
+                content = read_text(file, "replace", within=base,
+                                    max_bytes=MAX_DOCUMENT_BYTES)
                 entry = entry_from_document(file.relative_to(self.root).as_posix(), content)
             except (OSError, ValueError, TypeError):
                 skipped += 1

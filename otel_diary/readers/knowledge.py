@@ -10,6 +10,7 @@ before diaries in every answer. Requests it cannot answer raise :class:`ReadErro
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import re
@@ -222,7 +223,8 @@ class _Lessons:
                 stamp = (stat.st_mtime_ns, stat.st_size)
                 known = self._texts.get(path)
                 if known is None or known[0] != stamp:
-                    known = (stamp, read_text(file, "replace", within=self._base))
+                    known = (stamp, read_text(file, "replace", within=self._base,
+                                              max_bytes=MAX_DOCUMENT_BYTES))
                     self._parsed.pop(path, None)
                     self._searchable = None
             except OSError:
@@ -517,12 +519,13 @@ class KnowledgeBase:
     def _read(self, path: str) -> Document:
         file = self._inside(path)
         try:
-            if file.stat().st_size > MAX_DOCUMENT_BYTES:
-                raise ReadError(f"{path!r} is larger than a diary can be")
-            content = read_text(file, "replace", within=self._folder)
+            content = read_text(file, "replace", within=self._folder,
+                                max_bytes=MAX_DOCUMENT_BYTES)
         except FileNotFoundError:
             raise ReadError(f"no document at {path!r} in the knowledge base") from None
         except OSError as exc:
+            if exc.errno == errno.EFBIG:
+                raise ReadError(f"{path!r} is larger than a diary can be") from None
             raise ReadError(f"cannot read {path!r}: {exc.strerror}") from None
         return document(path, file.relative_to(self.root.resolve()).as_posix(), content)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from otel_diary import Diary
-from otel_diary.index.store import INDEX_FILE, DiaryIndex
+from otel_diary.index.store import INDEX_FILE, MAX_DOCUMENT_BYTES, DiaryIndex
 from otel_diary.readers.knowledge import KnowledgeBase, ReadError, error_line
 from tests.support.fifo import finishes, needs_fifos
 from tests.support.kb import kb_pipeline, task_record, write
@@ -136,7 +136,8 @@ def _alias_bomb(levels: int) -> str:
 def test_hand_written_front_matter_is_read_safely_or_refused(kb: KB) -> None:
     """Aliases nesting into a billion values, or into themselves, are refused at once
     (fetch says so, a scan passes the file over); keys YAML reads as dates or numbers
-    are given as strings; a link that leads to itself is refused."""
+    are given as strings; a link that leads to itself, or a file larger than a diary
+    can be, is refused."""
     root, diaries = kb
     folder = root / "diaries" / "agents" / "coder"
     (folder / "bomb.md").write_text(_alias_bomb(9), encoding="utf-8")
@@ -147,6 +148,7 @@ def test_hand_written_front_matter_is_read_safely_or_refused(kb: KB) -> None:
         "---\nid: kh-datekeys00000000000\nsource_type: diary\n2026-01-01: x\n"
         "runs: {1: [a, {2: b}]}\n---\n\nbody\n", encoding="utf-8")
     (folder / "circle.md").symlink_to(folder / "circle.md")
+    (folder / "huge.md").write_text(_alias_bomb(1) + "x" * MAX_DOCUMENT_BYTES, encoding="utf-8")
     (root / INDEX_FILE).unlink()  # the scan reads every file's front matter too
     with KnowledgeBase(root) as base:
         for name in ("bomb", "loop"):
@@ -154,6 +156,8 @@ def test_hand_written_front_matter_is_read_safely_or_refused(kb: KB) -> None:
                 base.fetch(f"diaries/agents/coder/{name}.md")
         with pytest.raises(ReadError, match="cannot read"):
             base.fetch("diaries/agents/coder/circle.md")
+        with pytest.raises(ReadError, match="larger than a diary can be"):
+            base.fetch("diaries/agents/coder/huge.md")
         dated = base.fetch("diaries/agents/coder/dates.md").front_matter
         found = [f.id for f in base.search("TS2345").results]
     assert dated["2026-01-01"] == "x"
