@@ -85,9 +85,9 @@ class SearchAnswer:
     """Ranked lessons and diaries for a query."""
 
     query: str
-    match: Match
-    """Every word matched, some words (no document had them all), or no words given
-    (``recent``: the newest)."""
+    match: Match | Literal["none"]
+    """Every word matched, some words (no document had them all), no words given
+    (``recent``: the newest), or nothing found (``none``), as ``search --json`` says."""
     results: list[Found]
 
 
@@ -485,7 +485,8 @@ class KnowledgeBase:
         except SearchError as exc:
             raise ReadError(str(exc)) from None
         found += [_found_diary(hit, ["text"]) for hit in result.hits]
-        return SearchAnswer(query=query, match=result.match, results=found[:limit])
+        return SearchAnswer(query=query, match=result.match if found else "none",
+                            results=found[:limit])
 
     # -- fetch -------------------------------------------------------------------------
 

@@ -47,7 +47,9 @@ def test_search_finds_a_diary_by_an_error_code_and_by_a_word_of_its_reflection(k
     with KnowledgeBase(root) as base:
         assert [f.id for f in base.search("TS2345").results] == [diaries["types"].id]
         assert [f.id for f in base.search("defensive").results] == [diaries["parsing"].id]
-        assert base.search("defensive", agent="coder").results == []
+        assert base.search("defensive").match == "all"
+        nothing = base.search("defensive", agent="coder")
+        assert (nothing.results, nothing.match) == ([], "none")  # as search --json says
 
 
 def test_lessons_come_first_in_a_search_and_filters_leave_them_out(kb: KB) -> None:
