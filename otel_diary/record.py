@@ -268,8 +268,10 @@ def as_text(value: object, limit: int = MAX_TEXT,
     """A single-line string of at most ``limit`` characters, or ``None`` for nothing.
 
     With ``redact``, the whole value is redacted before it is cut, so a cut never leaves
-    part of a secret the redactor would have recognised whole. Without it, a cut that
-    falls inside a word drops that word: what is redacted later then finds no fragment.
+    part of a secret the redactor would have recognised whole, and again once flattened,
+    so a key and its value split by a line break (``password:\nx``) are not joined into
+    one past it. Without it, a cut that falls inside a word drops that word: what is
+    redacted later then finds no fragment.
     """
     if value is None or isinstance(value, (bytes, bytearray)):
         return None
@@ -278,8 +280,10 @@ def as_text(value: object, limit: int = MAX_TEXT,
             return None
         value = str(value)
     if redact is not None:
-        value = redact(value)
+        value = redact(value)  # a secret over several lines (a PEM block) whole
     text = " ".join(value.split())
+    if redact is not None and text != value:
+        text = redact(text)
     if len(text) <= limit:
         return text or None
     if redact is None and text[limit] != " ":

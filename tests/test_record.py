@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_diary.conventions import PROFILES, Conventions
+from otel_diary.pipeline.redact import redact
 from otel_diary.record import (
     EXCEPTION_TYPE,
     MAX_LIST,
@@ -175,3 +177,14 @@ def test_the_first_stack_trace_is_kept() -> None:
     for trace in ("Traceback: first", "Traceback: second"):
         summary.add({"exception.stacktrace": trace}, True, PROFILES["genai"])
     assert summary.stacktrace == "Traceback: first" and summary.failed_spans == 3
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("db password:\nhunter2", "db password: [REDACTED:password]"),
+    ("Authorization: Bearer\nabcdef123456", "Authorization: Bearer [REDACTED:bearer]"),
+    ("deploy password:\u00a0hunter2", "deploy password: [REDACTED:password]"),
+])
+def test_a_one_line_value_is_redacted_once_flattened_too(text: str, expected: str) -> None:
+    """``as_text`` joins lines: a key and its value it brings together are redacted (a
+    title, task id or agent name of one line is what becomes a file name)."""
+    assert as_text(text, 512, redact) == expected

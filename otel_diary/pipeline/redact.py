@@ -193,7 +193,7 @@ def _assignment(keys: tuple[str, ...]) -> re.Pattern[str]:
         else re.escape(key) for key in sorted(keys, key=len, reverse=True))
     return re.compile(
         r"(?i)(?P<head>(?P<key>" + alternatives + r")(?-i:(?![a-z]))[A-Za-z0-9_.-]{0,40}"
-        r"(?:\\{0,7}[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4})"
+        r"(?:\\{0,7}[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}(?:\r?\n[ \t]{0,8})?)"
         r"(?!(?:\\{0,7}[\"'])?\[REDACTED:|[=>])"
         r"(?:" + _QUOTED_VALUE + r"|(?!\\[\"'])[^\s\"'`]{1,512})"
     )
@@ -244,6 +244,11 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
 )
 """The case-insensitive families, tried at each occurrence of a needle, leftmost first."""
 
+_SPACES = {ord(space): " " for space in
+           "\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
+           "\u200a\u202f\u205f\u3000"}
+"""The space separators other than the space itself, which the patterns' separators
+(``[ \t]``) would not take: each becomes a space before redaction."""
 _RECENT_MAX = 4096
 _RECENT_CHARS = 200
 
@@ -293,6 +298,8 @@ class SecretRedactor:
 
     def _redact(self, text: str) -> str:
         text = clean(text)
+        if not text.isascii():  # a no-break or other wide space between key and value
+            text = text.translate(_SPACES)
         for literal in self._literals:  # the configured secrets themselves, wherever they are
             if literal in text:
                 text = text.replace(literal, LITERAL_MARK)

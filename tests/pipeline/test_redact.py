@@ -106,6 +106,12 @@ EXAMPLES = [
      "https://a.blob.core.windows.net/c?sv=2022-11-02&sig=[REDACTED:azure_sas]&se=x"),
     ("google_oauth_token", "Authorization: ya29.a0AfH6SMBx" + "Qz_-" * 8,
      "Authorization: [REDACTED:google_oauth_token]"),
+    # the value on the next line (YAML, a stack trace's locals), or after a wide space
+    ("password", "db:\n  password:\n    hunter2\n  user: bob",
+     "db:\n  password:\n    [REDACTED:password]\n  user: bob"),
+    ("secret", "secret:\r\n STACKLEAK5", "secret:\r\n [REDACTED:secret]"),
+    ("password", "password:\u00a0hunter2 token\u2003=\u2003abcdefgh",
+     "password: [REDACTED:password] token = [REDACTED:token]"),
 ]
 
 
