@@ -128,11 +128,12 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
           keep_prefix=True),
     # The user may be empty (redis://:pw@host). MongoDB drivers take a password holding
     # "/" unescaped; elsewhere a "/" ends the authority (https://host:8080/a@b is a path).
+    # A password holding "@" runs to the authority's last one (p@ss in ://u:p@ss@host).
     _rule("url_credentials",
-          r"(mongodb(?:\+srv)?://[^\s:/@\"'<>]{0,256}:)[^\s:@\"'<>]{1,256}(?=@)",
+          r"(mongodb(?:\+srv)?://[^\s:/@\"'<>]{0,256}:)[^\s:\"'<>]{1,256}(?=@)",
           ("mongodb",), keep_prefix=True),
     _rule("url_credentials",
-          r"(://[^\s:/@\"'<>]{0,256}:)[^\s/@\"'<>]{1,256}(?=@)",
+          r"(://[^\s:/@\"'<>]{0,256}:)[^\s/\"'<>]{1,256}(?=@)",
           ("://",), keep_prefix=True),
     # curl -u user:password (not a numeric uid:gid, as docker run -u gives).
     *(_rule("password",

@@ -110,6 +110,10 @@ EXAMPLES = [
     ("password", "db:\n  password:\n    hunter2\n  user: bob",
      "db:\n  password:\n    [REDACTED:password]\n  user: bob"),
     ("secret", "secret:\r\n STACKLEAK5", "secret:\r\n [REDACTED:secret]"),
+    ("url_credentials", "postgresql://admin:p@ss@db/app https://h:8080/a@b",
+     "postgresql://admin:[REDACTED:url_credentials]@db/app https://h:8080/a@b"),
+    ("url_credentials", "mongodb://u:p@s/s@h1:27017,h2:27017/db",
+     "mongodb://u:[REDACTED:url_credentials]@h1:27017,h2:27017/db"),
     ("password", "password:\u00a0hunter2 token\u2003=\u2003abcdefgh",
      "password: [REDACTED:password] token = [REDACTED:token]"),
 ]
