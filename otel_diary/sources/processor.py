@@ -45,11 +45,19 @@ _WAKE_BATCH = 512
 
 
 def _weight(span: ReadableSpan) -> int:
-    """Estimated bytes a queued span holds: its attributes (an SDK span's own dict)."""
+    """Estimated bytes a queued span holds: its attributes (an SDK span's own dict), its
+    events' (an exception's message and stack trace) and its status description."""
     try:
-        return estimate(span._attributes._dict)  # type: ignore[union-attr]
+        size = estimate(span._attributes._dict)  # type: ignore[union-attr]
+        events = span._events
+        description = span._status._description
     except (AttributeError, TypeError):
-        return estimate(span.attributes or {})
+        size = estimate(span.attributes or {})
+        events = span.events
+        description = span.status.description
+    if events:
+        size += sum(estimate(event.attributes or {}) + len(event.name) for event in events)
+    return size + len(description) if description else size
 
 
 def to_record(span: ReadableSpan) -> SpanRecord:
