@@ -112,9 +112,12 @@ def _secret(check: Callable[[str], Secret | None]) -> _Read:
 
 
 def _path(value: object) -> Path:
+    """A path; a leading ``~`` is the home folder, as a shell reads it (a variable set in
+    a unit file, a container's environment or a hook's settings is not read by a shell:
+    ``~/kb`` made a folder named ``~`` in the working directory)."""
     if not isinstance(value, str | os.PathLike):
         raise ValueError("expected a path")
-    return Path(value)
+    return Path(value).expanduser()
 
 
 _TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})

@@ -123,3 +123,16 @@ def test_replace_applies_and_checks_overrides(monkeypatch: pytest.MonkeyPatch) -
     assert changed == Settings(queue_size=5, hub_api_key="key-123456", max_traces=10)
     with pytest.raises(ValueError, match="max_traces"):
         base.replace(max_traces=0)
+
+
+def test_a_folder_given_from_home_is_under_home(monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path) -> None:
+    """``~/kb`` in the environment or an argument is the home folder's ``kb``, not a
+    folder named ``~`` in the working directory."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("OTEL_DIARY_DIR", "~/kb")
+    monkeypatch.setenv("OTEL_DIARY_SPOOL_DIR", "~/spool")
+    settings = Settings()
+    assert settings.root == tmp_path / "kb"
+    assert settings.spool_dir == tmp_path / "spool"
+    assert Settings(dir="~/other").root == tmp_path / "other"

@@ -28,7 +28,7 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def root_of(args: argparse.Namespace) -> Path:
-    return Path(args.dir) if args.dir else Settings().root
+    return Path(args.dir).expanduser() if args.dir else Settings().root
 
 
 def add_store_argument(parser: argparse.ArgumentParser) -> None:
