@@ -273,7 +273,9 @@ class Collector:
         """Stop taking batches, decide every waiting task now and deliver it; idempotent.
 
         Returns False when ``timeout`` passed before the pipeline was drained; what was
-        not written then stays in the journal, for the next start.
+        not written then stays in the journal, for the next start, and the pipeline is
+        left open: a runner still writing a diary uses its index connection, and closing
+        that under it crashed the process (SIGSEGV on SIGTERM with a backlog).
         """
         with self._lock:
             already = self._closed
@@ -283,7 +285,8 @@ class Collector:
         for runner in self._delivery:
             finished = runner.stop(deadline - time.monotonic()) and finished
         if not already:
-            self.pipeline.close()
+            if finished:
+                self.pipeline.close()
             if self.journal is not None:
                 self.journal.close(max(deadline - time.monotonic(), 1.0))
         if not finished:

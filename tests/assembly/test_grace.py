@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from otel_diary import ORCHESTRATOR, Settings
+from otel_diary import ORCHESTRATOR, Diary, Settings
 from otel_diary.assembly import grace
 from otel_diary.assembly.batch import Batch
 from otel_diary.assembly.grace import TraceStore
@@ -478,6 +479,42 @@ def test_close_writes_waiting_diaries_before_their_grace_ends() -> None:
     assert service.close(10)
     assert [d.task_id for d in sink.diaries] == ["T-close"]
     assert service.offer(batch_of(task_trace("T-after")))[0] is Admission.CLOSED
+
+
+class _StuckSink(InMemorySink):
+    """Holds the pipeline thread in its first write until released; says when closed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.closed = False
+
+    def write(self, diary: Diary) -> str:
+        self.entered.set()
+        self.release.wait(30)
+        return super().write(diary)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_close_past_its_timeout_leaves_the_pipeline_open_under_its_runner() -> None:
+    """A runner still writing when the shutdown timeout passes keeps the pipeline (its
+    index connection closed under it crashed the process): close says False, and the
+    diary it was writing is still written."""
+    sink = _StuckSink()
+    settings = Settings(index=False)
+    pipeline = build_pipeline(settings, ORCHESTRATOR, sinks=[sink])
+    service = Collector(TraceStore(ORCHESTRATOR, grace=0), pipeline)
+    assert service.offer(batch_of(task_trace("T-stuck")))[0] is Admission.ACCEPTED
+    assert sink.entered.wait(10)
+    assert service.close(0.2) is False
+    closed_at_timeout = sink.closed
+    sink.release.set()
+    diaries = sink.wait_for(1, timeout=10)
+    assert closed_at_timeout is False
+    assert [d.task_id for d in diaries] == ["T-stuck"]
 
 
 def test_metrics_text_is_prometheus_exposition() -> None:
