@@ -150,11 +150,15 @@ class Pipeline:
         else:
             self._batch.count = count + 1
 
-    def handle(self, ready: Ready) -> Diary | None:
-        """Classify, render and deliver one root task span; ``None`` when nothing is written."""
+    def handle(self, ready: Ready, *,
+               unwritten: Callable[[], None] | None = None) -> Diary | None:
+        """Classify, render and deliver one root task span; ``None`` when nothing is written.
+        ``unwritten`` is called (before a batch this closes is released) when a diary was
+        made but no sink could write it (a full disk, a folder made read-only): the
+        caller may keep the run to try again."""
         try:
             try:
-                return self._handle(ready)
+                return self._handle(ready, unwritten)
             finally:
                 self._handled()
         except Exception:
@@ -168,7 +172,7 @@ class Pipeline:
             self._log_once("pipeline", "otel-diary could not turn a task span into a diary")
             return None
 
-    def _handle(self, ready: Ready) -> Diary | None:
+    def _handle(self, ready: Ready, unwritten: Callable[[], None] | None) -> Diary | None:
         record, summary = ready
         self.stats.add("tasks")
         run = classify(record, summary, self.conventions, self.redactor)
@@ -211,6 +215,8 @@ class Pipeline:
                                "otel-diary sink %s raised %s writing diary %s; ignored",
                                type(sink).__name__, "SystemExit or KeyboardInterrupt",
                                diary.id)
+        if not locations and self.sinks and unwritten is not None:
+            unwritten()
         if locations or not self.sinks:
             self.stats.add("diaries")
             for listener in self.listeners:

@@ -15,6 +15,7 @@ diaries are written.
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import threading
 import time
@@ -379,6 +380,9 @@ class Collector:
         """One round of a pipeline runner: decided tasks, in order, until none is left."""
         journal = self.journal
         handled: list[tuple[bytes, int]] = []
+        unwritten: set[bytes] = set()
+        """Traces of ``handled`` with a diary no sink could write: their journal rows
+        stay, and the next start writes it (what was answered 200 for is not lost)."""
 
         def written() -> None:
             """The diaries of ``handled`` and their index entries are written: they are
@@ -387,9 +391,10 @@ class Collector:
                 for trace_id, size in handled:
                     self._ready_count -= 1
                     self._ready_bytes -= size
-                    if journal is not None:
+                    if journal is not None and trace_id not in unwritten:
                         self._written(journal, trace_id)
                 handled.clear()
+                unwritten.clear()
                 self._idle.notify_all()
 
         with self.pipeline.batch(on_release=written):
@@ -398,8 +403,9 @@ class Collector:
                     if not self._ready:
                         return
                     item, size = self._ready.popleft()
-                handled.append((item[0].trace_id.to_bytes(16, "big"), size))
-                self.pipeline.handle(item)  # never raises
+                trace_id = item[0].trace_id.to_bytes(16, "big")
+                handled.append((trace_id, size))
+                self.pipeline.handle(item, unwritten=functools.partial(unwritten.add, trace_id))
 
     def _written(self, journal: Journal, trace_id: bytes) -> None:
         """A diary of ``trace_id`` is written: once all are and the trace is closed, its

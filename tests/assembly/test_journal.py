@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from otel_diary import ORCHESTRATOR, Settings
+from otel_diary import ORCHESTRATOR, Diary, Settings
 from otel_diary.assembly.batch import Batch
 from otel_diary.assembly.grace import TraceStore
 from otel_diary.assembly.journal import Journal, JournalError, decode, encode
@@ -276,4 +276,44 @@ def test_journal_rows_stay_until_the_batch_of_their_diary_is_written(tmp_path: P
     finally:
         listener.go.set()
         assert service.close(10)
+    assert rows(path) == 0
+
+
+class FailingOnce(InMemorySink):
+    """A sink whose first write fails (a full disk, a folder made read-only)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def write(self, diary: Diary) -> str:
+        if not self.failed:
+            self.failed = True
+            raise OSError(28, "No space left on device")
+        return super().write(diary)
+
+
+def test_a_diary_no_sink_could_write_keeps_its_rows_for_the_next_start(tmp_path: Path) -> None:
+    """A task answered 200 whose diary could not be written is not lost: its journal rows
+    stay (another task's go), and the next start writes its diary."""
+    path = tmp_path / "journal.sqlite3"
+    sink = FailingOnce()
+    first = collector(sink, Journal(path), grace=0)
+    try:
+        for task in ("T-unwritten", "T-written"):
+            _, durable = first.offer(batch_of(task_trace(task)))
+            assert durable is not None
+            durable.result(10)
+            assert first.flush(10)
+    finally:
+        assert first.close(10)
+    assert [d.task_id for d in sink.diaries] == ["T-written"]
+    assert rows(path) > 0
+    again = InMemorySink()
+    second = collector(again, Journal(path), grace=0.05)
+    try:
+        diaries = again.wait_for(1, timeout=10)
+    finally:
+        assert second.close(10)
+    assert [d.task_id for d in diaries] == ["T-unwritten"]
     assert rows(path) == 0
