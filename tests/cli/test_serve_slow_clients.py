@@ -169,3 +169,13 @@ def test_an_idle_keep_alive_connection_is_closed_at_the_idle_timeout(tmp_path: P
         assert server.stop() == 0
     assert answer.startswith(b"HTTP/1.1 200 ")
     assert closed
+
+
+def test_a_websocket_upgrade_is_refused_not_a_server_error(serve: Serve) -> None:
+    """A WebSocket handshake gets 403 (the receiver serves none), never a 500."""
+    with _connect(serve) as sock:
+        sock.sendall(b"GET /v1/traces HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                     b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                     b"Sec-WebSocket-Version: 13\r\n\r\n")
+        status = sock.recv(4096).split(b"\r\n", 1)[0]
+    assert status.startswith(b"HTTP/1.1 403")
