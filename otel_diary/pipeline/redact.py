@@ -167,6 +167,7 @@ _ASSIGNMENT_KEYS: dict[str, str] = {
     "secret": "secret",
     "token": "token",
     "api_key": "api_key", "api-key": "api_key", "apikey": "api_key",
+    "private_key": "private_key", "private-key": "private_key", "privatekey": "private_key",
     "access_key": "api_key", "access-key": "api_key", "accesskey": "api_key",
 }
 
@@ -237,7 +238,11 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
     *(_AssignmentRule("secret", _assignment(tuple(k for k in _ASSIGNMENT_KEYS
                                                   if k.startswith(needle))),
                       (needle,), anchored=True)
-      for needle in ("pass", "secret", "token", "api", "access", "pwd", "sshpass")),
+      for needle in ("pass", "secret", "token", "api", "access", "pwd", "sshpass", "private")),
+    # Cookie: and Set-Cookie: headers: session ids, to the line's end.
+    _Rule("cookie", re.compile(r"(?i)(\b(?:set-)?cookie[\"']?[ \t]{0,4}:[ \t]{0,4}[\"']?)"
+                             r"[^\s\"'][^\r\n\"']{0,4095}"),
+          ("cookie",), keep_prefix=True, anchored=True),
     # pass alone: lower-case, with a quoted value (``pass: "…"``, ``{"pass": "…"}``).
     _AssignmentRule("password", re.compile(
         r"(?P<head>(?<![A-Za-z0-9_.-])(?P<key>pass)(?:\\{0,7}[\"'])?[ \t]{0,4}[:=][ \t]{0,4})"
