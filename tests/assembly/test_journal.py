@@ -36,6 +36,24 @@ def collector(sink: InMemorySink, journal: Journal, *, grace: float,
                      journal=journal, start=start)
 
 
+def journaled(service: Collector, spans: Sequence[Span]) -> None:
+    """Offer ``spans`` and wait until they are durable, as a request answered 200 does."""
+    _, durable = service.offer(batch_of(spans))
+    assert durable is not None
+    durable.result(10)
+
+
+def replayed(path: Path, count: int, *, grace: float = 0.05) -> list[Diary]:
+    """The first ``count`` diaries a new collector writes from the journal at ``path``
+    (closed again after them)."""
+    sink = InMemorySink()
+    service = collector(sink, Journal(path), grace=grace)
+    try:
+        return sink.wait_for(count, timeout=10)
+    finally:
+        assert service.close(10)
+
+
 def rows(path: Path) -> int:
     with sqlite3.connect(path) as conn:
         return int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
@@ -73,17 +91,10 @@ def test_a_new_collector_takes_back_what_the_last_one_held(tmp_path: Path) -> No
     path = tmp_path / "journal.sqlite3"
     first = collector(InMemorySink(), Journal(path), grace=3600)
     for n in range(3):
-        _, durable = first.offer(batch_of(task_trace(f"T-back-{n}", chats=2)))
-        assert durable is not None
-        durable.result(10)
+        journaled(first, task_trace(f"T-back-{n}", chats=2))
     assert first.journal is not None
     first.journal.close()  # as if the process had been killed: nothing decided
-    sink = InMemorySink()
-    second = collector(sink, Journal(path), grace=0.05)
-    try:
-        diaries = sink.wait_for(3, timeout=10)
-    finally:
-        assert second.close(10)
+    diaries = replayed(path, 3)
     assert sorted(d.task_id for d in diaries) == ["T-back-0", "T-back-1", "T-back-2"]
     assert all("Tokens: 240" in d.body for d in diaries)
     assert rows(path) == 0
@@ -95,17 +106,10 @@ def test_a_task_decided_before_the_end_is_written_at_once_on_replay(tmp_path: Pa
     path = tmp_path / "journal.sqlite3"
     first = collector(InMemorySink(), Journal(path), grace=0, start=False)
     first.journal.start()  # type: ignore[union-attr]
-    _, durable = first.offer(batch_of(task_trace("T-decided")))
-    assert durable is not None
-    durable.result(10)
+    journaled(first, task_trace("T-decided"))
     assert not first.flush(0.2)  # decided; no pipeline thread writes it
     first.journal.close()  # type: ignore[union-attr]
-    sink = InMemorySink()
-    second = collector(sink, Journal(path), grace=3600)
-    try:
-        assert [d.task_id for d in sink.wait_for(1, timeout=10)] == ["T-decided"]
-    finally:
-        second.close(10)
+    assert [d.task_id for d in replayed(path, 1, grace=3600)] == ["T-decided"]
 
 
 def test_past_its_bound_the_journal_refuses_batches(tmp_path: Path) -> None:
@@ -217,9 +221,7 @@ def test_a_nested_task_stays_nested_after_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "journal.sqlite3"
     first = collector(InMemorySink(), Journal(path), grace=3600)
     for spans in (inner, [step], outer):
-        _, durable = first.offer(batch_of(spans))
-        assert durable is not None
-        durable.result(10)
+        journaled(first, spans)
     assert first.journal is not None
     first.journal.close()  # as if the process had been killed: nothing decided
     sink = InMemorySink()
@@ -264,9 +266,7 @@ def test_journal_rows_stay_until_the_batch_of_their_diary_is_written(tmp_path: P
     service = Collector(TraceStore(ORCHESTRATOR, grace=0, trace_timeout=60), pipeline,
                         journal=Journal(path))
     try:
-        _, durable = service.offer(batch_of(task_trace("T-held")))
-        assert durable is not None
-        durable.result(10)
+        journaled(service, task_trace("T-held"))
         assert listener.holding.wait(10)  # written, its batch ending
         assert [d.task_id for d in sink.diaries] == ["T-held"]
         assert not service.flush(0.2)
@@ -301,19 +301,11 @@ def test_a_diary_no_sink_could_write_keeps_its_rows_for_the_next_start(tmp_path:
     first = collector(sink, Journal(path), grace=0)
     try:
         for task in ("T-unwritten", "T-written"):
-            _, durable = first.offer(batch_of(task_trace(task)))
-            assert durable is not None
-            durable.result(10)
+            journaled(first, task_trace(task))
             assert first.flush(10)
     finally:
         assert first.close(10)
     assert [d.task_id for d in sink.diaries] == ["T-written"]
     assert rows(path) > 0
-    again = InMemorySink()
-    second = collector(again, Journal(path), grace=0.05)
-    try:
-        diaries = again.wait_for(1, timeout=10)
-    finally:
-        assert second.close(10)
-    assert [d.task_id for d in diaries] == ["T-unwritten"]
+    assert [d.task_id for d in replayed(path, 1)] == ["T-unwritten"]
     assert rows(path) == 0
