@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 import grpc
 import pytest
@@ -24,6 +25,8 @@ from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
 from tests.support import grpc_calls as rpc
 from tests.support.otlp_build import request, span, task_trace
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -177,22 +180,34 @@ def test_a_new_call_cancels_the_call_waiting_longest_for_its_message() -> None:
     assert evicted == 1
 
 
+def _slot_held(server: Receiver, body: bytes, while_held: Callable[[], T]
+               ) -> tuple[list[grpc.StatusCode], grpc.StatusCode, T | None]:
+    """With a receiver of one slot: a call held open (its message sent once released)
+    while ``body`` is exported until one is refused, then ``while_held()`` if one was;
+    tried again (at most 5 times) while the held call is not served, as it can lose the
+    slot to a first export. The exports' codes, the held call's, and what
+    ``while_held`` returned."""
+    for _ in range(5):
+        release = threading.Event()
+        held = rpc.streaming(server.channel).future(rpc.held(release, body), timeout=20)
+        try:
+            codes = _until_refused(server, body, held)
+            done = while_held() if codes[-1] is grpc.StatusCode.RESOURCE_EXHAUSTED else None
+        finally:
+            release.set()
+        held_code = rpc.code(held)
+        if held_code is grpc.StatusCode.OK:
+            break
+    return codes, held_code, done
+
+
 def test_a_call_not_yet_waiting_long_keeps_its_slot() -> None:
     """A new call does not cancel one that has waited less than ``evict_after_s``: it is
     refused (RESOURCE_EXHAUSTED, retried), and the open call is served once its message
     comes."""
     body = request(task_trace("T-young")).SerializeToString()
     with receiver(max_concurrent_rpcs=1, evict_after_s=60) as server:
-        for _ in range(5):  # bounded: the open call can lose the one slot to a first probe
-            release = threading.Event()
-            held = rpc.streaming(server.channel).future(rpc.held(release, body), timeout=20)
-            try:
-                codes = _until_refused(server, body, held)
-            finally:
-                release.set()
-            held_code = rpc.code(held)
-            if held_code is grpc.StatusCode.OK:
-                break
+        codes, held_code, _ = _slot_held(server, body, lambda: None)
         evicted = server.collector.counters.get("requests_rejected_total:reason", "evicted")
     assert codes[-1] is grpc.StatusCode.RESOURCE_EXHAUSTED
     assert held_code is grpc.StatusCode.OK
@@ -205,25 +220,21 @@ def test_every_call_refused_at_the_cap_carries_a_retry_delay() -> None:
     grpcio's own limit, which gives none; each is counted."""
     body = request(task_trace("T-burst")).SerializeToString()
     with receiver(max_concurrent_rpcs=1, evict_after_s=60) as server:
-        for _ in range(5):  # bounded: the open call can lose the one slot to a first probe
-            release = threading.Event()
-            held = rpc.streaming(server.channel).future(rpc.held(release, body), timeout=20)
-            try:
-                if _until_refused(server, body, held)[-1] is grpc.StatusCode.RESOURCE_EXHAUSTED:
-                    before = server.collector.counters.get("requests_rejected_total:reason",
-                                                           "busy")
-                    burst = [rpc.unary(server.channel).future(body, timeout=20)
-                             for _ in range(40)]
-                    refused = [call.exception() for call in burst]
-                    break
-            finally:
-                release.set()
-        after = server.collector.counters.get("requests_rejected_total:reason", "busy")
+        def burst() -> tuple[list[Exception | None], float]:
+            busy = server.collector.counters.get
+            before = busy("requests_rejected_total:reason", "busy")
+            calls = [rpc.unary(server.channel).future(body, timeout=20) for _ in range(40)]
+            refused = [call.exception() for call in calls]
+            return refused, busy("requests_rejected_total:reason", "busy") - before
+
+        _, _, done = _slot_held(server, body, burst)
+    assert done is not None
+    refused, counted = done
     for error in refused:
         assert isinstance(error, grpc.RpcError) and isinstance(error, grpc.Call)
         assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "google.rpc.retryinfo-bin" in dict(error.trailing_metadata() or ())
-    assert after - before == 40
+    assert counted == 40
 
 
 class _TakenAsItsMessageComes(TraceService):
