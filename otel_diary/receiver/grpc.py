@@ -101,7 +101,8 @@ class TraceService:
         self._read_timeout_s = read_timeout_s
         self.evict_after_s = evict_after_s
         self._reading: dict[int, tuple[float, grpc.ServicerContext]] = {}
-        """Calls waiting for their message: when each began, and its context."""
+        """Calls waiting for their message: when each began, and its context; in the
+        order they began (each is added under the lock with the time read then)."""
         self._calls = itertools.count()
         self._watch = Runner("otel-diary-grpc-watch", self._cancel_stalled,
                              interval_s=min(read_timeout_s / 4, 1.0))
@@ -114,8 +115,9 @@ class TraceService:
         """One round of the watch: cancel the calls whose message is late."""
         since = time.monotonic() - self._read_timeout_s
         with self._lock:
-            late = [self._reading.pop(call)[1] for call in
-                    [call for call, (began, _) in self._reading.items() if began <= since]]
+            calls = list(itertools.takewhile(lambda call: self._reading[call][0] <= since,
+                                             self._reading))  # the first to begin
+            late = [self._reading.pop(call)[1] for call in calls]
         for context in late:
             context.cancel()
         if late:
@@ -149,7 +151,7 @@ class TraceService:
             if self._served < self.max_concurrent_rpcs:
                 self._served += 1
                 return True
-            oldest = min(self._reading, key=lambda call: self._reading[call][0], default=None)
+            oldest = next(iter(self._reading), None)  # the first to begin
             if oldest is None:
                 return False
             began, context = self._reading[oldest]
