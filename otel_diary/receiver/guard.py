@@ -7,8 +7,9 @@ protocol here closes a connection whose request head is not complete within
 body stops arriving for ``body_timeout_s`` or arrives slower than :data:`MIN_BODY_RATE`
 once ``body_timeout_s`` has passed (as Apache's ``mod_reqtimeout`` does: a byte now and
 then does not keep a body open), and answers 431 to a head larger than
-``max_header_bytes``. Its work per read is a comparison and an addition: no timer is
-re-armed per chunk.
+``max_header_bytes``, whether it arrives a byte at a time or in one read (the parser
+counts the request line and each header field as it reads them). Its work per read is a
+comparison and an addition: no timer is re-armed per chunk.
 
 Past ``max_connections`` open connections, a new one closes the connection that has
 waited longest without a request in progress (its head not complete yet, or idle between
@@ -27,6 +28,7 @@ import resource
 import time
 from typing import Any, ClassVar
 
+import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from otel_diary.counters import Counters
@@ -62,6 +64,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._in_head = True
         self._head_bytes = 0
+        self._head_parsed = 0
         self._in_body = False
         self._last_body = 0.0
         self._body_start = 0.0
@@ -88,19 +91,44 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._body_bytes += len(data)
         super().data_received(data)
         if self._in_head and self._head_bytes > self.max_header_bytes:
-            if not self.transport.is_closing():
-                self.transport.write(_HEAD_TOO_LARGE)
-                self._close("head_too_large")
-            self._disarm()
+            self._refuse_head()
+
+    def send_400_response(self, msg: str) -> None:
+        if self._head_parsed > self.max_header_bytes:  # raised by on_url or on_header
+            self._refuse_head()
+        else:
+            super().send_400_response(msg)
+
+    def _refuse_head(self) -> None:
+        if not self.transport.is_closing():
+            self.transport.write(_HEAD_TOO_LARGE)
+            self._close("head_too_large")
+        self._disarm()
 
     # -- parser callbacks -------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self._head_parsed = 0
         if not self._in_head:  # the next request on a kept-alive connection
             self._in_head = True
             self._head_bytes = 0
             self._arm(self.header_timeout_s, self._head_late)
+
+    def on_url(self, url: bytes) -> None:
+        self._count_head(len(url) + 16)  # with the method and version
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_head(len(name) + len(value) + 4)  # with ": " and CRLF
+        super().on_header(name, value)
+
+    def _count_head(self, size: int) -> None:
+        """Count a part of the head parsed; past the cap, stop the parser (uvicorn then
+        calls :meth:`send_400_response`, which answers 431)."""
+        self._head_parsed += size
+        if self._head_parsed > self.max_header_bytes:
+            raise httptools.HttpParserError("request head too large")
 
     def on_headers_complete(self) -> None:
         self._in_head = False

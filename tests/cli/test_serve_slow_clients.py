@@ -95,6 +95,33 @@ def test_an_endless_head_gets_431(serve: Serve) -> None:
     assert answer.startswith(b"HTTP/1.1 431 ")
 
 
+def _answer_to(serve: Serve, head: bytes, body: bytes) -> bytes:
+    """Send a whole request at once; the server's answer up to its first line's end."""
+    with _connect(serve) as connection:
+        connection.sendall(head + b"content-length: %d\r\n\r\n" % len(body) + body)
+        answer = b""
+        while b"\r\n" not in answer and (chunk := connection.recv(65536)):
+            answer += chunk
+    return answer
+
+
+def test_a_large_head_sent_in_one_piece_gets_431(serve: Serve) -> None:
+    """A complete head past the cap (8 KiB here) that arrives in one read is refused as
+    one sent a piece at a time is; a head under the cap in one piece is served."""
+    body = protobuf_body(task_trace("one-piece-head"))
+    before = serve.metrics().get(
+        'otel_diary_connections_closed_total{reason="head_too_large"}', 0)
+    large = _answer_to(serve, HEAD + b"x-big: " + b"b" * 12_000 + b"\r\n", body)
+    assert large.startswith(b"HTTP/1.1 431 ")
+    many = _answer_to(serve, HEAD + b"".join(b"x-%d: %s\r\n" % (n, b"v" * 100)
+                                             for n in range(100)), body)
+    assert many.startswith(b"HTTP/1.1 431 ")
+    small = _answer_to(serve, HEAD + b"x-small: " + b"s" * 6_000 + b"\r\n", body)
+    assert small.startswith(b"HTTP/1.1 200 ")
+    assert serve.metrics()[
+        'otel_diary_connections_closed_total{reason="head_too_large"}'] == before + 2
+
+
 def test_an_ordinary_keep_alive_client_is_not_disturbed(serve: Serve) -> None:
     """Two requests on one connection, each quick, are both answered."""
     with httpx.Client(timeout=10) as client:
