@@ -13,9 +13,13 @@ comparison and an addition: no timer is re-armed per chunk.
 
 Past ``max_connections`` open connections, a new one closes the connection that has
 waited longest without a request in progress (its head not complete yet, or idle between
-requests), so many slow or idle clients cannot lock a quick one out; only when every
-connection is busy with a request is the new one refused. The cap stays under the
-process's open-file limit: out of descriptors, a server could accept no one at all.
+requests), so many slow or idle clients cannot lock a quick one out. When every
+connection has a request in progress, it closes the one whose body began longest ago,
+once that was ``evict_after_s`` (:data:`EVICT_AFTER_S`) ago, as the gRPC receiver
+cancels the call waiting longest for its message: clients that send a head and then
+stall their bodies cannot lock others out either. Only when every body began less than
+that ago is the new connection refused. The cap stays under the process's open-file
+limit: out of descriptors, a server could accept no one at all.
 Each closing is counted (``connections_closed_total`` by reason) and logged at most
 every few seconds.
 """
@@ -40,6 +44,9 @@ _HEAD_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
                    b"connection: close\r\n\r\nrequest header fields too large\n")
 LOG_EVERY_S = 10.0
 """Closings are logged at most this often (each is counted)."""
+EVICT_AFTER_S = 1.0
+"""At the cap, a request body that began this long ago may be cut off to make room; its
+client is told nothing and sends it again (an exporter's retry is then the newest)."""
 MIN_BODY_RATE = 500
 """Bytes per second a request body must average once ``body_timeout_s`` has passed: each
 500 bytes received gives it a second more (a 20 MiB body may take 11.6 hours at that
@@ -54,10 +61,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     body_timeout_s = 30.0
     max_header_bytes = 64 * 1024
     max_connections = 1000
+    evict_after_s = EVICT_AFTER_S
     counters: ClassVar[Counters] = Counters()
     waiting: ClassVar[dict[GuardedHttpToolsProtocol, None]] = {}
     """Connections without a request in progress, longest waiting first (per class made
     by :func:`guarded_protocol`, so per server)."""
+    reading: ClassVar[dict[GuardedHttpToolsProtocol, None]] = {}
+    """Connections whose request body is arriving, in the order their bodies began."""
     _logged_at: ClassVar[list[float]] = [0.0]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -81,6 +91,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         self.waiting.pop(self, None)
+        self.reading.pop(self, None)
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -136,11 +147,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._last_body = self._body_start = self.loop.time()
         self._body_bytes = 0
         self.waiting.pop(self, None)
+        self.reading[self] = None
         self._arm(self.body_timeout_s, self._body_late)
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
         self._in_body = False
+        self.reading.pop(self, None)
         self._disarm()
         super().on_message_complete()
 
@@ -182,18 +195,23 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._arm(min(self.body_timeout_s - idle, deadline - now), self._body_late)
 
     def _make_room(self) -> bool:
-        """At the cap: close the longest-waiting connection (True), or this one when every
-        other is busy with a request (False)."""
-        waiting = self.waiting
-        if not waiting:
-            self._close("refused")
-            return False
-        oldest = next(iter(waiting))
-        oldest._close("evicted")
-        return True
+        """At the cap: close the longest-waiting connection, or else the oldest body begun
+        ``evict_after_s`` ago (True), or this one when every other is busy with a
+        request (False)."""
+        if self.waiting:
+            next(iter(self.waiting))._close("evicted")
+            return True
+        if self.reading:
+            oldest = next(iter(self.reading))
+            if self.loop.time() - oldest._body_start >= self.evict_after_s:
+                oldest._close("evicted")
+                return True
+        self._close("refused")
+        return False
 
     def _close(self, reason: str) -> None:
         self.waiting.pop(self, None)
+        self.reading.pop(self, None)
         self.transport.close()
         self.counters.add("connections_closed_total:reason", reason)
         now = time.monotonic()
@@ -228,6 +246,7 @@ def connection_limits(wanted: int) -> tuple[int, int]:
 
 def guarded_protocol(*, header_timeout_s: float, body_timeout_s: float,
                      max_header_bytes: int, max_connections: int = 1000,
+                     evict_after_s: float = EVICT_AFTER_S,
                      counters: Counters | None = None) -> type[GuardedHttpToolsProtocol]:
     """The protocol class with these limits, for ``uvicorn.Config(http=...)``; give its
     server the backlog :func:`connection_limits` says."""
@@ -235,5 +254,6 @@ def guarded_protocol(*, header_timeout_s: float, body_timeout_s: float,
         "header_timeout_s": header_timeout_s, "body_timeout_s": body_timeout_s,
         "max_header_bytes": max_header_bytes,
         "max_connections": connection_limits(max_connections)[0],
+        "evict_after_s": evict_after_s,
         "counters": counters if counters is not None else Counters(),
-        "waiting": {}, "_logged_at": [0.0]})
+        "waiting": {}, "reading": {}, "_logged_at": [0.0]})

@@ -38,11 +38,12 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve_asgi(app: ASGIApp, port: int | None = None) -> Iterator[str]:
-    """Run ``app`` on 127.0.0.1 in a thread; yields its base URL; stops it on exit."""
+def serve_asgi(app: ASGIApp, port: int | None = None, **options: Any) -> Iterator[str]:
+    """Run ``app`` on 127.0.0.1 in a thread, with more ``uvicorn.Config`` options if
+    given; yields its base URL; stops it on exit."""
     port = port or free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                            lifespan="off", timeout_graceful_shutdown=1)
+                            lifespan="off", timeout_graceful_shutdown=1, **options)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"loopback-{port}", daemon=True)
     thread.start()

@@ -1,0 +1,86 @@
+"""The HTTP connection guard under uvicorn: stalled request bodies at the connection cap."""
+
+from __future__ import annotations
+
+import select
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+
+from otel_diary.counters import Counters
+from otel_diary.receiver.guard import guarded_protocol
+from tests.support.loopback import Receive, Scope, Send, read_body, serve_asgi
+
+CAP = 20
+STALLED_HEAD = (b"POST /v1/traces HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+                b"content-length: 100000\r\n\r\nx")  # one byte of the body, then nothing
+
+
+async def _echo_size(scope: Scope, receive: Receive, send: Send) -> None:
+    body = await read_body(receive)
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": str(len(body)).encode()})
+
+
+@contextmanager
+def _guarded(evict_after_s: float, counters: Counters) -> Iterator[tuple[str, int]]:
+    protocol = guarded_protocol(header_timeout_s=120, body_timeout_s=120,
+                                max_header_bytes=65536, max_connections=CAP,
+                                evict_after_s=evict_after_s, counters=counters)
+    with serve_asgi(_echo_size, http=protocol) as url:
+        yield url, int(url.rsplit(":", 1)[1])
+
+
+def _stall_bodies(port: int, stalled: list[socket.socket]) -> bool:
+    """Open connections that each stall in their body until one is refused (True); the
+    server may not have read the last ones' heads yet, so a few more may be let in."""
+    for _ in range(CAP + 10):
+        connection = socket.create_connection(("127.0.0.1", port), timeout=10)
+        readable, _, _ = select.select([connection], [], [], 0.1)
+        if readable and connection.recv(1) == b"":
+            connection.close()
+            return True
+        connection.sendall(STALLED_HEAD)
+        stalled.append(connection)
+    return False
+
+
+def test_a_body_stalled_past_the_eviction_age_is_closed_for_a_new_client() -> None:
+    """With every connection in a stalled body, a new client closes the body begun
+    longest ago and has its request answered."""
+    counters = Counters()
+    stalled: list[socket.socket] = []
+    with _guarded(0.0, counters) as (url, port):
+        try:
+            for _ in range(CAP):
+                connection = socket.create_connection(("127.0.0.1", port), timeout=10)
+                connection.sendall(STALLED_HEAD)
+                stalled.append(connection)
+            answer = httpx.post(url + "/v1/traces", content=b"abc", timeout=10)
+            first_closed = stalled[0].recv(1) == b""
+        finally:
+            for connection in stalled:
+                connection.close()
+    assert answer.status_code == 200 and answer.text == "3"
+    assert first_closed
+    assert counters.get("connections_closed_total:reason", "evicted") >= 1
+
+
+def test_bodies_younger_than_the_eviction_age_are_not_closed() -> None:
+    """With every connection in a body begun less than ``evict_after_s`` ago, a new
+    connection is refused and every body stays open."""
+    counters = Counters()
+    stalled: list[socket.socket] = []
+    with _guarded(60.0, counters) as (_, port):
+        try:
+            refused = _stall_bodies(port, stalled)
+            still_open = [not select.select([c], [], [], 0)[0] for c in stalled]
+        finally:
+            for connection in stalled:
+                connection.close()
+    assert refused
+    assert counters.get("connections_closed_total:reason", "refused") >= 1
+    assert counters.get("connections_closed_total:reason", "evicted") == len(stalled) - CAP
+    assert sum(still_open) == CAP
