@@ -94,6 +94,16 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.reading.pop(self, None)
         super().connection_lost(exc)
 
+    def eof_received(self) -> bool | None:  # type: ignore[override]
+        """A client may half-close once its request is sent (``shutdown(SHUT_WR)``): the
+        connection stays open for the answer, then closes. Otherwise nothing more can
+        come, and it closes now."""
+        cycle = self.cycle
+        if self._in_head or self._in_body or cycle is None or cycle.response_complete:
+            return None
+        cycle.keep_alive = False
+        return True
+
     def data_received(self, data: bytes) -> None:
         if self._in_head:
             self._head_bytes += len(data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import select
 import socket
 from collections.abc import Iterator
@@ -19,9 +20,12 @@ STALLED_HEAD = (b"POST /v1/traces HTTP/1.1\r\nhost: 127.0.0.1\r\n"
 
 
 async def _echo_size(scope: Scope, receive: Receive, send: Send) -> None:
-    body = await read_body(receive)
-    await send({"type": "http.response.start", "status": 200, "headers": []})
-    await send({"type": "http.response.body", "body": str(len(body)).encode()})
+    """Answers with the body's size, after a pause as a decoder thread would take."""
+    size = str(len(await read_body(receive))).encode()
+    await asyncio.sleep(0.05)
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-length", b"%d" % len(size))]})
+    await send({"type": "http.response.body", "body": size})
 
 
 @contextmanager
@@ -84,3 +88,22 @@ def test_bodies_younger_than_the_eviction_age_are_not_closed() -> None:
     assert counters.get("connections_closed_total:reason", "refused") >= 1
     assert counters.get("connections_closed_total:reason", "evicted") == len(stalled) - CAP
     assert sum(still_open) == CAP
+
+
+def test_a_client_that_half_closes_after_its_request_gets_the_answer() -> None:
+    """A request sent whole, then the client's side shut for writing: the answer comes,
+    then the server closes. A half-close mid-body closes at once."""
+    with _guarded(60.0, Counters()) as (_, port):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+            connection.sendall(b"POST /v1/traces HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+                               b"content-length: 3\r\n\r\nabc")
+            connection.shutdown(socket.SHUT_WR)
+            answer = b""
+            while chunk := connection.recv(65536):
+                answer += chunk
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+            connection.sendall(STALLED_HEAD)
+            connection.shutdown(socket.SHUT_WR)
+            cut = connection.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"\r\n\r\n3")
+    assert cut == b""
