@@ -245,7 +245,9 @@ class Settings:
     queue_max_bytes: int = _setting(64 * 1024 * 1024, _int(gt=0))
     """``OTEL_DIARY_QUEUE_MAX_BYTES``: estimated bytes (attributes) of the ended spans and
     decided task runs waiting in process; over it spans and task runs drop (counted and
-    logged). 64 MiB by default."""
+    logged). As much again bounds what open traces keep (task spans waiting for their
+    parent, captured messages and error text): over it the oldest trace is evicted, its
+    waiting task spans released. 64 MiB by default."""
     max_traces: int = _setting(4096, _int(gt=0, le=1_000_000))
     """``OTEL_DIARY_MAX_TRACES``: open traces whose child spans are being summarized."""
     trace_ttl_s: float = _setting(3600.0, _float(gt=0))

@@ -276,6 +276,7 @@ def processor_parts(
 
     def new_assembler() -> TraceAssembler:
         return TraceAssembler(chosen, max_traces=settings.max_traces,
+                              max_bytes=settings.queue_max_bytes,
                               trace_ttl_s=settings.trace_ttl_s,
                               pending_timeout_s=settings.pending_timeout_s)
 

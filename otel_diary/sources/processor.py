@@ -60,6 +60,15 @@ def _weight(span: ReadableSpan) -> int:
     return size + len(description) if description else size
 
 
+def _ended(parent_span_id: int) -> bool:
+    """Whether the span current where a span ends is its parent, ended already: a task
+    started in the background by a request that has answered. (A span ends after its
+    context is left, so the current span is its parent's when it was started in it.)"""
+    current = trace.get_current_span()
+    return (current.get_span_context().span_id == parent_span_id
+            and getattr(current, "end_time", None) is not None)
+
+
 def to_record(span: ReadableSpan) -> SpanRecord:
     """A plain-data copy of an ended SDK span."""
     ctx = span.context
@@ -163,6 +172,11 @@ class DiarySpanProcessor(SpanProcessor):
         self._conventions = parts.conventions
         self._unremarkable = (parts.conventions.child_keys
                               | parts.conventions.task_markers).isdisjoint
+        self._untasked = parts.conventions.task_markers.isdisjoint
+        self._parent_ended: OrderedDict[int, bool] = OrderedDict()
+        """Span ids of task spans whose in-process parent had ended before them (work
+        started in the background by a request that has answered): nothing is left to
+        wait for. At most ``queue_size``."""
         self._pipeline: Pipeline | None = None
         self._new_pipeline = parts.new_pipeline
         self._sinks = parts.sinks
@@ -266,10 +280,16 @@ class DiarySpanProcessor(SpanProcessor):
                         return  # the common case: dismissed
                     parent = None  # a local root: queued, waits on nothing
                 if parent is not None and not parent[2]:
-                    awaited = self._awaited
-                    awaited[parent[1]] = None
-                    if len(awaited) > self._capacity:
-                        awaited.popitem(last=False)
+                    if not self._untasked(attributes) and _ended(parent[1]):
+                        ended = self._parent_ended
+                        ended[span._context[1]] = True  # type: ignore[index]
+                        if len(ended) > self._capacity:
+                            ended.popitem(last=False)
+                    else:
+                        awaited = self._awaited
+                        awaited[parent[1]] = None
+                        if len(awaited) > self._capacity:
+                            awaited.popitem(last=False)
             except (AttributeError, TypeError, IndexError):
                 pass
             queue = self._queue
@@ -360,6 +380,7 @@ class DiarySpanProcessor(SpanProcessor):
         self._ready_lock = threading.Lock()
         self._pipeline_lock = threading.Lock()  # a parent's thread may have held it
         self._awaited = OrderedDict()
+        self._parent_ended = OrderedDict()
         self._assembler = self._new_assembler()
         for runner in (self._delivery, self._intake):
             if runner is not None:
@@ -378,6 +399,8 @@ class DiarySpanProcessor(SpanProcessor):
         if now >= self._next_expiry:
             self._next_expiry = now + _EXPIRE_EVERY_S
             self._hand_over(self._assembler.expire())
+        elif self._assembler.has_released:  # evicted traces' waiting tasks
+            self._hand_over(self._assembler.take_released())
         if stopping:
             self._hand_over(self._assembler.drain())
 
@@ -402,7 +425,13 @@ class DiarySpanProcessor(SpanProcessor):
                                    self._ready_bytes)
         if ready and self._delivery is not None:
             self._delivery.wake()
-        self.stats.traces_evicted = self._assembler.evicted
+        if self._assembler.evicted != self.stats.traces_evicted:
+            if not self.stats.traces_evicted:
+                logger.warning("otel-diary evicted an open trace (past OTEL_DIARY_MAX_TRACES "
+                               "open traces or the OTEL_DIARY_QUEUE_MAX_BYTES they keep): "
+                               "its waiting task runs are written without their parent's "
+                               "verdict; more may follow, see traces_evicted")
+            self.stats.traces_evicted = self._assembler.evicted
         self.stats.traces_expired = self._assembler.expired
         if self.stats.dropped_spans > self._drops_logged:
             if self._drops_logged:
@@ -465,7 +494,9 @@ class DiarySpanProcessor(SpanProcessor):
                 if conv.is_task(attributes):
                     record = to_record(span)
                     late = assembler.late_nested
-                    self._hand_over(assembler.task_ended(record))
+                    parent_ended = self._parent_ended.pop(span_id, False)
+                    self._hand_over(assembler.task_ended(record, parent_ended=parent_ended,
+                                                         weight=weight))
                     if assembler.late_nested != late and record.parent_span_id is not None:
                         awaited.pop(record.parent_span_id, None)  # that parent ended already
                     continue

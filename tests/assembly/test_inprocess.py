@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from otel_diary import ORCHESTRATOR, SpanRecord, TraceAssembler
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from otel_diary import GENAI, ORCHESTRATOR, SpanRecord, TraceAssembler
+from otel_diary.assembly.inprocess import _text_size
 
 
 class Clock:
@@ -122,3 +126,68 @@ def test_contributions_past_the_bucket_bound_share_one_bucket_and_reach_the_task
     assert buckets[1].spans == 3 and buckets[None].spans == 2 * (parents - MAX_BUCKETS)
     [(_, summary)] = assembler.task_ended(task(1, 10_000))
     assert summary.input_tokens == 2 * parents
+
+
+def _kept(assembler: TraceAssembler) -> int:
+    """What the open traces keep, counted from their contents."""
+    return sum(sum(entry.weights.values())
+               + sum(_text_size(bucket) for bucket in entry.buckets.values())
+               for entry in assembler._traces.values())
+
+
+def test_waiting_task_spans_are_bounded_in_bytes() -> None:
+    """Task spans waiting under a parent that stays open are bounded by their weight: past
+    ``max_bytes`` the oldest trace is evicted and its waiting tasks released, not lost."""
+    assembler = TraceAssembler(ORCHESTRATOR, max_bytes=10_000)
+    for trace_id in (1, 2):
+        for span_id in range(10, 13):
+            assert assembler.task_ended(task(trace_id, span_id, parent=5), weight=2_000) == []
+    assert assembler.held_bytes == _kept(assembler) == 12_000 - 6_000  # trace 1 evicted
+    assert 1 not in assembler and assembler.evicted == 1
+    released = assembler.expire()
+    assert sorted((r.trace_id, r.span_id) for r, _ in released) == [(1, 10), (1, 11), (1, 12)]
+    assert [r.span_id for r, _ in assembler.span_ended(2, 5, is_local_root=True)] == [
+        10, 11, 12]
+    assert assembler.held_bytes == 0
+
+
+def test_captured_messages_are_bounded_in_bytes() -> None:
+    """Captured messages and error text kept in the buckets count toward ``max_bytes``."""
+    assembler = TraceAssembler(GENAI, max_bytes=100_000)
+    message = "x" * 30_000
+    for trace_id in range(1, 5):  # 4 traces of 30,000 characters each
+        assembler.contribute(trace_id, {"gen_ai.input.messages": message}, False, 7)
+    assert assembler.evicted == 1 and 1 not in assembler
+    assert assembler.held_bytes == _kept(assembler) == 90_000
+    assembler.contribute(2, {"exception.stacktrace": "Trace\n" + "y" * 1_000}, True, 7)
+    assert assembler.held_bytes == _kept(assembler) > 90_000
+
+
+@given(st.lists(st.tuples(st.sampled_from(["contribute", "task", "end", "expire"]),
+                          st.integers(1, 3), st.integers(1, 6), st.integers(0, 6),
+                          st.booleans()), max_size=60))
+@settings(max_examples=300, deadline=None)
+def test_bytes_held_match_what_the_traces_keep(steps: list[tuple[str, int, int, int, bool]]
+                                               ) -> None:
+    """Whatever spans end in whatever order, the count of bytes held is what the open
+    traces keep, never more than the bound, and nothing once every trace is closed."""
+    clock = Clock()
+    assembler = TraceAssembler(GENAI, max_bytes=3_000, pending_timeout_s=5, clock=clock)
+    for op, trace_id, span_id, parent, flag in steps:
+        parent_id = parent or None
+        if op == "contribute":
+            assembler.contribute(trace_id, {"gen_ai.input.messages": "m" * 400 * span_id,
+                                            "gen_ai.output.messages": "o" * 300},
+                                 flag, parent_id)
+        elif op == "task":
+            assembler.task_ended(task(trace_id, span_id, parent_id), weight=500,
+                                 parent_ended=flag)
+        elif op == "end":
+            assembler.span_ended(trace_id, span_id, flag, parent_id)
+        else:
+            clock.now += 3
+            assembler.expire()
+        assert assembler.held_bytes == _kept(assembler) <= 3_000
+    for trace_id in (1, 2, 3):
+        assembler.span_ended(trace_id, 99, True)
+    assert assembler.held_bytes == 0

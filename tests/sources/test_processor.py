@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import subprocess
@@ -245,6 +246,51 @@ def test_task_ending_after_its_parent_task_writes_no_second_diary(harness: Harne
     harness.provider.shutdown()  # would release a waiting task span as a root
     assert [d.task_id for d in harness.sink.diaries] == ["T-1"]
     assert not harness.processor._awaited
+
+
+def _in_background(work: Callable[[], None]) -> Callable[[], None]:
+    """Start ``work`` on a thread in the current context, held until the returned call
+    lets it run and waits for it (a request handler that starts a task and answers)."""
+    go = threading.Event()
+
+    def held() -> None:
+        go.wait(10)
+        work()
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(held,))
+    thread.start()
+
+    def finish() -> None:
+        go.set()
+        thread.join(10)
+    return finish
+
+
+def test_a_task_started_in_the_background_is_written_once_it_ends(harness: Harness) -> None:
+    """A task span started in the background by a request that answered before it ended
+    (its parent, and the trace's local root, ended first) is written at the next flush
+    with what its children contributed, not after the pending timeout."""
+    with harness.tracer.start_as_current_span("POST /runs"):
+        with harness.tracer.start_as_current_span("enqueue"):
+            finish = _in_background(lambda: run_task(harness))
+    finish()
+    harness.flush()
+    [diary] = harness.sink.diaries
+    assert diary.task_id == "T-1"
+    assert diary.front_matter["model"] == "m-1" and diary.front_matter["tokens"] == 15
+    assert not harness.processor._parent_ended
+
+
+def test_a_background_task_under_an_open_parent_still_waits(harness: Harness) -> None:
+    """A task span whose parent is still open when it ends waits for it, as before: the
+    parent could be a task span, and then the inner one is not a root."""
+    with harness.tracer.start_as_current_span("outer", attributes={
+            **TASK, "orchestrator.task.id": "T-outer"}):
+        finish = _in_background(lambda: run_task(harness))
+        finish()
+        harness.flush()
+        assert harness.sink.diaries == []
+    harness.flush()
+    assert [d.task_id for d in harness.sink.diaries] == ["T-outer"]
 
 
 def test_task_under_a_remote_parent_is_a_root(harness: Harness) -> None:
@@ -573,6 +619,31 @@ def test_queues_are_bounded_in_bytes(caplog: pytest.LogCaptureFixture, sequence:
     assert dropped >= 13
     assert len(sink.written) + dropped == 21
     assert any("OTEL_DIARY_QUEUE_MAX_BYTES" in r.getMessage() for r in caplog.records)
+
+
+def test_task_spans_waiting_under_an_open_root_are_bounded_in_bytes(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Task spans under a session span that stays open wait for it, within the byte
+    bound: 40 of 100 KB each under a 1 MB bound evict the session's trace, whose waiting
+    tasks are written without its verdict (counted and logged) or, past the bound of runs
+    waiting for delivery, dropped and counted; none is kept past the bound."""
+    h = Harness(queue_max_bytes=2**20)
+    with caplog.at_level(logging.WARNING, logger="otel_diary"):
+        with h.tracer.start_as_current_span("session"):
+            for n in range(40):
+                with h.tracer.start_as_current_span("task", attributes={
+                        **TASK, "orchestrator.task.id": f"T-{n}",
+                        "orchestrator.build_verify.stderr_tail": f"{n} " + "e" * 100_000}):
+                    pass
+                h.flush()  # paced: the queue's own bound is not what is tested
+            held = h.processor._assembler.held_bytes
+            written = len(h.sink.diaries)
+        h.flush()
+    h.provider.shutdown()
+    assert held <= 2**20
+    assert written >= 30 and h.processor.stats.traces_evicted >= 1
+    assert len(h.sink.diaries) + h.processor.stats.dropped_tasks == 40
+    assert any("evicted" in r.getMessage() for r in caplog.records)
 
 
 def test_a_queued_span_weighs_its_events_and_status_too() -> None:
