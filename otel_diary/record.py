@@ -265,7 +265,8 @@ def first(attributes: Mapping[str, object], names: tuple[str, ...]) -> object:
 
 def as_text(value: object, limit: int = MAX_TEXT,
             redact: Callable[[str], str] | None = None) -> str | None:
-    """A single-line string of at most ``limit`` characters, or ``None`` for nothing.
+    """A single-line string of at most ``limit`` characters, or ``None`` for nothing (and
+    for a bool, a NaN or an infinity, which no text field means).
 
     With ``redact``, the whole value is redacted before it is cut, so a cut never leaves
     part of a secret the redactor would have recognised whole, and again once flattened,
@@ -273,10 +274,11 @@ def as_text(value: object, limit: int = MAX_TEXT,
     one past it. Without it, a cut that falls inside a word drops that word: what is
     redacted later then finds no fragment.
     """
-    if value is None or isinstance(value, (bytes, bytearray)):
-        return None
+    if value is None or isinstance(value, (bytes, bytearray, bool)):
+        return None  # True is no name, model or title
     if not isinstance(value, str):
-        if isinstance(value, (list, tuple)):
+        if isinstance(value, (list, tuple)) or (isinstance(value, float)
+                                                 and not math.isfinite(value)):
             return None
         value = str(value)
     if redact is not None:

@@ -713,6 +713,21 @@ def test_bad_attribute_types_still_give_a_safe_diary(harness: Harness) -> None:
     assert len(diary.title) <= 200
 
 
+def test_bool_and_nan_values_are_no_names(harness: Harness) -> None:
+    """A bool agent name and a NaN model are left out: no folder ``True/`` (the service
+    name stands in, as for a missing name), no model ``nan``; a number still reads as
+    text."""
+    with harness.tracer.start_as_current_span("task", attributes={
+            **TASK, "orchestrator.agent.name": True, "orchestrator.task.id": 42,
+            "gen_ai.request.model": float("nan")}):
+        pass
+    harness.flush()
+    [diary] = harness.sink.diaries
+    assert diary.path.startswith("diaries/agents/svc/")
+    assert diary.task_id == "42"
+    assert "nan" not in diary.body.lower().split() and "model" not in diary.front_matter
+
+
 def test_install_attaches_once() -> None:
     """install() on the same provider twice attaches one processor and returns it."""
     provider = TracerProvider(shutdown_on_exit=False)
