@@ -263,6 +263,35 @@ def first(attributes: Mapping[str, object], names: tuple[str, ...]) -> object:
     return None
 
 
+SECRET_MAX = 25 * 1024
+"""More than the longest secret redaction takes whole (a JWT: 24,581 characters)."""
+REDACT_WINDOW = 32 * 1024
+"""Characters past what is kept that are redacted with it when a long text is cut, so a
+secret the cut crosses is still found whole; see :func:`redact_head` and
+:func:`redact_tail`. Redacting only that much keeps a 10 MB value from holding the
+interpreter lock for half a second."""
+
+
+def redact_head(text: str, keep: int, redact: Callable[[str], str]) -> str:
+    """``redact`` applied to the start of ``text``: all of it when it is at most ``keep``
+    and :data:`REDACT_WINDOW` characters, else that much, without the last
+    :data:`SECRET_MAX` characters of what redaction gives (the cut may have left the
+    start of a secret there, too short to be recognised)."""
+    if len(text) <= keep + REDACT_WINDOW:
+        return redact(text)
+    done = redact(text[:keep + REDACT_WINDOW])
+    return done[:len(done) - SECRET_MAX]
+
+
+def redact_tail(text: str, keep: int, redact: Callable[[str], str]) -> str:
+    """The last ``keep`` characters of ``text`` redacted, as :func:`redact_head` does at
+    the start (the first :data:`SECRET_MAX` characters of a cut window left out)."""
+    if len(text) <= keep + REDACT_WINDOW:
+        return redact(text)[-keep:]
+    done = redact(text[-(keep + REDACT_WINDOW):])
+    return done[max(len(done) - keep, SECRET_MAX):]
+
+
 def as_text(value: object, limit: int = MAX_TEXT,
             redact: Callable[[str], str] | None = None) -> str | None:
     """A single-line string of at most ``limit`` characters, or ``None`` for nothing (and
@@ -281,8 +310,8 @@ def as_text(value: object, limit: int = MAX_TEXT,
                                                  and not math.isfinite(value)):
             return None
         value = str(value)
-    if redact is not None:
-        value = redact(value)  # a secret over several lines (a PEM block) whole
+    if redact is not None:  # a secret over several lines (a PEM block) whole
+        value = redact_head(value, limit, redact)
     text = " ".join(value.split())
     if redact is not None and text != value:
         text = redact(text)

@@ -16,12 +16,14 @@ from otel_diary.record import (
     EXCEPTION_TYPE,
     MAX_LIST,
     MAX_TEXT,
+    REDACT_WINDOW,
     UNNAMED_ERROR,
     ChildSummary,
     as_int,
     as_text,
     error_name,
     first,
+    redact_tail,
 )
 
 CUSTOM = Conventions(  # names of a user's own profile, an agent role and an empty role
@@ -188,3 +190,56 @@ def test_a_one_line_value_is_redacted_once_flattened_too(text: str, expected: st
     """``as_text`` joins lines: a key and its value it brings together are redacted (a
     title, task id or agent name of one line is what becomes a file name)."""
     assert as_text(text, 512, redact) == expected
+
+
+class _Recording:
+    """The redactor, recording the length of each text it is given."""
+
+    def __init__(self) -> None:
+        self.lengths: list[int] = []
+
+    def __call__(self, text: str) -> str:
+        self.lengths.append(len(text))
+        return redact(text)
+
+
+def test_a_huge_value_is_redacted_only_around_what_is_kept() -> None:
+    """A 10 MB title or stderr tail is redacted in a window a little longer than what is
+    kept, not whole: the worker would hold the interpreter lock for half a second."""
+    huge = "word " * 2_000_000
+    recording = _Recording()
+    assert as_text(huge, 512, recording) == huge[:512]
+    assert redact_tail(huge, 65_536, recording) == huge[-65_536:]
+    assert max(recording.lengths) <= 65_536 + REDACT_WINDOW
+
+
+_JWT = "eyJ" + "a" * 1480 + "." + "b" * 1480 + "." + "c" * 30
+"""A token of 2,995 characters that redaction turns into a marker of 14."""
+_TOKEN = "ghp_" + "Zq7" * 12
+"""A GitHub token: recognised whole, not as its first 20 characters."""
+
+
+def _shrinking(length: int, *, padded_after: bool = False) -> str:
+    """Text of ``length`` characters, most of it tokens redaction shrinks to markers."""
+    tokens = " ".join([_JWT] * ((length - 1) // (len(_JWT) + 1)))
+    pad = "p" * (length - len(tokens) - 1)
+    return tokens + " " + pad if padded_after else pad + " " + tokens
+
+
+@pytest.mark.parametrize("into", [4, 20, 30])
+def test_a_secret_crossing_the_head_window_is_not_let_out(into: int) -> None:
+    """The window's end falls ``into`` characters into a token after text that redaction
+    shrinks: the token's start, too short to be recognised, is not moved into what is
+    kept."""
+    value = _shrinking(512 + REDACT_WINDOW - into - 1) + " " + _TOKEN + " " + "tail " * 9_000
+    assert "Zq7Zq7" not in (as_text(value, 512, redact) or "")
+
+
+@pytest.mark.parametrize("into", [4, 20, 30])
+def test_a_secret_crossing_the_tail_window_is_not_let_out(into: int) -> None:
+    """The same at the start of a stderr tail's window, before text redaction shrinks."""
+    keep = 4_096
+    tail = " " + _shrinking(keep + REDACT_WINDOW - (len(_TOKEN) - into) - 1,
+                            padded_after=True)
+    value = "head " * 9_000 + _TOKEN + tail
+    assert "Zq7Zq7" not in redact_tail(value, keep, redact)

@@ -22,6 +22,7 @@ from otel_diary.record import (
     as_list,
     as_text,
     first,
+    redact_tail,
 )
 
 Outcome = Literal["completed", "recovered"]
@@ -159,7 +160,8 @@ def classify(record: SpanRecord, children: ChildSummary | None,
     if not (isinstance(stderr, str) and stderr.strip()) and conv.recover_on_child_errors:
         stderr, from_stacktrace = children.stacktrace, children.stacktrace is not None
     if isinstance(stderr, str) and stderr.strip():
-        stderr_tail = (redact(stderr) if redact is not None else stderr)[-MAX_STDERR:]
+        stderr_tail = (redact_tail(stderr, MAX_STDERR, redact) if redact is not None
+                       else stderr[-MAX_STDERR:])
     child_error = (text(children.first_error, MAX_CHILD_ERROR)
                    if conv.recover_on_child_errors else None)
 
