@@ -220,6 +220,12 @@ class Journal:
                 opened[suffix] = os.open(f"{self.path}{suffix}",
                                          os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o600)
                 os.fchmod(opened[suffix], 0o600)
+            if os.fstat(opened[""]).st_size == 0 and os.fstat(opened["-wal"]).st_size:
+                # Not left by a crash (SQLite writes the database's first page at once):
+                # the database was emptied or removed, and its log is of no use alone.
+                raise OSError(errno.EINVAL, "its database file is empty but its log is not; "
+                              "move the log aside to start with an empty journal",
+                              f"{self.path}-wal")
             # "rw": SQLite creates nothing (the file was made above, and a link planted
             # since to a path that does not exist is not followed into a new file).
             conn = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=rw", uri=True,

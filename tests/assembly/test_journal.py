@@ -211,6 +211,21 @@ def test_a_journal_file_swapped_while_opening_is_refused(
         assert not Path(f"{victim}-wal").exists()
 
 
+def test_an_emptied_database_beside_its_log_is_named_as_such(tmp_path: Path) -> None:
+    """A journal whose database file was emptied while its log was kept is refused with
+    what is wrong and what to do, not as a file replaced while opening."""
+    path = tmp_path / "journal.sqlite3"
+    first = collector(InMemorySink(), Journal(path), grace=3600)
+    journaled(first, task_trace("T-emptied"))
+    log = Path(f"{path}-wal").read_bytes()  # the rows, not yet checkpointed
+    assert first.journal is not None and log
+    first.journal.close()
+    Path(f"{path}-wal").write_bytes(log)
+    path.write_bytes(b"")
+    with pytest.raises(JournalError, match="database file is empty but its log is not"):
+        Journal(path)
+
+
 def test_a_nested_task_stays_nested_after_a_restart(tmp_path: Path) -> None:
     """The parent link of a plain span between two task spans, sent in a request of its
     own, is journaled too: after the restart the inner task still belongs to the outer."""
