@@ -278,7 +278,8 @@ class Settings:
                                           variable=MOTHER_AI_API_KEY)
     """``MOTHER_AI_API_KEY``: sent as ``x-api-key`` to the hub. Unset by default."""
     hub_timeout_s: float = _setting(10.0, _float(gt=0, le=600))
-    """``OTEL_DIARY_HUB_TIMEOUT_S``: connect, read and write timeout of each hub request; 10."""
+    """``OTEL_DIARY_HUB_TIMEOUT_S``: deadline of each hub request, from connecting to the
+    end of its answer; 10."""
     retry_initial_backoff_s: float = _setting(1.0, _float(gt=0, le=3600))
     """``OTEL_DIARY_RETRY_INITIAL_BACKOFF_S``: wait after a first failed delivery, doubled
     (with jitter) after each further one; 1 by default."""

@@ -26,6 +26,7 @@ from otel_diary.pipeline.redact import SecretRedactor, display_url
 from otel_diary.pipeline.reflect import MAX_LEARNED
 from otel_diary.pipeline.render import tail
 from otel_diary.runner import renew_after_fork, suppressed
+from otel_diary.sinks import outbound
 from otel_diary.text import check_header_value, cut
 
 logger = logging.getLogger("otel_diary")
@@ -148,8 +149,7 @@ class LLMReflector:
         the parent's may be held by calls that do not exist there)."""
         self._slots = threading.BoundedSemaphore(self._concurrency)
         self._budget_lock = threading.Lock()
-        self._client = httpx.Client(timeout=httpx.Timeout(self.timeout_s),
-                                    transport=self._transport, follow_redirects=False)
+        self._client = outbound.client(self.timeout_s, self._transport)
 
     def _after_fork_in_child(self) -> None:
         self._renew()  # the parent's pooled connections are left to it, unclosed
@@ -171,7 +171,8 @@ class LLMReflector:
         return body
 
     def headers(self) -> dict[str, str]:
-        headers = {"content-type": "application/json", "x-event-role": EVENT_ROLE}
+        headers = {"content-type": "application/json", "x-event-role": EVENT_ROLE,
+                   **outbound.IDENTITY}
         if self._api_key:
             headers["authorization"] = f"Bearer {self._api_key}"
         return headers
@@ -231,9 +232,9 @@ class LLMReflector:
     def _call(self, body: dict[str, Any]) -> str:
         data = json.dumps(body, ensure_ascii=False).encode("utf-8")
         try:
-            with self._client.stream("POST", self.endpoint, content=data,
-                                     headers=self.headers()) as response:
-                raw = _read_capped(response, time.monotonic() + 2 * self.timeout_s)
+            with outbound.deadline(2 * self.timeout_s), self._client.stream(
+                    "POST", self.endpoint, content=data, headers=self.headers()) as response:
+                raw, whole = outbound.read_capped(response, MAX_ANSWER_BYTES)
         except httpx.TimeoutException:
             self.stats.add("timeouts")
             self._log_failure("timed out after %.1fs", self.timeout_s)
@@ -248,7 +249,7 @@ class LLMReflector:
             self._log_failure("answered HTTP %d: %s", response.status_code,
                               self._redact(answer))
             return ""
-        text = answer_text(raw)
+        text = answer_text(raw) if whole else ""  # not a short answer: unusable
         if not text:
             self.stats.add("empty")
         return text
@@ -273,18 +274,5 @@ def answer_text(raw: bytes) -> str:
         content = content[:start] + ("" if end < 0 else content[end + len("</think>"):])
     return " ".join(content.split())
 
-
-def _read_capped(response: httpx.Response, deadline: float) -> bytes:
-    """The answer's body; ``b""`` when it is too long, a timeout when it trickles in."""
-    chunks: list[bytes] = []
-    size = 0
-    for chunk in response.iter_bytes():
-        if time.monotonic() > deadline:
-            raise httpx.ReadTimeout("the answer took too long", request=response.request)
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > MAX_ANSWER_BYTES:
-            return b""  # not a short answer: treat as unusable
-    return b"".join(chunks)
 
 

@@ -29,6 +29,7 @@ from tests.support.loopback import (
     serve_asgi,
     wait_until,
 )
+from tests.support.raw_http import RawServer, head
 
 STDERR = ("> tsc --noEmit\n"
           "src/orders/api.ts(42,17): error TS2345: Argument of type 'string | undefined'\n"
@@ -131,6 +132,22 @@ def test_empty_answer_error_or_hang_writes_the_stub(
     assert len(server.requests) == 1
     assert learned(diary) == stub_for(record)
     assert pipeline.stats.reflection_fallbacks == 1
+
+
+def test_a_model_trickling_its_headers_is_given_up_at_the_deadline(tmp_path: Path) -> None:
+    """A model endpoint that sends its status line and headers a byte at a time (6 s of
+    them) is given up at twice the timeout, and the stub written."""
+    trickled = head(200, content_type="application/json", x_pad="p" * 70)
+    server = RawServer(b"", trickled)
+    try:
+        reflector = LLMReflector(server.url + "/v1", timeout_s=0.3)
+        run = classify(task_record(), ChildSummary(), ORCHESTRATOR)
+        assert run is not None and reflector.reflect(run) == ""
+        reflector.close()
+    finally:
+        server.finish()
+    assert reflector.stats.get("timeouts") == 1
+    assert server.trickled < len(trickled)
 
 
 def test_the_calls_per_minute_budget_holds(chat: tuple[ChatServer, str],

@@ -685,7 +685,7 @@ async def echoing_hub(scope: Scope, receive: Receive, send: Send) -> None:
         return
     await read_body(receive)
     headers = {k.decode(): v.decode() for k, v in scope["headers"]}
-    await send_json(send, 401, {"error": f"invalid x-api-key {headers.get('x-api-key')}; "
+    await send_json(send, 400, {"error": f"invalid x-api-key {headers.get('x-api-key')}; "
                                          "hint: password=hunter2hunter2"})
 
 

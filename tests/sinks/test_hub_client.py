@@ -1,57 +1,29 @@
-"""The hub client against a real server on loopback that answers too slowly to wait for."""
+"""The hub client against a real server on loopback that answers too slowly to wait
+for, or with what it should not."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
+import gzip
 
+import pytest
+
+from otel_diary.pipeline.redact import SecretRedactor
 from otel_diary.sinks.hub.client import HubClient, Outcome
+from tests.support.raw_http import RawServer, head
 
 BODY_BYTES = 120
 """What the trickling server promises; at one byte per 0.05 s it takes 6 s to send."""
 
 
-class TricklingHub:
-    """Answers one POST with its headers at once, then its body one byte at a time."""
-
-    def __init__(self, status: int) -> None:
-        self.status = status
-        self.sent = 0
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        connection, _ = self._listener.accept()
-        with connection:
-            request = b""
-            while b"\r\n\r\n" not in request:
-                request += connection.recv(65536)
-            head, _, body = request.partition(b"\r\n\r\n")
-            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                          if line.lower().startswith(b"content-length:"))
-            while len(body) < length:
-                body += connection.recv(65536)
-            connection.sendall(f"HTTP/1.1 {self.status} X\r\ncontent-type: text/plain\r\n"
-                               f"content-length: {BODY_BYTES}\r\n\r\n".encode())
-            try:
-                for _ in range(BODY_BYTES):
-                    connection.sendall(b"x")
-                    self.sent += 1
-                    time.sleep(0.05)
-            except OSError:
-                pass  # the client hung up
-
-    def finish(self) -> None:
-        self._thread.join(30)
-        self._listener.close()
+def trickling_hub(status: int) -> RawServer:
+    """Answers with its headers at once, then its body one byte at a time."""
+    return RawServer(head(status, content_type="text/plain", content_length=BODY_BYTES),
+                     b"x" * BODY_BYTES)
 
 
 def test_a_trickled_answer_is_cut_off_at_the_deadline() -> None:
     """Headers at once, then a byte at a time: the client stops at its deadline."""
-    hub = TricklingHub(200)
+    hub = trickling_hub(200)
     client = HubClient(hub.url, timeout_s=0.5)
     try:
         attempt = client.send("kh-1", {"path": "diaries/x.md"})
@@ -59,12 +31,12 @@ def test_a_trickled_answer_is_cut_off_at_the_deadline() -> None:
         client.close()
         hub.finish()
     assert attempt.outcome is Outcome.DELIVERED  # the status came before the stall
-    assert hub.sent < BODY_BYTES
+    assert hub.trickled < BODY_BYTES
 
 
 def test_a_trickled_error_answer_is_cut_off_and_retried() -> None:
     """A 503 whose body trickles is still a retry, decided at the deadline."""
-    hub = TricklingHub(503)
+    hub = trickling_hub(503)
     client = HubClient(hub.url, timeout_s=0.5)
     try:
         attempt = client.send("kh-2", {"path": "diaries/y.md"})
@@ -73,4 +45,64 @@ def test_a_trickled_error_answer_is_cut_off_and_retried() -> None:
         hub.finish()
     assert attempt.outcome is Outcome.RETRY and attempt.status == 503
     assert "cut off at the deadline" in attempt.detail
-    assert hub.sent < BODY_BYTES
+    assert hub.trickled < BODY_BYTES
+
+
+def test_trickled_headers_are_cut_off_at_the_deadline() -> None:
+    """A hub that sends its status line and headers a byte at a time (6 s of them) is
+    given up at the deadline and the diary retried, not waited on."""
+    hub = RawServer(b"", head(200, content_length=0, x_pad="p" * 80))
+    client = HubClient(hub.url, timeout_s=0.5)
+    try:
+        attempt = client.send("kh-3", {"path": "diaries/z.md"})
+    finally:
+        client.close()
+        hub.finish()
+    assert attempt.outcome is Outcome.RETRY and "timed out" in attempt.detail
+    assert hub.trickled < len(head(200, content_length=0, x_pad="p" * 80))
+
+
+def test_a_compressed_answer_is_not_inflated() -> None:
+    """An answer compressed although the client asked for it as it is (``identity``) is
+    read as sent, within the answer's cap: 10 MB of text gzipped to 10 KB stays 10 KB."""
+    bomb = gzip.compress(b"A" * 10_000_000)
+    hub = RawServer(head(400, content_encoding="gzip", content_length=len(bomb)) + bomb)
+    client = HubClient(hub.url, timeout_s=5)
+    try:
+        attempt = client.send("kh-4", {"path": "diaries/bomb.md"})
+    finally:
+        client.close()
+        hub.finish()
+    assert b"accept-encoding: identity" in hub.request.lower()
+    assert attempt.outcome is Outcome.REJECTED and "AAAA" not in attempt.detail
+
+
+def test_a_key_echoed_in_a_long_error_answer_is_redacted_before_the_cut() -> None:
+    """A hub that echoes the API key past where the answer is cut for the log: no part
+    of the key is kept (the whole answer is redacted, then cut)."""
+    key = "kb-Zq7Wm4Xr8Tn2Vb6Yc9Hd3Jf5"
+    answer = ("e" * 480 + " " + key).encode()
+    hub = RawServer(head(400, content_length=len(answer)) + answer)
+    client = HubClient(hub.url, api_key=key, timeout_s=5,
+                       redactor=SecretRedactor(literals=[key]))
+    try:
+        attempt = client.send("kh-5", {"path": "diaries/key.md"})
+    finally:
+        client.close()
+        hub.finish()
+    assert attempt.outcome is Outcome.REJECTED
+    assert not any(key[i:i + 8] in attempt.detail for i in range(len(key) - 7))
+
+
+@pytest.mark.parametrize("status", [500, 401, 404, 301])
+def test_answers_not_about_the_document_are_retried(status: int) -> None:
+    """The hub failing, refusing the key or not found at that address: the diary waits
+    and is sent again (not set aside as refused), since every diary would meet it."""
+    hub = RawServer(head(status, content_length=2, retry_after=7) + b"no")
+    client = HubClient(hub.url, timeout_s=5)
+    try:
+        attempt = client.send("kh-6", {"path": "diaries/wait.md"})
+    finally:
+        client.close()
+        hub.finish()
+    assert (attempt.outcome, attempt.status, attempt.retry_after) == (Outcome.RETRY, status, 7)

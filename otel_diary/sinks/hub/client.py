@@ -1,11 +1,14 @@
 """The knowledge hub's HTTP side: the document POSTed for a diary, one POST and what
 its answer means (delivered, retry, rejected), and the backoff between retries.
 
-Connection errors, timeouts and 408/429/502/503/504 are retryable (``Retry-After``
-honoured, capped at an hour); any other non-2xx answer is final. The timeout bounds each
-read and write, and the whole answer too: a hub that trickles its body is cut off at the
-deadline (its status still decides). Calls run with
-instrumentation suppressed; answers and errors are redacted before anyone sees them.
+An answer about the document (400, 409, 413, 415, 422) is final; any other non-2xx
+answer (the hub failing, refusing the key, not found at that address, busy), connection
+errors and timeouts are retryable (``Retry-After`` honoured, capped at an hour), so that
+nothing is lost while the hub or its configuration is put right. The timeout bounds the
+whole call (:mod:`otel_diary.sinks.outbound`): a hub that trickles its headers is cut off at
+the deadline, one that trickles its body too (its status still decides). Calls run with
+instrumentation suppressed; answers and errors are redacted before anyone sees them, and
+only then cut.
 """
 
 from __future__ import annotations
@@ -26,14 +29,16 @@ import httpx
 from otel_diary.pipeline.redact import redact
 from otel_diary.pipeline.render import Diary
 from otel_diary.runner import renew_after_fork, suppressed
+from otel_diary.sinks import outbound
 from otel_diary.text import check_header_value, one_line
 from otel_diary.version import __version__
 
 logger = logging.getLogger("otel_diary")
 
 KB_EDIT_PATH = "/v1/kb/edit"
-RETRYABLE_STATUS = frozenset({408, 429, 502, 503, 504})
-"""Answers that may succeed later; every other non-2xx answer is final."""
+FINAL_STATUS = frozenset({400, 409, 413, 415, 422})
+"""Answers that refuse the document itself; every other non-2xx answer may succeed
+later."""
 MAX_RETRY_AFTER_S = 3600.0
 MAX_ANSWER_BYTES = 64 * 1024
 
@@ -127,8 +132,7 @@ class HubClient:
         renew_after_fork(self)
 
     def _new_client(self) -> httpx.Client:
-        return httpx.Client(timeout=httpx.Timeout(self.timeout_s), transport=self._transport,
-                            follow_redirects=False)
+        return outbound.client(self.timeout_s, self._transport)
 
     def _after_fork_in_child(self) -> None:
         # The parent's pooled connections are its own: left unclosed, never used here.
@@ -136,7 +140,7 @@ class HubClient:
 
     def headers(self, ident: str) -> dict[str, str]:
         headers = {"content-type": "application/json", "idempotency-key": ident,
-                   "user-agent": f"otel-diary/{__version__}"}
+                   "user-agent": f"otel-diary/{__version__}", **outbound.IDENTITY}
         if self._api_key:
             headers["x-api-key"] = self._api_key
         return headers
@@ -144,13 +148,12 @@ class HubClient:
     def send(self, ident: str, body: dict[str, Any], timeout_s: float | None = None) -> Attempt:
         """One POST; any error (even one httpx did not foresee) is a retryable attempt."""
         seconds = timeout_s if timeout_s is not None else self.timeout_s
-        deadline = time.monotonic() + seconds
         try:
             data = json.dumps(body, ensure_ascii=False).encode("utf-8")
-            with suppressed(), self._client.stream(
+            with suppressed(), outbound.deadline(seconds), self._client.stream(
                     "POST", self.endpoint, content=data, headers=self.headers(ident),
                     timeout=httpx.Timeout(seconds)) as response:
-                answer = _read_capped(response, deadline)
+                answer = _read_answer(response)
         except httpx.TimeoutException as exc:
             return Attempt(Outcome.RETRY, detail=f"timed out ({type(exc).__name__})")
         except httpx.TransportError as exc:
@@ -161,36 +164,27 @@ class HubClient:
         status = response.status_code
         if 200 <= status < 300:
             return Attempt(Outcome.DELIVERED, status)
-        detail = self._redact(f"HTTP {status}: {one_line(answer, 500)}")
-        if status in RETRYABLE_STATUS:
-            return Attempt(Outcome.RETRY, status,
-                           parse_retry_after(response.headers.get("retry-after")), detail)
-        return Attempt(Outcome.REJECTED, status, detail=detail)
+        detail = f"HTTP {status}: {one_line(self._redact(answer), 500)}"
+        if status in FINAL_STATUS:
+            return Attempt(Outcome.REJECTED, status, detail=detail)
+        return Attempt(Outcome.RETRY, status,
+                       parse_retry_after(response.headers.get("retry-after")), detail)
 
     def _error(self, exc: BaseException) -> str:
-        return self._redact(one_line(f"{type(exc).__name__}: {exc}", 500))
+        return one_line(self._redact(f"{type(exc).__name__}: {exc}"), 500)
 
     def close(self) -> None:
         self._client.close()
 
 
-def _read_capped(response: httpx.Response, deadline: float) -> str:
-    """The start of the answer, read until ``deadline`` (``time.monotonic()``) at most; a
-    note instead when it cannot be decoded (the status alone decides what happened)."""
-    chunks: list[bytes] = []
-    size = 0
+def _read_answer(response: httpx.Response) -> str:
+    """The start of the answer (:data:`MAX_ANSWER_BYTES`), or a note when it did not come
+    by the deadline: the status alone decides what happened."""
     try:
-        for chunk in response.iter_bytes():
-            chunks.append(chunk)
-            size += len(chunk)
-            if size >= MAX_ANSWER_BYTES:
-                break
-            if time.monotonic() >= deadline:  # each read is bounded, their sum is not
-                chunks.append(b" (the answer was cut off at the deadline)")
-                break
-    except httpx.DecodingError as exc:
-        return f"(an answer that could not be decoded: {exc})"
-    return b"".join(chunks)[:MAX_ANSWER_BYTES].decode("utf-8", "replace")
+        data, _ = outbound.read_capped(response, MAX_ANSWER_BYTES)
+    except httpx.TimeoutException:
+        return "(the answer was cut off at the deadline)"
+    return data.decode("utf-8", "replace")
 
 
 class Backoff:

@@ -1,0 +1,119 @@
+"""HTTP calls out of the process (the knowledge hub, the reflection model), bounded in
+time and in bytes whatever the other side does.
+
+httpx bounds each read and write, not their sum: a server that sends its status line and
+headers a byte every half second keeps a call open for good. The connections made here
+take each read and write's timeout from what is left of the call's deadline
+(:func:`deadline`), so the whole call ends by it, headers and upload included. Answers
+are asked for and read as they are sent (``accept-encoding: identity``, raw bytes): a
+few kilobytes compressed cannot inflate to gigabytes before the size cap is checked.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import httpcore
+import httpx
+
+IDENTITY = {"accept-encoding": "identity"}
+"""Headers asking for an answer as it is, not compressed."""
+
+_deadline: ContextVar[float | None] = ContextVar("otel_diary_outbound_deadline",
+                                                 default=None)
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Calls made in the block end within ``seconds`` (``httpx.TimeoutException``)."""
+    token = _deadline.set(time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+def _left(timeout: float | None, late: type[Exception]) -> float | None:
+    """``timeout``, or less when the call's deadline comes sooner (``late`` past it)."""
+    end = _deadline.get()
+    if end is None:
+        return timeout
+    left = end - time.monotonic()
+    if left <= 0:
+        raise late("past the call's deadline")
+    return left if timeout is None else min(timeout, left)
+
+
+class _Stream(httpcore.NetworkStream):
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        return _Stream(self._inner.start_tls(ssl_context, server_hostname,
+                                             _left(timeout, httpcore.ConnectTimeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _Backend(httpcore.NetworkBackend):
+    def __init__(self) -> None:
+        self._inner = httpcore.SyncBackend()
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                    local_address: str | None = None,
+                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+        return _Stream(self._inner.connect_tcp(
+            host, port, _left(timeout, httpcore.ConnectTimeout), local_address,
+            socket_options))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Iterable[Any] | None = None
+                            ) -> httpcore.NetworkStream:
+        return _Stream(self._inner.connect_unix_socket(
+            path, _left(timeout, httpcore.ConnectTimeout), socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def client(timeout_s: float, transport: httpx.BaseTransport | None = None) -> httpx.Client:
+    """An httpx client whose calls keep to :func:`deadline` (``transport``, for tests,
+    replaces its connections); it follows no redirect."""
+    if transport is None:
+        bounded = httpx.HTTPTransport()
+        # httpx takes no network backend: its pool is made again with one.
+        bounded._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(), max_connections=100,
+            max_keepalive_connections=20, keepalive_expiry=5.0,  # httpx's own limits
+            network_backend=_Backend())
+        transport = bounded
+    return httpx.Client(timeout=httpx.Timeout(timeout_s), transport=transport,
+                        follow_redirects=False)
+
+
+def read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
+    """The start of the answer as sent, at most ``max_bytes`` (more is not read), and
+    whether it was all read."""
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_raw():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > max_bytes:
+            return b"".join(chunks)[:max_bytes], False
+    return b"".join(chunks), True
