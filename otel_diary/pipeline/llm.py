@@ -127,8 +127,7 @@ class LLMReflector:
             raise ValueError("timeout, max_tokens and concurrency must be positive")
         if api_key:
             check_header_value(api_key, "the reflection API key")
-        base = base_url.rstrip("/")
-        self.endpoint = base if base.endswith(CHAT_COMPLETIONS) else base + CHAT_COMPLETIONS
+        self.endpoint = outbound.endpoint(base_url, CHAT_COMPLETIONS)
         self.model = model
         self.timeout_s = timeout_s
         self.max_tokens = max_tokens

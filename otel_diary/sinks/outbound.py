@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpcore
 import httpx
@@ -104,6 +105,14 @@ def client(timeout_s: float, transport: httpx.BaseTransport | None = None) -> ht
         transport = bounded
     return httpx.Client(timeout=httpx.Timeout(timeout_s), transport=transport,
                         follow_redirects=False)
+
+
+def endpoint(base_url: str, path: str) -> str:
+    """``base_url`` with ``path`` at the end of its path (unless already there), its query
+    kept after it (``https://x/openai?api-version=1`` + ``/chat/completions``)."""
+    parts = urlsplit(base_url)
+    base = parts.path.rstrip("/")
+    return urlunsplit(parts._replace(path=base if base.endswith(path) else base + path))
 
 
 def read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:

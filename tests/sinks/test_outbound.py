@@ -42,3 +42,14 @@ def test_an_answer_is_read_as_sent_up_to_the_cap() -> None:
         client.close()
         server.finish()
     assert data == bomb[:100] and not whole
+
+
+@pytest.mark.parametrize(("base", "expected"), [
+    ("https://hub.example", "https://hub.example/v1/kb/edit"),
+    ("https://hub.example/kb/", "https://hub.example/kb/v1/kb/edit"),
+    ("https://hub.example/v1/kb/edit", "https://hub.example/v1/kb/edit"),
+    ("https://x.example/openai?api-version=2024-06-01",
+     "https://x.example/openai/v1/kb/edit?api-version=2024-06-01"),
+])
+def test_an_endpoint_goes_on_the_path_before_the_query(base: str, expected: str) -> None:
+    assert outbound.endpoint(base, "/v1/kb/edit") == expected

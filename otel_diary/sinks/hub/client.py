@@ -123,7 +123,7 @@ class HubClient:
         if api_key:
             check_header_value(api_key, "the knowledge hub's API key")
         self.url = url.rstrip("/")
-        self.endpoint = self.url + KB_EDIT_PATH
+        self.endpoint = outbound.endpoint(self.url, KB_EDIT_PATH)
         self.timeout_s = timeout_s
         self._api_key = api_key
         self._transport = transport
