@@ -67,6 +67,11 @@ class Conventions:
     tool_operation: str = "execute_tool"
     recover_on_child_errors: bool = False
     """When true, a successful task whose child spans failed counts as recovered."""
+    agent_run_values: frozenset[str] = frozenset()
+    """Values of the marker that make a child span an agent's own run (not a workflow or
+    chain around it): when the last such run under a task failed, so did the task,
+    whatever its own status (some instrumentations end the span around a failed agent
+    OK). With ``recover_on_child_errors`` only."""
     profiles: tuple[Conventions, ...] = ()
     """Of ``auto`` only: the profiles it tells apart. A span is a task span when one of
     them marks it so, and is read with the first that does; child spans are read under
@@ -107,6 +112,18 @@ class Conventions:
             return value is not None and value != ""
         return isinstance(value, str) and value in self.task_marker_values
 
+    def is_agent_run(self, attributes: object) -> bool:
+        """True when ``attributes`` (a mapping) mark an agent's own run (see
+        ``agent_run_values``)."""
+        if self.profiles:
+            return any(profile.is_agent_run(attributes) for profile in self.profiles)
+        if not self.agent_run_values:
+            return False
+        try:
+            return attributes.get(self.task_marker) in self.agent_run_values  # type: ignore[attr-defined]
+        except (AttributeError, TypeError):  # not a mapping, or an unhashable value
+            return False
+
     def profile_for(self, attributes: object) -> Conventions:
         """The conventions a task span with ``attributes`` is read with: these, or for
         ``auto`` the first of its profiles that marks the span a task span."""
@@ -129,6 +146,7 @@ GENAI = Conventions(
     task_marker="gen_ai.operation.name",
     task_marker_values=frozenset({"invoke_agent", "invoke_workflow"}),
     recover_on_child_errors=True,
+    agent_run_values=frozenset({"invoke_agent"}),
     tool_name=("gen_ai.tool.name",),
     child_agent=("gen_ai.agent.name",),
     input_messages=("gen_ai.input.messages",),
@@ -156,6 +174,7 @@ OPENINFERENCE = Conventions(
     task_marker_values=frozenset({"AGENT", "CHAIN"}),
     tool_operation="TOOL",
     recover_on_child_errors=True,
+    agent_run_values=frozenset({"AGENT"}),
     tool_name=("tool.name",),
     child_agent=("agent.name",),
     input_messages=("input.value",),
@@ -198,7 +217,7 @@ tool is a tool call). The task id is ``session.id``; the agent is the resource's
 FACTS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(Conventions)
     if f.init and f.name not in ("task_marker", "task_marker_values", "tool_operation",
-                                 "recover_on_child_errors", "profiles")
+                                 "recover_on_child_errors", "agent_run_values", "profiles")
 )
 """The facts a mapping file may rename under ``[attributes]``."""
 
@@ -211,7 +230,8 @@ def _detecting(*profiles: Conventions) -> Conventions:
     return Conventions(**names, task_marker=profiles[0].task_marker,
                        task_marker_values=profiles[0].task_marker_values,
                        tool_operation=profiles[0].tool_operation,
-                       recover_on_child_errors=True, profiles=profiles)
+                       recover_on_child_errors=True, agent_run_values=frozenset(),
+                       profiles=profiles)
 
 
 AUTO = _detecting(ORCHESTRATOR, GENAI, OPENINFERENCE)

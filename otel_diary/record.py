@@ -132,10 +132,17 @@ class ChildSummary:
     """The captured input messages of the first span that had them (not yet redacted)."""
     last_output: str | None = None
     """The captured output of the last span that had one (not yet redacted)."""
+    last_run_end_ns: int = -1
+    """When the agent run under the task that ended last ended (-1: none): a child span
+    the conventions read as an agent's own run (``Conventions.agent_run_values``)."""
+    last_run_failed: bool = False
+    """Whether that agent run failed: no agent succeeded after it, so the task failed
+    whatever its own status says."""
 
     def add(self, attributes: Mapping[str, object], is_error: bool,
-            conventions: Conventions) -> None:
-        """Fold one child span's attributes into the summary."""
+            conventions: Conventions, end_ns: int = 0) -> None:
+        """Fold one child span's attributes into the summary (``end_ns``: when it ended,
+        if known)."""
         # Called for every contributing span, so each role's names are looked up in line
         # (a call per role cost more than the lookups), and the common values (int
         # counts, a model already listed, an operation that names no tool call) skip the
@@ -224,8 +231,15 @@ class ChildSummary:
             trace = attributes.get(EXCEPTION_STACKTRACE)
             if self.stacktrace is None and isinstance(trace, str) and trace.strip():
                 self.stacktrace = _whole_words(trace, from_end=True)
+        if (conventions.recover_on_child_errors and end_ns >= self.last_run_end_ns
+                and conventions.is_agent_run(attributes)):
+            self.last_run_end_ns = end_ns
+            self.last_run_failed = is_error
 
     def merge(self, other: ChildSummary) -> None:
+        if other.last_run_end_ns >= 0 and other.last_run_end_ns >= self.last_run_end_ns:
+            self.last_run_end_ns = other.last_run_end_ns
+            self.last_run_failed = other.last_run_failed
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.has_tokens = self.has_tokens or other.has_tokens

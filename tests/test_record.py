@@ -243,3 +243,23 @@ def test_a_secret_crossing_the_tail_window_is_not_let_out(into: int) -> None:
                             padded_after=True)
     value = "head " * 9_000 + _TOKEN + tail
     assert "Zq7Zq7" not in redact_tail(value, keep, redact)
+
+
+def test_the_agent_run_that_ended_last_decides_whatever_the_order_read() -> None:
+    """An agent that failed, then one that succeeded later, leave the task recovered, in
+    whatever order they are read or merged; a failed agent run ending last fails it."""
+    from otel_diary.conventions import OPENINFERENCE
+
+    agent = {"openinference.span.kind": "AGENT", "agent.name": "researcher"}
+    chain = {"openinference.span.kind": "CHAIN"}
+    for order in ((1, 2), (2, 1)):
+        summary = ChildSummary()
+        for end in order:
+            summary.add(agent, end == 1, OPENINFERENCE, end)
+        summary.add(chain, False, OPENINFERENCE, 3)  # a chain around it is no agent run
+        assert not summary.last_run_failed
+    late_failure, earlier = ChildSummary(), ChildSummary()
+    late_failure.add(agent, True, OPENINFERENCE, 5)
+    earlier.add(agent, False, OPENINFERENCE, 4)
+    earlier.merge(late_failure)
+    assert earlier.last_run_failed

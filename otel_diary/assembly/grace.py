@@ -372,8 +372,9 @@ class TraceStore:
         if view.ancestry.nested(record.parent_span_id):
             self.nested_tasks += 1  # its parent task's diary covers it, and takes its facts
             keys = self.conventions.child_keys  # what a decoded contribution keeps too
+            markers = self.conventions.task_markers  # it was a run of its own
             facts: dict[str, object] = {key: value for key, value in record.attributes.items()
-                                        if key in keys}
+                                        if key in keys or key in markers}
             if record.is_error:
                 facts.update(error_details(None, record.status_message))
             nested = Contribution(facts, record.is_error, record.end_ns)
@@ -415,7 +416,8 @@ class TraceStore:
                 if at < len(ends):
                     owner = ends[at][1]
             if owner == task_id:
-                summary.add(contribution.attributes, contribution.is_error, self.conventions)
+                summary.add(contribution.attributes, contribution.is_error, self.conventions,
+                            contribution.end_ns)
             elif owner in entry.tasks:
                 kept.append(contribution)
                 continue

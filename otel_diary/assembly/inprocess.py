@@ -197,15 +197,15 @@ class TraceAssembler:
         return entry
 
     def contribute(self, trace_id: int, attributes: Mapping[str, object], is_error: bool,
-                   parent_span_id: int | None = None) -> None:
+                   parent_span_id: int | None = None, end_ns: int = 0) -> None:
         """Fold a non-task span into its trace, under its parent."""
         entry = self._touch(trace_id)
         summary = entry.bucket(parent_span_id)
         if not (is_error or self._texts):  # the common case: no text kept
-            summary.add(attributes, is_error, self._conventions)
+            summary.add(attributes, is_error, self._conventions, end_ns)
             return
         before = _text_size(summary)
-        summary.add(attributes, is_error, self._conventions)
+        summary.add(attributes, is_error, self._conventions, end_ns)
         grown = _text_size(summary) - before
         if grown:
             entry.hold(grown)
@@ -236,7 +236,8 @@ class TraceAssembler:
             nested = entry.unwait(nested_id)
             if nested is not None:
                 inner = entry.take(nested.span_id, rest=False)
-                inner.add(nested.attributes, nested.is_error, self._conventions)
+                inner.add(nested.attributes, nested.is_error, self._conventions,
+                          nested.end_ns)
                 entry.bucket(record.span_id).merge(inner)
         if record.is_local_root:
             ready = [(task, entry.take(task.span_id, rest=False))

@@ -110,8 +110,10 @@ def classify(record: SpanRecord, children: ChildSummary | None,
     conv = conventions.profile_for(attrs)  # itself, but for auto
     if not succeeded(record, conv):
         return None
-    text = partial(as_text, redact=redact)
     children = children or ChildSummary()
+    if conv.recover_on_child_errors and children.last_run_failed:
+        return None  # the agent that ran last under it failed: nothing recovered
+    text = partial(as_text, redact=redact)
 
     escalations = max(as_int(first(attrs, conv.escalations)) or 0, 0)
     attempts = as_int(first(attrs, conv.build_attempts))

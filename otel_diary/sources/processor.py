@@ -506,7 +506,8 @@ class DiarySpanProcessor(SpanProcessor):
                     if is_error:  # how instrumentations record failures besides error.type
                         contributed = {**attributes, **error_details(
                             exception_event(span), span.status.description or "")}
-                    assembler.contribute(trace_id, contributed, is_error, parent_id)
+                    assembler.contribute(trace_id, contributed, is_error, parent_id,
+                                         span.end_time or 0)
                 if contributes or trace_id in assembler:
                     local_root = parent is None or remote
                     released = assembler.span_ended(trace_id, span_id, local_root,

@@ -197,6 +197,19 @@ def test_agents_sdk_run_is_one_recovered_diary(harness: Harness) -> None:
             in error_section(diary))
 
 
+@pytest.mark.usefixtures("instrumented_agents")
+def test_a_failed_agents_sdk_run_writes_no_diary(harness: Harness) -> None:
+    """A run whose model call fails past its retry raises in the app. That
+    instrumentation ends the outer workflow span OK and only the agent's span in error:
+    the agent run that ended last failed, so the task failed and writes nothing (it read
+    as recovered)."""
+    server = ChatServer(script=[500, 500], model=MODEL)
+    with serve_asgi(server) as url, using_session("s-2"), \
+            pytest.raises(openai.InternalServerError):
+        agent_run(url, [])
+    assert harness.diaries() == []
+
+
 # -- openinference-instrumentation-langchain with LangGraph ------------------------------
 
 
