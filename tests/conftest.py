@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from otel_diary import DiarySpanProcessor
 from otel_diary.testing import InMemorySink
+from tests.support.loopback import hub  # noqa: F401  (fixture)
 from tests.support.postgres import postgres_cluster, postgres_url  # noqa: F401  (fixtures)
 
 

@@ -62,16 +62,6 @@ def make_diary(n: int, **facts: Any) -> Diary:
     return render(run, "Check the cache first.")
 
 
-@pytest.fixture
-def hub() -> Iterator[tuple[HubServer, str]]:
-    server = HubServer()
-    with serve_asgi(server) as url:
-        try:
-            yield server, url
-        finally:
-            server.release()
-
-
 class Sinks:
     """Hub sinks made by a test, closed at its end."""
 

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 import uvicorn
 
 Scope = MutableMapping[str, Any]
@@ -226,6 +227,17 @@ class HubServer:
     def release(self) -> None:
         """End every hanging request (before stopping the server)."""
         self.released = True
+
+
+@pytest.fixture
+def hub() -> Iterator[tuple[HubServer, str]]:
+    """A :class:`HubServer` on 127.0.0.1, and its base URL."""
+    server = HubServer()
+    with serve_asgi(server) as url:
+        try:
+            yield server, url
+        finally:
+            server.release()
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
