@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import json
 import logging
 import os
@@ -20,6 +21,7 @@ import stat
 import threading
 import time
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -43,7 +45,7 @@ FAILED_DIR = "failed"
 SUFFIX = ".json"
 _STALE_TEMP_S = 300.0
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-
+_aside_names = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -82,8 +84,12 @@ class Claim:
 
     def still_current(self) -> bool:
         """True while the entry's path still names the file this claim locked."""
+        return self.holds(self.entry.path)
+
+    def holds(self, path: Path) -> bool:
+        """True when ``path`` names the file this claim locked."""
         try:
-            return os.stat(self.entry.path).st_ino == self._inode
+            return os.stat(path).st_ino == self._inode
         except FileNotFoundError:
             return False
 
@@ -223,8 +229,9 @@ class Spool:
     def done(self, claim: Claim) -> None:
         """The hub acknowledged ``claim``: forget it (unless it was replaced meanwhile)."""
         try:
-            if claim.still_current():
-                self._unlink(claim.entry.path)
+            with self._taken(claim) as aside:
+                if aside is not None:
+                    aside.unlink()
         finally:
             claim.release()
 
@@ -237,13 +244,41 @@ class Spool:
             target = self.failed_directory / claim.entry.path.name
             self._make_directories()
             _keep(target, json.dumps(record, ensure_ascii=False).encode("utf-8"))
-            if claim.still_current():
-                self._unlink(claim.entry.path)
-            self.pending()
+            with self._taken(claim) as aside:
+                if aside is not None:
+                    aside.unlink()
             self._trim_failed()
             return target
         finally:
             claim.release()
+
+    @contextlib.contextmanager
+    def _taken(self, claim: Claim) -> Iterator[Path | None]:
+        """The claimed file, renamed from its entry's name to a hidden one for the caller
+        to delete or move on; ``None`` when that name holds a newer version by now.
+
+        Renaming first, then checking what was renamed, means a newer version spooled at
+        any moment is never what goes: whatever is still aside at the end (that version,
+        or this one after an error) goes back under the name, unless a newer one took it.
+        """
+        path = claim.entry.path
+        aside = path.with_name(f".{path.name}.{os.getpid()}.{next(_aside_names)}.tmp")
+        try:
+            os.rename(path, aside)
+        except FileNotFoundError:
+            yield None
+            return
+        size = 0
+        try:
+            size = os.stat(aside).st_size
+            yield aside if claim.holds(aside) else None
+        finally:
+            if os.path.lexists(aside):
+                _put_back(aside, path)
+            else:
+                with self._lock:
+                    self._count = max(self._count - 1, 0)
+                    self._bytes = max(self._bytes - size, 0)
 
     def _trim_failed(self) -> None:
         """Remove the oldest refused entries beyond ``max_failed_entries``."""
@@ -327,6 +362,17 @@ def _keep(path: Path, data: bytes) -> None:
     """Write a spool file atomically, synced to disk, readable by this user alone."""
     atomic_write(path, data, durable=True, mode=0o600)
 
+
+def _put_back(aside: Path, path: Path) -> None:
+    """Give the file at ``aside`` its entry's name back, unless a newer version took it."""
+    try:
+        os.link(aside, path)
+    except FileExistsError:  # superseded: the newer version is sent instead
+        os.unlink(aside)
+    except OSError:  # a file system without hard links
+        os.rename(aside, path)
+    else:
+        os.unlink(aside)
 
 _GONE = (errno.ENOENT, errno.ELOOP, errno.EMLINK)
 """An entry deleted, or swapped for a link (systems differ in which error they give)."""
