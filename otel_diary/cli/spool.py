@@ -101,9 +101,11 @@ def show(spool: Spool) -> None:
     for entry in waiting:
         print("  waiting  " + _describe(entry))
     for entry in failed:
-        record = entry.load() or {}
-        answer = record.get("answer") or {}
+        record = entry.load()
+        answer = (record or {}).get("answer") or {}
         text = " ".join(str(answer.get("text", "")).split())[:160]
+        if record is None:
+            text = "damaged or not a spool entry: kept as it was found"
         print("  refused  " + _describe(entry) + (f"\n           {text}" if text else ""))
 
 

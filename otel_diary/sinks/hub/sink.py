@@ -92,11 +92,11 @@ class Deliverer:
                 continue
             try:  # whatever happens, the entry is unlocked for the next attempt
                 if claim.record is None:
-                    self.spool.fail(claim, None, "unreadable spool entry")
+                    target = self.spool.fail(claim, None, "unreadable spool entry")
                     self.stats.rejected += 1
                     self.stats.failed_removed = self.spool.failed_removed
-                    logger.warning("otel-diary set aside an unreadable spool entry %s",
-                                   entry.path)
+                    logger.warning("otel-diary set aside an unreadable spool entry %s; its "
+                                   "bytes are kept in %s", entry.path, target)
                     continue
                 attempt = self.client.send(claim.id, claim.record["body"], timeout)
                 if attempt.outcome is Outcome.DELIVERED:

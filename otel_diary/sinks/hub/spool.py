@@ -4,8 +4,9 @@ A diary is on disk (written atomically, then synced) from the moment the hub sin
 until the hub acknowledges it, so a process that dies or restarts loses nothing: the next
 one delivers what is left. Bounded in entries and bytes. A delivery holds a lock on its
 entry, so processes sharing a spool never send one diary at the same time; what the hub
-refuses moves to ``failed/`` with the hub's answer. ``failed/`` has its own bound (the
-oldest refused entries make room for new ones), so refusals never stop new diaries.
+refuses moves to ``failed/`` with the hub's answer, and so does an entry that cannot be
+read, as it is: its bytes kept. ``failed/`` has its own bound (the oldest refused entries
+make room for new ones), so refusals never stop new diaries.
 """
 
 from __future__ import annotations
@@ -236,17 +237,21 @@ class Spool:
             claim.release()
 
     def fail(self, claim: Claim, status: int | None, answer: str) -> Path:
-        """The hub refused ``claim``: move it to ``failed/`` with the hub's answer."""
+        """The hub refused ``claim``: move it to ``failed/`` with the hub's answer. An entry
+        that cannot be read moves as it is, its bytes kept for whoever recovers it."""
         try:
-            record = claim.record or {"version": SPOOL_VERSION, "id": claim.id, "body": None}
-            record = {**record, "answer": {"status": status, "text": answer,
-                                           "at": _now_iso()}}
             target = self.failed_directory / claim.entry.path.name
             self._make_directories()
-            _keep(target, json.dumps(record, ensure_ascii=False).encode("utf-8"))
+            if claim.record is not None:
+                record = {**claim.record, "answer": {"status": status, "text": answer,
+                                                     "at": _now_iso()}}
+                _keep(target, json.dumps(record, ensure_ascii=False).encode("utf-8"))
             with self._taken(claim) as aside:
                 if aside is not None:
-                    aside.unlink()
+                    if claim.record is not None:
+                        aside.unlink()
+                    else:
+                        os.rename(aside, target)
             self._trim_failed()
             return target
         finally:
@@ -404,7 +409,7 @@ def _scan(directory: Path) -> list[Entry]:
 def _parse(data: bytes) -> dict[str, Any] | None:
     try:
         record = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # damaged: not JSON, or nested past the stack
         return None
     if not isinstance(record, dict) or not isinstance(record.get("body"), dict):
         return None

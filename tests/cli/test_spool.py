@@ -1,0 +1,32 @@
+"""``otel-diary spool --flush`` against a real hub on 127.0.0.1 when the spool holds a
+damaged entry."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from otel_diary.cli import main as cli
+from otel_diary.sinks.hub.spool import Spool
+from tests.support.loopback import HubServer
+
+
+def test_flush_sets_a_damaged_entry_aside_and_delivers_the_others(
+        hub: tuple[HubServer, str], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An entry nested too deep to parse ('[' * 100000) ends no flush: it is set aside as
+    it was, listed as such, and the diary after it is delivered (exit 0)."""
+    server, url = hub
+    spool = Spool(tmp_path / "spool")
+    spool.put("kh-b", {"path": "d/b.md", "content": "b"})
+    damaged = spool.directory / "kh-a.json"
+    damaged.write_text("[" * 100_000)
+    os.utime(damaged, (1, 1))
+    assert cli(["spool", "--spool-dir", str(spool.directory), "--flush",
+                "--hub-url", url]) == 0
+    out = capsys.readouterr().out
+    assert server.acknowledged == ["kh-b"]
+    assert (spool.failed_directory / "kh-a.json").read_text() == "[" * 100_000
+    assert "0 waiting" in out and "kh-a" in out and "kept as it was found" in out
