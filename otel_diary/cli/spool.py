@@ -82,7 +82,7 @@ def flush(spool: Spool, settings: Settings, args: argparse.Namespace) -> int | N
                           f"retrying in {result.retry_in:.1f}s")
                     time.sleep(max(min(result.retry_in, deadline - time.monotonic()), 0.0))
                 elif result.skipped and not (result.delivered or result.rejected):
-                    time.sleep(0.2)  # another process is delivering those entries
+                    time.sleep(0.2)  # another process is delivering those, or they wait
     finally:
         client.close()
     stats = deliverer.stats

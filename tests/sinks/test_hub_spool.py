@@ -1,10 +1,11 @@
-"""The hub's delivery spool when its files go wrong: damaged entries, a newer version
-spooled at the moment an entry is removed."""
+"""The hub's delivery spool when its files go wrong: damaged entries, a full disk, a
+newer version spooled at the moment an entry is removed."""
 
 from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import sys
 from pathlib import Path
 from types import FrameType
@@ -12,10 +13,13 @@ from typing import Any
 
 import pytest
 
-from otel_diary.sinks.hub.sink import HubSink
+from otel_diary.sinks.hub.client import Backoff, HubClient
+from otel_diary.sinks.hub.sink import Deliverer, HubSink
 from otel_diary.sinks.hub.spool import Spool
 from tests.sinks.test_hub import make_diary
 from tests.support.loopback import HubServer
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_damaged_entry_is_set_aside_with_its_bytes(tmp_path: Path) -> None:
@@ -57,6 +61,60 @@ def test_an_entry_nested_too_deep_to_parse_is_set_aside_once_and_the_others_deli
     said = [r.levelno for r in caplog.records if damaged.name in r.getMessage()]
     assert said == [logging.WARNING]
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+REFUSE_ON_A_FULL_DISK = """
+import resource, sys
+from otel_diary.sinks.hub.spool import Spool
+spool = Spool(sys.argv[1])
+[entry] = spool.pending()
+claim = spool.claim(entry)
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))  # from here no file can grow, as on a full disk
+print(spool.fail(claim, 400, "bad front matter"))
+"""
+
+
+def test_a_refusal_that_cannot_be_written_sets_the_diary_aside_as_it_was(
+        tmp_path: Path) -> None:
+    """When the hub's answer cannot be written beside a refused diary (a full disk), the
+    diary moves to failed/ as it was, which takes no space, and this is said."""
+    spool = Spool(tmp_path / "spool")
+    original = spool.put("kh-a", {"path": "d/a.md", "content": "refused"}).read_bytes()
+    done = subprocess.run([sys.executable, "-c", REFUSE_ON_A_FULL_DISK, str(spool.directory)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "cannot write the hub's answer" in done.stderr
+    assert Path(done.stdout.strip()).read_bytes() == original
+    assert [entry.id for entry in spool.failed()] == ["kh-a"]
+    assert spool.pending() == []
+
+
+def test_a_refused_diary_that_cannot_be_set_aside_waits_and_the_others_go_on(
+        hub: tuple[HubServer, str], tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A refused diary that cannot be moved to failed/ (a file stands in its way) stays
+    waiting, logged once and held back with a backoff of its own, not sent again on every
+    pass; the diaries after it are delivered."""
+    server, url = hub
+    server.script = [422, 200]
+    spool = Spool(tmp_path / "spool")
+    for name in ("kh-a", "kh-b", "kh-c"):
+        spool.put(name, {"path": f"d/{name}.md", "content": name})
+    spool.failed_directory.rmdir()
+    spool.failed_directory.write_text("in the way")
+    client = HubClient(url, timeout_s=5.0)
+    deliverer = Deliverer(spool, client, Backoff(60.0, 60.0))
+    try:
+        with caplog.at_level(logging.WARNING, logger="otel_diary"):
+            results = [deliverer.deliver_pass() for _ in range(3)]
+    finally:
+        client.close()
+    assert [r.headers["idempotency-key"] for r in server.posts()] == ["kh-a", "kh-b", "kh-c"]
+    assert server.acknowledged == ["kh-b", "kh-c"]
+    assert [entry.id for entry in spool.pending()] == ["kh-a"]
+    assert [(r.delivered, r.skipped) for r in results] == [(2, 1), (0, 1), (0, 1)]
+    [error] = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "kh-a" in error.getMessage() and "stays in the spool" in error.getMessage()
 
 
 def test_a_version_spooled_as_the_delivered_one_is_removed_stays_waiting(

@@ -5,10 +5,11 @@ so the pipeline never waits on the network. That thread sends spooled diaries ol
 first with a timeout on every call; connection errors, timeouts and 408/429/502/503/504
 are retried with exponential backoff and jitter (honouring ``Retry-After``); any other
 refusal is logged with the hub's answer and set aside in ``failed/``; an acknowledged
-diary leaves the spool. Any other error while sending counts as retryable. Its HTTP calls
-run with instrumentation suppressed; URLs and the hub's answers are redacted before they
-are logged or kept. A process forked from one with a hub sink gets its own client and
-delivery thread.
+diary leaves the spool. Any other error while sending counts as retryable. An entry that
+cannot be read is set aside as it is; one the disk fails on waits with a backoff of its
+own while the others go on. Its HTTP calls run with instrumentation suppressed; URLs and
+the hub's answers are redacted before they are logged or kept. A process forked from one
+with a hub sink gets its own client and delivery thread.
 """
 
 from __future__ import annotations
@@ -28,8 +29,15 @@ from otel_diary.errors import SpoolFullError
 from otel_diary.pipeline.redact import display_url
 from otel_diary.pipeline.render import Diary
 from otel_diary.runner import Runner, renew_after_fork
-from otel_diary.sinks.hub.client import Backoff, HubClient, Outcome, Sender, hub_body
-from otel_diary.sinks.hub.spool import Spool
+from otel_diary.sinks.hub.client import (
+    Attempt,
+    Backoff,
+    HubClient,
+    Outcome,
+    Sender,
+    hub_body,
+)
+from otel_diary.sinks.hub.spool import Entry, Spool
 
 logger = logging.getLogger("otel_diary")
 
@@ -58,6 +66,7 @@ class PassResult:
     delivered: int = 0
     rejected: int = 0
     skipped: int = 0
+    """Entries another deliverer had, or held back after an error here."""
     retry_in: float | None = None
     failure: str = ""
 
@@ -72,55 +81,92 @@ class Deliverer:
         self.client = client
         self.backoff = backoff
         self.stats = stats or HubStats()
+        self._held: dict[str, tuple[float, Backoff]] = {}
+        """Entries that failed here, by id: when each may be tried again, and its backoff."""
+        self._log_once = LogOnce()
 
     def deliver_pass(self, deadline: float | None = None) -> PassResult:
         """Try every waiting entry once; stop at the first retryable failure or ``deadline``.
 
-        ``deadline`` is a ``time.monotonic()`` value; each call's timeout ends by it.
+        ``deadline`` is a ``time.monotonic()`` value; each call's timeout ends by it. An
+        entry that fails here rather than at the hub (a disk error while reading it or
+        setting it aside) is logged once and held back with a backoff of its own, while
+        the others go on.
         """
         delivered = rejected = skipped = 0
-        for entry in self.spool.pending():
+        entries = self.spool.pending()
+        if self._held:  # entries delivered or removed since are forgotten
+            waiting = {entry.id for entry in entries}
+            self._held = {k: held for k, held in self._held.items() if k in waiting}
+        for entry in entries:
             timeout = None
             if deadline is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
                 timeout = min(self.client.timeout_s, remaining)
-            claim = self.spool.claim(entry)
-            if claim is None:
+            attempt = None
+            if not self._held_back(entry):
+                try:
+                    attempt = self._deliver_one(entry, timeout)
+                except Exception as exc:
+                    self._hold(entry, exc)
+            if attempt is None:
                 skipped += 1
-                continue
-            try:  # whatever happens, the entry is unlocked for the next attempt
-                if claim.record is None:
-                    target = self.spool.fail(claim, None, "unreadable spool entry")
-                    self.stats.rejected += 1
-                    self.stats.failed_removed = self.spool.failed_removed
-                    logger.warning("otel-diary set aside an unreadable spool entry %s; its "
-                                   "bytes are kept in %s", entry.path, target)
-                    continue
-                attempt = self.client.send(claim.id, claim.record["body"], timeout)
-                if attempt.outcome is Outcome.DELIVERED:
-                    self.stats.delivered += 1  # counted first: flush() returns once it is gone
-                    self.backoff.reset()
-                    delivered += 1
-                    self.spool.done(claim)
-                elif attempt.outcome is Outcome.REJECTED:
-                    self.stats.rejected += 1
-                    rejected += 1
-                    target = self.spool.fail(claim, attempt.status, attempt.detail)
-                    self.stats.failed_removed = self.spool.failed_removed
-                    logger.warning("%s refused diary %s (%s); not retried, kept in %s",
-                                   self.label, claim.id, attempt.detail, target)
-                else:
-                    claim.release()
-                    self.stats.retries += 1
-                    delay = self.backoff.next(attempt.retry_after)
-                    self.stats.last_retry_delay_s = delay
-                    return PassResult(delivered, rejected, skipped, delay,
-                                      f"diary {claim.id}: {attempt.detail}")
-            finally:
-                claim.release()
+            elif attempt.outcome is Outcome.DELIVERED:
+                delivered += 1
+            elif attempt.outcome is Outcome.REJECTED:
+                rejected += 1
+            else:
+                self.stats.retries += 1
+                delay = self.backoff.next(attempt.retry_after)
+                self.stats.last_retry_delay_s = delay
+                return PassResult(delivered, rejected, skipped, delay,
+                                  f"diary {entry.id}: {attempt.detail}")
         return PassResult(delivered, rejected, skipped)
+
+    def _deliver_one(self, entry: Entry, timeout: float | None) -> Attempt | None:
+        """Send one entry and settle it; ``None`` when another deliverer has it."""
+        claim = self.spool.claim(entry)
+        if claim is None:
+            return None
+        try:  # whatever happens, the entry is unlocked for the next attempt
+            if claim.record is None:
+                target = self.spool.fail(claim, None, "unreadable spool entry")
+                self.stats.rejected += 1
+                self.stats.failed_removed = self.spool.failed_removed
+                logger.warning("otel-diary set aside an unreadable spool entry %s; its bytes "
+                               "are kept in %s", entry.path, target)
+                return Attempt(Outcome.REJECTED, detail="unreadable spool entry")
+            attempt = self.client.send(claim.id, claim.record["body"], timeout)
+            if attempt.outcome is Outcome.DELIVERED:
+                self.stats.delivered += 1  # counted first: flush() returns once it is gone
+                self.backoff.reset()
+                self.spool.done(claim)
+            elif attempt.outcome is Outcome.REJECTED:
+                self.stats.rejected += 1
+                target = self.spool.fail(claim, attempt.status, attempt.detail)
+                self.stats.failed_removed = self.spool.failed_removed
+                logger.warning("%s refused diary %s (%s); not retried, kept in %s",
+                               self.label, claim.id, attempt.detail, target)
+            return attempt
+        finally:
+            claim.release()
+
+    def _held_back(self, entry: Entry) -> bool:
+        held = self._held.get(entry.id)
+        return held is not None and time.monotonic() < held[0]
+
+    def _hold(self, entry: Entry, exc: Exception) -> None:
+        """Hold ``entry`` back after ``exc``, longer each time; the first of a kind is
+        logged with its traceback, the others at debug."""
+        _, backoff = self._held.get(entry.id) or (
+            0.0, Backoff(self.backoff.initial_s, self.backoff.maximum_s))
+        delay = backoff.next()
+        self._held[entry.id] = (time.monotonic() + delay, backoff)
+        self._log_once(f"entry:{type(exc).__name__}", "otel-diary could not deliver or set "
+                       "aside the spooled diary %s (%s); it stays in the spool, tried again "
+                       "in %.1fs", entry.path, exc, delay, exc=exc)
 
 
 class HubSink:

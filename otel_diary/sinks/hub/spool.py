@@ -4,9 +4,9 @@ A diary is on disk (written atomically, then synced) from the moment the hub sin
 until the hub acknowledges it, so a process that dies or restarts loses nothing: the next
 one delivers what is left. Bounded in entries and bytes. A delivery holds a lock on its
 entry, so processes sharing a spool never send one diary at the same time; what the hub
-refuses moves to ``failed/`` with the hub's answer, and so does an entry that cannot be
-read, as it is: its bytes kept. ``failed/`` has its own bound (the oldest refused entries
-make room for new ones), so refusals never stop new diaries.
+refuses moves to ``failed/`` with the hub's answer (as it is when that cannot be written),
+and so does an entry that cannot be read, its bytes kept. ``failed/`` has its own bound
+(the oldest refused entries make room for new ones), so refusals never stop new diaries.
 """
 
 from __future__ import annotations
@@ -238,17 +238,26 @@ class Spool:
 
     def fail(self, claim: Claim, status: int | None, answer: str) -> Path:
         """The hub refused ``claim``: move it to ``failed/`` with the hub's answer. An entry
-        that cannot be read moves as it is, its bytes kept for whoever recovers it."""
+        that cannot be read, or whose answer cannot be written (a full disk), moves as it
+        is. ``OSError`` when it cannot be moved at all: it stays waiting."""
         try:
             target = self.failed_directory / claim.entry.path.name
             self._make_directories()
+            recorded = False
             if claim.record is not None:
                 record = {**claim.record, "answer": {"status": status, "text": answer,
                                                      "at": _now_iso()}}
-                _keep(target, json.dumps(record, ensure_ascii=False).encode("utf-8"))
+                try:
+                    _keep(target, json.dumps(record, ensure_ascii=False).encode("utf-8"))
+                    recorded = True
+                except OSError as exc:
+                    self._log_once.warning(
+                        f"answer:{exc.errno}", "otel-diary cannot write the hub's answer "
+                        "beside the refused diary %s (%s); it is set aside as it was",
+                        claim.entry.path, exc.strerror or exc)
             with self._taken(claim) as aside:
                 if aside is not None:
-                    if claim.record is not None:
+                    if recorded:
                         aside.unlink()
                     else:
                         os.rename(aside, target)
