@@ -65,8 +65,14 @@ def flush(spool: Spool, settings: Settings, args: argparse.Namespace) -> int | N
         print("otel-diary spool: no hub to flush to: set MOTHER_AI_URL or pass --hub-url")
         return 2
     if args.retry_failed:
-        moved = spool.requeue_failed()
-        print(f"requeued {moved} refused diar{'y' if moved == 1 else 'ies'}")
+        requeued = spool.requeue_failed()
+        print(f"requeued {requeued.moved} refused {_diaries(requeued.moved)}")
+        if requeued.superseded:
+            print(f"dropped {requeued.superseded} refused {_diaries(requeued.superseded)}: "
+                  "a newer version waits and is sent instead")
+        if requeued.left:
+            print(f"left {requeued.left} refused {_diaries(requeued.left)} in failed/: "
+                  f"{requeued.reason}")
     key = settings.hub_api_key.get_secret_value() if settings.hub_api_key else None
     client = HubClient(url, api_key=key, timeout_s=settings.hub_timeout_s,
                        redactor=settings_redactor(settings))
@@ -115,6 +121,10 @@ def _describe(entry: Entry) -> str:
     stamp = entry.spooled_at.strftime("%Y-%m-%dT%H:%M:%SZ")
     return (f"{entry.id}  {stamp}  {_bytes(entry.size):>9}  {body.get('path', '?')}"
             f"  {str(body.get('title', ''))[:60]!r}")
+
+
+def _diaries(count: int) -> str:
+    return "diary" if count == 1 else "diaries"
 
 
 def _bytes(size: int) -> str:

@@ -1,5 +1,5 @@
 """``otel-diary spool --flush`` against a real hub on 127.0.0.1 when the spool holds a
-damaged entry."""
+damaged entry, or a refused diary a newer version of which waits."""
 
 from __future__ import annotations
 
@@ -30,3 +30,23 @@ def test_flush_sets_a_damaged_entry_aside_and_delivers_the_others(
     assert server.acknowledged == ["kh-b"]
     assert (spool.failed_directory / "kh-a.json").read_text() == "[" * 100_000
     assert "0 waiting" in out and "kh-a" in out and "kept as it was found" in out
+
+
+def test_retry_failed_sends_the_newer_waiting_version(
+        hub: tuple[HubServer, str], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`--flush --retry-failed` with an old refused version of a lesson in failed/ and a
+    newer one waiting sends the newer one alone; the old one is dropped, and said so."""
+    server, url = hub
+    spool = Spool(tmp_path / "spool")
+    spool.put("kh-lesson", {"path": "lessons/x.md", "content": "v1 (3 runs)"})
+    [entry] = spool.pending()
+    claim = spool.claim(entry)
+    assert claim is not None
+    spool.fail(claim, 422, "refused")
+    spool.put("kh-lesson", {"path": "lessons/x.md", "content": "v2 (9 runs)"})
+    assert cli(["spool", "--spool-dir", str(spool.directory), "--flush", "--retry-failed",
+                "--hub-url", url]) == 0
+    assert [r.json()["content"] for r in server.posts()] == ["v2 (9 runs)"]
+    assert "dropped 1 refused diary: a newer version waits" in capsys.readouterr().out
+    assert spool.failed() == [] and spool.pending() == []

@@ -1,5 +1,5 @@
 """The hub's delivery spool when its files go wrong: damaged entries, a full disk, a
-newer version spooled at the moment an entry is removed."""
+newer version spooled at the moment an entry is removed, refused entries sent again."""
 
 from __future__ import annotations
 
@@ -143,3 +143,21 @@ def test_a_version_spooled_as_the_delivered_one_is_removed_stays_waiting(
     record = left.load()
     assert record is not None and record["body"] == {"content": "v2"}
     assert sorted(path.name for path in spool.directory.iterdir()) == ["failed", "kh-a.json"]
+
+
+def test_refused_diaries_sent_again_keep_to_the_bounds(tmp_path: Path) -> None:
+    """Refused diaries put back in the queue count toward the spool's bounds: those that
+    do not fit stay in failed/, said with the reason."""
+    spool = Spool(tmp_path / "spool", max_entries=2)
+    for name in ("kh-a", "kh-b"):
+        spool.put(name, {"content": name})
+        [entry] = spool.pending()
+        claim = spool.claim(entry)
+        assert claim is not None
+        spool.fail(claim, 422, "refused")
+    spool.put("kh-c", {"content": "kh-c"})
+    requeued = spool.requeue_failed()
+    assert sorted(entry.id for entry in spool.pending()) == ["kh-a", "kh-c"]
+    assert [entry.id for entry in spool.failed()] == ["kh-b"]
+    assert (requeued.moved, requeued.superseded, requeued.left) == (1, 0, 1)
+    assert "is full" in requeued.reason

@@ -101,6 +101,21 @@ class Claim:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
+
+@dataclass(frozen=True)
+class Requeued:
+    """What :meth:`Spool.requeue_failed` did."""
+
+    moved: int
+    """Refused entries now waiting again."""
+    superseded: int
+    """Refused entries dropped: a newer version of each was waiting."""
+    left: int = 0
+    """Refused entries left in ``failed/`` because the spool was full (or failed)."""
+    reason: str = ""
+    """Why they were left."""
+
+
 class Spool:
     """Diaries waiting for delivery under ``directory``; safe across threads and processes.
 
@@ -151,11 +166,19 @@ class Spool:
                   "body": body}
         data = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         path = self.directory / (file_stem(ident) + SUFFIX)
+        self._store(path, data)
+        return path
+
+    def _store(self, path: Path, data: bytes, *, replace: bool = True) -> None:
+        """Write an entry within the bounds; with ``replace`` false, ``FileExistsError``
+        when one waits under its name (then it is left as it is)."""
         with self._lock:
             try:
                 replaced = path.stat().st_size
             except FileNotFoundError:
                 replaced = None
+            if replaced is not None and not replace:
+                raise FileExistsError(errno.EEXIST, "an entry waits under this name", str(path))
             count = self._count + (0 if replaced is not None else 1)
             size = self._bytes + len(data) - (replaced or 0)
             if count > self.max_entries or size > self.max_bytes:
@@ -163,9 +186,8 @@ class Spool:
                     f"spool {self.directory} is full ({self._count} entries, {self._bytes} "
                     f"bytes; limits {self.max_entries} and {self.max_bytes})")
             self._make_directories()
-            _keep(path, data)
+            _keep(path, data, replace=replace)
             self._count, self._bytes = count, size
-        return path
 
     # -- reading ------------------------------------------------------------------------
 
@@ -312,30 +334,29 @@ class Spool:
                            removed, "y" if removed == 1 else "ies", self.failed_directory,
                            self.max_failed_entries)
 
-    def requeue_failed(self) -> int:
-        """Move every refused entry back to the waiting ones; returns how many moved."""
-        moved = 0
-        for entry in self.failed():
+    def requeue_failed(self) -> Requeued:
+        """Move the refused entries back to the waiting ones, oldest first, within the
+        bounds (what does not fit stays in ``failed/``). A refused entry a newer version
+        of which waits is dropped: the newer one is sent. One that cannot be read stays."""
+        moved = superseded = 0
+        refused = self.failed()
+        for tried, entry in enumerate(refused):
             record = entry.load()
-            if record is None or not isinstance(record.get("body"), dict):
+            if record is None:
                 continue
             record.pop("answer", None)
-            _keep(self.directory / entry.path.name,
-                  json.dumps(record, ensure_ascii=False).encode("utf-8"))
-            self._unlink(entry.path)
-            moved += 1
-        self.pending()
-        return moved
-
-    def _unlink(self, path: Path) -> None:
-        try:
-            size = path.stat().st_size
-            path.unlink()
-        except FileNotFoundError:
-            return
-        with self._lock:
-            self._count = max(self._count - 1, 0)
-            self._bytes = max(self._bytes - size, 0)
+            data = json.dumps(record, ensure_ascii=False).encode("utf-8")
+            try:
+                self._store(self.directory / entry.path.name, data, replace=False)
+            except FileExistsError:
+                superseded += 1
+            except (SpoolFullError, OSError) as exc:
+                return Requeued(moved, superseded, len(refused) - tried, str(exc))
+            else:
+                moved += 1
+            with contextlib.suppress(FileNotFoundError):
+                entry.path.unlink()
+        return Requeued(moved, superseded)
 
     # -- housekeeping -------------------------------------------------------------------
 
@@ -372,9 +393,9 @@ def file_stem(ident: str) -> str:
     return "id-" + sha256_hex(ident)[:32]
 
 
-def _keep(path: Path, data: bytes) -> None:
+def _keep(path: Path, data: bytes, *, replace: bool = True) -> None:
     """Write a spool file atomically, synced to disk, readable by this user alone."""
-    atomic_write(path, data, durable=True, mode=0o600)
+    atomic_write(path, data, durable=True, replace=replace, mode=0o600)
 
 
 def _put_back(aside: Path, path: Path) -> None:
@@ -387,6 +408,7 @@ def _put_back(aside: Path, path: Path) -> None:
         os.rename(aside, path)
     else:
         os.unlink(aside)
+
 
 _GONE = (errno.ENOENT, errno.ELOOP, errno.EMLINK)
 """An entry deleted, or swapped for a link (systems differ in which error they give)."""
