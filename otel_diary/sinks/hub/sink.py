@@ -2,14 +2,15 @@
 
 :meth:`HubSink.write` only spools the diary (a durable file) and wakes a delivery thread,
 so the pipeline never waits on the network. That thread sends spooled diaries oldest
-first with a timeout on every call; connection errors, timeouts and 408/429/502/503/504
-are retried with exponential backoff and jitter (honouring ``Retry-After``); any other
-refusal is logged with the hub's answer and set aside in ``failed/``; an acknowledged
-diary leaves the spool. Any other error while sending counts as retryable. An entry that
-cannot be read is set aside as it is; one the disk fails on waits with a backoff of its
-own while the others go on. Its HTTP calls run with instrumentation suppressed; URLs and
-the hub's answers are redacted before they are logged or kept. A process forked from one
-with a hub sink gets its own client and delivery thread.
+first, each call within its deadline; a refusal of the document itself (400, 409, 413,
+415, 422) is logged with the hub's answer and set aside in ``failed/``; every other
+answer, connection errors and timeouts are retried with exponential backoff and jitter
+(honouring ``Retry-After``); an acknowledged diary leaves the spool. Any other error
+while sending counts as retryable. An entry that cannot be read is set aside as it is;
+one the disk fails on waits with a backoff of its own while the others go on. Its HTTP
+calls run with instrumentation suppressed; URLs and the hub's answers are redacted
+before they are logged or kept. A process forked from one with a hub sink gets its own
+client and delivery thread.
 """
 
 from __future__ import annotations
