@@ -51,9 +51,10 @@ class ForkAware(Protocol):
 
 
 def renew_after_fork(owner: ForkAware) -> None:
-    """Call ``owner._after_fork_in_child()`` in every child forked from now on.
+    """Call ``owner._after_fork_in_child()`` in every child forked from now on, and its
+    ``_before_fork()`` and ``_after_fork_in_parent()`` around each fork when it has them.
 
-    The hook holds ``owner`` through a weak reference, so it never keeps it alive. Does
+    The hooks hold ``owner`` through a weak reference, so they never keep it alive. Does
     nothing where ``fork`` does not exist.
     """
     register = getattr(os, "register_at_fork", None)
@@ -61,17 +62,20 @@ def renew_after_fork(owner: ForkAware) -> None:
         return
     ref = weakref.ref(owner)
 
-    def after_in_child() -> None:
-        target = ref()
-        if target is None:
-            return
-        try:
-            target._after_fork_in_child()
-        except Exception:  # a fork must never fail because of a diary
-            logger.debug("otel-diary could not renew %s after fork", type(target).__name__,
-                         exc_info=True)
+    def hook(method: str) -> Callable[[], None]:
+        def call() -> None:
+            target = ref()
+            if target is None:
+                return
+            try:
+                getattr(target, method, lambda: None)()
+            except Exception:  # a fork must never fail because of a diary
+                logger.debug("otel-diary could not renew %s around a fork",
+                             type(target).__name__, exc_info=True)
+        return call
 
-    register(after_in_child=after_in_child)
+    register(before=hook("_before_fork"), after_in_parent=hook("_after_fork_in_parent"),
+             after_in_child=hook("_after_fork_in_child"))
 
 
 class Runner:

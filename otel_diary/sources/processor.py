@@ -39,6 +39,8 @@ if TYPE_CHECKING:  # a façade's argument types; settings are read by the compos
 logger = logging.getLogger("otel_diary")
 
 _EXPIRE_EVERY_S = 1.0
+_FORK_WAIT_S = 5.0
+"""How long a fork waits for a pipeline being built (see ``_before_fork``)."""
 _ERROR = StatusCode.ERROR
 _WAKE_BATCH = 512
 """Spans queued before the worker is woken early (else it wakes every schedule delay)."""
@@ -182,6 +184,7 @@ class DiarySpanProcessor(SpanProcessor):
         self._sinks = parts.sinks
         self._reflector = reflector
         self._pipeline_lock = threading.Lock()
+        self._fork_held = False
         self._new_assembler = parts.new_assembler
         if self._new_pipeline is None:
             return
@@ -357,11 +360,18 @@ class DiarySpanProcessor(SpanProcessor):
             if waiting:
                 logger.warning("otel-diary shutdown timed out: %d spans and task runs "
                                "not turned into diaries", waiting)
-            with self._pipeline_lock:  # a pipeline being built is closed once it is
-                self._new_pipeline = None  # and none is built from here on
+            # A pipeline being built is closed once it is, and none is built from here on;
+            # the build is waited for no longer than the shutdown timeout.
+            if not self._pipeline_lock.acquire(timeout=max(deadline - time.monotonic(), 0)):
+                logger.warning("otel-diary shutdown timed out while its pipeline was built")
+                return
+            try:
+                self._new_pipeline = None
                 if self._pipeline is not None:
                     self._pipeline.close()
                     return
+            finally:
+                self._pipeline_lock.release()
             for part in (*self._sinks, self._reflector):  # no diary yet: only these exist
                 try:
                     getattr(part, "close", lambda: None)()
@@ -372,8 +382,20 @@ class DiarySpanProcessor(SpanProcessor):
 
     # -- worker -----------------------------------------------------------------------
 
+    def _before_fork(self) -> None:
+        """Wait, a few seconds at most, for a pipeline being built: a child forked while
+        the worker imports its modules inherits their import locks held, and would hang
+        building its own."""
+        self._fork_held = self._pipeline_lock.acquire(timeout=_FORK_WAIT_S)
+
+    def _after_fork_in_parent(self) -> None:
+        if self._fork_held:
+            self._fork_held = False
+            self._pipeline_lock.release()
+
     def _after_fork_in_child(self) -> None:
         """A forked child starts with fresh queues and threads (the parent's are gone)."""
+        self._fork_held = False
         self._queue = deque()
         self._ready = deque()
         self._queued_bytes = self._ready_bytes = 0

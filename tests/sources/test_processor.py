@@ -871,3 +871,32 @@ def test_a_child_forked_while_the_pipeline_is_built_builds_its_own(tmp_path: Pat
     assert processor.force_flush(30_000)
     provider.shutdown()
     assert len(list(tmp_path.rglob("*-T-parent.md"))) == 1
+
+
+@needs_fork
+def test_a_fork_while_the_pipeline_is_built_waits_for_the_build(tmp_path: Path) -> None:
+    """A fork that comes while the worker builds the pipeline waits for it: forked
+    midway, the child would inherit the import locks the build holds, and hang."""
+    provider = SlowProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, dir=tmp_path, tracer_provider=provider)
+    provider.add_span_processor(processor)
+    run_one(provider, "T-parent")
+    assert wait_until(processor._pipeline_lock.locked, timeout=10)  # being built now
+    assert in_forked_child(lambda: processor._pipeline is not None) == 0
+    provider.shutdown()
+
+
+def test_shutdown_waits_for_a_pipeline_build_no_longer_than_its_timeout(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A shutdown that comes while the pipeline is built (1 s here) gives up at its
+    timeout, said so, rather than waiting on the build."""
+    provider = SlowProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, dir=tmp_path, tracer_provider=provider,
+                                   shutdown_timeout_ms=100)
+    provider.add_span_processor(processor)
+    run_one(provider, "T-slow")
+    assert wait_until(processor._pipeline_lock.locked, timeout=10)
+    with caplog.at_level(logging.WARNING, logger="otel_diary"):
+        provider.shutdown()
+    assert any("timed out while its pipeline was built" in r.getMessage()
+               for r in caplog.records)
