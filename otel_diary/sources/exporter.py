@@ -30,13 +30,20 @@ class DiarySpanExporter(SpanExporter):
         provider.add_span_processor(BatchSpanProcessor(DiarySpanExporter()))
 
     Keyword arguments are :class:`otel_diary.Settings` fields (plus ``conventions``,
-    ``sinks`` and ``reflector``) and override the environment; a bad one raises
-    ``ValueError``. Spans of a provider that also has the diary processor are processed
-    once, by the processor.
+    ``sinks`` and ``reflector``) and override the environment; a bad one is logged as an
+    error, with its name, and turns diaries off: declarative configuration builds every
+    exporter in one go, and an exception here would leave the app with no tracing at all.
+    Spans of a provider that also has the diary processor are processed once, by the
+    processor.
     """
 
     def __init__(self, **settings: Any) -> None:
-        self.engine = DiarySpanProcessor(**settings)
+        try:
+            self.engine = DiarySpanProcessor(**settings)
+        except (ValueError, TypeError) as exc:
+            logger.error("otel-diary: the diary exporter's settings are not valid (%s): no "
+                         "diaries; the other exporters are not affected", exc)
+            self.engine = DiarySpanProcessor(enabled=False)
         self._checked_generation = -1
         self._cutoff_ns: int | None = None
         if not self.engine.enabled:

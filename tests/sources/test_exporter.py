@@ -107,8 +107,20 @@ def test_exporter_settings_are_keyword_arguments(tmp_path: Path) -> None:
         assert exporter.engine.conventions.task_marker == "gen_ai.operation.name"
     finally:
         exporter.shutdown()
-    with pytest.raises(ValueError, match="colour"):
-        DiarySpanExporter(enabled=True, colour="blue")
+
+
+
+def test_a_bad_exporter_setting_is_logged_and_turns_diaries_off(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A bad setting (declarative configuration passes them) is logged with its name and
+    turns diaries off; it does not raise, which would leave the app no exporter at all."""
+    with caplog.at_level(logging.ERROR, logger="otel_diary"):
+        exporter = DiarySpanExporter(enabled=True, conventoins="genai")
+        exporter.shutdown()
+        bad = DiarySpanExporter(enabled=True, conventions="genia")
+        bad.shutdown()
+    assert not exporter.engine.enabled and not bad.engine.enabled
+    assert "conventoins" in caplog.text and "genia" in caplog.text
 
 
 def test_install_beside_the_exporter_attaches_nothing(provider: TracerProvider) -> None:
