@@ -120,6 +120,14 @@ def _path(value: object) -> Path:
     return Path(value).expanduser()
 
 
+def _maybe_path(value: object) -> Path | None:
+    """A path, or none when unset or empty (a template that left ``OTEL_DIARY_DIR=``
+    empty meant the default, not the working directory)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return _path(value)
+
+
 _TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
 _FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
 
@@ -237,7 +245,7 @@ class Settings:
 
     enabled: bool = _setting(False, parse_flag, variable=KB_DIARIES_ENABLED)
     """``KB_DIARIES_ENABLED``: diaries are written only when truthy."""
-    dir: Path | None = _setting(None, _optional(_path))
+    dir: Path | None = _setting(None, _maybe_path)
     """``OTEL_DIARY_DIR``: knowledge-base root; diaries land in ``<dir>/diaries/agents/``.
     Defaults to ``$XDG_DATA_HOME/otel-diary`` (``~/.local/share/otel-diary``)."""
     queue_size: int = _setting(8192, _int(gt=0, le=1_000_000))
@@ -286,7 +294,7 @@ class Settings:
     retry_max_backoff_s: float = _setting(60.0, _float(gt=0, le=3600))
     """``OTEL_DIARY_RETRY_MAX_BACKOFF_S``: longest wait between deliveries (a longer
     ``Retry-After`` from the hub is still honoured, up to an hour); 60 by default."""
-    spool_dir: Path | None = _setting(None, _optional(_path))
+    spool_dir: Path | None = _setting(None, _maybe_path)
     """``OTEL_DIARY_SPOOL_DIR``: diaries wait here, one file each, until the hub
     acknowledges them. Defaults to ``<dir>/spool``."""
     spool_max_entries: int = _setting(10_000, _int(gt=0, le=10_000_000))

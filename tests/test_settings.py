@@ -136,3 +136,13 @@ def test_a_folder_given_from_home_is_under_home(monkeypatch: pytest.MonkeyPatch,
     assert settings.root == tmp_path / "kb"
     assert settings.spool_dir == tmp_path / "spool"
     assert Settings(dir="~/other").root == tmp_path / "other"
+
+
+def test_an_empty_folder_setting_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``OTEL_DIARY_DIR=`` left empty (by a template, say) is the default folder, not the
+    working directory."""
+    monkeypatch.setenv("OTEL_DIARY_DIR", " ")
+    monkeypatch.setenv("OTEL_DIARY_SPOOL_DIR", "")
+    settings = Settings()
+    assert settings.dir is None and settings.spool_dir is None
+    assert settings.root == Settings(dir=None).root != Path(".")
