@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import sys
 import threading
 import time
 from collections import OrderedDict, deque
@@ -60,6 +61,15 @@ def _weight(span: ReadableSpan) -> int:
     if events:
         size += sum(estimate(event.attributes or {}) + len(event.name) for event in events)
     return size + len(description) if description else size
+
+
+def _flush_at_mp_exit(processor: DiarySpanProcessor) -> None:
+    """In a process multiprocessing forked: its diaries are written before it ends. Such
+    a process ends with ``os._exit``, which runs no ``atexit`` hook, after multiprocessing's
+    own finalizers (registered here once it has cleared those it inherited)."""
+    from multiprocessing import util
+
+    util.Finalize(None, processor.shutdown, exitpriority=10)
 
 
 def _ended(parent_span_id: int) -> bool:
@@ -396,6 +406,9 @@ class DiarySpanProcessor(SpanProcessor):
     def _after_fork_in_child(self) -> None:
         """A forked child starts with fresh queues and threads (the parent's are gone)."""
         self._fork_held = False
+        mp_util = sys.modules.get("multiprocessing.util")
+        if mp_util is not None:  # maybe a multiprocessing worker: see _flush_at_mp_exit
+            mp_util.register_after_fork(self, _flush_at_mp_exit)
         self._queue = deque()
         self._ready = deque()
         self._queued_bytes = self._ready_bytes = 0

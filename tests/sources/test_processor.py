@@ -674,6 +674,31 @@ def test_a_queued_span_weighs_its_events_and_status_too() -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def _multiprocessing_task(tracer: trace.Tracer) -> None:
+    with tracer.start_as_current_span("task", attributes={
+            **TASK, "orchestrator.task.id": "MP-CHILD"}):
+        pass
+
+
+@needs_fork
+def test_a_multiprocessing_child_writes_its_diaries_before_it_ends(tmp_path: Path) -> None:
+    """A process multiprocessing forks ends with os._exit, which runs no atexit hook: its
+    diaries are written all the same."""
+    import multiprocessing
+
+    provider = TracerProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, dir=tmp_path, index=False,
+                                   schedule_delay_ms=60_000)
+    provider.add_span_processor(processor)
+    child = multiprocessing.get_context("fork").Process(
+        target=_multiprocessing_task, args=(provider.get_tracer("t"),))
+    child.start()
+    child.join(60)
+    provider.shutdown()
+    assert child.exitcode == 0
+    assert [p.name[-12:] for p in tmp_path.rglob("*.md")] == ["-MP-CHILD.md"]
+
+
 def test_forked_child_gets_its_own_worker(tmp_path: Path) -> None:
     """A child process forked after set-up (a prefork server) still writes diaries."""
     provider = TracerProvider(shutdown_on_exit=False)
