@@ -146,6 +146,12 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
     # sshpass -p password
     _rule("password", r"(sshpass" + _token_start(7) + r"[ \t]{1,4}-p[ \t]{0,4}(?P<q>[\"'])?)"
           r"(?!-)" + _MAYBE_QUOTED, ("sshpass",), keep_prefix=True),
+    # mysql [options] -ppassword (the password glued to -p; "-p db" asks for one).
+    *(_rule("password",
+            "(" + tool + _token_start(len(tool)) + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
+            r"[ \t]{1,4}-p(?P<q>[\"'])?)(?![-\s])" + _MAYBE_QUOTED,
+            (tool,), keep_prefix=True) for tool in ("mysql", "mysqldump", "mysqladmin",
+                                                    "mariadb")),
     # docker login [registry] [-u user] -p password: at most three words in between.
     *(_rule("password",
             "(" + tool + _token_start(6) + r"[ \t]{1,4}login"
@@ -155,10 +161,11 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
 )
 """The case-sensitive families, each scanned by the regex engine from its literal prefix."""
 
-_GLUED_ONLY = ("pass", "pwd")
+_GLUED_ONLY = ("pass", "pwd", "key")
 """Keys that name a secret only as the end of a longer name (``DB_PASS``, ``MYSQL_PWD``,
-``smtp-pass``): alone they are test results (``PASS: test_x``, ``{"pass": 12}``) and the
-working directory (``PWD=/app``). A lower-case ``pass`` with a quoted value is one too
+``smtp-pass``, ``OPENAI_KEY``, ``stripe-key``): alone they are test results
+(``PASS: test_x``, ``{"pass": 12}``), the working directory (``PWD=/app``) and any
+mapping's keys (``key: value``). A lower-case ``pass`` with a quoted value is one too
 (``pass: "…"``, ``{"pass": "…"}``)."""
 
 _ASSIGNMENT_KEYS: dict[str, str] = {
@@ -169,6 +176,7 @@ _ASSIGNMENT_KEYS: dict[str, str] = {
     "api_key": "api_key", "api-key": "api_key", "apikey": "api_key",
     "private_key": "private_key", "private-key": "private_key", "privatekey": "private_key",
     "access_key": "api_key", "access-key": "api_key", "accesskey": "api_key",
+    "key": "api_key",
 }
 
 
@@ -238,7 +246,8 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
     *(_AssignmentRule("secret", _assignment(tuple(k for k in _ASSIGNMENT_KEYS
                                                   if k.startswith(needle))),
                       (needle,), anchored=True)
-      for needle in ("pass", "secret", "token", "api", "access", "pwd", "sshpass", "private")),
+      for needle in ("pass", "secret", "token", "api", "access", "pwd", "sshpass", "private",
+                     "key")),
     # Cookie: and Set-Cookie: headers: session ids, to the line's end.
     _Rule("cookie", re.compile(r"(?i)(\b(?:set-)?cookie[\"']?[ \t]{0,4}:[ \t]{0,4}[\"']?)"
                              r"[^\s\"'][^\r\n\"']{0,4095}"),

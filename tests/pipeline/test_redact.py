@@ -120,6 +120,11 @@ EXAMPLES = [
      "postgresql://admin:[REDACTED:url_credentials]@db/app https://h:8080/a@b"),
     ("url_credentials", "mongodb://u:p@s/s@h1:27017,h2:27017/db",
      "mongodb://u:[REDACTED:url_credentials]@h1:27017,h2:27017/db"),
+    ("api_key", "export OPENAI_KEY=sk9f8e7d6c5b STRIPE_KEY='rk 1' DATADOG_APP_KEY=0a1b2c3d",
+     "export OPENAI_KEY=[REDACTED:api_key] STRIPE_KEY='[REDACTED:api_key]' "
+     "DATADOG_APP_KEY=[REDACTED:api_key]"),
+    ("password", "mysql -u root -h db -phunter2xyz orders; mysqldump -p'two words' db",
+     "mysql -u root -h db -p[REDACTED:password] orders; mysqldump -p'[REDACTED:password]' db"),
     ("password", "password:\u00a0hunter2 token\u2003=\u2003abcdefgh",
      "password: [REDACTED:password] token = [REDACTED:token]"),
 ]
@@ -149,6 +154,7 @@ def test_each_family_becomes_its_marker(kind: str, text: str, expected: str) -> 
     '"Env": ["PATH=/usr/bin", "PWD=/app"] environ({\'PWD\': \'/app\'}) {"PWD": "/app"}',
     'declare -x PWD="/home/runner/work/x" {"pass": 12, "fail": 0} "PASS": 3 results.pass=12',
     'PASS: "test_login (tests.TestAuth)" [\'--verbose\', \'--dry-run\']',
+    "key: value; {'key': 'name'} keys=3 monkey=1 KEYS: a mysql -p orders mysql -u root -p",
 ])
 def test_prose_and_build_output_stay_as_they_are(text: str) -> None:
     """Ordinary log lines and numbers named like secrets are not redacted."""
