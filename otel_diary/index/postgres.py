@@ -41,7 +41,7 @@ from otel_diary.index.query import Hit, SearchResult, fts_terms
 from otel_diary.index.related import CANDIDATES, WEIGHTS
 from otel_diary.index.store import RANKED
 from otel_diary.pipeline.core import MAX_RELATED
-from otel_diary.pipeline.redact import display_url, redact
+from otel_diary.pipeline.redact import display_url, redact, without
 from otel_diary.text import one_line
 
 logger = logging.getLogger("otel_diary")
@@ -213,11 +213,9 @@ class PostgresStore:
                               name="otel-diary-store")
 
     def _clean(self, text: str) -> str:
-        """An error message fit to show: one line, redacted, never the password."""
-        text = one_line(text, 500)
-        if self._password:
-            text = text.replace(self._password, "[REDACTED]")
-        return redact(text)
+        """An error message fit to show: redacted, never the password, then cut to one
+        line (a cut first could leave part of the password)."""
+        return one_line(redact(without(text, self._password)), 500)
 
     def _unreachable(self, exc: BaseException) -> IndexUnavailable:
         if isinstance(exc, PoolTimeout):

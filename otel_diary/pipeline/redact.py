@@ -443,6 +443,17 @@ def redact(text: str) -> str:
     return _default(text)
 
 
+def without(text: str, secret: str | None) -> str:
+    """``text`` with ``secret`` replaced by ``[REDACTED]``: everywhere, or for one shorter
+    than :data:`MIN_LITERAL` where it stands as a word (``p`` is not taken out of
+    ``port``)."""
+    if not secret:
+        return text
+    if len(secret) >= MIN_LITERAL:
+        return text.replace(secret, "[REDACTED]")
+    return re.sub(rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])", "[REDACTED]", text)
+
+
 def display_url(url: str) -> str:
     """``url`` fit for a log line: no user name, password, query or fragment, and redacted."""
     try:

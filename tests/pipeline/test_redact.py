@@ -19,6 +19,7 @@ from otel_diary.pipeline.redact import (
     SecretRedactor,
     redact,
     redact_private_keys,
+    without,
 )
 from otel_diary.wiring import build_pipeline
 from tests.support.secret_strategies import FAMILIES, filler, in_context
@@ -279,3 +280,15 @@ def test_every_match_starts_with_a_needle_of_its_rule(text: str) -> None:
         for rule in _LITERAL_RULES:
             for match in rule.pattern.finditer(text_):
                 assert match.group(0).startswith(rule.needles), (kind, match.group(0))
+
+
+@pytest.mark.parametrize(("secret", "text", "expected"), [
+    ("hunter22", "auth failed for hunter22x", "auth failed for [REDACTED]x"),
+    ("p", "connection to port 1 failed: password=p", "connection to port 1 failed: "
+                                                    "password=[REDACTED]"),
+    ("ab1", "ab1:ab12 xab1", "[REDACTED]:ab12 xab1"),
+    (None, "nothing to take", "nothing to take"),
+])
+def test_a_known_secret_is_taken_out_without_garbling_the_text(
+        secret: str | None, text: str, expected: str) -> None:
+    assert without(text, secret) == expected
