@@ -1,9 +1,11 @@
 """Replay: OTLP/JSON trace files through assembly and the pipeline, offline.
 
 Reads the OpenTelemetry Collector file exporter's JSON lines (one ``ExportTraceServiceRequest``
-per line) and plain ``ExportTraceServiceRequest`` JSON documents, ``.gz`` or not. Spans are
-assembled as ``serve`` assembles them, with the grace period counted in spans read instead
-of seconds; at the end every waiting task span is decided. Prints a summary.
+per line) and plain ``ExportTraceServiceRequest`` JSON documents, ``.gz`` or not, each
+line or document at most :data:`MAX_DOCUMENT_BYTES` (a larger one is skipped and counted:
+a gzip bomb costs that much memory at most). Spans are assembled as ``serve`` assembles
+them, with the grace period counted in spans read instead of seconds; at the end every
+waiting task span is decided. Prints a summary.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import gzip
 import json
 import sys
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, cast
@@ -25,6 +28,8 @@ from otel_diary.receiver.json_reader import read_json
 PROGRESS_MIN_BYTES = 8 * 2**20
 """Files at least this large (together) get a progress bar on a terminal."""
 MAX_EXAMPLES = 5
+MAX_DOCUMENT_BYTES = 64 * 2**20
+"""The longest line or document read; ``serve`` takes requests of 20 MiB by default."""
 
 
 class ReplayReport(Counters):
@@ -95,25 +100,48 @@ class Progress:
         self.stream.flush()
 
 
-def _documents(path: Path) -> Iterator[tuple[int, bytes, int]]:
-    """(line number, JSON document, bytes of the file read so far) for each document."""
+def _line(handle: IO[bytes]) -> bytes | None:
+    """The next line (``b""`` at the end), or ``None`` when it is longer than
+    :data:`MAX_DOCUMENT_BYTES` (the rest of it is read and dropped)."""
+    line = handle.readline(MAX_DOCUMENT_BYTES + 1)
+    if len(line) <= MAX_DOCUMENT_BYTES or line.endswith(b"\n"):
+        return line
+    while (rest := handle.readline(2**20)) and not rest.endswith(b"\n"):
+        pass
+    return None
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _documents(path: Path) -> Iterator[tuple[int, bytes | None, int]]:
+    """(line number, JSON document or ``None`` when too large, bytes of the file read so
+    far) for each document. A file whose first line does not parse alone is one
+    pretty-printed document, unless the next line does: JSON lines whose first line was
+    cut (a rotated file), the rest of which are read."""
     with path.open("rb") as raw:
         handle = cast(IO[bytes], gzip.GzipFile(fileobj=raw)) if path.suffix == ".gz" \
             else cast(IO[bytes], raw)
-        first = handle.readline()
-        if first.strip():
-            try:
-                json.loads(first)
-            except ValueError:  # not JSON lines: one (pretty-printed) document
-                yield 1, first + handle.read(), raw.tell()
+        pending = [_line(handle)]
+        first = pending[0]
+        if first is not None and first.strip() and not _parses(first):
+            second = _line(handle)
+            if second is not None and not (second.strip() and _parses(second)):
+                rest = handle.read(MAX_DOCUMENT_BYTES + 1 - len(first) - len(second))
+                whole = first + second + rest
+                yield 1, whole if len(whole) <= MAX_DOCUMENT_BYTES else None, raw.tell()
                 return
-        number = 1
-        line = first
-        while line:
-            if line.strip():
-                yield number, line, raw.tell()
-            line = handle.readline()
+            pending.append(second)
+        number = 0
+        while (line := pending.pop(0) if pending else _line(handle)) != b"":
             number += 1
+            if line is None or line.strip():
+                yield number, line, raw.tell()
 
 
 def replay(paths: list[Path], pipeline: Pipeline, store: TraceStore, *,
@@ -146,6 +174,10 @@ def replay(paths: list[Path], pipeline: Pipeline, store: TraceStore, *,
                 report.documents += 1
                 if bar is not None:
                     bar.update(before + position)
+                if document is None:
+                    report.skip("documents too large", 1,
+                                f"{path}:{number}: longer than {MAX_DOCUMENT_BYTES} bytes")
+                    continue
                 try:
                     batch = read_json(document, conventions)
                 except DecodeError as exc:
@@ -160,7 +192,7 @@ def replay(paths: list[Path], pipeline: Pipeline, store: TraceStore, *,
                 deliver(store.add(batch, clock))
                 deliver(store.due(clock))
             report.files += 1
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        except (OSError, EOFError, zlib.error) as exc:  # a damaged gzip stream too
             report.skip("unreadable files", 1, f"{path}: {exc}")
         before += size
     deliver(store.drain())

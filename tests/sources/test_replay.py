@@ -102,3 +102,41 @@ def test_missing_file_is_reported_and_fails(tmp_path: Path,
                  "--json"]) == 1
     report = summary(capsys)
     assert report["skipped"] == {"unreadable files": 1}
+
+
+def test_json_lines_whose_first_line_was_cut_still_replay(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A rotated file whose first line was cut is still JSON lines: that line is one
+    undecodable document and the whole lines after it replay."""
+    lines = [json.dumps(json_document(task_trace(f"C-{n}"))) for n in range(4)]
+    path = tmp_path / "rotated.jsonl"
+    path.write_text(lines[0][len(lines[0]) // 2:] + "\n" + "\n".join(lines[1:]) + "\n")
+    assert main(["replay", str(path), "--dir", str(tmp_path / "kb"), "--json"]) == 0
+    report = summary(capsys)
+    assert (report["documents"], report["diaries_written"]) == (4, 3)
+    assert report["skipped"] == {"undecodable documents": 1}
+
+
+def test_damaged_and_inflating_gzip_files_are_skipped_and_the_others_replay(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A gzip file whose stream is damaged is reported unreadable; one inflating to more
+    than a document may hold (65 MiB of one line, from 65 KiB) is read no further than
+    that and counted; the file after them replays."""
+    good = json.dumps(json_document(task_trace("Z-1"))).encode() + b"\n"
+    packed = bytearray(gzip.compress(good * 50))
+    packed[len(packed) // 2] ^= 0xFF
+    damaged = tmp_path / "damaged.jsonl.gz"
+    damaged.write_bytes(bytes(packed))
+    bomb = tmp_path / "bomb.jsonl.gz"
+    with gzip.open(bomb, "wb") as out:
+        for _ in range(65):
+            out.write(b"0" * 2**20)
+    fine = tmp_path / "fine.jsonl.gz"
+    fine.write_bytes(gzip.compress(good))
+    assert main(["replay", str(damaged), str(bomb), str(fine), "--dir",
+                 str(tmp_path / "kb"), "--json"]) == 1  # a file could not be read
+    report = summary(capsys)
+    assert report["diaries_written"] == 1
+    skipped = report["skipped"]
+    assert isinstance(skipped, dict)
+    assert (skipped["unreadable files"], skipped["documents too large"]) == (1, 1)
