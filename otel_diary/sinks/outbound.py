@@ -21,6 +21,8 @@ from urllib.parse import urlsplit, urlunsplit
 import httpcore
 import httpx
 
+WRITE_PIECE = 64 * 1024
+"""Bytes written at a time, each within what is left of the deadline."""
 IDENTITY = {"accept-encoding": "identity"}
 """Headers asking for an answer as it is, not compressed."""
 
@@ -57,7 +59,11 @@ class _Stream(httpcore.NetworkStream):
         return self._inner.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._inner.write(buffer, _left(timeout, httpcore.WriteTimeout))
+        # httpcore sends a buffer in a loop, each send with the whole timeout: in pieces,
+        # each piece takes what is left, so a server reading slowly cannot stretch it.
+        for start in range(0, len(buffer), WRITE_PIECE):
+            self._inner.write(buffer[start:start + WRITE_PIECE],
+                              _left(timeout, httpcore.WriteTimeout))
 
     def close(self) -> None:
         self._inner.close()
@@ -93,18 +99,19 @@ class _Backend(httpcore.NetworkBackend):
 
 
 def client(timeout_s: float, transport: httpx.BaseTransport | None = None) -> httpx.Client:
-    """An httpx client whose calls keep to :func:`deadline` (``transport``, for tests,
-    replaces its connections); it follows no redirect."""
-    if transport is None:
-        bounded = httpx.HTTPTransport()
-        # httpx takes no network backend: its pool is made again with one.
-        bounded._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(), max_connections=100,
-            max_keepalive_connections=20, keepalive_expiry=5.0,  # httpx's own limits
-            network_backend=_Backend())
-        transport = bounded
-    return httpx.Client(timeout=httpx.Timeout(timeout_s), transport=transport,
+    """An httpx client whose calls keep to :func:`deadline`, through the proxies the
+    environment names (``HTTPS_PROXY``, ``NO_PROXY``) as any httpx client; it follows no
+    redirect. ``transport``, for tests, replaces its connections."""
+    made = httpx.Client(timeout=httpx.Timeout(timeout_s), transport=transport,
                         follow_redirects=False)
+    if transport is None:
+        # httpx takes no network backend: its pools (the direct one and each proxy's,
+        # all httpcore connection pools) are given this one.
+        for mounted in (made._transport, *made._mounts.values()):
+            pool = getattr(mounted, "_pool", None)
+            if pool is not None:
+                pool._network_backend = _Backend()
+    return made
 
 
 def endpoint(base_url: str, path: str) -> str:

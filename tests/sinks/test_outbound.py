@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import gzip
+import socket
+import threading
+import time
 
 import httpx
 import pytest
@@ -53,3 +56,50 @@ def test_an_answer_is_read_as_sent_up_to_the_cap() -> None:
 ])
 def test_an_endpoint_goes_on_the_path_before_the_query(base: str, expected: str) -> None:
     assert outbound.endpoint(base, "/v1/kb/edit") == expected
+
+
+def test_a_slowly_read_upload_ends_at_the_deadline() -> None:
+    """A server that reads an upload slowly but steadily (256 KiB every 10 ms: 64 MiB
+    would take 2.6 s, each write waiting well under its timeout) does not stretch the
+    call past its deadline."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    read = 0
+    given_up = threading.Event()
+
+    def slow_reader() -> None:
+        nonlocal read
+        connection, _ = listener.accept()
+        with connection:
+            while not given_up.is_set() and (chunk := connection.recv(256 * 1024)):
+                read += len(chunk)
+                time.sleep(0.01)
+
+    thread = threading.Thread(target=slow_reader, daemon=True)
+    thread.start()
+    client = outbound.client(30)
+    try:
+        with pytest.raises(httpx.TimeoutException), outbound.deadline(0.5):
+            client.post(f"http://127.0.0.1:{listener.getsockname()[1]}",
+                        content=b"x" * 64 * 2**20)
+    finally:
+        given_up.set()
+        client.close()
+        thread.join(30)
+        listener.close()
+    assert read < 40 * 2**20
+
+
+def test_proxies_named_by_the_environment_are_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTTPS_PROXY and NO_PROXY apply as to any httpx client, the deadline too."""
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    monkeypatch.setenv("NO_PROXY", "hub.internal")
+    client = outbound.client(5)
+    try:
+        proxied = client._transport_for_url(httpx.URL("https://hub.example/v1"))
+        direct = client._transport_for_url(httpx.URL("https://hub.internal/v1"))
+        assert proxied is not direct and direct is client._transport
+        for transport in (proxied, direct):
+            assert isinstance(transport._pool._network_backend,  # type: ignore[attr-defined]
+                              outbound._Backend)
+    finally:
+        client.close()
