@@ -130,14 +130,14 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._head_parsed = 0
+        self._head_parsed = 16  # the method, the version and the line ends around the URL
         if not self._in_head:  # the next request on a kept-alive connection
             self._in_head = True
             self._head_bytes = 0
             self._arm(self.header_timeout_s, self._head_late)
 
     def on_url(self, url: bytes) -> None:
-        self._count_head(len(url) + 16)  # with the method and version
+        self._count_head(len(url))  # called once per piece of a URL that came in pieces
         super().on_url(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:

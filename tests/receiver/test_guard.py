@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import select
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -29,9 +30,10 @@ async def _echo_size(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 @contextmanager
-def _guarded(evict_after_s: float, counters: Counters) -> Iterator[tuple[str, int]]:
+def _guarded(evict_after_s: float, counters: Counters,
+             max_header_bytes: int = 65536) -> Iterator[tuple[str, int]]:
     protocol = guarded_protocol(header_timeout_s=120, body_timeout_s=120,
-                                max_header_bytes=65536, max_connections=CAP,
+                                max_header_bytes=max_header_bytes, max_connections=CAP,
                                 evict_after_s=evict_after_s, counters=counters)
     with serve_asgi(_echo_size, http=protocol) as url:
         yield url, int(url.rsplit(":", 1)[1])
@@ -107,3 +109,18 @@ def test_a_client_that_half_closes_after_its_request_gets_the_answer() -> None:
             cut = connection.recv(65536)
     assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"\r\n\r\n3")
     assert cut == b""
+
+
+def test_a_url_that_comes_in_pieces_is_counted_once() -> None:
+    """A 2,000-character URL sent two bytes at a time (the parser reports each piece) is
+    counted as 2,000 characters against an 8 KiB head cap, not 16 more per piece."""
+    request_line = b"POST /" + b"u" * 2_000 + b" HTTP/1.1\r\n"
+    with _guarded(60.0, Counters(), max_header_bytes=8192) as (_, port):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for start in range(0, len(request_line), 2):
+                connection.sendall(request_line[start:start + 2])
+                time.sleep(0.0005)
+            connection.sendall(b"host: 127.0.0.1\r\ncontent-length: 3\r\n\r\nabc")
+            answer = connection.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 200 ")
