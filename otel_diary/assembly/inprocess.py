@@ -238,7 +238,10 @@ class TraceAssembler:
                 inner = entry.take(nested.span_id, rest=False)
                 inner.add(nested.attributes, nested.is_error, self._conventions,
                           nested.end_ns)
-                entry.bucket(record.span_id).merge(inner)
+                outer = entry.bucket(record.span_id)
+                before = _text_size(outer)
+                outer.merge(inner)
+                entry.hold(_text_size(outer) - before)  # what it took was given up
         if record.is_local_root:
             ready = [(task, entry.take(task.span_id, rest=False))
                      for task in entry.unwait_all()]

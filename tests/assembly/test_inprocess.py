@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -179,9 +181,12 @@ def test_bytes_held_match_what_the_traces_keep(steps: list[tuple[str, int, int, 
             assembler.contribute(trace_id, {"gen_ai.input.messages": "m" * 400 * span_id,
                                             "gen_ai.output.messages": "o" * 300},
                                  flag, parent_id)
-        elif op == "task":
-            assembler.task_ended(task(trace_id, span_id, parent_id), weight=500,
-                                 parent_ended=flag)
+        elif op == "task":  # a task that failed keeps its message when it is nested
+            record = task(trace_id, span_id, parent_id)
+            if span_id % 2:
+                record = replace(record, is_error=True, attributes={
+                    **record.attributes, "exception.message": "boom " * 40 * span_id})
+            assembler.task_ended(record, weight=500, parent_ended=flag)
         elif op == "end":
             assembler.span_ended(trace_id, span_id, flag, parent_id)
         else:
