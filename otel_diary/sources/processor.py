@@ -194,7 +194,12 @@ class DiarySpanProcessor(SpanProcessor):
         self._sinks = parts.sinks
         self._reflector = reflector
         self._pipeline_lock = threading.Lock()
-        self._fork_held = False
+        self._builder: int | None = None
+        """The thread building the pipeline, while it does."""
+        self._abandoned = False
+        """Set when shutdown stopped waiting for a build: the pipeline, once built, is
+        closed at once."""
+        self._forking = threading.local()
         self._new_assembler = parts.new_assembler
         if self._new_pipeline is None:
             return
@@ -228,6 +233,7 @@ class DiarySpanProcessor(SpanProcessor):
         if self._pipeline is None and self._new_pipeline is not None:
             with self._pipeline_lock:
                 if self._pipeline is None and self._new_pipeline is not None:
+                    self._builder = threading.get_ident()
                     try:
                         self._pipeline = self._new_pipeline()
                     except Exception:
@@ -235,6 +241,11 @@ class DiarySpanProcessor(SpanProcessor):
                         self.stats.pipeline_errors += 1
                         logger.exception("otel-diary could not build its pipeline; no "
                                          "diary will be written")
+                    finally:
+                        self._builder = None
+                    if self._abandoned and self._pipeline is not None:
+                        self._pipeline.close()  # shutdown did not wait for it
+                        self._pipeline = self._new_pipeline = None
         return self._pipeline
 
     @property
@@ -373,6 +384,7 @@ class DiarySpanProcessor(SpanProcessor):
             # A pipeline being built is closed once it is, and none is built from here on;
             # the build is waited for no longer than the shutdown timeout.
             if not self._pipeline_lock.acquire(timeout=max(deadline - time.monotonic(), 0)):
+                self._abandoned = True  # the build closes what it made
                 logger.warning("otel-diary shutdown timed out while its pipeline was built")
                 return
             try:
@@ -395,17 +407,19 @@ class DiarySpanProcessor(SpanProcessor):
     def _before_fork(self) -> None:
         """Wait, a few seconds at most, for a pipeline being built: a child forked while
         the worker imports its modules inherits their import locks held, and would hang
-        building its own."""
-        self._fork_held = self._pipeline_lock.acquire(timeout=_FORK_WAIT_S)
+        building its own. (Not when the build itself forks.)"""
+        if self._builder != threading.get_ident():
+            self._forking.held = self._pipeline_lock.acquire(timeout=_FORK_WAIT_S)
 
     def _after_fork_in_parent(self) -> None:
-        if self._fork_held:
-            self._fork_held = False
+        if getattr(self._forking, "held", False):  # this thread's fork took the lock
+            self._forking.held = False
             self._pipeline_lock.release()
 
     def _after_fork_in_child(self) -> None:
         """A forked child starts with fresh queues and threads (the parent's are gone)."""
-        self._fork_held = False
+        self._forking = threading.local()
+        self._builder = None
         mp_util = sys.modules.get("multiprocessing.util")
         if mp_util is not None:  # maybe a multiprocessing worker: see _flush_at_mp_exit
             mp_util.register_after_fork(self, _flush_at_mp_exit)

@@ -914,7 +914,8 @@ def test_a_fork_while_the_pipeline_is_built_waits_for_the_build(tmp_path: Path) 
 def test_shutdown_waits_for_a_pipeline_build_no_longer_than_its_timeout(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A shutdown that comes while the pipeline is built (1 s here) gives up at its
-    timeout, said so, rather than waiting on the build."""
+    timeout, said so, rather than waiting on the build; the build then closes what it
+    made."""
     provider = SlowProvider(shutdown_on_exit=False)
     processor = DiarySpanProcessor(enabled=True, dir=tmp_path, tracer_provider=provider,
                                    shutdown_timeout_ms=100)
@@ -925,3 +926,5 @@ def test_shutdown_waits_for_a_pipeline_build_no_longer_than_its_timeout(
         provider.shutdown()
     assert any("timed out while its pipeline was built" in r.getMessage()
                for r in caplog.records)
+    assert wait_until(lambda: not processor._pipeline_lock.locked(), timeout=10)
+    assert processor._pipeline is None
