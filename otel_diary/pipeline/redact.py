@@ -168,6 +168,12 @@ _GLUED_ONLY = ("pass", "pwd", "key")
 mapping's keys (``key: value``). A lower-case ``pass`` with a quoted value is one too
 (``pass: "…"``, ``{"pass": "…"}``)."""
 
+_NOT_SECRET = {"key": "".join(
+    rf"(?<!{name}[_-])" for name in ("cache", "sort", "primary", "partition", "foreign",
+                                      "build", "group", "routing", "shard", "hash", "lookup",
+                                      "idempotency", "dedup", "unique", "composite", "row"))}
+"""Names ending in ``_KEY`` that are no secret (``CACHE_KEY=v1``, ``PRIMARY_KEY=id``)."""
+
 _ASSIGNMENT_KEYS: dict[str, str] = {
     "password": "password", "passwd": "password", "passphrase": "password",
     "pass": "password", "pwd": "password", "sshpass": "password",
@@ -199,8 +205,9 @@ def _assignment(keys: tuple[str, ...]) -> re.Pattern[str]:
     be escaped (``{\\"password\\": \\"x\\"}``, JSON logged inside a string).
     """
     alternatives = "|".join(
-        rf"(?<=[A-Za-z0-9][_-]){key}(?![A-Za-z])" if key in _GLUED_ONLY
-        else re.escape(key) for key in sorted(keys, key=len, reverse=True))
+        rf"(?<=[A-Za-z0-9][_-]){_NOT_SECRET.get(key, '')}{key}(?![A-Za-z])"
+        if key in _GLUED_ONLY else re.escape(key)
+        for key in sorted(keys, key=len, reverse=True))
     return re.compile(
         r"(?i)(?P<head>(?P<key>" + alternatives + r")(?-i:(?![a-z]))[A-Za-z0-9_.-]{0,40}"
         r"(?:\\{0,7}[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}(?:\r?\n[ \t]{0,8})?)"

@@ -156,6 +156,7 @@ def test_each_family_becomes_its_marker(kind: str, text: str, expected: str) -> 
     'declare -x PWD="/home/runner/work/x" {"pass": 12, "fail": 0} "PASS": 3 results.pass=12',
     'PASS: "test_login (tests.TestAuth)" [\'--verbose\', \'--dry-run\']',
     "key: value; {'key': 'name'} keys=3 monkey=1 KEYS: a mysql -p orders mysql -u root -p",
+    "CACHE_KEY=v1-deps-abc123 PRIMARY_KEY=id cmake -DSORT_KEY=name build-key: linux-x86",
 ])
 def test_prose_and_build_output_stay_as_they_are(text: str) -> None:
     """Ordinary log lines and numbers named like secrets are not redacted."""
