@@ -343,7 +343,8 @@ class Settings:
     ``Authorization: Bearer <token>`` or ``x-api-key: <token>`` (else 401). Unset by default."""
     serve_max_body_bytes: int = _setting(20 * 1024 * 1024, _int(gt=0, le=1024 * 1024 * 1024))
     """``OTEL_DIARY_SERVE_MAX_BODY_BYTES``: largest OTLP/HTTP body after decompression
-    (else 413); 20 MiB by default."""
+    (else 413), and longest line or document ``replay`` reads (else skipped); 20 MiB by
+    default."""
     serve_header_timeout_s: float = _setting(10.0, _float(gt=0, le=3600))
     """``OTEL_DIARY_SERVE_HEADER_TIMEOUT_S``: an OTLP/HTTP request head not complete this
     many seconds after it began closes the connection; 10 by default."""

@@ -51,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     store = wiring.trace_store(settings, conventions, grace=args.grace_spans,
                                trace_timeout=10 * args.grace_spans)
     try:
-        report = replay(list(args.files), pipeline, store, progress=args.progress)
+        report = replay(list(args.files), pipeline, store, progress=args.progress,
+                        max_document_bytes=settings.serve_max_body_bytes)
     finally:
         pipeline.close()
     print(json.dumps(report.as_dict(), indent=2) if args.json else report.text())

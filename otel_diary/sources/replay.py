@@ -2,8 +2,8 @@
 
 Reads the OpenTelemetry Collector file exporter's JSON lines (one ``ExportTraceServiceRequest``
 per line) and plain ``ExportTraceServiceRequest`` JSON documents, ``.gz`` or not, each
-line or document at most :data:`MAX_DOCUMENT_BYTES` (a larger one is skipped and counted:
-a gzip bomb costs that much memory at most). Spans are assembled as ``serve`` assembles
+line or document no longer than a bound (a longer one is skipped and counted: a gzip
+bomb costs that much memory at most). Spans are assembled as ``serve`` assembles
 them, with the grace period counted in spans read instead of seconds; at the end every
 waiting task span is decided. Prints a summary.
 """
@@ -11,6 +11,7 @@ waiting task span is decided. Prints a summary.
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import sys
 import time
@@ -28,8 +29,6 @@ from otel_diary.receiver.json_reader import read_json
 PROGRESS_MIN_BYTES = 8 * 2**20
 """Files at least this large (together) get a progress bar on a terminal."""
 MAX_EXAMPLES = 5
-MAX_DOCUMENT_BYTES = 64 * 2**20
-"""The longest line or document read; ``serve`` takes requests of 20 MiB by default."""
 
 
 class ReplayReport(Counters):
@@ -100,11 +99,11 @@ class Progress:
         self.stream.flush()
 
 
-def _line(handle: IO[bytes]) -> bytes | None:
-    """The next line (``b""`` at the end), or ``None`` when it is longer than
-    :data:`MAX_DOCUMENT_BYTES` (the rest of it is read and dropped)."""
-    line = handle.readline(MAX_DOCUMENT_BYTES + 1)
-    if len(line) <= MAX_DOCUMENT_BYTES or line.endswith(b"\n"):
+def _line(handle: IO[bytes], limit: int) -> bytes | None:
+    """The next line (``b""`` at the end), or ``None`` when it is longer than ``limit``
+    bytes (the rest of it is read and dropped)."""
+    line = handle.readline(limit + 1)
+    if len(line) <= limit or line.endswith(b"\n"):
         return line
     while (rest := handle.readline(2**20)) and not rest.endswith(b"\n"):
         pass
@@ -119,35 +118,38 @@ def _parses(line: bytes) -> bool:
     return True
 
 
-def _documents(path: Path) -> Iterator[tuple[int, bytes | None, int]]:
-    """(line number, JSON document or ``None`` when too large, bytes of the file read so
-    far) for each document. A file whose first line does not parse alone is one
-    pretty-printed document, unless the next line does: JSON lines whose first line was
-    cut (a rotated file), the rest of which are read."""
+def _pretty_printed(head: list[bytes | None]) -> bool:
+    """Whether a file starting with ``head`` (its first two lines) is one document: its
+    first line does not parse alone, and neither does the next (else it is JSON lines
+    whose first line was cut, as in a rotated file)."""
+    first, second = [*head, b"", b""][:2]
+    return (first is not None and bool(first.strip()) and not _parses(first)
+            and second is not None and not (second.strip() and _parses(second)))
+
+
+def _documents(path: Path, limit: int) -> Iterator[tuple[int, bytes | None, int]]:
+    """(line number, JSON document or ``None`` when longer than ``limit`` bytes, bytes of
+    the file read so far) for each line, or once for a pretty-printed document."""
     with path.open("rb") as raw:
         handle = cast(IO[bytes], gzip.GzipFile(fileobj=raw)) if path.suffix == ".gz" \
             else cast(IO[bytes], raw)
-        pending = [_line(handle)]
-        first = pending[0]
-        if first is not None and first.strip() and not _parses(first):
-            second = _line(handle)
-            if second is not None and not (second.strip() and _parses(second)):
-                rest = handle.read(MAX_DOCUMENT_BYTES + 1 - len(first) - len(second))
-                whole = first + second + rest
-                yield 1, whole if len(whole) <= MAX_DOCUMENT_BYTES else None, raw.tell()
-                return
-            pending.append(second)
-        number = 0
-        while (line := pending.pop(0) if pending else _line(handle)) != b"":
-            number += 1
+        lines = iter(lambda: _line(handle, limit), b"")
+        head = list(itertools.islice(lines, 2))
+        if _pretty_printed(head):
+            whole = b"".join(cast(list[bytes], head))
+            whole += handle.read(max(0, limit + 1 - len(whole)))
+            yield 1, whole if len(whole) <= limit else None, raw.tell()
+            return
+        for number, line in enumerate(itertools.chain(head, lines), 1):
             if line is None or line.strip():
                 yield number, line, raw.tell()
 
 
 def replay(paths: list[Path], pipeline: Pipeline, store: TraceStore, *,
-           progress: bool | None = None) -> ReplayReport:
+           progress: bool | None = None, max_document_bytes: int = 20 * 2**20) -> ReplayReport:
     """Feed ``paths`` through ``store`` (its clock counts spans read) and ``pipeline``;
-    returns what happened."""
+    returns what happened. A line or document longer than ``max_document_bytes`` (the
+    receiver's body cap: what ``serve`` would refuse) is skipped and counted."""
     conventions = store.conventions
     report = ReplayReport()
     sizes = []
@@ -170,13 +172,13 @@ def replay(paths: list[Path], pipeline: Pipeline, store: TraceStore, *,
 
     for path, size in zip(paths, sizes, strict=True):
         try:
-            for number, document, position in _documents(path):
+            for number, document, position in _documents(path, max_document_bytes):
                 report.documents += 1
                 if bar is not None:
                     bar.update(before + position)
                 if document is None:
                     report.skip("documents too large", 1,
-                                f"{path}:{number}: longer than {MAX_DOCUMENT_BYTES} bytes")
+                                f"{path}:{number}: longer than {max_document_bytes} bytes")
                     continue
                 try:
                     batch = read_json(document, conventions)

@@ -118,25 +118,42 @@ def test_json_lines_whose_first_line_was_cut_still_replay(
 
 
 def test_damaged_and_inflating_gzip_files_are_skipped_and_the_others_replay(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """A gzip file whose stream is damaged is reported unreadable; one inflating to more
-    than a document may hold (65 MiB of one line, from 65 KiB) is read no further than
-    that and counted; the file after them replays."""
+    than the receiver's body cap (2 MiB of one line, from 2 KiB, over a cap of 1 MiB) is
+    skipped and counted; the file after them replays."""
+    monkeypatch.setenv("OTEL_DIARY_SERVE_MAX_BODY_BYTES", str(2**20))
     good = json.dumps(json_document(task_trace("Z-1"))).encode() + b"\n"
     packed = bytearray(gzip.compress(good * 50))
     packed[len(packed) // 2] ^= 0xFF
     damaged = tmp_path / "damaged.jsonl.gz"
     damaged.write_bytes(bytes(packed))
     bomb = tmp_path / "bomb.jsonl.gz"
-    with gzip.open(bomb, "wb") as out:
-        for _ in range(65):
-            out.write(b"0" * 2**20)
+    bomb.write_bytes(gzip.compress(b"0" * 2 * 2**20))
     fine = tmp_path / "fine.jsonl.gz"
     fine.write_bytes(gzip.compress(good))
-    assert main(["replay", str(damaged), str(bomb), str(fine), "--dir",
+    assert main(["replay", str(bomb), str(damaged), str(fine), "--dir",
                  str(tmp_path / "kb"), "--json"]) == 1  # a file could not be read
     report = summary(capsys)
     assert report["diaries_written"] == 1
     skipped = report["skipped"]
     assert isinstance(skipped, dict)
     assert (skipped["unreadable files"], skipped["documents too large"]) == (1, 1)
+    assert f"bomb.jsonl.gz:1: longer than {2**20} bytes" in str(report["problems"])
+
+
+def test_document_whose_first_lines_together_pass_the_cap_is_too_large(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A file whose first two lines do not parse alone, each under the receiver's body cap
+    but together over it, is one document too large; the next file replays."""
+    monkeypatch.setenv("OTEL_DIARY_SERVE_MAX_BODY_BYTES", str(2**20))
+    damaged = tmp_path / "damaged.json.gz"
+    damaged.write_bytes(gzip.compress((b"{" * 600 * 2**10 + b"\n") * 2 + b"0" * 4 * 2**20))
+    fine = write_lines(tmp_path / "fine.jsonl", [json_document(task_trace("W-1"))])
+    assert main(["replay", str(damaged), str(fine), "--dir", str(tmp_path / "kb"),
+                 "--json"]) == 0
+    report = summary(capsys)
+    assert (report["files"], report["documents"], report["diaries_written"]) == (2, 2, 1)
+    assert report["skipped"] == {"documents too large": 1}
