@@ -4,11 +4,12 @@ for, or with what it should not."""
 from __future__ import annotations
 
 import gzip
+from typing import Any
 
 import pytest
 
 from otel_diary.pipeline.redact import SecretRedactor
-from otel_diary.sinks.hub.client import HubClient, Outcome
+from otel_diary.sinks.hub.client import Attempt, HubClient, Outcome
 from tests.support.raw_http import RawServer, head
 
 BODY_BYTES = 120
@@ -21,15 +22,21 @@ def trickling_hub(status: int) -> RawServer:
                      b"x" * BODY_BYTES)
 
 
+def sent(hub: RawServer, ident: str, path: str, **client: Any) -> Attempt:
+    """What one diary sent to ``hub`` by a ``HubClient(**client)`` came to (the client
+    closed and the hub's thread ended after it)."""
+    sender = HubClient(hub.url, **client)
+    try:
+        return sender.send(ident, {"path": path})
+    finally:
+        sender.close()
+        hub.finish()
+
+
 def test_a_trickled_answer_is_cut_off_at_the_deadline() -> None:
     """Headers at once, then a byte at a time: the client stops at its deadline."""
     hub = trickling_hub(200)
-    client = HubClient(hub.url, timeout_s=0.5)
-    try:
-        attempt = client.send("kh-1", {"path": "diaries/x.md"})
-    finally:
-        client.close()
-        hub.finish()
+    attempt = sent(hub, "kh-1", "diaries/x.md", timeout_s=0.5)
     assert attempt.outcome is Outcome.DELIVERED  # the status came before the stall
     assert hub.trickled < BODY_BYTES
 
@@ -37,12 +44,7 @@ def test_a_trickled_answer_is_cut_off_at_the_deadline() -> None:
 def test_a_trickled_error_answer_is_cut_off_and_retried() -> None:
     """A 503 whose body trickles is still a retry, decided at the deadline."""
     hub = trickling_hub(503)
-    client = HubClient(hub.url, timeout_s=0.5)
-    try:
-        attempt = client.send("kh-2", {"path": "diaries/y.md"})
-    finally:
-        client.close()
-        hub.finish()
+    attempt = sent(hub, "kh-2", "diaries/y.md", timeout_s=0.5)
     assert attempt.outcome is Outcome.RETRY and attempt.status == 503
     assert "cut off at the deadline" in attempt.detail
     assert hub.trickled < BODY_BYTES
@@ -52,12 +54,7 @@ def test_trickled_headers_are_cut_off_at_the_deadline() -> None:
     """A hub that sends its status line and headers a byte at a time (6 s of them) is
     given up at the deadline and the diary retried, not waited on."""
     hub = RawServer(b"", head(200, content_length=0, x_pad="p" * 80))
-    client = HubClient(hub.url, timeout_s=0.5)
-    try:
-        attempt = client.send("kh-3", {"path": "diaries/z.md"})
-    finally:
-        client.close()
-        hub.finish()
+    attempt = sent(hub, "kh-3", "diaries/z.md", timeout_s=0.5)
     assert attempt.outcome is Outcome.RETRY and "timed out" in attempt.detail
     assert hub.trickled < len(head(200, content_length=0, x_pad="p" * 80))
 
@@ -67,12 +64,7 @@ def test_a_compressed_answer_is_not_inflated() -> None:
     read as sent, within the answer's cap: 10 MB of text gzipped to 10 KB stays 10 KB."""
     bomb = gzip.compress(b"A" * 10_000_000)
     hub = RawServer(head(400, content_encoding="gzip", content_length=len(bomb)) + bomb)
-    client = HubClient(hub.url, timeout_s=5)
-    try:
-        attempt = client.send("kh-4", {"path": "diaries/bomb.md"})
-    finally:
-        client.close()
-        hub.finish()
+    attempt = sent(hub, "kh-4", "diaries/bomb.md", timeout_s=5)
     assert b"accept-encoding: identity" in hub.request.lower()
     assert attempt.outcome is Outcome.REJECTED and "AAAA" not in attempt.detail
 
@@ -83,13 +75,8 @@ def test_a_key_echoed_in_a_long_error_answer_is_redacted_before_the_cut() -> Non
     key = "kb-Zq7Wm4Xr8Tn2Vb6Yc9Hd3Jf5"
     answer = ("e" * 480 + " " + key).encode()
     hub = RawServer(head(400, content_length=len(answer)) + answer)
-    client = HubClient(hub.url, api_key=key, timeout_s=5,
-                       redactor=SecretRedactor(literals=[key]))
-    try:
-        attempt = client.send("kh-5", {"path": "diaries/key.md"})
-    finally:
-        client.close()
-        hub.finish()
+    attempt = sent(hub, "kh-5", "diaries/key.md", api_key=key, timeout_s=5,
+                   redactor=SecretRedactor(literals=[key]))
     assert attempt.outcome is Outcome.REJECTED
     assert not any(key[i:i + 8] in attempt.detail for i in range(len(key) - 7))
 
@@ -99,10 +86,5 @@ def test_answers_not_about_the_document_are_retried(status: int) -> None:
     """The hub failing, refusing the key or not found at that address: the diary waits
     and is sent again (not set aside as refused), since every diary would meet it."""
     hub = RawServer(head(status, content_length=2, retry_after=7) + b"no")
-    client = HubClient(hub.url, timeout_s=5)
-    try:
-        attempt = client.send("kh-6", {"path": "diaries/wait.md"})
-    finally:
-        client.close()
-        hub.finish()
+    attempt = sent(hub, "kh-6", "diaries/wait.md", timeout_s=5)
     assert (attempt.outcome, attempt.status, attempt.retry_after) == (Outcome.RETRY, status, 7)
