@@ -301,7 +301,7 @@ class TraceAssembler:
         O(open traces): the worker calls it about once a second.
         """
         now = self._clock()
-        ready, self._released = self._released, []
+        ready = self.take_released()
         traces = self._traces
         for trace_id in list(traces):
             entry = traces[trace_id]
@@ -316,7 +316,7 @@ class TraceAssembler:
 
     def drain(self) -> list[Ready]:
         """Release every waiting task span (used at shutdown: nothing is lost)."""
-        ready, self._released = self._released, []
+        ready = self.take_released()
         for entry in self._traces.values():
             ready.extend(entry.release(entry.unwait_all()))
         self._traces.clear()
