@@ -3,20 +3,22 @@
 Tables live in the ``otel_diary`` schema: ``diaries`` holds each whole document (front
 matter and body) with a weighted ``tsvector`` (GIN) for full-text search, ``signatures``
 its error signatures (exact lookup), ``lessons`` one row per error signature (its state as
-JSON and its document). The schema is versioned and migrated by otel-diary under an
-advisory lock, so replicas starting at once migrate once. Writes are idempotent (one row
-per diary id, kept under a path no other run's diary holds); a lesson update holds a
-transaction-scoped advisory lock on its signature, so concurrent writers lose no run, and
-counts each diary once (``lesson_runs``). Every statement has a timeout; the URL's password is
-never shown (messages name the host).
+JSON and its document); :mod:`otel_diary.index.pgschema` creates and migrates them.
+Writes are idempotent (one row per diary id, kept under a path no other run's diary
+holds); a lesson update holds a transaction-scoped advisory lock on its signature, so
+concurrent writers lose no run, and counts each diary once (``lesson_runs``). Every
+statement has a timeout; the URL's password is never shown (messages name the host). A
+forked child opens connections of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, replace
 from typing import Any
@@ -37,11 +39,13 @@ from otel_diary.index.lessons import (
     lesson_id,
     lesson_path,
 )
+from otel_diary.index.pgschema import SCHEMA, SCHEMA_VERSION, migrate, schema_version
 from otel_diary.index.query import Hit, SearchResult, fts_terms
 from otel_diary.index.related import CANDIDATES, WEIGHTS
 from otel_diary.index.store import RANKED
 from otel_diary.pipeline.core import MAX_RELATED
 from otel_diary.pipeline.redact import display_url, redact, without
+from otel_diary.runner import renew_after_fork
 from otel_diary.text import one_line
 
 logger = logging.getLogger("otel_diary")
@@ -49,9 +53,6 @@ logger = logging.getLogger("otel_diary")
 # per failure and with the host only, so the pool's own lines would just repeat it.
 logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
-SCHEMA = "otel_diary"
-MIGRATE_LOCK = 0x6F74_6C64_6961_7279 & 0x7FFF_FFFF_FFFF_FFFF
-"""The advisory lock key held while the schema is created or migrated."""
 MAX_VECTOR_CHARS = 256 * 1024
 """Body text searched per diary: a tsvector holds at most 1 MB."""
 MAX_DOCUMENT_BYTES = 1024 * 1024
@@ -66,70 +67,6 @@ _HIT = ("d.id, d.path, d.title, d.agent, d.task, d.outcome, d.task_trigger, d.cr
 _VECTOR = ("setweight(to_tsvector('english', %(title)s), 'A') || "
            "setweight(to_tsvector('english', %(meta)s), 'B') || "
            "setweight(to_tsvector('english', %(body)s), 'C')")
-
-_MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    (
-        f"""CREATE TABLE {SCHEMA}.diaries (
-            id text PRIMARY KEY,
-            path text NOT NULL UNIQUE,
-            title text NOT NULL,
-            agent text NOT NULL,
-            task text NOT NULL,
-            outcome text NOT NULL,
-            task_trigger text,
-            workflow text,
-            trace_id text NOT NULL,
-            span_id text NOT NULL,
-            created text NOT NULL,
-            summary text NOT NULL,
-            content text NOT NULL,
-            body_start integer NOT NULL,
-            search tsvector NOT NULL,
-            stored_at timestamptz NOT NULL DEFAULT now()
-        )""",
-        f"CREATE INDEX diaries_search ON {SCHEMA}.diaries USING gin (search)",
-        f"CREATE INDEX diaries_trace ON {SCHEMA}.diaries (trace_id)",
-        f"CREATE INDEX diaries_task ON {SCHEMA}.diaries (task, created)",
-        f"CREATE INDEX diaries_trigger ON {SCHEMA}.diaries (task_trigger, created)",
-        f"CREATE INDEX diaries_created ON {SCHEMA}.diaries (created)",
-        f"""CREATE TABLE {SCHEMA}.signatures (
-            signature text NOT NULL,
-            diary text NOT NULL REFERENCES {SCHEMA}.diaries (id) ON DELETE CASCADE,
-            created text NOT NULL,
-            PRIMARY KEY (signature, diary)
-        )""",
-        f"CREATE INDEX signatures_diary ON {SCHEMA}.signatures (diary)",
-        f"CREATE INDEX signatures_newest ON {SCHEMA}.signatures (signature, created)",
-        f"""CREATE TABLE {SCHEMA}.lessons (
-            signature text PRIMARY KEY,
-            id text NOT NULL UNIQUE,
-            path text NOT NULL,
-            title text NOT NULL,
-            last_seen text NOT NULL,
-            state jsonb NOT NULL,
-            content text NOT NULL,
-            search tsvector NOT NULL
-        )""",
-        f"CREATE INDEX lessons_search ON {SCHEMA}.lessons USING gin (search)",
-        f"CREATE INDEX lessons_path ON {SCHEMA}.lessons (path)",
-    ),
-    (  # 2: every run a lesson counted, so a run is counted once however often it comes
-        f"""CREATE TABLE {SCHEMA}.lesson_runs (
-            signature text NOT NULL,
-            diary text NOT NULL,
-            PRIMARY KEY (signature, diary)
-        )""",
-        # Every stored diary was counted into its lesson (evidence lists the newest 200).
-        f"INSERT INTO {SCHEMA}.lesson_runs SELECT s.signature, s.diary "
-        f"FROM {SCHEMA}.signatures AS s JOIN {SCHEMA}.lessons AS l "
-        "ON l.signature = s.signature ON CONFLICT DO NOTHING",
-        f"INSERT INTO {SCHEMA}.lesson_runs SELECT signature, "
-        f"jsonb_array_elements_text(state -> 'evidence') FROM {SCHEMA}.lessons "
-        "ON CONFLICT DO NOTHING",
-    ),
-)
-SCHEMA_VERSION = len(_MIGRATIONS)
-
 
 def tsquery(terms: Sequence[str], operator: str) -> str:
     """FTS terms (``"a phrase"``, ``"prefix"*``) as a ``to_tsquery`` text: phrases with
@@ -197,12 +134,15 @@ class PostgresStore:
             "options": f"-c statement_timeout={statement_ms} -c lock_timeout={statement_ms} "
                        "-c idle_in_transaction_session_timeout=60000"}
         self._max_connections = max_connections
+        self._connections: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+        self._abandoned: list[object] = []
         self._pool = self._new_pool()
         self._lock = threading.Lock()
         self._opened = False
         self._ready = False
         self._down_until = 0.0
         self._down_reason = ""
+        renew_after_fork(self)
 
     # -- connections -------------------------------------------------------------------
 
@@ -210,7 +150,25 @@ class PostgresStore:
         return ConnectionPool(self._url, kwargs=self._kwargs, min_size=0,
                               max_size=self._max_connections, open=False,
                               timeout=self.timeout_s, reconnect_timeout=self.timeout_s,
-                              name="otel-diary-store")
+                              configure=self._connections.add, name="otel-diary-store")
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child opens a pool of its own. The parent's connections are neither
+        used nor closed here: closing one (or the child ending) would send the server a
+        Terminate message on the parent's socket and end its session. So each inherited
+        socket is replaced, in this process only, by ``/dev/null``."""
+        null = os.open(os.devnull, os.O_RDWR)
+        try:
+            for conn in list(self._connections):
+                with contextlib.suppress(psycopg.Error):  # a lost one has no socket
+                    os.dup2(null, conn.pgconn.socket)
+        finally:
+            os.close(null)
+        self._abandoned.append(self._pool)  # its worker threads are the parent's
+        self._connections = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._pool = self._new_pool()
+        self._opened = False
 
     def _clean(self, text: str) -> str:
         """An error message fit to show: redacted, never the password, then cut to one
@@ -559,40 +517,3 @@ def _place(cursor: psycopg.Cursor[Any], rows: list[dict[str, Any]]) -> None:
         row["path"] = next((path for path in paths
                             if owners.get(path, row["id"]) == row["id"]), paths[-1])
         owners[row["path"]] = row["id"]
-
-
-def schema_version(conn: psycopg.Connection[Any]) -> int:
-    """The schema version the database holds (0: none yet)."""
-    row = conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.meta",)).fetchone()
-    if row is None or row[0] is None:
-        return 0
-    found = conn.execute(f"SELECT value FROM {SCHEMA}.meta WHERE key = 'schema_version'"
-                         ).fetchone()
-    return int(found[0]) if found else 0
-
-
-def migrate(conn: psycopg.Connection[Any]) -> int:
-    """Bring the schema to :data:`SCHEMA_VERSION` under the migration lock; the version
-    found. Replicas starting at once wait for each other; a newer schema is refused."""
-    with conn.transaction():
-        # Another replica may be migrating: wait for its lock as long as it may take.
-        conn.execute("SET LOCAL statement_timeout = '5min'")
-        conn.execute("SET LOCAL lock_timeout = '5min'")
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATE_LOCK,))
-        found = schema_version(conn)
-        if found > SCHEMA_VERSION:
-            raise IndexUnavailable(f"the store's schema version {found} is newer than this "
-                                   f"otel-diary's ({SCHEMA_VERSION}); upgrade otel-diary")
-        if found < SCHEMA_VERSION:
-            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA}.meta "
-                         "(key text PRIMARY KEY, value text NOT NULL)")
-            for statements in _MIGRATIONS[found:]:
-                for statement in statements:
-                    conn.execute(statement)
-            conn.execute(f"INSERT INTO {SCHEMA}.meta (key, value) VALUES "
-                         "('schema_version', %s) ON CONFLICT (key) DO UPDATE "
-                         "SET value = EXCLUDED.value", (str(SCHEMA_VERSION),))
-            logger.info("otel-diary: store schema migrated from version %d to %d",
-                        found, SCHEMA_VERSION)
-    return found

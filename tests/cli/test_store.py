@@ -13,7 +13,8 @@ from otel_diary import ORCHESTRATOR, ChildSummary, Diary, Settings
 from otel_diary.cli import main
 from otel_diary.index.documents import Entry, entry_from_document, entry_from_parts
 from otel_diary.index.lessons import MAX_EVIDENCE, Sighting, lesson_from_document, sighting
-from otel_diary.index.postgres import SCHEMA, SCHEMA_VERSION, PostgresStore
+from otel_diary.index.pgschema import SCHEMA, SCHEMA_VERSION
+from otel_diary.index.postgres import PostgresStore
 from otel_diary.readers.knowledge import KnowledgeBase
 from otel_diary.readers.shared import open_knowledge_base
 from otel_diary.testing import InMemorySink

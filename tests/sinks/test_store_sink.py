@@ -4,7 +4,6 @@ password holds nothing up, loses nothing and duplicates nothing; replicas migrat
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import psycopg
 import pytest
 
 from otel_diary import ORCHESTRATOR, ChildSummary, Settings
-from otel_diary.index.postgres import SCHEMA_VERSION, PostgresStore, schema_version
+from otel_diary.index.postgres import PostgresStore
 from otel_diary.sinks.store import StoreSink
 from otel_diary.wiring import build_pipeline
 from tests.index.test_store_contract import render
@@ -86,34 +85,6 @@ def test_a_wrong_password_names_the_host_not_the_password(
     assert "password authentication failed" in text
     assert wrong not in text
     assert own_cluster.password not in text
-
-
-def test_two_replicas_migrating_at_once_make_one_schema(postgres_url: str) -> None:
-    """Four stores migrating one new database at the same moment all succeed, and the
-    schema is made once, at the current version."""
-    stores = [PostgresStore(postgres_url) for _ in range(4)]
-    barrier = threading.Barrier(len(stores))
-    results: list[tuple[int, int]] = []
-    errors: list[BaseException] = []
-
-    def start(store: PostgresStore) -> None:
-        barrier.wait()
-        try:
-            results.append(store.migrate())
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=start, args=(store,)) for store in stores]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for store in stores:
-        store.close()
-    assert errors == []
-    assert sorted(results) == [(0, SCHEMA_VERSION)] + [(SCHEMA_VERSION, SCHEMA_VERSION)] * 3
-    with psycopg.connect(postgres_url) as conn:
-        assert schema_version(conn) == SCHEMA_VERSION
 
 
 def test_the_pipeline_writes_to_the_store_and_relates_from_it(
