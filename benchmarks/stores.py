@@ -106,7 +106,7 @@ def fill_postgres(url: str, items: Sequence[Item]) -> float:
         for start in range(0, len(items), 1000):
             store.add_diaries([(entry, content) for entry, content, _, _ in
                                items[start:start + 1000]])
-        with store._connection() as conn:  # what autovacuum does after a bulk load
+        with store._db.connection() as conn:  # what autovacuum does after a bulk load
             conn.execute("ANALYZE otel_diary.diaries")
             conn.execute("ANALYZE otel_diary.signatures")
     return time.perf_counter() - began

@@ -13,21 +13,14 @@ forked child opens connections of its own.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import threading
-import time
-import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
 import psycopg
 import psycopg.errors
-from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool, PoolTimeout
 
 from otel_diary.errors import IndexUnavailable, SearchError
 from otel_diary.index.documents import MAX_SIGNATURES, Entry, path_choices
@@ -39,27 +32,19 @@ from otel_diary.index.lessons import (
     lesson_id,
     lesson_path,
 )
+from otel_diary.index.pgpool import Connections
 from otel_diary.index.pgschema import SCHEMA, SCHEMA_VERSION, migrate, schema_version
 from otel_diary.index.query import Hit, SearchResult, fts_terms
 from otel_diary.index.related import CANDIDATES, WEIGHTS
 from otel_diary.index.store import RANKED
 from otel_diary.pipeline.core import MAX_RELATED
-from otel_diary.pipeline.redact import display_url, redact, without
-from otel_diary.runner import renew_after_fork
 from otel_diary.text import one_line
 
 logger = logging.getLogger("otel_diary")
-# The pool logs each failed connection attempt; the store reports the reason itself, once
-# per failure and with the host only, so the pool's own lines would just repeat it.
-logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
-MAX_VECTOR_CHARS = 256 * 1024
-"""Body text searched per diary: a tsvector holds at most 1 MB."""
+MAX_VECTOR_BYTES = 256 * 1024
+"""Body text searched per diary, in UTF-8 bytes: a tsvector holds at most 1 MB."""
 MAX_DOCUMENT_BYTES = 1024 * 1024
-_DOWN_S = 10.0
-"""After a failed connection or a statement that timed out, calls fail at once for this
-long: while the database is away or stalled, the worker waits for it once per period, not
-once per diary."""
 _WEIGHTS = "{0.1, 0.1, 0.3, 1.0}"
 """ts_rank weights of D, C (body), B (meta), A (title): SQLite's bm25 10 / 3 / 1."""
 _HIT = ("d.id, d.path, d.title, d.agent, d.task, d.outcome, d.task_trigger, d.created, "
@@ -115,108 +100,11 @@ class PostgresStore:
 
     def __init__(self, url: str, *, timeout_s: float = 5.0, max_connections: int = 4,
                  migrate: bool = True) -> None:
-        if timeout_s <= 0 or max_connections <= 0:
-            raise ValueError("the store's timeout and pool size must be positive")
-        if url.partition("://")[0].lower() not in ("postgresql", "postgres"):
-            raise ValueError("expected a postgresql:// URL")  # never echoed: may hold a secret
-        self.where = display_url(url)
-        try:
-            self._password = str(conninfo_to_dict(url).get("password") or "")
-        except psycopg.ProgrammingError as exc:
-            raise ValueError(f"not a PostgreSQL URL: {self.where}") from exc
-        self._url = url
+        self._db = Connections(url, timeout_s=timeout_s, max_connections=max_connections,
+                               prepare=self._prepare)
+        self.where = self._db.where
         self.timeout_s = timeout_s
         self._migrate = migrate
-        statement_ms = int(timeout_s * 1000)
-        self._kwargs: dict[str, Any] = {
-            "autocommit": True, "connect_timeout": max(1, round(timeout_s)),
-            "application_name": "otel-diary",
-            "options": f"-c statement_timeout={statement_ms} -c lock_timeout={statement_ms} "
-                       "-c idle_in_transaction_session_timeout=60000"}
-        self._max_connections = max_connections
-        self._connections: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
-        self._abandoned: list[object] = []
-        self._pool = self._new_pool()
-        self._lock = threading.Lock()
-        self._opened = False
-        self._ready = False
-        self._down_until = 0.0
-        self._down_reason = ""
-        renew_after_fork(self)
-
-    # -- connections -------------------------------------------------------------------
-
-    def _new_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
-        return ConnectionPool(self._url, kwargs=self._kwargs, min_size=0,
-                              max_size=self._max_connections, open=False,
-                              timeout=self.timeout_s, reconnect_timeout=self.timeout_s,
-                              configure=self._connections.add, name="otel-diary-store")
-
-    def _after_fork_in_child(self) -> None:
-        """A forked child opens a pool of its own. The parent's connections are neither
-        used nor closed here: closing one (or the child ending) would send the server a
-        Terminate message on the parent's socket and end its session. So each inherited
-        socket is replaced, in this process only, by ``/dev/null``."""
-        null = os.open(os.devnull, os.O_RDWR)
-        try:
-            for conn in list(self._connections):
-                with contextlib.suppress(psycopg.Error):  # a lost one has no socket
-                    os.dup2(null, conn.pgconn.socket)
-        finally:
-            os.close(null)
-        self._abandoned.append(self._pool)  # its worker threads are the parent's
-        self._connections = weakref.WeakSet()
-        self._lock = threading.Lock()
-        self._pool = self._new_pool()
-        self._opened = False
-
-    def _clean(self, text: str) -> str:
-        """An error message fit to show: redacted, never the password, then cut to one
-        line (a cut first could leave part of the password)."""
-        return one_line(redact(without(text, self._password)), 500)
-
-    def _unreachable(self, exc: BaseException) -> IndexUnavailable:
-        if isinstance(exc, PoolTimeout):
-            try:  # the pool only says it waited: one direct attempt tells why
-                psycopg.connect(self._url, **self._kwargs).close()
-                reason = f"no free connection within {self.timeout_s:g}s"
-            except psycopg.Error as direct:
-                reason = str(direct)
-        else:
-            reason = str(exc)
-        self._down_until = time.monotonic() + _DOWN_S
-        self._down_reason = f"cannot reach the store at {self.where}: {self._clean(reason)}"
-        return IndexUnavailable(self._down_reason)
-
-    @contextlib.contextmanager
-    def _connection(self, *, prepare: bool = True) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection to a database with the current schema (unless not
-        ``prepare``)."""
-        if time.monotonic() < self._down_until:
-            raise IndexUnavailable(self._down_reason)
-        with self._lock:
-            if not self._opened:
-                self._pool.open(wait=False)
-                self._opened = True
-        try:
-            with self._pool.connection() as conn:
-                if prepare and not self._ready:
-                    self._prepare(conn)
-                yield conn
-        except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            if isinstance(exc, psycopg.errors.QueryCanceled):
-                # A store this slow is treated as away for a while: the pipeline goes on
-                # without it (Related, lessons) instead of waiting on it for every diary.
-                self._down_until = time.monotonic() + _DOWN_S
-                self._down_reason = (f"the store at {self.where} did not answer within "
-                                     f"{self.timeout_s:g}s")
-                raise IndexUnavailable(self._down_reason) from None
-            raise self._unreachable(exc) from None
-        except psycopg.errors.UndefinedTable as exc:
-            self._ready = False  # dropped under us: made again on the next call
-            raise IndexUnavailable(f"the store at {self.where} has no otel-diary schema "
-                                   f"({self._clean(str(exc))})") from None
-
     def _prepare(self, conn: psycopg.Connection[Any]) -> None:
         if self._migrate:
             migrate(conn)
@@ -226,21 +114,16 @@ class PostgresStore:
                 raise IndexUnavailable(f"the store at {self.where} has schema version "
                                        f"{version}, not {SCHEMA_VERSION}; run "
                                        "`otel-diary store migrate`")
-        self._ready = True
 
     def migrate(self) -> tuple[int, int]:
         """Create or migrate the schema now; the versions before and after."""
-        with self._connection(prepare=False) as conn:
+        with self._db.connection(prepare=False) as conn:
             found = migrate(conn)
-        self._ready = True
+        self._db.ready = True
         return found, SCHEMA_VERSION
 
     def close(self) -> None:
-        with self._lock:
-            if self._opened:  # a store used again after close opens a new pool
-                self._pool.close()
-                self._pool = self._new_pool()
-                self._opened = False
+        self._db.close()
 
     def __enter__(self) -> PostgresStore:
         return self
@@ -262,12 +145,12 @@ class PostgresStore:
                 raise ValueError(f"diary {entry.id} is larger than a diary can be")
             rows.append({**asdict(entry), "content": content,
                          "body_start": len(content) - len(entry.body) + 1,
-                         "body": entry.body[:MAX_VECTOR_CHARS],
+                         "body": _searched(entry.body),
                          "signatures": list(dict.fromkeys(entry.signatures))[:MAX_SIGNATURES]})
         if not rows:
             return []
         try:
-            with self._connection() as conn, conn.transaction(), conn.cursor() as cursor:
+            with self._db.connection() as conn, conn.transaction(), conn.cursor() as cursor:
                 _place(cursor, rows)
                 cursor.executemany(
                     f"INSERT INTO {SCHEMA}.diaries (id, path, title, agent, task, outcome, "
@@ -292,10 +175,11 @@ class PostgresStore:
         except psycopg.IntegrityError:  # another writer took a path at the same moment
             raise IndexUnavailable(f"the store at {self.where} was given another diary at "
                                    "the same path at the same moment; try again") from None
-        except psycopg.DataError as exc:
+        except (psycopg.DataError, ValueError) as exc:
+            reason = self._db.clean(str(exc)) if isinstance(exc, psycopg.Error) else str(exc)
             raise ValueError(f"the store refused diary {rows[0]['id']}"
                              f"{'' if len(rows) == 1 else ' or another of its batch'}: "
-                             f"{self._clean(str(exc))}") from None
+                             f"{reason}") from None
         return [row["path"] for row in rows]
 
     def search(self, query: str = "", *, agent: str | None = None,
@@ -319,13 +203,13 @@ class PostgresStore:
                 return SearchResult(self._match(query, filters, params), "all", (query,))
             except psycopg.errors.SyntaxError as exc:
                 raise SearchError(f"invalid tsquery {query!r}: "
-                                  f"{self._clean(str(exc))}") from None
+                                  f"{self._db.clean(str(exc))}") from None
         terms = fts_terms(query)
         if not terms:
             if query.strip():
                 raise SearchError(f"the query {query!r} has no words to search for")
             where = f"WHERE {' AND '.join(filters)}" if filters else ""
-            with self._connection() as conn:
+            with self._db.connection() as conn:
                 rows = conn.execute(f"SELECT {_HIT} FROM {SCHEMA}.diaries AS d {where} "
                                     "ORDER BY d.created DESC, d.id LIMIT %(limit)s",
                                     params).fetchall()
@@ -351,13 +235,13 @@ class PostgresStore:
                "top.score, ts_headline('english', left(substr(top.content, top.body_start), "
                "65536), q.q, 'StartSel=**, StopSel=**, MaxWords=16, MinWords=6') "
                "FROM top, q ORDER BY top.score DESC, top.created DESC, top.id")
-        with self._connection() as conn:
+        with self._db.connection() as conn:
             rows = conn.execute(sql, {**params, "q": expression}).fetchall()
         return [replace(Hit(*row[:11]), score=float(row[11]),
                         snippet=" ".join(str(row[12]).split())) for row in rows]
 
     def _lookup(self, column: str, value: str) -> list[Hit]:
-        with self._connection() as conn:
+        with self._db.connection() as conn:
             rows = conn.execute(f"SELECT {_HIT} FROM {SCHEMA}.diaries AS d "
                                 f"WHERE d.{column} = %s ORDER BY d.created, d.path",
                                 (value,)).fetchall()
@@ -371,7 +255,7 @@ class PostgresStore:
         return found[0] if found else None
 
     def count(self) -> int:
-        with self._connection() as conn:
+        with self._db.connection() as conn:
             row = conn.execute(f"SELECT count(*) FROM {SCHEMA}.diaries").fetchone()
         return int(row[0]) if row else 0
 
@@ -408,7 +292,7 @@ class PostgresStore:
         # One round trip: each part tagged with its weight.
         sql = " UNION ALL ".join(f"(SELECT {weight}::float8, * FROM ({part}) AS p{n})"
                                  for n, (part, weight) in enumerate(queries))
-        with self._connection() as conn:
+        with self._db.connection() as conn:
             for weight, ident, stamp, count in conn.execute(sql, args):
                 scores[ident] = scores.get(ident, 0.0) + weight * count
                 created[ident] = stamp
@@ -418,7 +302,7 @@ class PostgresStore:
         return ranked[:limit]
 
     def document(self, path: str) -> str | None:
-        with self._connection() as conn:
+        with self._db.connection() as conn:
             row = conn.execute(f"SELECT content FROM {SCHEMA}.diaries WHERE path = %s "
                                f"UNION ALL SELECT content FROM {SCHEMA}.lessons "
                                "WHERE path = %s LIMIT 1", (path, path)).fetchone()
@@ -426,24 +310,27 @@ class PostgresStore:
 
     def paths(self) -> dict[str, str]:
         """The path of every diary held, by id (for imports)."""
-        with self._connection() as conn:
+        with self._db.connection() as conn:
             return {str(ident): str(path) for ident, path in
                     conn.execute(f"SELECT id, path FROM {SCHEMA}.diaries")}
 
     # -- lessons -----------------------------------------------------------------------
 
     def lesson(self, signature: str) -> Lesson:
-        with self._connection() as conn:
+        with self._db.connection() as conn:
             row = conn.execute(f"SELECT state FROM {SCHEMA}.lessons WHERE signature = %s",
                                (signature,)).fetchone()
         return lesson_of(signature, row[0] if row else None)
 
     def add_lesson(self, signature: str, seen: Sighting,
                    operations: Sequence[tuple[str, str, str]] = ()) -> Lesson:
-        with self._connection() as conn, conn.transaction():
+        with self._db.connection() as conn, conn.transaction():
             # Held to the end of the transaction: one writer per lesson, even a new one.
-            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                         (f"lesson:{signature}",))
+            # Waited for less long than a statement may take, so a writer stalled while
+            # holding it fails this lesson (LockNotAvailable), not the whole store.
+            conn.execute("SELECT set_config('lock_timeout', %s, true), "
+                         "pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                         (f"{int(self.timeout_s * 800)}ms", f"lesson:{signature}"))
             row = conn.execute(f"SELECT state FROM {SCHEMA}.lessons WHERE signature = %s",
                                (signature,)).fetchone()
             lesson = lesson_of(signature, row[0] if row else None)
@@ -469,13 +356,13 @@ class PostgresStore:
         return lesson
 
     def lists_others(self, signature: str, ident: str) -> bool:
-        with self._connection() as conn:
+        with self._db.connection() as conn:
             row = conn.execute(f"SELECT state -> 'evidence' FROM {SCHEMA}.lessons "
                                "WHERE signature = %s", (signature,)).fetchone()
         return row is not None and any(other != ident for other in row[0] or [])
 
     def lessons(self) -> list[Lesson]:
-        with self._connection() as conn:
+        with self._db.connection() as conn:
             rows = conn.execute(f"SELECT signature, state FROM {SCHEMA}.lessons "
                                 "ORDER BY last_seen DESC, signature").fetchall()
         return [lesson_of(signature, state) for signature, state in rows]
@@ -485,7 +372,7 @@ class PostgresStore:
         """Lessons as ``(id, path, title, signature, last_seen, top rule, snippet)``: by
         ``ident``, ``signatures`` (newest first) or ``terms`` (best first; snippet of the body)."""
         head = "SELECT id, path, title, signature, last_seen, state #>> '{rules,0,text}'"
-        with self._connection() as conn:
+        with self._db.connection() as conn:
             if ident is not None:
                 rows = conn.execute(f"{head}, '' FROM {SCHEMA}.lessons WHERE id = %s",
                                     (ident,)).fetchall()
@@ -504,6 +391,13 @@ class PostgresStore:
             else:
                 rows = []
         return [tuple("" if value is None else str(value) for value in row) for row in rows]
+
+
+def _searched(body: str) -> str:
+    """The part of ``body`` searched: its first :data:`MAX_VECTOR_BYTES` bytes."""
+    if len(body) <= MAX_VECTOR_BYTES // 4:
+        return body
+    return body.encode(errors="replace")[:MAX_VECTOR_BYTES].decode(errors="ignore")
 
 
 def _place(cursor: psycopg.Cursor[Any], rows: list[dict[str, Any]]) -> None:

@@ -1,16 +1,18 @@
-"""The PostgreSQL store on its own: forks, and what it does when the server misbehaves.
-What both stores must do alike is pinned in ``test_store_contract``."""
+"""The PostgreSQL store on its own; what both stores must do alike is pinned in
+``test_store_contract``, its connections in ``test_pgpool``."""
 
 from __future__ import annotations
 
-import gc
+import random
 
 import psycopg
 import pytest
 
+from otel_diary.errors import IndexUnavailable
+from otel_diary.index.documents import entry_from_parts
+from otel_diary.index.lessons import sighting
 from otel_diary.index.postgres import PostgresStore
 from tests.index.test_store_contract import keep, render
-from tests.support.forking import in_forked_child, needs_fork
 from tests.support.kb import TS_STDERR, task_record
 
 
@@ -24,23 +26,44 @@ def store(postgres_url: str) -> PostgresStore:
     return opened
 
 
-@needs_fork
-def test_a_forked_child_has_connections_of_its_own(store: PostgresStore) -> None:
-    """Children forked from a process that used the store answer right, each on its own
-    connections; closing every connection the child holds (what ending it does) leaves the
-    parent's sessions as they were, so the parent goes on answering without an error."""
-
-    def child() -> bool:
-        answers = [(store.count(), store.by_id("kh-none"), len(store.search("task").hits))
-                   for _ in range(30)]
-        for found in gc.get_objects():
-            if isinstance(found, psycopg.Connection):
-                found.close()
-        return set(answers) == {(3, None, 3)}
-
+def test_a_diary_whose_words_pass_the_search_limit_is_kept(store: PostgresStore) -> None:
+    """A diary of 1.2 MB whose distinct long words would make a search vector over
+    PostgreSQL's 1 MB is kept, searched by its first part (it was taken for an outage:
+    the store went away and the diary was retried for good)."""
+    diary = render(task_record(9, "T-9", stderr=TS_STDERR))
+    rng = random.Random(2)
+    gothic = [chr(c) for c in range(0x10330, 0x1034A)]  # four bytes each in UTF-8
+    words = " ".join("".join(rng.choice(gothic) for _ in range(511)) for _ in range(600))
+    content = diary.content[:diary.content.index("\n---\n", 4) + 5] + words  # a body of words
     try:
-        assert [in_forked_child(child, limit_s=30) for _ in range(3)] == [0, 0, 0]
-        assert store.count() == 3
-        assert len(store.search("task").hits) == 3
+        kept = store.add_diary(entry_from_parts(diary.path, diary.front_matter, content),
+                               content)
+        assert store.document(kept) == content
+        assert store.count() == 4
+        assert store.search(words[:511]).hits[0].path == kept
+    finally:
+        store.close()
+
+
+def test_a_lesson_locked_by_a_stalled_writer_fails_that_lesson_only(
+        store: PostgresStore, postgres_url: str) -> None:
+    """Another writer stalled while holding a lesson's lock: updating that lesson fails
+    (try again), and the store goes on answering everything else."""
+    diary = render(task_record(7, "T-7", stderr=TS_STDERR))
+    path = store.add_diary(entry_from_parts(diary.path, diary.front_matter, diary.content),
+                           diary.content)
+    found = sighting(path, diary.front_matter, diary.content)
+    assert found is not None
+    signature, seen = found
+    try:
+        with psycopg.connect(postgres_url) as stalled:
+            stalled.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                            (f"lesson:{signature}",))
+            with pytest.raises(IndexUnavailable, match="lock another writer holds"):
+                PostgresStore(postgres_url, timeout_s=0.5).add_lesson(signature, seen)
+            assert store.count() == 4
+            assert store.search("task").hits
+            stalled.rollback()
+        assert store.add_lesson(signature, seen).runs == 4
     finally:
         store.close()

@@ -143,7 +143,7 @@ def test_a_stalled_store_is_waited_for_once_not_per_diary(
             diaries = [pipeline.handle((task_record(n, f"T-{n}", stderr=TS_STDERR),
                                         ChildSummary())) for n in range(1, 6)]
             assert all(diary is not None and diary.related == () for diary in diaries)
-            assert store._down_reason.endswith("did not answer within 1s")
+            assert store._db.down_reason.endswith("did not answer within 1s")
             locker.rollback()
         assert sink.flush(60)
     finally:

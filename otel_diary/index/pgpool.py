@@ -1,0 +1,235 @@
+"""Pooled connections to the PostgreSQL store, and what their failures mean.
+
+A lost connection, a server that cannot be reached and a statement that timed out make
+the store away for a while (:data:`DOWN_S`): calls fail at once, so the pipeline goes on
+without it instead of waiting on it for every diary. A pool whose connections are all
+busy, a lock another writer holds and other failures fail one call only. After a lost
+connection the whole pool is renewed (a restarted server ended them all), and a forked
+child opens a pool of its own. Messages name the host, never the password.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import psycopg.errors
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from otel_diary.errors import IndexUnavailable
+from otel_diary.pipeline.redact import display_url, redact, without
+from otel_diary.runner import renew_after_fork
+from otel_diary.text import one_line
+
+POOL_NAME = "otel-diary-store"
+DOWN_S = 10.0
+"""After a lost connection or a statement that timed out, calls fail at once for this
+long: while the database is away or stalled, the worker waits for it once per period, not
+once per diary."""
+_LOST = ("08", "53", "57P")
+"""SQLSTATE classes of a connection ended or refused: connection exceptions, insufficient
+resources (too many connections, disk full), the server shutting down or starting."""
+
+
+class _Connection(psycopg.Connection[Any]):
+    """A connection of a store's pool."""
+
+
+class _Failure:
+    """The last time the pool could not connect, and why: the pool connects on a thread
+    of its own and only tells its callers that they waited."""
+
+    at = 0.0
+    reason = ""
+
+
+def _connection_class(failure: _Failure) -> type[_Connection]:
+    class Connection(_Connection):
+        @classmethod
+        def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:
+            try:
+                return super().connect(conninfo, **kwargs)
+            except psycopg.Error as exc:
+                failure.at, failure.reason = time.monotonic(), str(exc)
+                raise
+    return Connection
+
+
+class _PoolLines(logging.Filter):
+    """Leaves out psycopg_pool's lines about a store's pool (each failed attempt to
+    connect, each connection dropped): the store reports a failure itself, once and with
+    the host only. An app's own pools still log as they do."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not any(isinstance(arg, _Connection) or POOL_NAME in str(arg) for arg in args)
+
+
+logging.getLogger("psycopg.pool").addFilter(_PoolLines())
+
+
+def _lost(exc: psycopg.Error) -> bool:
+    """Whether ``exc`` ended the connection (or refused one), not just a statement."""
+    return exc.sqlstate is None or exc.sqlstate.startswith(_LOST)
+
+
+class Connections:
+    """Connections to the database at ``url`` from a pool opened on first use; safe to
+    share between threads. ``prepare`` is called on the first connection (and again after
+    the schema was found missing) to make or check the schema.
+
+    Usage::
+
+        db = Connections(url, timeout_s=5.0, max_connections=4, prepare=migrate)
+        with db.connection() as conn:
+            conn.execute("SELECT 1")
+    """
+
+    def __init__(self, url: str, *, timeout_s: float, max_connections: int,
+                 prepare: Callable[[psycopg.Connection[Any]], object]) -> None:
+        if timeout_s <= 0 or max_connections <= 0:
+            raise ValueError("the store's timeout and pool size must be positive")
+        if url.partition("://")[0].lower() not in ("postgresql", "postgres"):
+            raise ValueError("expected a postgresql:// URL")  # never echoed: may hold a secret
+        self.where = display_url(url)
+        try:
+            self._password = str(conninfo_to_dict(url).get("password") or "")
+        except psycopg.ProgrammingError as exc:
+            raise ValueError(f"not a PostgreSQL URL: {self.where}") from exc
+        self._url = url
+        self.timeout_s = timeout_s
+        self._prepare = prepare
+        statement_ms = int(timeout_s * 1000)
+        self._kwargs: dict[str, Any] = {
+            "autocommit": True, "connect_timeout": max(1, round(timeout_s)),
+            "application_name": "otel-diary",
+            "options": f"-c statement_timeout={statement_ms} -c lock_timeout={statement_ms} "
+                       "-c idle_in_transaction_session_timeout=60000"}
+        self._max_connections = max_connections
+        self._connections: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+        self._abandoned: list[object] = []
+        self._failure = _Failure()
+        self._in_use = 0
+        self._pool = self._new_pool()
+        self._lock = threading.Lock()
+        self._opened = False
+        self.ready = False
+        self._down_until = 0.0
+        self.down_reason = ""
+        renew_after_fork(self)
+
+    def _new_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
+        return ConnectionPool(self._url, kwargs=self._kwargs, min_size=0,
+                              max_size=self._max_connections, open=False,
+                              timeout=self.timeout_s, reconnect_timeout=self.timeout_s,
+                              configure=self._connections.add, name=POOL_NAME,
+                              connection_class=_connection_class(self._failure))
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child opens a pool of its own. The parent's connections are neither
+        used nor closed here: closing one (or the child ending) would send the server a
+        Terminate message on the parent's socket and end its session. So each inherited
+        socket is replaced, in this process only, by ``/dev/null``."""
+        null = os.open(os.devnull, os.O_RDWR)
+        try:
+            for conn in list(self._connections):
+                with contextlib.suppress(psycopg.Error):  # a lost one has no socket
+                    os.dup2(null, conn.pgconn.socket)
+        finally:
+            os.close(null)
+        self._abandoned.append(self._pool)  # its worker threads are the parent's
+        self._connections = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._in_use = 0
+        self._pool = self._new_pool()
+        self._opened = False
+
+    def clean(self, text: str) -> str:
+        """An error message fit to show: redacted, never the password, then cut to one
+        line (a cut first could leave part of the password)."""
+        return one_line(redact(without(text, self._password)), 500)
+
+    def _away(self, reason: str) -> IndexUnavailable:
+        """Calls fail at once with ``reason`` for :data:`DOWN_S` seconds."""
+        self._down_until = time.monotonic() + DOWN_S
+        self.down_reason = reason
+        return IndexUnavailable(reason)
+
+    def _renew(self, pool: ConnectionPool[psycopg.Connection[Any]]) -> None:
+        """After a lost connection, ``pool``'s others are taken for lost too (a restarted
+        server ended them all): the next call opens a new pool."""
+        with self._lock:
+            if self._pool is not pool:
+                return
+            self._pool = self._new_pool()
+            self._opened = False
+        pool.close(timeout=0)  # connections still in use are closed as they come back
+
+    @contextlib.contextmanager
+    def connection(self, *, prepare: bool = True) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection to a database with the current schema (unless not
+        ``prepare``). Failures raise :class:`IndexUnavailable` (see the module), a value
+        over one of PostgreSQL's limits ``ValueError``."""
+        if time.monotonic() < self._down_until:
+            raise IndexUnavailable(self.down_reason)
+        with self._lock:
+            if not self._opened:
+                self._pool.open(wait=False)
+                self._opened = True
+            pool = self._pool
+            busy = self._in_use >= self._max_connections  # each held by another call
+            self._in_use += 1
+        asked = time.monotonic()
+        try:
+            with pool.connection() as conn:
+                if prepare and not self.ready:
+                    self._prepare(conn)
+                    self.ready = True
+                yield conn
+        except PoolTimeout:
+            if busy and self._failure.at < asked:
+                raise IndexUnavailable(f"the store at {self.where} had no free connection "
+                                       f"within {self.timeout_s:g}s; try again") from None
+            reason = (self._failure.reason if self._failure.at >= asked
+                      else f"no connection within {self.timeout_s:g}s")
+            raise self._away(f"cannot reach the store at {self.where}: "
+                             f"{self.clean(reason)}") from None
+        except psycopg.errors.QueryCanceled:
+            # A store this slow is treated as away for a while: the pipeline goes on
+            # without it (Related, lessons) instead of waiting on it for every diary.
+            raise self._away(f"the store at {self.where} did not answer within "
+                             f"{self.timeout_s:g}s") from None
+        except psycopg.errors.LockNotAvailable:
+            raise IndexUnavailable(f"the store at {self.where} gave up waiting for a lock "
+                                   "another writer holds; try again") from None
+        except psycopg.errors.ProgramLimitExceeded as exc:
+            raise ValueError(f"over a limit of the store: {self.clean(str(exc))}") from None
+        except psycopg.errors.UndefinedTable as exc:
+            self.ready = False  # dropped under us: made again on the next call
+            raise IndexUnavailable(f"the store at {self.where} has no otel-diary schema "
+                                   f"({self.clean(str(exc))})") from None
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            if _lost(exc):
+                self._renew(pool)
+                raise self._away(f"cannot reach the store at {self.where}: "
+                                 f"{self.clean(str(exc))}") from None
+            raise IndexUnavailable(f"the store at {self.where} failed: "
+                                   f"{self.clean(str(exc))}") from None
+        finally:
+            with self._lock:
+                self._in_use -= 1
+
+    def close(self) -> None:
+        with self._lock:
+            if self._opened:  # used again after close, it opens a new pool
+                self._pool.close()
+                self._pool = self._new_pool()
+                self._opened = False

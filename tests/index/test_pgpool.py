@@ -1,0 +1,133 @@
+"""The PostgreSQL store's connections: forks, a busy pool, a restarted server, and the
+pool's log lines."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from otel_diary.errors import IndexUnavailable
+from otel_diary.index import pgpool
+from otel_diary.index.pgpool import POOL_NAME
+from otel_diary.index.postgres import PostgresStore
+from tests.index.test_store_contract import keep, render
+from tests.support.forking import in_forked_child, needs_fork
+from tests.support.kb import TS_STDERR, task_record
+from tests.support.postgres import PostgresCluster, free_port
+
+
+@pytest.fixture
+def used(postgres_url: str) -> PostgresStore:
+    """A store holding three diaries, its pool opened by using it."""
+    opened = PostgresStore(postgres_url, max_connections=2)
+    for n in range(3):
+        keep(opened, render(task_record(n, f"T-{n}", stderr=TS_STDERR)))
+    assert opened.count() == 3
+    return opened
+
+
+@needs_fork
+def test_a_forked_child_has_connections_of_its_own(used: PostgresStore) -> None:
+    """Children forked from a process that used the store answer right, each on its own
+    connections; closing every connection the child holds (what ending it does) leaves the
+    parent's sessions as they were, so the parent goes on answering without an error."""
+
+    def child() -> bool:
+        answers = [(used.count(), used.by_id("kh-none"), len(used.search("task").hits))
+                   for _ in range(30)]
+        for found in gc.get_objects():
+            if isinstance(found, psycopg.Connection):
+                found.close()
+        return set(answers) == {(3, None, 3)}
+
+    try:
+        assert [in_forked_child(child, limit_s=30) for _ in range(3)] == [0, 0, 0]
+        assert used.count() == 3
+        assert len(used.search("task").hits) == 3
+    finally:
+        used.close()
+
+
+def test_a_busy_pool_fails_the_call_not_the_store(postgres_url: str) -> None:
+    """With every connection of the pool held, a call fails once it waited its timeout,
+    saying why; the store is not taken as away: the next call, with a connection free,
+    is answered."""
+    store = PostgresStore(postgres_url, timeout_s=0.5, max_connections=1)
+    failed: list[str] = []
+
+    def call() -> None:
+        try:
+            store.count()
+        except IndexUnavailable as exc:
+            failed.append(str(exc))
+
+    try:
+        assert store.count() == 0
+        with store._db.connection():
+            waiting = threading.Thread(target=call)
+            waiting.start()
+            waiting.join()
+        assert failed == [f"the store at {store.where} had no free connection within 0.5s; "
+                          "try again"]
+        assert store.count() == 0
+    finally:
+        store.close()
+
+
+def test_the_pool_lines_of_an_app_are_left_as_they_are(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The store's own pool says nothing about each failed attempt (the store reports
+    the failure once); a pool the app made logs as psycopg_pool does."""
+    closed = free_port()
+    url = f"postgresql://app:pw@127.0.0.1:{closed}/app"
+    with caplog.at_level(logging.WARNING, logger="psycopg.pool"):
+        with pytest.raises(IndexUnavailable, match="cannot reach"):
+            PostgresStore(url, timeout_s=0.5).count()
+        with ConnectionPool(url, min_size=0, max_size=1, name="app-pool", timeout=0.5,
+                            reconnect_timeout=0.5) as pool, pytest.raises(PoolTimeout):
+            pool.getconn()
+    lines = [record.getMessage() for record in caplog.records if record.name == "psycopg.pool"]
+    assert any("app-pool" in line for line in lines)
+    assert not any(POOL_NAME in line for line in lines)
+
+
+@pytest.fixture(scope="module")
+def own_cluster() -> Iterator[PostgresCluster]:
+    """A server of this module's own: a test restarts it."""
+    with PostgresCluster() as cluster:
+        yield cluster
+
+
+def test_after_a_restart_one_failure_renews_every_connection(
+        own_cluster: PostgresCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server restarted under a full pool ends its connections: the first call finds
+    one lost and the store opens new ones, so the call after the store's pause is
+    answered (each pooled connection was found lost in turn, one pause each)."""
+    monkeypatch.setattr(pgpool, "DOWN_S", 0.05)
+    store = PostgresStore(own_cluster.new_database(), max_connections=3)
+    try:
+        assert store.count() == 0
+        with store._db.connection(), store._db.connection(), store._db.connection():
+            pass  # three connections in the pool
+        own_cluster.stop()
+        own_cluster.start()
+        failures = 0
+        while True:
+            try:
+                assert store.count() == 0
+                break
+            except IndexUnavailable as exc:
+                assert "cannot reach the store" in str(exc)
+                failures += 1
+                assert failures < 10
+                time.sleep(0.1)
+        assert failures == 1
+    finally:
+        store.close()
