@@ -8,19 +8,91 @@ advisory lock, so replicas starting at once migrate once, and refuses a newer on
 from __future__ import annotations
 
 import logging
+import re
+import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 
 from otel_diary.errors import IndexUnavailable
+from otel_diary.index.documents import Entry, entry_from_parts
+from otel_diary.pipeline.render import parse_front_matter
 
 logger = logging.getLogger("otel_diary")
 
 SCHEMA = "otel_diary"
 MIGRATE_LOCK = 0x6F74_6C64_6961_7279 & 0x7FFF_FFFF_FFFF_FFFF
 """The advisory lock key held while the schema is created or migrated."""
+CONFIG = f"{SCHEMA}.words"
+"""The text search configuration: English stems of every word, stop words too, as the
+folder index's porter tokenizer keeps them (``the`` or ``not`` found nothing)."""
+MAX_SEARCHED_BYTES = 256 * 1024
+"""Body text searched per diary, in UTF-8 bytes: a tsvector holds at most 1 MB."""
+DIARY_VECTOR = (f"setweight(to_tsvector('{CONFIG}', %(title_words)s), 'A') || "
+                f"setweight(to_tsvector('{CONFIG}', %(meta_words)s), 'B') || "
+                f"setweight(to_tsvector('{CONFIG}', %(body_words)s), 'C')")
+LESSON_VECTOR = (f"setweight(to_tsvector('{CONFIG}', %(title_words)s), 'A') || "
+                 f"setweight(to_tsvector('{CONFIG}', %(content_words)s), 'C')")
 
-_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+_WORD = re.compile(r"[^\W_]+")
+
+
+def words(text: str) -> str:
+    """The words of ``text`` as the folder index's tokenizer (unicode61, diacritics
+    removed) splits it, joined by spaces. PostgreSQL's parser alone keeps a path, a host,
+    a version or an e-mail address whole, so ``api.ts`` found nothing in ``src/api.ts``."""
+    if not text.isascii():
+        text = "".join(char for char in unicodedata.normalize("NFKD", text)
+                       if not unicodedata.combining(char))
+    return " ".join(_WORD.findall(text))
+
+
+def diary_words(entry: Entry) -> dict[str, str]:
+    """The texts :data:`DIARY_VECTOR` reads for ``entry``; of the body, its first
+    :data:`MAX_SEARCHED_BYTES` bytes."""
+    body = entry.body
+    if len(body) > MAX_SEARCHED_BYTES // 4:
+        body = body.encode(errors="replace")[:MAX_SEARCHED_BYTES].decode(errors="ignore")
+    return {"title_words": words(entry.title), "meta_words": words(entry.meta),
+            "body_words": words(body)}
+
+
+def lesson_words(title: str, content: str) -> dict[str, str]:
+    """The texts :data:`LESSON_VECTOR` reads."""
+    return {"title_words": words(title), "content_words": words(content)}
+
+
+def _search_words(conn: psycopg.Connection[Any]) -> None:
+    """Version 3: the configuration, and every search vector made again from words."""
+    conn.execute(f"CREATE TEXT SEARCH DICTIONARY {SCHEMA}.english_stem "
+                 "(TEMPLATE = pg_catalog.snowball, LANGUAGE = english)")
+    conn.execute(f"CREATE TEXT SEARCH CONFIGURATION {CONFIG} (COPY = pg_catalog.english)")
+    conn.execute(f"ALTER TEXT SEARCH CONFIGURATION {CONFIG} ALTER MAPPING "
+                 f"REPLACE pg_catalog.english_stem WITH {SCHEMA}.english_stem")
+    last = ""
+    while rows := conn.execute(f"SELECT id, path, content FROM {SCHEMA}.diaries "
+                               "WHERE id > %s ORDER BY id LIMIT 500", (last,)).fetchall():
+        last = rows[-1][0]
+        found = []
+        for ident, path, content in rows:
+            try:
+                entry = entry_from_parts(path, parse_front_matter(content), content)
+            except (ValueError, TypeError, KeyError):
+                continue  # kept as it was found
+            found.append({"id": ident, **diary_words(entry)})
+        with conn.cursor() as cursor:
+            cursor.executemany(f"UPDATE {SCHEMA}.diaries SET search = {DIARY_VECTOR} "
+                               "WHERE id = %(id)s", found)
+    lessons = conn.execute(f"SELECT signature, title, content FROM {SCHEMA}.lessons"
+                           ).fetchall()
+    with conn.cursor() as cursor:
+        cursor.executemany(f"UPDATE {SCHEMA}.lessons SET search = {LESSON_VECTOR} "
+                           "WHERE signature = %(signature)s",
+                           [{"signature": signature, **lesson_words(title, content)}
+                            for signature, title, content in lessons])
+
+_MIGRATIONS: tuple[tuple[str | Callable[[psycopg.Connection[Any]], None], ...], ...] = (
     (
         f"""CREATE TABLE {SCHEMA}.diaries (
             id text PRIMARY KEY,
@@ -80,6 +152,7 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         f"jsonb_array_elements_text(state -> 'evidence') FROM {SCHEMA}.lessons "
         "ON CONFLICT DO NOTHING",
     ),
+    (_search_words,),  # 3: searched by words, as the folder index splits them
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -113,7 +186,10 @@ def migrate(conn: psycopg.Connection[Any]) -> int:
                          "(key text PRIMARY KEY, value text NOT NULL)")
             for statements in _MIGRATIONS[found:]:
                 for statement in statements:
-                    conn.execute(statement)
+                    if callable(statement):
+                        statement(conn)
+                    else:
+                        conn.execute(statement)
             conn.execute(f"INSERT INTO {SCHEMA}.meta (key, value) VALUES "
                          "('schema_version', %s) ON CONFLICT (key) DO UPDATE "
                          "SET value = EXCLUDED.value", (str(SCHEMA_VERSION),))

@@ -33,7 +33,18 @@ from otel_diary.index.lessons import (
     lesson_path,
 )
 from otel_diary.index.pgpool import Connections
-from otel_diary.index.pgschema import SCHEMA, SCHEMA_VERSION, migrate, schema_version
+from otel_diary.index.pgschema import (
+    CONFIG,
+    DIARY_VECTOR,
+    LESSON_VECTOR,
+    SCHEMA,
+    SCHEMA_VERSION,
+    diary_words,
+    lesson_words,
+    migrate,
+    schema_version,
+    words,
+)
 from otel_diary.index.query import Hit, SearchResult, fts_terms
 from otel_diary.index.related import CANDIDATES, WEIGHTS
 from otel_diary.index.store import RANKED
@@ -42,16 +53,12 @@ from otel_diary.text import one_line
 
 logger = logging.getLogger("otel_diary")
 
-MAX_VECTOR_BYTES = 256 * 1024
-"""Body text searched per diary, in UTF-8 bytes: a tsvector holds at most 1 MB."""
 MAX_DOCUMENT_BYTES = 1024 * 1024
 _WEIGHTS = "{0.1, 0.1, 0.3, 1.0}"
 """ts_rank weights of D, C (body), B (meta), A (title): SQLite's bm25 10 / 3 / 1."""
 _HIT = ("d.id, d.path, d.title, d.agent, d.task, d.outcome, d.task_trigger, d.created, "
         "d.trace_id, d.span_id, d.summary")
-_VECTOR = ("setweight(to_tsvector('english', %(title)s), 'A') || "
-           "setweight(to_tsvector('english', %(meta)s), 'B') || "
-           "setweight(to_tsvector('english', %(body)s), 'C')")
+
 
 def tsquery(terms: Sequence[str], operator: str) -> str:
     """FTS terms (``"a phrase"``, ``"prefix"*``) as a ``to_tsquery`` text: phrases with
@@ -59,12 +66,12 @@ def tsquery(terms: Sequence[str], operator: str) -> str:
     parts: list[str] = []
     for term in terms:
         prefix = term.endswith("*")
-        words = term.rstrip("*").strip('"').split()
-        if not words:
+        found = words(term.rstrip("*")).split()  # as the diaries' words were split
+        if not found:
             continue
         if prefix:
-            words[-1] += ":*"
-        parts.append("(" + " <-> ".join(words) + ")")
+            found[-1] += ":*"
+        parts.append("(" + " <-> ".join(found) + ")")
     return f" {operator} ".join(parts)
 
 
@@ -145,7 +152,7 @@ class PostgresStore:
                 raise ValueError(f"diary {entry.id} is larger than a diary can be")
             rows.append({**asdict(entry), "content": content,
                          "body_start": len(content) - len(entry.body) + 1,
-                         "body": _searched(entry.body),
+                         **diary_words(entry),
                          "signatures": list(dict.fromkeys(entry.signatures))[:MAX_SIGNATURES]})
         if not rows:
             return []
@@ -158,7 +165,7 @@ class PostgresStore:
                     "body_start, search) VALUES (%(id)s, %(path)s, %(title)s, %(agent)s, "
                     "%(task)s, %(outcome)s, %(trigger)s, %(workflow)s, %(trace_id)s, "
                     "%(span_id)s, %(created)s, %(summary)s, %(content)s, %(body_start)s, "
-                    f"{_VECTOR}) ON CONFLICT (id) DO UPDATE SET path = EXCLUDED.path, "
+                    f"{DIARY_VECTOR}) ON CONFLICT (id) DO UPDATE SET path = EXCLUDED.path, "
                     "title = EXCLUDED.title, agent = EXCLUDED.agent, task = EXCLUDED.task, "
                     "outcome = EXCLUDED.outcome, task_trigger = EXCLUDED.task_trigger, "
                     "workflow = EXCLUDED.workflow, trace_id = EXCLUDED.trace_id, "
@@ -224,7 +231,7 @@ class PostgresStore:
         where = " AND ".join(["d.search @@ q.q", *filters])
         # As the SQLite index does, only the newest RANKED matches are ranked (ts_rank
         # reads a whole tsvector), and headlines are made only for the hits kept.
-        sql = (f"WITH q AS (SELECT to_tsquery('english', %(q)s) AS q), recent AS ("
+        sql = (f"WITH q AS (SELECT to_tsquery('{CONFIG}', %(q)s) AS q), recent AS ("
                f"SELECT d.id FROM {SCHEMA}.diaries AS d, q WHERE {where} "
                f"ORDER BY d.created DESC, d.id LIMIT {RANKED}), top AS ("
                f"SELECT {_HIT}, d.content, d.body_start, ts_rank('{_WEIGHTS}', d.search, "
@@ -232,7 +239,7 @@ class PostgresStore:
                "ORDER BY score DESC, d.created DESC, d.id LIMIT %(limit)s) "
                "SELECT top.id, top.path, top.title, top.agent, top.task, top.outcome, "
                "top.task_trigger, top.created, top.trace_id, top.span_id, top.summary, "
-               "top.score, ts_headline('english', left(substr(top.content, top.body_start), "
+               f"top.score, ts_headline('{CONFIG}', left(substr(top.content, top.body_start), "
                "65536), q.q, 'StartSel=**, StopSel=**, MaxWords=16, MinWords=6') "
                "FROM top, q ORDER BY top.score DESC, top.created DESC, top.id")
         with self._db.connection() as conn:
@@ -345,14 +352,13 @@ class PostgresStore:
             conn.execute(
                 f"INSERT INTO {SCHEMA}.lessons (signature, id, path, title, last_seen, state, "
                 "content, search) VALUES (%(signature)s, %(id)s, %(path)s, %(title)s, "
-                "%(last_seen)s, %(state)s, %(content)s, "
-                "setweight(to_tsvector('english', %(title)s), 'A') || "
-                "setweight(to_tsvector('english', %(content)s), 'C')) "
+                f"%(last_seen)s, %(state)s, %(content)s, {LESSON_VECTOR}) "
                 "ON CONFLICT (signature) DO UPDATE SET last_seen = EXCLUDED.last_seen, "
                 "state = EXCLUDED.state, content = EXCLUDED.content, search = EXCLUDED.search",
                 {"signature": signature, "id": lesson_id(signature),
                  "path": lesson_path(signature), "title": title, "last_seen": lesson.last_seen,
-                 "state": Jsonb(lesson_state(lesson)), "content": content})
+                 "state": Jsonb(lesson_state(lesson)), "content": content,
+                 **lesson_words(title, content)})
         return lesson
 
     def lists_others(self, signature: str, ident: str) -> bool:
@@ -382,8 +388,8 @@ class PostgresStore:
                                     (list(signatures), limit)).fetchall()
             elif terms:
                 rows = conn.execute(
-                    f"WITH q AS (SELECT to_tsquery('english', %s) AS q) {head}, "
-                    "ts_headline('english', substr(content, strpos(substr(content, 4), "
+                    f"WITH q AS (SELECT to_tsquery('{CONFIG}', %s) AS q) {head}, "
+                    f"ts_headline('{CONFIG}', substr(content, strpos(substr(content, 4), "
                     "E'\\n---\\n') + 8), q.q, 'StartSel=**, StopSel=**, "
                     f"MaxWords=16, MinWords=6') FROM {SCHEMA}.lessons, q WHERE search @@ q.q "
                     f"ORDER BY ts_rank('{_WEIGHTS}', search, q.q, 1) DESC, last_seen DESC "
@@ -391,13 +397,6 @@ class PostgresStore:
             else:
                 rows = []
         return [tuple("" if value is None else str(value) for value in row) for row in rows]
-
-
-def _searched(body: str) -> str:
-    """The part of ``body`` searched: its first :data:`MAX_VECTOR_BYTES` bytes."""
-    if len(body) <= MAX_VECTOR_BYTES // 4:
-        return body
-    return body.encode(errors="replace")[:MAX_VECTOR_BYTES].decode(errors="ignore")
 
 
 def _place(cursor: psycopg.Cursor[Any], rows: list[dict[str, Any]]) -> None:

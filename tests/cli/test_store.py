@@ -219,6 +219,8 @@ def test_a_version_1_store_migrates_and_keeps_counting_each_run_once(
             store.add_lesson(*found)
     with psycopg.connect(postgres_url, autocommit=True) as conn:  # back to version 1
         conn.execute(f"DROP TABLE {SCHEMA}.lesson_runs")
+        conn.execute(f"DROP TEXT SEARCH CONFIGURATION {SCHEMA}.words")
+        conn.execute(f"DROP TEXT SEARCH DICTIONARY {SCHEMA}.english_stem")
         conn.execute(f"UPDATE {SCHEMA}.meta SET value = '1' WHERE key = 'schema_version'")
     code, out, _ = run(capsys, "store", "migrate", "--store", postgres_url)
     assert code == 0 and f"schema version {SCHEMA_VERSION} (was 1)" in out

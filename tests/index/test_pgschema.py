@@ -1,13 +1,18 @@
-"""The PostgreSQL store's schema: made once however many replicas start at once."""
+"""The PostgreSQL store's schema: made once however many replicas start at once, and
+migrated with what it holds."""
 
 from __future__ import annotations
 
 import threading
 
 import psycopg
+import pytest
 
-from otel_diary.index.pgschema import SCHEMA_VERSION, schema_version
+from otel_diary.errors import IndexUnavailable
+from otel_diary.index.pgschema import SCHEMA, SCHEMA_VERSION, schema_version
 from otel_diary.index.postgres import PostgresStore
+from tests.index.test_store_contract import keep, render
+from tests.support.kb import TS_STDERR, task_record
 
 
 def test_two_replicas_migrating_at_once_make_one_schema(postgres_url: str) -> None:
@@ -36,3 +41,27 @@ def test_two_replicas_migrating_at_once_make_one_schema(postgres_url: str) -> No
     assert sorted(results) == [(0, SCHEMA_VERSION)] + [(SCHEMA_VERSION, SCHEMA_VERSION)] * 3
     with psycopg.connect(postgres_url) as conn:
         assert schema_version(conn) == SCHEMA_VERSION
+
+
+def test_a_version_2_store_is_searched_by_words_once_migrated(postgres_url: str) -> None:
+    """A store of schema version 2 (vectors made by PostgreSQL's English parser alone) is
+    migrated: its diaries and lessons are found by a path's parts and by stop words."""
+    diaries = [render(task_record(n, f"T-{n}", stderr=TS_STDERR)) for n in range(3)]
+    with PostgresStore(postgres_url) as store:
+        for diary in diaries:
+            keep(store, diary)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # back to version 2
+        conn.execute(f"UPDATE {SCHEMA}.diaries SET search = to_tsvector('english', content)")
+        conn.execute(f"UPDATE {SCHEMA}.lessons SET search = to_tsvector('english', content)")
+        conn.execute(f"DROP TEXT SEARCH CONFIGURATION {SCHEMA}.words")
+        conn.execute(f"DROP TEXT SEARCH DICTIONARY {SCHEMA}.english_stem")
+        conn.execute(f"UPDATE {SCHEMA}.meta SET value = '2' WHERE key = 'schema_version'")
+    with PostgresStore(postgres_url, migrate=False) as old:
+        with pytest.raises(IndexUnavailable, match="schema version 2"):
+            old.search("api.ts")
+    with PostgresStore(postgres_url) as store:
+        assert store.migrate() == (2, SCHEMA_VERSION)
+        for query in ("api.ts", "orders", "is not"):
+            assert {hit.id for hit in store.search(query).hits} == \
+                {diary.id for diary in diaries}
+        assert store.lesson_rows(terms=['"orders"'])[0][3] == "code:TS2345"

@@ -91,6 +91,38 @@ def test_search_ranks_a_title_match_first_and_falls_back_to_any_word(
     assert "**" in store.search("quokka").hits[0].snippet
 
 
+WORDS = ("see os.path.join and v1.2.3 at https://ci.example.com/run/7, mail dev@example.com; "
+         "node_modules/left-pad snake_case_name kebab-case réseau connection timeouts")
+
+
+@pytest.mark.parametrize("query", [
+    "the", "is not", '"is not assignable"', "api.ts", "src/orders/api.ts", "orders",
+    "os.path.join", "os.path", "v1.2.3", "ci.example.com", "dev@example.com",
+    "https://ci.example.com/run/7", "left-pad", "node_modules/left-pad", "snake_case_name",
+    "case", "kebab-case", "reseau", "réseau", "connect*", "timeout", "TS2345*", "zanzibar"])
+def test_both_stores_find_the_same_diaries(query: str, tmp_path: Path,
+                                           postgres_url: str) -> None:
+    """A path, a dotted name, an address, a stop word or a word with an accent finds the
+    same diaries in both stores (PostgreSQL kept a path or a host as one word and left
+    out stop words: ``api.ts`` or ``the`` found nothing there)."""
+    from otel_diary.index.postgres import PostgresStore
+
+    diaries = [render(task_record(n, f"T-{n}", stderr=f"{TS_STDERR}\n{WORDS}"))
+               for n in range(2)]
+    diaries.append(render(task_record(2, "T-2", stderr=PY_STDERR)))
+    found = {}
+    for name, store in (("folder", FolderStore(tmp_path / "kb")),
+                        ("postgres", PostgresStore(postgres_url))):
+        with store:
+            for diary in diaries:
+                keep(store, diary)
+            result = store.search(query)
+            found[name] = (result.match, {hit.id for hit in result.hits})
+    assert found["folder"] == found["postgres"]
+    if query != "zanzibar":
+        assert found["folder"][1]
+
+
 def test_error_signatures_are_looked_up_exactly(store: DiaryStore) -> None:
     """Related finds earlier diaries sharing an error signature, most recent first, not the
     diary itself nor later ones; an unrelated error is not related."""
