@@ -32,11 +32,14 @@ def _failed(stats: Counters | None, log_once: LogOnce, root: Path | None, kind: 
     folder, with the sink's)."""
     if stats is not None:
         stats.add("index_errors")
-    if root is not None and isinstance(sys.exc_info()[1], IndexUnavailable):
-        folder = unwritable(root)
+    failure = sys.exc_info()[1]
+    if isinstance(failure, IndexUnavailable):
+        folder = unwritable(root) if root is not None else None
         if folder is not None:
             log_unwritable(folder)
-            return
+        else:  # a store away or busy: its reason says it all, no traceback
+            log_once.warning(kind, message + ": %s", *args, failure)
+        return
     log_once(kind, message, *args)
 
 
@@ -122,5 +125,6 @@ class LessonFirstFinder:
             if signature is not None and self.book.lists_others(signature, ident):
                 return [lesson_id(signature), *found]  # earlier runs' lesson, not this one's
         except Exception:
-            self._log_once("related", "otel-diary could not look up the lesson of a run")
+            _failed(None, self._log_once, None, "related",
+                    "otel-diary could not look up the lesson of a run")
         return found
