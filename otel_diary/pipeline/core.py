@@ -237,10 +237,19 @@ class Pipeline:
             self.stats.add("reflection_fallbacks")
         return self._stub.reflect(run)
 
-    def close(self) -> None:
+    def close(self, timeout_s: float | None = None) -> None:
+        """Close the sinks, the reflector and the listeners. With ``timeout_s``, sinks that
+        deliver on (``close_within``) share what is left of it, one after the other, instead
+        of each waiting its own shutdown timeout; what they could not deliver waits in
+        their spools for the next start."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         for sink in self.sinks:
             try:
-                sink.close()
+                within = getattr(sink, "close_within", None)
+                if deadline is not None and within is not None:
+                    within(max(deadline - time.monotonic(), 0.0))
+                else:
+                    sink.close()
             except Exception:
                 self._log_once(f"close:{type(sink).__name__}", "otel-diary sink close failed")
         try:

@@ -287,7 +287,7 @@ class Collector:
             finished = runner.stop(deadline - time.monotonic()) and finished
         if not already:
             if finished:
-                self.pipeline.close()
+                self.pipeline.close(max(deadline - time.monotonic(), 0.0))
             if self.journal is not None:
                 self.journal.close(max(deadline - time.monotonic(), 1.0))
         if not finished:

@@ -390,7 +390,7 @@ class DiarySpanProcessor(SpanProcessor):
             try:
                 self._new_pipeline = None
                 if self._pipeline is not None:
-                    self._pipeline.close()
+                    self._pipeline.close(max(deadline - time.monotonic(), 0.0))
                     return
             finally:
                 self._pipeline_lock.release()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,46 @@ def test_the_caller_of_a_batch_hears_once_its_diaries_are_indexed(
     assert seen == [4, 7, 8]
     reader.close()
     pipeline.close()
+
+
+class DeliveringSink:
+    """A sink that delivers on at close, as the hub and store sinks do: it takes what is
+    left of the shutdown and uses a tenth of a second of it."""
+
+    def __init__(self) -> None:
+        self.given: list[float] = []
+
+    def write(self, diary: Diary) -> str:
+        return "delivering"
+
+    def close(self) -> None:
+        self.close_within(10.0)
+
+    def close_within(self, timeout_s: float) -> None:
+        self.given.append(timeout_s)
+        time.sleep(0.1)
+
+
+class PlainSink:
+    def __init__(self) -> None:
+        self.closed = False
+
+    def write(self, diary: Diary) -> str:
+        return "plain"
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_sinks_share_what_is_left_of_the_shutdown() -> None:
+    """With a timeout, each delivering sink is given what the ones before it left of it,
+    not a timeout of its own; other sinks are closed as they are; without one, each
+    sink takes its own."""
+    first, second, plain = DeliveringSink(), DeliveringSink(), PlainSink()
+    Pipeline(ORCHESTRATOR, [first, plain, second]).close(0.5)
+    assert first.given[0] <= 0.5
+    assert second.given[0] <= first.given[0] - 0.1
+    assert plain.closed
+    alone = DeliveringSink()
+    Pipeline(ORCHESTRATOR, [alone]).close()
+    assert alone.given == [10.0]

@@ -306,10 +306,15 @@ class HubSink:
 
     def close(self) -> None:
         """Deliver what can be delivered within ``shutdown_timeout_s``; idempotent."""
+        self.close_within(self.shutdown_timeout_s)
+
+    def close_within(self, timeout_s: float) -> None:
+        """:meth:`close`, delivering for no longer than ``timeout_s`` (nor than
+        ``shutdown_timeout_s``): what a shutdown with other work to do has left."""
         if self._closed:
             return
         self._closed = True
-        stopped = self._runner.stop(self.shutdown_timeout_s)
+        stopped = self._runner.stop(min(max(timeout_s, 0.0), self.shutdown_timeout_s))
         waiting = len(self.spool)
         if waiting:
             logger.warning("otel-diary stopped with %d diaries for %s in %s; the next "
