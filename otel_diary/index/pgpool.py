@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 import psycopg.errors
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.types.string import StrDumperUnknown
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from otel_diary.errors import IndexUnavailable
@@ -41,6 +42,18 @@ resources (too many connections, disk full), the server shutting down or startin
 
 class _Connection(psycopg.Connection[Any]):
     """A connection of a store's pool."""
+
+
+class _Text(StrDumperUnknown):
+    """Sends text as PostgreSQL can take it: a NUL as U+FFFD and a lone surrogate as
+    ``?`` (no stored text holds either), where the driver refused the whole call."""
+
+    def dump(self, obj: str) -> bytes:
+        try:
+            data = obj.encode()
+        except UnicodeEncodeError:
+            data = obj.encode(errors="replace")
+        return data.replace(b"\x00", "\ufffd".encode()) if b"\x00" in data else data
 
 
 class _Failure:
@@ -130,8 +143,12 @@ class Connections:
         return ConnectionPool(self._url, kwargs=self._kwargs, min_size=0,
                               max_size=self._max_connections, open=False,
                               timeout=self.timeout_s, reconnect_timeout=self.timeout_s,
-                              configure=self._connections.add, name=POOL_NAME,
+                              configure=self._configure, name=POOL_NAME,
                               connection_class=_connection_class(self._failure))
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        self._connections.add(conn)
+        conn.adapters.register_dumper(str, _Text)
 
     def _after_fork_in_child(self) -> None:
         """A forked child opens a pool of its own. The parent's connections are neither

@@ -49,6 +49,7 @@ from otel_diary.index.query import Hit, SearchResult, fts_terms
 from otel_diary.index.related import CANDIDATES, WEIGHTS
 from otel_diary.index.store import RANKED
 from otel_diary.pipeline.core import MAX_RELATED
+from otel_diary.pipeline.render import DIARY_ROOT
 from otel_diary.text import one_line
 
 logger = logging.getLogger("otel_diary")
@@ -150,6 +151,10 @@ class PostgresStore:
         for entry, content in diaries:
             if len(content) > MAX_DOCUMENT_BYTES:
                 raise ValueError(f"diary {entry.id} is larger than a diary can be")
+            parts = entry.path.split("/")
+            if (len(parts) < 4 or "/".join(parts[:2]) != DIARY_ROOT or "\\" in entry.path
+                    or not set(parts).isdisjoint(("", ".", ".."))):
+                raise ValueError(f"diary path {entry.path!r} leaves the diary folder")
             rows.append({**asdict(entry), "content": content,
                          "body_start": len(content) - len(entry.body) + 1,
                          **diary_words(entry),

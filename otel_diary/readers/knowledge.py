@@ -139,7 +139,15 @@ def _text(value: object) -> str:
 def _bounded(text: str, limit: int, what: str) -> str:
     if len(text) > limit:
         raise ReadError(f"{what} is {len(text):,} characters long; at most {limit:,} are read")
-    return text
+    return _encodable(text)
+
+
+def _encodable(text: str) -> str:
+    """``text`` with each lone surrogate (JSON can carry one, UTF-8 cannot: the answer
+    could not be sent) as U+FFFD."""
+    if text.isascii():
+        return text
+    return text.encode(errors="surrogatepass").decode(errors="replace")
 
 
 def _limit(limit: int) -> int:
@@ -473,6 +481,8 @@ class KnowledgeBase:
         """Lessons, then diaries, matching every word of ``query`` (or, when no document has
         them all, some of them). Lessons are left out when ``agent`` or ``outcome`` filter."""
         query = _bounded(query, MAX_QUERY_CHARS, "the query")
+        agent = None if agent is None else _encodable(agent)
+        since = None if since is None else _encodable(since)
         limit = _limit(limit)
         found: list[Found] = []
         if agent is None and outcome is None:

@@ -67,3 +67,17 @@ def test_a_lesson_locked_by_a_stalled_writer_fails_that_lesson_only(
         assert store.add_lesson(signature, seen).runs == 4
     finally:
         store.close()
+
+
+def test_text_postgresql_cannot_hold_is_looked_up_not_refused(store: PostgresStore) -> None:
+    """A NUL or a lone surrogate in what is looked up finds nothing (PostgreSQL refuses
+    both: the driver raised DataError or UnicodeEncodeError to the reader)."""
+    try:
+        assert store.document("diaries/\udc80.md") is None
+        assert store.document("diaries/a\x00.md") is None
+        assert store.by_trace("\ud800") == []
+        assert not store.lists_others("code:\ud800", "x")
+        assert store.search("task", task="\ud800").hits == []
+    finally:
+        store.close()
+

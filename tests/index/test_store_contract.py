@@ -200,6 +200,28 @@ def test_related_is_the_same_in_both_stores(seed: int, tmp_path: Path,
             store.close()
 
 
+@pytest.mark.parametrize("path", ["../../etc/evil.md", "diaries/agents/../../x.md",
+                                  "/etc/evil.md", "diaries/lessons/x.md"])
+def test_a_diary_path_outside_the_diary_folder_is_refused(store: DiaryStore, path: str) -> None:
+    """A diary kept under a path that leaves ``diaries/agents`` is refused by both (the
+    store kept it, and answered it when fetched)."""
+    diary = render(task_record(1, "T-1"))
+    with pytest.raises(ValueError, match="leaves the diary folder"):
+        store.add_diary(entry_from_parts(path, diary.front_matter, diary.content),
+                        diary.content)
+    assert store.count() == 0
+
+
+def test_a_nul_in_a_lookup_finds_nothing(store: DiaryStore) -> None:
+    """A NUL, which no kept text holds, finds nothing and raises nothing."""
+    keep(store, render(task_record(1, "T-1", stderr=TS_STDERR)))
+    assert store.by_id("kh-\x00") is None
+    assert store.search("task", agent="a\x00b").hits == []
+    assert store.lesson("code:\x00").runs == 0
+    assert store.related(exclude="", task="T\x00", trigger=None, signatures=["\x00"],
+                         before="9999") == []
+
+
 def test_lookups_by_trace_and_id(store: DiaryStore) -> None:
     """A diary is found by its trace id and by its id; unknown ones are not."""
     diary = render(task_record(1, "T-1"))

@@ -232,6 +232,21 @@ def test_bad_requests_are_read_errors_with_a_message(kb: KB, call: str) -> None:
     assert str(raised.value)
 
 
+def test_text_utf_8_cannot_hold_is_answered_not_raised(kb: KB) -> None:
+    """A lone surrogate (a JSON request can carry one) or a NUL in a query, a filter or an
+    id is answered like any text no document holds, never with UnicodeEncodeError."""
+    root, diaries = kb
+    with KnowledgeBase(root) as base:
+        assert [f.id for f in base.search("TS2345 \ud800").results] == [diaries["types"].id]
+        assert base.search("TS2345", agent="\udc80").results == []
+        assert base.search("TS2345", agent="a\x00b").results == []
+        assert base.search("TS2345", since="\ud800").results == []
+        assert base.lessons("error TS2345 \ud800").results
+        for ident in ("kh-\udc80", "diaries/\ud800.md"):
+            with pytest.raises(ReadError, match="no d"):
+                base.fetch(ident)
+
+
 def test_reading_writes_nothing_to_the_knowledge_base(kb: KB) -> None:
     """After searches, fetches and error matches, every file under the root is unchanged."""
     root, diaries = kb
