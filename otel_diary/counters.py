@@ -122,13 +122,15 @@ class LogOnce:
         return first
 
     def __call__(self, kind: str, message: str, *args: object,
-                 exc: BaseException | None = None) -> None:
-        """Log the exception being handled, or ``exc``."""
+                 exc: BaseException | None = None, trace: bool = True) -> None:
+        """Log the exception being handled, or ``exc``; with its traceback unless not
+        ``trace`` (when the message says all there is)."""
+        exc_info = (exc or True) if trace else None
         if self._first(kind):
             self._log.error(message + " (further errors of this kind are logged at debug)",
-                            *args, exc_info=exc or True)
+                            *args, exc_info=exc_info)
         else:
-            self._log.debug(message, *args, exc_info=exc or True)
+            self._log.debug(message, *args, exc_info=exc_info)
 
     def warning(self, kind: str, message: str, *args: object) -> None:
         """A condition (not an exception) worth one warning: the first time a warning,

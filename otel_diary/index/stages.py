@@ -37,8 +37,8 @@ def _failed(stats: Counters | None, log_once: LogOnce, root: Path | None, kind: 
         folder = unwritable(root) if root is not None else None
         if folder is not None:
             log_unwritable(folder)
-        else:  # a store away or busy: its reason says it all, no traceback
-            log_once.warning(kind, message + ": %s", *args, failure)
+        else:  # a store away or an index that cannot be opened: the reason says it all
+            log_once(kind, message + ": %s", *args, failure, trace=False)
         return
     log_once(kind, message, *args)
 

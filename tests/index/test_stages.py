@@ -17,7 +17,7 @@ from tests.support.postgres import free_port
 def test_a_store_away_is_one_line_with_its_reason(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Diaries are still written while the store cannot be reached; the lookups that
-    failed say why in one warning each, not a traceback, and the password in no line."""
+    failed say why in one line each, not a traceback, and the password in no line."""
     url = f"postgresql://diary:s3cret-pw@127.0.0.1:{free_port()}/kb"
     settings = Settings(enabled=True, store_url=url, spool_dir=tmp_path / "spool",
                         store_timeout_s=0.5, shutdown_timeout_ms=500)
