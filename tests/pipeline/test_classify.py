@@ -38,6 +38,17 @@ def test_fallbacks_fill_missing_facts() -> None:
     assert run.tokens is None and run.outcome == "completed"
 
 
+@pytest.mark.parametrize("service", ["unknown_service", "unknown_service:python"])
+def test_without_a_service_name_the_span_names_the_agent(service: str) -> None:
+    """The SDK's stand-in service name (no OTEL_SERVICE_NAME) gives way to the span's name:
+    a LangGraph graph's or an agent workflow's name says who did the work."""
+    unnamed = SpanRecord(trace_id=1, span_id=2, name="qa", start_ns=0, end_ns=1,
+                         attributes={"orchestrator.task.id": "T"},
+                         resource={"service.name": service})
+    run = classify(unnamed, None, ORCHESTRATOR)
+    assert run is not None and run.agent == "qa"
+
+
 def test_tokens_from_own_usage_then_children() -> None:
     """Tokens: the task's own total, else its gen_ai usage, else the children's sum."""
     children = ChildSummary()
