@@ -46,6 +46,11 @@ def suppressed() -> Iterator[None]:
         context.detach(token)
 
 
+CUT_SHORT_S = 1.0
+"""The end of a shutdown's budget (at most a quarter of it) in which the diaries' model
+calls are cut short and the runs left are written with the stub reflection."""
+
+
 class ForkAware(Protocol):
     def _after_fork_in_child(self) -> None: ...
 
@@ -156,6 +161,14 @@ class Runner:
             return True
         thread.join(max(self.deadline - time.monotonic(), 0.0) + 0.05)
         return not thread.is_alive()
+
+    def join(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the thread of a stopped runner to end, past the
+        deadline :meth:`stop` gave it; True when it ended."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(max(timeout_s, 0.0))
+        return thread is None or not thread.is_alive()
 
     def after_fork(self, restart: bool = True) -> None:
         """In a forked child: fresh events and, with ``restart``, a new thread (the

@@ -237,6 +237,13 @@ class Pipeline:
             self.stats.add("reflection_fallbacks")
         return self._stub.reflect(run)
 
+    def cut_short(self) -> None:
+        """Model calls under way end now and no more are made: the runs still to write are
+        written with the stub reflection (a shutdown near its end)."""
+        cut = getattr(self.reflector, "cut_short", None)
+        if cut is not None:
+            cut()
+
     def close(self, timeout_s: float | None = None) -> None:
         """Close the sinks, the reflector and the listeners. With ``timeout_s``, sinks that
         deliver on (``close_within``) share what is left of it, one after the other, instead

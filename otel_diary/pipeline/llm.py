@@ -148,6 +148,7 @@ class LLMReflector:
         the parent's may be held by calls that do not exist there)."""
         self._slots = threading.BoundedSemaphore(self._concurrency)
         self._budget_lock = threading.Lock()
+        self._cut = threading.Event()
         self._client = outbound.client(self.timeout_s, self._transport)
 
     def _after_fork_in_child(self) -> None:
@@ -195,7 +196,14 @@ class LLMReflector:
             body["model"] = self.model
         return self._ask(body)
 
+    def cut_short(self) -> None:
+        """Calls under way end within a fraction of a second and none is made from now
+        on: the runs left are written with the stub (a shutdown that cannot wait)."""
+        self._cut.set()
+
     def _ask(self, body: dict[str, Any]) -> str:
+        if self._cut.is_set():
+            return ""
         if not self._take_budget():
             self.stats.add("over_budget")
             return ""
@@ -231,12 +239,15 @@ class LLMReflector:
     def _call(self, body: dict[str, Any]) -> str:
         data = json.dumps(body, ensure_ascii=False).encode("utf-8")
         try:
-            with outbound.deadline(2 * self.timeout_s), self._client.stream(
+            with outbound.deadline(2 * self.timeout_s, self._cut), self._client.stream(
                     "POST", self.endpoint, content=data, headers=self.headers()) as response:
                 raw, whole = outbound.read_capped(response, MAX_ANSWER_BYTES)
         except httpx.TimeoutException:
             self.stats.add("timeouts")
-            self._log_failure("timed out after %.1fs", self.timeout_s)
+            if self._cut.is_set():
+                self._log_failure("was cut short by the shutdown")
+            else:
+                self._log_failure("timed out after %.1fs", self.timeout_s)
             return ""
         except Exception as exc:  # any failure of the call writes the stub
             self.stats.add("errors")

@@ -4,13 +4,15 @@ time and in bytes whatever the other side does.
 httpx bounds each read and write, not their sum: a server that sends its status line and
 headers a byte every half second keeps a call open for good. The connections made here
 take each read and write's timeout from what is left of the call's deadline
-(:func:`deadline`), so the whole call ends by it, headers and upload included. Answers
+(:func:`deadline`), so the whole call ends by it, headers and upload included, or soon
+after a shutdown that cannot wait cuts it short. Answers
 are asked for and read as they are sent (``accept-encoding: identity``, raw bytes): a
 few kilobytes compressed cannot inflate to gigabytes before the size cap is checked.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -26,14 +28,18 @@ WRITE_PIECE = 64 * 1024
 IDENTITY = {"accept-encoding": "identity"}
 """Headers asking for an answer as it is, not compressed."""
 
-_deadline: ContextVar[float | None] = ContextVar("otel_diary_outbound_deadline",
-                                                 default=None)
+CUT_CHECK_S = 0.2
+"""How often a read waiting on a call that can be cut short looks whether it was."""
+
+_deadline: ContextVar[tuple[float, threading.Event | None] | None] = ContextVar(
+    "otel_diary_outbound_deadline", default=None)
 
 
 @contextmanager
-def deadline(seconds: float) -> Iterator[None]:
-    """Calls made in the block end within ``seconds`` (``httpx.TimeoutException``)."""
-    token = _deadline.set(time.monotonic() + seconds)
+def deadline(seconds: float, cut: threading.Event | None = None) -> Iterator[None]:
+    """Calls made in the block end within ``seconds`` (``httpx.TimeoutException``), or
+    within :data:`CUT_CHECK_S` of ``cut`` being set (a shutdown that cannot wait)."""
+    token = _deadline.set((time.monotonic() + seconds, cut))
     try:
         yield
     finally:
@@ -41,13 +47,17 @@ def deadline(seconds: float) -> Iterator[None]:
 
 
 def _left(timeout: float | None, late: type[Exception]) -> float | None:
-    """``timeout``, or less when the call's deadline comes sooner (``late`` past it)."""
-    end = _deadline.get()
-    if end is None:
+    """``timeout``, or less when the call's deadline comes sooner (``late`` past it, or
+    once the call was cut short)."""
+    entry = _deadline.get()
+    if entry is None:
         return timeout
+    end, cut = entry
     left = end - time.monotonic()
     if left <= 0:
         raise late("past the call's deadline")
+    if cut is not None and cut.is_set():
+        raise late("the call was cut short")
     return left if timeout is None else min(timeout, left)
 
 
@@ -56,7 +66,23 @@ class _Stream(httpcore.NetworkStream):
         self._inner = inner
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
+        entry = _deadline.get()
+        if entry is None or entry[1] is None:
+            return self._inner.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
+        # A call that can be cut short waits in short reads (one that timed out has read
+        # nothing), looking between them whether it was.
+        ends = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = None if ends is None else ends - time.monotonic()
+            if wait is not None and wait <= 0:
+                raise httpcore.ReadTimeout("timed out")
+            left = _left(wait, httpcore.ReadTimeout)
+            assert left is not None  # a deadline is set
+            try:
+                return self._inner.read(max_bytes, min(left, CUT_CHECK_S))
+            except httpcore.ReadTimeout:
+                if left <= CUT_CHECK_S:
+                    raise
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         # httpcore sends a buffer in a loop, each send with the whole timeout: in pieces,

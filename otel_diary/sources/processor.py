@@ -28,7 +28,7 @@ from otel_diary.assembly.batch import estimate
 from otel_diary.conventions import Conventions, conventions_for
 from otel_diary.pipeline.stats import Stats
 from otel_diary.record import Ready, SpanRecord, error_details
-from otel_diary.runner import Runner, renew_after_fork
+from otel_diary.runner import CUT_SHORT_S, Runner, renew_after_fork
 from otel_diary.switch import enabled_in_environment
 
 if TYPE_CHECKING:  # a façade's argument types; settings are read by the composition root
@@ -374,9 +374,17 @@ class DiarySpanProcessor(SpanProcessor):
             self._capacity = 0
             if self._intake is None or self._delivery is None:  # off: nothing was started
                 return
-            deadline = time.monotonic() + self._config.shutdown_timeout_s
+            budget = self._config.shutdown_timeout_s
+            deadline = time.monotonic() + budget
             self._intake.stop(deadline - time.monotonic())
-            self._delivery.stop(deadline - time.monotonic())
+            # The last part of the budget writes what is left with the stub reflection:
+            # a slow model would otherwise leave those runs unwritten.
+            last = min(CUT_SHORT_S, budget / 4)
+            if not self._delivery.stop(deadline - last - time.monotonic()):
+                pipeline = self._pipeline
+                if pipeline is not None:
+                    pipeline.cut_short()
+                self._delivery.join(deadline - time.monotonic())
             waiting = len(self._queue) + len(self._ready)
             if waiting:
                 logger.warning("otel-diary shutdown timed out: %d spans and task runs "

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from otel_diary.sinks import outbound
+from tests.support.loopback import wait_until
 from tests.support.raw_http import RawServer, head
 
 
@@ -31,6 +32,38 @@ def test_a_deadline_bounds_the_whole_call_in_its_block_only() -> None:
         client.close()
         slow.finish()
     assert slow.trickled < len(trickled)
+
+
+def test_a_call_to_a_silent_server_ends_once_cut_short() -> None:
+    """A server that reads the request and never answers holds a call for its deadline
+    (30 s here); cutting it short ends it, while it waits, with a timeout that says so."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    threading.Thread(target=lambda: accepted.append(listener.accept()[0]), daemon=True).start()
+    cut = threading.Event()
+    client = outbound.client(30)
+    failure: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            with outbound.deadline(30, cut):
+                client.get(f"http://127.0.0.1:{listener.getsockname()[1]}/")
+        except BaseException as exc:
+            failure.append(exc)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    try:
+        assert wait_until(lambda: accepted, timeout=10)
+        cut.set()
+        caller.join()
+    finally:
+        client.close()
+        listener.close()
+        for conn in accepted:
+            conn.close()
+    assert len(failure) == 1 and isinstance(failure[0], httpx.TimeoutException)
+    assert "cut short" in str(failure[0])
 
 
 def test_an_answer_is_read_as_sent_up_to_the_cap() -> None:

@@ -25,6 +25,7 @@ from otel_diary.testing import InMemorySink
 from tests.conftest import Harness
 from tests.support.forking import in_forked_child, needs_fork
 from tests.support.loopback import wait_until
+from tests.support.raw_http import RawServer
 
 TASK = {"orchestrator.task.id": "T-1", "orchestrator.task.title": "Fix the build",
         "orchestrator.agent.name": "coder"}
@@ -928,3 +929,25 @@ def test_shutdown_waits_for_a_pipeline_build_no_longer_than_its_timeout(
                for r in caplog.records)
     assert wait_until(lambda: not processor._pipeline_lock.locked(), timeout=10)
     assert processor._pipeline is None
+
+
+def test_a_run_waiting_on_a_stalled_model_at_shutdown_is_written_with_the_stub(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The reflection model stalls (its answer comes a byte at a time, 30 s allowed): in
+    the last part of the shutdown's budget its call is cut short and the run is written
+    with the stub reflection, not left unwritten."""
+    model = RawServer(b"", trickled=b"H" * 20_000)
+    provider = TracerProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, dir=tmp_path, index=False,
+                                   reflection_url=model.url + "/v1", reflection_timeout_s=30,
+                                   shutdown_timeout_ms=4000)
+    provider.add_span_processor(processor)
+    run_one(provider, "T-stalled")
+    assert wait_until(lambda: model.request, timeout=10)  # the model is being asked
+    with caplog.at_level(logging.WARNING, logger="otel_diary"):
+        provider.shutdown()
+    written = list(tmp_path.glob("diaries/agents/*/*T-stalled.md"))
+    assert len(written) == 1
+    assert "## What was learned" in written[0].read_text()
+    assert processor.stats.diaries == 1
+    assert any("cut short by the shutdown" in r.getMessage() for r in caplog.records)
