@@ -54,7 +54,7 @@ def test_a_call_to_a_silent_server_ends_once_cut_short() -> None:
     caller = threading.Thread(target=call)
     caller.start()
     try:
-        assert wait_until(lambda: accepted, timeout=10)
+        assert wait_until(lambda: bool(accepted), timeout=10)
         cut.set()
         caller.join()
     finally:

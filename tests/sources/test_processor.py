@@ -943,7 +943,7 @@ def test_a_run_waiting_on_a_stalled_model_at_shutdown_is_written_with_the_stub(
                                    shutdown_timeout_ms=4000)
     provider.add_span_processor(processor)
     run_one(provider, "T-stalled")
-    assert wait_until(lambda: model.request, timeout=10)  # the model is being asked
+    assert wait_until(lambda: bool(model.request), timeout=10)  # the model is being asked
     with caplog.at_level(logging.WARNING, logger="otel_diary"):
         provider.shutdown()
     written = list(tmp_path.glob("diaries/agents/*/*T-stalled.md"))
