@@ -88,3 +88,20 @@ def test_answers_not_about_the_document_are_retried(status: int) -> None:
     hub = RawServer(head(status, content_length=2, retry_after=7) + b"no")
     attempt = sent(hub, "kh-6", "diaries/wait.md", timeout_s=5)
     assert (attempt.outcome, attempt.status, attempt.retry_after) == (Outcome.RETRY, status, 7)
+
+
+@pytest.mark.parametrize(("kind", "delivered"), [
+    ("text/html; charset=utf-8", False), ("TEXT/HTML", False), ("application/json", True),
+    ("text/plain", True), (None, True)])
+def test_a_web_page_answered_with_200_is_not_a_delivery(kind: str | None,
+                                                        delivered: bool) -> None:
+    """A captive portal or a login page answering 200 for the hub is retried (the diary
+    was taken as delivered, and lost); a JSON, plain or empty answer is a delivery."""
+    page = b"<html><body>Sign in to continue</body></html>"
+    headers = {"content_length": len(page)} if kind is None else {
+        "content_length": len(page), "content_type": kind}
+    attempt = sent(RawServer(head(200, **headers) + page), "kh-7", "diaries/page.md",
+                   timeout_s=5)
+    assert (attempt.outcome is Outcome.DELIVERED) is delivered
+    if not delivered:
+        assert attempt.outcome is Outcome.RETRY and "Sign in to continue" in attempt.detail

@@ -4,7 +4,8 @@ its answer means (delivered, retry, rejected), and the backoff between retries.
 An answer about the document (400, 409, 413, 415, 422) is final; any other non-2xx
 answer (the hub failing, refusing the key, not found at that address, busy), connection
 errors and timeouts are retryable (``Retry-After`` honoured, capped at an hour), so that
-nothing is lost while the hub or its configuration is put right. The timeout bounds the
+nothing is lost while the hub or its configuration is put right; so is a 2xx web page
+(``text/html``: a captive portal or login page answering for the hub). The timeout bounds the
 whole call (:mod:`otel_diary.sinks.outbound`): a hub that trickles its headers is cut off at
 the deadline, one that trickles its body too (its status still decides). Calls run with
 instrumentation suppressed; answers and errors are redacted before anyone sees them, and
@@ -163,6 +164,12 @@ class HubClient:
             return Attempt(Outcome.RETRY, detail="unexpected " + self._error(exc))
         status = response.status_code
         if 200 <= status < 300:
+            if response.headers.get("content-type", "").lower().startswith("text/html"):
+                # A web page is not a hub's answer: a captive portal, a proxy's or a single
+                # sign-on login page answered for it, and the diary would be lost.
+                return Attempt(Outcome.RETRY, status, detail=(
+                    f"HTTP {status} with a web page, not the hub's answer (a proxy or a "
+                    f"login page?): {one_line(self._redact(answer), 200)}"))
             return Attempt(Outcome.DELIVERED, status)
         detail = f"HTTP {status}: {one_line(self._redact(answer), 500)}"
         if status in FINAL_STATUS:
