@@ -29,7 +29,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from otel_diary.assembly.batch import Contribution, Part
 from otel_diary.counters import Counters, LogOnce
@@ -53,6 +53,8 @@ LINKS = 2
 """Row kinds: the kept spans of one trace in one request (and the parent links of its
 spans there); a task span decided; the parent links of a request's spans of a trace held
 from earlier requests (what tells a nested task from a root)."""
+SQLITE_CORRUPT = 11
+SQLITE_NOTADB = 26
 ROW_BYTES = 40
 """What a row costs the database besides its body (key, trace id)."""
 
@@ -83,6 +85,23 @@ class JournalStats(Counters):
     commits: int
     errors: int
     replayed_rows: int
+    damaged: int
+
+
+class _Damaged(Exception):
+    """The journal's files cannot be a journal (see :func:`_damaged`)."""
+
+
+def _damaged(exc: BaseException) -> bool:
+    """Whether ``exc`` says the journal's files are damaged, not unreachable or in use:
+    SQLite's "file is not a database" or "database disk image is malformed"."""
+    if isinstance(exc, _Damaged):
+        return True
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None:
+        return code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB)
+    return isinstance(exc, sqlite3.DatabaseError) and any(
+        words in str(exc) for words in ("not a database", "malformed"))
 
 
 @dataclass(slots=True)
@@ -177,12 +196,17 @@ class Journal:
         self._log_once = LogOnce()
         self._lock_file = self._take_lock()
         try:
-            self._conn = self._connect()
-            row = self._conn.execute("SELECT max(seq) FROM entries").fetchone()
-        except (OSError, sqlite3.Error) as exc:
+            try:
+                row = self._open_database()
+            except (_Damaged, sqlite3.DatabaseError) as exc:
+                if not _damaged(exc):
+                    raise
+                self._set_aside(exc)
+                row = self._open_database()
+        except (OSError, sqlite3.Error, _Damaged) as exc:
             self._release_lock()
             raise JournalError(f"cannot open the journal {self.path}: {exc}") from exc
-        self._seq = int(row[0] or 0)
+        self._seq = int(row[0] or 0) if row else 0
         self._writer = Runner("otel-diary-journal", self._commit, interval_s=1.0,
                               on_error=lambda: self.stats.add("errors"))
 
@@ -204,6 +228,31 @@ class Journal:
                                    "give each serve process its own") from None
         return handle
 
+    def _open_database(self) -> tuple[Any, ...] | None:
+        self._conn = self._connect()
+        try:
+            row: tuple[Any, ...] | None = self._conn.execute(
+                "SELECT max(seq) FROM entries").fetchone()
+            return row
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _set_aside(self, damage: BaseException) -> None:
+        """Move a damaged journal's files aside (``<name>.damaged-<UTC time>``) for
+        whoever wants to recover them, and say so: the receiver starts with an empty
+        journal instead of refusing to start until someone intervenes."""
+        aside = f"{self.path}.damaged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+        for suffix in ("", "-wal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(f"{self.path}{suffix}", f"{aside}{suffix}")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{self.path}-shm")  # what SQLite shares between processes, no data
+        self.stats.add("damaged")
+        logger.error("otel-diary: the journal %s is damaged (%s); moved to %s, whose spans "
+                     "are not replayed (sqlite3's .recover may save them); starting with "
+                     "an empty journal", self.path, damage, aside)
+
     def _release_lock(self) -> None:
         with contextlib.suppress(OSError):
             self._lock_file.close()
@@ -223,9 +272,7 @@ class Journal:
             if os.fstat(opened[""]).st_size == 0 and os.fstat(opened["-wal"]).st_size:
                 # Not left by a crash (SQLite writes the database's first page at once):
                 # the database was emptied or removed, and its log is of no use alone.
-                raise OSError(errno.EINVAL, "its database file is empty but its log is not; "
-                              "move the log aside to start with an empty journal",
-                              f"{self.path}-wal")
+                raise _Damaged("its database file is empty but its log is not")
             # "rw": SQLite creates nothing (the file was made above, and a link planted
             # since to a path that does not exist is not followed into a new file).
             conn = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=rw", uri=True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import stat
@@ -211,19 +212,43 @@ def test_a_journal_file_swapped_while_opening_is_refused(
         assert not Path(f"{victim}-wal").exists()
 
 
-def test_an_emptied_database_beside_its_log_is_named_as_such(tmp_path: Path) -> None:
-    """A journal whose database file was emptied while its log was kept is refused with
-    what is wrong and what to do, not as a file replaced while opening."""
+@pytest.mark.parametrize("damage", ["emptied", "not a database", "malformed", "cut"])
+def test_a_damaged_journal_is_set_aside_and_an_empty_one_started(
+        tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A journal whose files cannot be a journal (its database emptied beside its log,
+    overwritten or cut short) is moved aside whole, said so, and the receiver starts with
+    an empty one, instead of refusing to start until someone intervenes."""
     path = tmp_path / "journal.sqlite3"
     first = collector(InMemorySink(), Journal(path), grace=3600)
-    journaled(first, task_trace("T-emptied"))
+    journaled(first, task_trace("T-damaged"))
     log = Path(f"{path}-wal").read_bytes()  # the rows, not yet checkpointed
     assert first.journal is not None and log
     first.journal.close()
-    Path(f"{path}-wal").write_bytes(log)
-    path.write_bytes(b"")
-    with pytest.raises(JournalError, match="database file is empty but its log is not"):
-        Journal(path)
+    data = bytearray(path.read_bytes())
+    if damage == "emptied":
+        Path(f"{path}-wal").write_bytes(log)
+        data = bytearray()
+    elif damage == "not a database":
+        data[:100] = b"\xff" * 100
+    elif damage == "malformed":
+        data[4096:8192] = b"\xff" * 4096
+    else:
+        data = data[:len(data) // 2]
+    path.write_bytes(bytes(data))
+    with caplog.at_level(logging.ERROR, logger="otel_diary"):
+        second = Journal(path)
+    try:
+        assert second.replay() == []
+        assert second.stats.damaged == 1
+    finally:
+        second.close()
+    [aside] = [p for p in tmp_path.iterdir() if p.name.endswith(tuple("0123456789Z"))
+               and ".damaged-" in p.name]
+    assert aside.read_bytes() == bytes(data)
+    assert aside.stat().st_mode & 0o777 == 0o600
+    if damage == "emptied":
+        assert Path(f"{aside}-wal").read_bytes() == log
+    assert any(str(aside) in record.getMessage() for record in caplog.records)
 
 
 def test_a_nested_task_stays_nested_after_a_restart(tmp_path: Path) -> None:
