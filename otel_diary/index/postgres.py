@@ -266,6 +266,26 @@ class PostgresStore:
         found = self._lookup("id", ident.strip())
         return found[0] if found else None
 
+    def by_ids(self, idents: Sequence[str]) -> list[Hit]:
+        """The diaries of ``idents`` held, in that order, in one query."""
+        with self._db.connection() as conn:
+            rows = conn.execute(f"SELECT {_HIT} FROM {SCHEMA}.diaries AS d "
+                                "WHERE d.id = ANY(%s)", (list(idents),)).fetchall()
+        found = {row[0]: Hit(*row) for row in rows}
+        return [found[ident] for ident in idents if ident in found]
+
+    def shared_signatures(self, idents: Sequence[str],
+                          signatures: Sequence[str]) -> dict[str, list[str]]:
+        """For each of ``idents``, the ``signatures`` its diary met (in their order)."""
+        with self._db.connection() as conn:
+            rows = conn.execute(f"SELECT diary, signature FROM {SCHEMA}.signatures "
+                                "WHERE diary = ANY(%s) AND signature = ANY(%s)",
+                                (list(idents), list(signatures))).fetchall()
+        met: dict[str, set[str]] = {}
+        for ident, signature in rows:
+            met.setdefault(ident, set()).add(signature)
+        return {ident: [s for s in signatures if s in met.get(ident, ())] for ident in idents}
+
     def count(self) -> int:
         with self._db.connection() as conn:
             row = conn.execute(f"SELECT count(*) FROM {SCHEMA}.diaries").fetchone()

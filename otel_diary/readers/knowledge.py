@@ -564,8 +564,9 @@ class KnowledgeBase:
             found.setdefault(lesson.id, _found_lesson(lesson, snippet, ["text"]))
         by_signature, by_text = self._query(
             lambda index: self._error_diaries(index, keys, words, limit))
+        met = self._shared(by_signature, keys)
         for hit in by_signature:
-            found.setdefault(hit.id, _found_diary(hit, self._shared(hit, keys)))
+            found.setdefault(hit.id, _found_diary(hit, met[hit.id]))
         for hit in by_text:
             found.setdefault(hit.id, _found_diary(hit, ["text"]))
         return LessonsAnswer(signatures=signatures, template=template, first_line=line,
@@ -590,11 +591,15 @@ class KnowledgeBase:
                 by_text = result.hits
         return by_signature, by_text
 
-    def _shared(self, hit: Hit, signatures: Sequence[str]) -> list[str]:
-        """The signatures of ``signatures`` that the diary's "Error encountered" has."""
-        try:
-            file = self._inside(hit.path)
-            own = entry_from_document(hit.path, read_text(file, within=self._folder)).signatures
-        except (OSError, ValueError, ReadError):
-            return []
-        return [signature for signature in signatures if signature in own]
+    def _shared(self, hits: Sequence[Hit], signatures: Sequence[str]) -> dict[str, list[str]]:
+        """For each of ``hits``, the ``signatures`` its "Error encountered" has."""
+        shared: dict[str, list[str]] = {}
+        for hit in hits:
+            try:
+                file = self._inside(hit.path)
+                own = entry_from_document(hit.path,
+                                          read_text(file, within=self._folder)).signatures
+            except (OSError, ValueError, ReadError):
+                own = ()
+            shared[hit.id] = [signature for signature in signatures if signature in own]
+        return shared

@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from otel_diary.index.documents import entry_from_document
 from otel_diary.index.postgres import PostgresStore
 from otel_diary.index.query import Hit
 from otel_diary.readers.knowledge import (
@@ -102,12 +101,24 @@ class StoreKnowledgeBase(KnowledgeBase):
         path = path.removeprefix("./")
         return document(path, path, self._content(path))
 
-    def _shared(self, hit: Hit, signatures: Sequence[str]) -> list[str]:
-        try:
-            own = entry_from_document(hit.path, self._content(hit.path)).signatures
-        except (ValueError, ReadError):
-            return []
-        return [signature for signature in signatures if signature in own]
+    def _shared(self, hits: Sequence[Hit], signatures: Sequence[str]) -> dict[str, list[str]]:
+        return self.store.shared_signatures([hit.id for hit in hits], signatures)
+
+    @staticmethod
+    def _error_diaries(index: PostgresStore, signatures: Sequence[str],  # type: ignore[override]
+                       words: str, limit: int) -> tuple[list[Hit], list[Hit]]:
+        """As the folder's, each query once: the related diaries looked up together."""
+        by_signature: list[Hit] = []
+        if signatures:
+            by_signature = index.by_ids(index.related(
+                exclude="", task=None, trigger=None, signatures=signatures, before="9999",
+                limit=limit))
+        by_text: list[Hit] = []
+        if words and len(by_signature) < limit:
+            result = index.search(words, limit=limit)
+            if result.match == "all":
+                by_text = result.hits
+        return by_signature, by_text
 
 
 def open_knowledge_base(root: Path, store_url: str | None = None) -> KnowledgeBase:
