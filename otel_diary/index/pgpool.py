@@ -229,6 +229,11 @@ class Connections:
                                    "another writer holds; try again") from None
         except psycopg.errors.ProgramLimitExceeded as exc:
             raise ValueError(f"over a limit of the store: {self.clean(str(exc))}") from None
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise IndexUnavailable(
+                f"the store at {self.where} refused its user: {self.clean(str(exc))}; the "
+                "user needs USAGE on the otel_diary schema and SELECT (readers) or SELECT, "
+                "INSERT, UPDATE and DELETE (writers) on its tables") from None
         except psycopg.errors.UndefinedTable as exc:
             self.ready = False  # dropped under us: made again on the next call
             raise IndexUnavailable(f"the store at {self.where} has no otel-diary schema "

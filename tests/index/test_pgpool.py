@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from otel_diary.errors import IndexUnavailable
@@ -131,3 +132,25 @@ def test_after_a_restart_one_failure_renews_every_connection(
         assert failures == 1
     finally:
         store.close()
+
+
+def test_a_user_without_rights_on_the_schema_is_told_what_it_needs(
+        used: PostgresStore, postgres_url: str) -> None:
+    """A user who may connect but was granted nothing on the store's schema gets what it
+    needs, not a driver traceback; the store is not taken as away for the others."""
+    role = "reader_" + str(abs(hash(postgres_url)) % 10_000)
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'Reader-pw-1'")
+    where = conninfo_to_dict(postgres_url)
+    url = (f"postgresql://{role}:Reader-pw-1@{where['host']}:{where['port']}/"
+           f"{where['dbname']}")
+    try:
+        with PostgresStore(url, migrate=False) as reader, \
+                pytest.raises(IndexUnavailable, match=r"refused its user: permission denied"
+                                                      r".*needs USAGE on the otel_diary"):
+            reader.search("task")
+        assert used.count() == 3
+    finally:
+        used.close()
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(f"DROP ROLE {role}")
