@@ -72,6 +72,10 @@ class Conventions:
     chain around it): when the last such run under a task failed, so did the task,
     whatever its own status (some instrumentations end the span around a failed agent
     OK). With ``recover_on_child_errors`` only."""
+    agent_from_span_name: bool = False
+    """When true, a task span's name names its agent when no attribute does and the
+    resource's ``service.name`` is the SDK's stand-in ``unknown_service…`` (OpenInference
+    names the root span after the graph or agent: ``LangGraph``, ``qa``)."""
     profiles: tuple[Conventions, ...] = ()
     """Of ``auto`` only: the profiles it tells apart. A span is a task span when one of
     them marks it so, and is read with the first that does; child spans are read under
@@ -175,6 +179,7 @@ OPENINFERENCE = Conventions(
     tool_operation="TOOL",
     recover_on_child_errors=True,
     agent_run_values=frozenset({"AGENT"}),
+    agent_from_span_name=True,
     tool_name=("tool.name",),
     child_agent=("agent.name",),
     input_messages=("input.value",),
@@ -217,7 +222,8 @@ tool is a tool call). The task id is ``session.id``; the agent is the resource's
 FACTS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(Conventions)
     if f.init and f.name not in ("task_marker", "task_marker_values", "tool_operation",
-                                 "recover_on_child_errors", "agent_run_values", "profiles")
+                                 "recover_on_child_errors", "agent_run_values",
+                                 "agent_from_span_name", "profiles")
 )
 """The facts a mapping file may rename under ``[attributes]``."""
 
@@ -231,7 +237,7 @@ def _detecting(*profiles: Conventions) -> Conventions:
                        task_marker_values=profiles[0].task_marker_values,
                        tool_operation=profiles[0].tool_operation,
                        recover_on_child_errors=True, agent_run_values=frozenset(),
-                       profiles=profiles)
+                       agent_from_span_name=False, profiles=profiles)
 
 
 AUTO = _detecting(ORCHESTRATOR, GENAI, OPENINFERENCE)

@@ -242,7 +242,12 @@ class Journal:
         """Move a damaged journal's files aside (``<name>.damaged-<UTC time>``) for
         whoever wants to recover them, and say so: the receiver starts with an empty
         journal instead of refusing to start until someone intervenes."""
-        aside = f"{self.path}.damaged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+        stamp = time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())
+        aside = f"{self.path}.damaged-{stamp}"
+        number = 1
+        while os.path.lexists(aside) or os.path.lexists(f"{aside}-wal"):
+            number += 1  # damaged twice in a second: neither is overwritten
+            aside = f"{self.path}.damaged-{stamp}-{number}"
         for suffix in ("", "-wal"):
             with contextlib.suppress(FileNotFoundError):
                 os.replace(f"{self.path}{suffix}", f"{aside}{suffix}")
@@ -317,7 +322,24 @@ class Journal:
 
     def replay(self) -> list[Replayed]:
         """The rows left by the last process, by trace in the order they were written;
-        they stay in the journal until compacted like new ones. Call before :meth:`start`."""
+        they stay in the journal until compacted like new ones. Call before :meth:`start`.
+
+        A journal found damaged on the way (a page only this read reaches) is set aside as
+        one found damaged when opened, and nothing is replayed."""
+        try:
+            return self._replay()
+        except sqlite3.DatabaseError as exc:
+            if not _damaged(exc):
+                raise
+            self._conn.close()
+            self._open.clear()
+            self.bytes = 0
+            self._set_aside(exc)
+            row = self._open_database()
+            self._seq = int(row[0] or 0) if row else 0
+            return []
+
+    def _replay(self) -> list[Replayed]:
         traces: dict[bytes, Replayed] = {}
         for seq, trace_id, kind, body in self._conn.execute(
                 "SELECT seq, trace_id, kind, body FROM entries ORDER BY seq"):

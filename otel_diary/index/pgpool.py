@@ -250,8 +250,10 @@ class Connections:
                 self._in_use -= 1
 
     def close(self) -> None:
+        """Close the pooled connections; a pool thread still connecting (to a server that
+        does not answer) is not waited for: it closes what it makes once it returns."""
         with self._lock:
             if self._opened:  # used again after close, it opens a new pool
-                self._pool.close()
+                self._pool.close(timeout=0)
                 self._pool = self._new_pool()
                 self._opened = False

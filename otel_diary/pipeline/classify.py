@@ -148,7 +148,8 @@ def classify(record: SpanRecord, children: ChildSummary | None,
     # Under ``auto`` the children were read under every profile's names: what the task's
     # own profile does not read is left out, so its diary is the one that profile gives.
     service = text(first(record.resource, conv.agent_resource), 256)
-    if service is not None and service.startswith("unknown_service"):
+    if conv.agent_from_span_name and service is not None \
+            and service.startswith("unknown_service"):
         # The SDK's stand-in when no service name was set: the span's own name (a LangGraph
         # graph's, an agent workflow's) says more about who did the work.
         service = text(record.name, 256) or service

@@ -80,6 +80,7 @@ class Pipeline:
         self.trace_url_template = (check_trace_url_template(trace_url_template)
                                    if trace_url_template else None)
         self.related_finder = related_finder
+        self._cut = False
         self.listeners = tuple(listeners)
         self.stats = stats or Stats()
         self._stub = StubReflector()
@@ -186,7 +187,7 @@ class Pipeline:
             trace_url = self.trace_url_template.format(trace_id=run.trace_id_hex,
                                                        span_id=run.span_id_hex)
         related = list(run.related)
-        if self.related_finder is not None:
+        if self.related_finder is not None and not self._cut:
             try:
                 found = [ident for ident in self.related_finder(run) if ident not in related]
                 related.extend(found[:MAX_RELATED])  # the span's own ids are always kept
@@ -238,8 +239,10 @@ class Pipeline:
         return self._stub.reflect(run)
 
     def cut_short(self) -> None:
-        """Model calls under way end now and no more are made: the runs still to write are
-        written with the stub reflection (a shutdown near its end)."""
+        """Model calls under way end now and no more are made, nor Related lookups (a
+        store may be slow to answer): the runs still to write are written with the stub
+        reflection (a shutdown near its end)."""
+        self._cut = True
         cut = getattr(self.reflector, "cut_short", None)
         if cut is not None:
             cut()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import marshal
 import os
 import sqlite3
 import stat
@@ -249,6 +251,49 @@ def test_a_damaged_journal_is_set_aside_and_an_empty_one_started(
     if damage == "emptied":
         assert Path(f"{aside}-wal").read_bytes() == log
     assert any(str(aside) in record.getMessage() for record in caplog.records)
+
+
+def test_damage_found_only_by_the_replay_sets_the_journal_aside(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A damaged page in the middle of a journal is not read when it is opened; the
+    replay meets it, sets the journal aside as when it is opened and replays nothing, and
+    the journal goes on empty (serve exited with a traceback, on every restart)."""
+    path = tmp_path / "journal.sqlite3"
+    Journal(path).close()
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        body = marshal.dumps(([], [], [], 0, [])) + bytes(200)
+        conn.executemany("INSERT INTO entries VALUES (?, ?, 0, ?)",
+                         [(n, os.urandom(16), body) for n in range(1, 2001)])
+        conn.commit()
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    pages = path.stat().st_size // 4096
+    with open(path, "r+b") as file:
+        file.seek(pages // 2 * 4096)
+        file.write(b"\xff" * 64)
+    with caplog.at_level(logging.ERROR, logger="otel_diary"):
+        journal = Journal(path)
+        try:
+            assert journal.stats.damaged == 0  # opened: its last pages are whole
+            assert journal.replay() == []
+            assert journal.stats.damaged == 1 and journal.bytes == 0
+            journal.start()
+            journal.append(encode(batch_of(task_trace("T-after")).parts)).result(10)
+            assert journal.rows() == 1
+        finally:
+            journal.close()
+    assert len(list(tmp_path.glob("journal.sqlite3.damaged-*"))) == 1
+    assert any("damaged" in record.getMessage() for record in caplog.records)
+
+
+def test_two_journals_damaged_in_one_second_are_both_kept(tmp_path: Path) -> None:
+    """Set aside twice within a second, neither damaged journal overwrites the other."""
+    path = tmp_path / "journal.sqlite3"
+    for content in (b"FIRST-SPANS", b"SECOND-SPANS"):
+        path.write_bytes(content * 100)
+        Journal(path).close()
+    kept = sorted(p.read_bytes()[:12] for p in tmp_path.glob("journal.sqlite3.damaged-*")
+                  if not p.name.endswith("-wal"))
+    assert kept == [b"FIRST-SPANSF", b"SECOND-SPANS"]
 
 
 def test_a_nested_task_stays_nested_after_a_restart(tmp_path: Path) -> None:

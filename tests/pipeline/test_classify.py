@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from otel_diary import ORCHESTRATOR, ChildSummary, SpanRecord, classify
+from otel_diary.conventions import AUTO, OPENINFERENCE
 from otel_diary.record import as_bool, as_int
 
 
@@ -39,14 +41,19 @@ def test_fallbacks_fill_missing_facts() -> None:
 
 
 @pytest.mark.parametrize("service", ["unknown_service", "unknown_service:python"])
-def test_without_a_service_name_the_span_names_the_agent(service: str) -> None:
-    """The SDK's stand-in service name (no OTEL_SERVICE_NAME) gives way to the span's name:
-    a LangGraph graph's or an agent workflow's name says who did the work."""
+def test_without_a_service_name_an_openinference_root_names_the_agent(service: str) -> None:
+    """Under OpenInference, the SDK's stand-in service name (no OTEL_SERVICE_NAME) gives
+    way to the task span's name, the graph's or agent's (LangGraph's ``name=``); other
+    conventions' span names are a task's or an operation's, and do not name agents."""
     unnamed = SpanRecord(trace_id=1, span_id=2, name="qa", start_ns=0, end_ns=1,
-                         attributes={"orchestrator.task.id": "T"},
+                         attributes={"orchestrator.task.id": "T",
+                                     "openinference.span.kind": "CHAIN"},
                          resource={"service.name": service})
-    run = classify(unnamed, None, ORCHESTRATOR)
-    assert run is not None and run.agent == "qa"
+    for conventions, agent in ((OPENINFERENCE, "qa"), (AUTO, service), (ORCHESTRATOR, service)):
+        run = classify(unnamed, None, conventions)
+        assert run is not None and run.agent == agent
+    named = replace(unnamed, resource={"service.name": "billing"})
+    assert (run := classify(named, None, OPENINFERENCE)) is not None and run.agent == "billing"
 
 
 def test_tokens_from_own_usage_then_children() -> None:

@@ -14,6 +14,7 @@ from otel_diary.index.store import INDEX_FILE, DiaryIndex
 from otel_diary.pipeline import core
 from otel_diary.pipeline.core import Pipeline
 from otel_diary.record import ChildSummary, SpanRecord
+from otel_diary.testing import InMemorySink
 from tests.support.kb import PY_STDERR, TS_STDERR, kb_pipeline, task_record
 
 RECORD = SpanRecord(0xAB, 0xCD, "task", 1_785_000_000_000_000_000, 1_785_000_001_000_000_000,
@@ -177,3 +178,21 @@ def test_sinks_share_what_is_left_of_the_shutdown() -> None:
     alone = DeliveringSink()
     Pipeline(ORCHESTRATOR, [alone]).close()
     assert alone.given == [10.0]
+
+
+def test_once_cut_short_runs_are_written_without_related_lookups() -> None:
+    """Near the end of a shutdown, a run is written at once: no Related lookup (a store
+    that does not answer held the last runs past the budget)."""
+    asked: list[str] = []
+
+    def finder(run: object) -> list[str]:
+        asked.append("lookup")
+        return []
+
+    sink = InMemorySink()
+    pipeline = Pipeline(ORCHESTRATOR, [sink], related_finder=finder)
+    pipeline.handle((task_record(1, "T-1", stderr=TS_STDERR), ChildSummary()))
+    pipeline.cut_short()
+    pipeline.handle((task_record(2, "T-2", stderr=TS_STDERR), ChildSummary()))
+    assert asked == ["lookup"]
+    assert len(sink.diaries) == 2

@@ -90,17 +90,21 @@ def test_answers_not_about_the_document_are_retried(status: int) -> None:
     assert (attempt.outcome, attempt.status, attempt.retry_after) == (Outcome.RETRY, status, 7)
 
 
-@pytest.mark.parametrize(("kind", "delivered"), [
-    ("text/html; charset=utf-8", False), ("TEXT/HTML", False), ("application/json", True),
-    ("text/plain", True), (None, True)])
-def test_a_web_page_answered_with_200_is_not_a_delivery(kind: str | None,
+@pytest.mark.parametrize(("kind", "answer", "delivered"), [
+    ("text/html; charset=utf-8", b"<!DOCTYPE html><html><body>Sign in to continue", False),
+    ("TEXT/HTML", b"  <html><body>Sign in to continue</body></html>", False),
+    ("text/html; charset=utf-8", b"", True),  # Flask's return "", 201
+    ("text/html; charset=utf-8", b"stored", True),
+    ("application/json", b"<html>Sign in to continue</html>", True),
+    (None, b"<html>Sign in to continue</html>", True)])
+def test_a_web_page_answered_with_200_is_not_a_delivery(kind: str | None, answer: bytes,
                                                         delivered: bool) -> None:
-    """A captive portal or a login page answering 200 for the hub is retried (the diary
-    was taken as delivered, and lost); a JSON, plain or empty answer is a delivery."""
-    page = b"<html><body>Sign in to continue</body></html>"
-    headers = {"content_length": len(page)} if kind is None else {
-        "content_length": len(page), "content_type": kind}
-    attempt = sent(RawServer(head(200, **headers) + page), "kh-7", "diaries/page.md",
+    """A captive portal or a login page answering 200 for the hub with an HTML document
+    is retried (the diary was taken as delivered, and lost); a JSON, plain or empty
+    answer is a delivery, as is a web framework's default empty or short text/html."""
+    headers = {"content_length": len(answer)} if kind is None else {
+        "content_length": len(answer), "content_type": kind}
+    attempt = sent(RawServer(head(200, **headers) + answer), "kh-7", "diaries/page.md",
                    timeout_s=5)
     assert (attempt.outcome is Outcome.DELIVERED) is delivered
     if not delivered:

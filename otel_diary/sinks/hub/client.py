@@ -5,7 +5,7 @@ An answer about the document (400, 409, 413, 415, 422) is final; any other non-2
 answer (the hub failing, refusing the key, not found at that address, busy), connection
 errors and timeouts are retryable (``Retry-After`` honoured, capped at an hour), so that
 nothing is lost while the hub or its configuration is put right; so is a 2xx web page
-(``text/html``: a captive portal or login page answering for the hub). The timeout bounds the
+(an HTML document: a captive portal or a login page answering for the hub). The timeout bounds the
 whole call (:mod:`otel_diary.sinks.outbound`): a hub that trickles its headers is cut off at
 the deadline, one that trickles its body too (its status still decides). Calls run with
 instrumentation suppressed; answers and errors are redacted before anyone sees them, and
@@ -164,7 +164,7 @@ class HubClient:
             return Attempt(Outcome.RETRY, detail="unexpected " + self._error(exc))
         status = response.status_code
         if 200 <= status < 300:
-            if response.headers.get("content-type", "").lower().startswith("text/html"):
+            if _web_page(response, answer):
                 # A web page is not a hub's answer: a captive portal, a proxy's or a single
                 # sign-on login page answered for it, and the diary would be lost.
                 return Attempt(Outcome.RETRY, status, detail=(
@@ -182,6 +182,14 @@ class HubClient:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _web_page(response: httpx.Response, answer: str) -> bool:
+    """Whether ``response`` is an HTML document (``text/html`` and ``<html`` or a doctype
+    first), not an acknowledgement: web frameworks send an empty or short ``text/html``
+    answer by default (Flask's ``return "", 201``)."""
+    return (response.headers.get("content-type", "").lower().startswith("text/html")
+            and answer.lstrip()[:15].lower().startswith(("<!doctype html", "<html")))
 
 
 def _read_answer(response: httpx.Response) -> str:
