@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -61,6 +61,42 @@ def _left(timeout: float | None, late: type[Exception]) -> float | None:
     return left if timeout is None else min(timeout, left)
 
 
+def _cuttable(connect: Callable[[], httpcore.NetworkStream]) -> httpcore.NetworkStream:
+    """``connect()``; in a call that can be cut short, on a thread of its own, waited for
+    in slices so that a cut ends the wait (a connection or TLS handshake to a host that
+    does not answer cannot be read in slices). The stream it makes after that is closed."""
+    entry = _deadline.get()
+    cut = None if entry is None else entry[1]
+    if cut is None:
+        return connect()
+    lock = threading.Lock()
+    done = threading.Event()
+    outcome: list[httpcore.NetworkStream | BaseException] = []
+    given_up = False
+
+    def run() -> None:
+        try:
+            outcome.append(connect())
+        except BaseException as exc:  # handed to the caller
+            outcome.append(exc)
+        with lock:
+            done.set()
+            late = given_up
+        if late and isinstance(outcome[0], httpcore.NetworkStream):
+            outcome[0].close()
+
+    threading.Thread(target=run, name="otel-diary-connect", daemon=True).start()
+    while not done.wait(CUT_CHECK_S):
+        if cut.is_set():
+            with lock:
+                if not done.is_set():
+                    given_up = True
+                    raise httpcore.ConnectTimeout("the call was cut short")
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
 class _Stream(httpcore.NetworkStream):
     def __init__(self, inner: httpcore.NetworkStream) -> None:
         self._inner = inner
@@ -96,8 +132,9 @@ class _Stream(httpcore.NetworkStream):
 
     def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
                   timeout: float | None = None) -> httpcore.NetworkStream:
-        return _Stream(self._inner.start_tls(ssl_context, server_hostname,
-                                             _left(timeout, httpcore.ConnectTimeout)))
+        left = _left(timeout, httpcore.ConnectTimeout)
+        return _Stream(_cuttable(lambda: self._inner.start_tls(ssl_context, server_hostname,
+                                                               left)))
 
     def get_extra_info(self, info: str) -> Any:
         return self._inner.get_extra_info(info)
@@ -110,9 +147,9 @@ class _Backend(httpcore.NetworkBackend):
     def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                     local_address: str | None = None,
                     socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
-        return _Stream(self._inner.connect_tcp(
-            host, port, _left(timeout, httpcore.ConnectTimeout), local_address,
-            socket_options))
+        left = _left(timeout, httpcore.ConnectTimeout)
+        return _Stream(_cuttable(lambda: self._inner.connect_tcp(
+            host, port, left, local_address, socket_options)))
 
     def connect_unix_socket(self, path: str, timeout: float | None = None,
                             socket_options: Iterable[Any] | None = None

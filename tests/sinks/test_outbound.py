@@ -34,9 +34,11 @@ def test_a_deadline_bounds_the_whole_call_in_its_block_only() -> None:
     assert slow.trickled < len(trickled)
 
 
-def test_a_call_to_a_silent_server_ends_once_cut_short() -> None:
-    """A server that reads the request and never answers holds a call for its deadline
-    (30 s here); cutting it short ends it, while it waits, with a timeout that says so."""
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_a_call_to_a_silent_server_ends_once_cut_short(scheme: str) -> None:
+    """A server that takes the connection and never answers (the request, or the TLS
+    handshake) holds a call for its deadline (30 s here); cutting it short ends it, while
+    it waits, with a timeout that says so."""
     listener = socket.create_server(("127.0.0.1", 0))
     accepted: list[socket.socket] = []
     threading.Thread(target=lambda: accepted.append(listener.accept()[0]), daemon=True).start()
@@ -47,7 +49,7 @@ def test_a_call_to_a_silent_server_ends_once_cut_short() -> None:
     def call() -> None:
         try:
             with outbound.deadline(30, cut):
-                client.get(f"http://127.0.0.1:{listener.getsockname()[1]}/")
+                client.get(f"{scheme}://127.0.0.1:{listener.getsockname()[1]}/")
         except BaseException as exc:
             failure.append(exc)
 
