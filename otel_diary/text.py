@@ -46,6 +46,14 @@ def clean(text: str) -> str:
     return _NON_PRINTABLE.sub("", text)
 
 
+def encodable(text: str) -> str:
+    """``text`` with each lone surrogate (JSON and ``surrogateescape`` can carry one, UTF-8
+    cannot) as U+FFFD."""
+    if text.isascii():
+        return text
+    return text.encode(errors="surrogatepass").decode(errors="replace")
+
+
 def one_line(text: str, limit: int) -> str:
     """``text`` as one line of at most ``limit`` characters."""
     if text.isascii() and text.isprintable() and "  " not in text and \

@@ -12,7 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_diary.text import _NON_PRINTABLE, clean, knowledge_files, one_line, read_text
+from otel_diary.text import (
+    _NON_PRINTABLE,
+    clean,
+    encodable,
+    knowledge_files,
+    one_line,
+    read_text,
+)
 from tests.support.fifo import finishes, needs_fifos
 
 
@@ -153,3 +160,11 @@ def test_read_text_with_max_bytes_refuses_a_larger_file(tmp_path: Path) -> None:
         read_text(file, max_bytes=64)
     assert refused.value.errno == errno.EFBIG
     assert read_text(file) == "x" * 65
+
+
+def test_encodable_replaces_lone_surrogates_only() -> None:
+    """A lone surrogate becomes U+FFFD; other text, accents and pairs included, is kept."""
+    assert encodable("plain") == "plain"
+    assert encodable("réseau 日本") == "réseau 日本"
+    assert encodable("a\ud800b").encode() == "a\ufffd\ufffd\ufffdb".encode()
+    assert "\ufffd" in encodable("kh-\udc80")

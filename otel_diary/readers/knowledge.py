@@ -39,7 +39,7 @@ from otel_diary.pipeline.render import (
     parse_front_matter,
     split_front_matter,
 )
-from otel_diary.text import knowledge_files, one_line, read_text
+from otel_diary.text import encodable, knowledge_files, one_line, read_text
 
 MAX_LIMIT = 50
 MAX_QUERY_CHARS = 2_000
@@ -139,15 +139,7 @@ def _text(value: object) -> str:
 def _bounded(text: str, limit: int, what: str) -> str:
     if len(text) > limit:
         raise ReadError(f"{what} is {len(text):,} characters long; at most {limit:,} are read")
-    return _encodable(text)
-
-
-def _encodable(text: str) -> str:
-    """``text`` with each lone surrogate (JSON can carry one, UTF-8 cannot: the answer
-    could not be sent) as U+FFFD."""
-    if text.isascii():
-        return text
-    return text.encode(errors="surrogatepass").decode(errors="replace")
+    return encodable(text)
 
 
 def _limit(limit: int) -> int:
@@ -481,8 +473,8 @@ class KnowledgeBase:
         """Lessons, then diaries, matching every word of ``query`` (or, when no document has
         them all, some of them). Lessons are left out when ``agent`` or ``outcome`` filter."""
         query = _bounded(query, MAX_QUERY_CHARS, "the query")
-        agent = None if agent is None else _encodable(agent)
-        since = None if since is None else _encodable(since)
+        agent = None if agent is None else encodable(agent)
+        since = None if since is None else encodable(since)
         limit = _limit(limit)
         found: list[Found] = []
         if agent is None and outcome is None:
