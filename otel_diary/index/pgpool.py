@@ -112,11 +112,21 @@ class Connections:
             raise ValueError("the store's timeout and pool size must be positive")
         if url.partition("://")[0].lower() not in ("postgresql", "postgres"):
             raise ValueError("expected a postgresql:// URL")  # never echoed: may hold a secret
-        self.where = display_url(url)
         try:
-            self._password = str(conninfo_to_dict(url).get("password") or "")
+            info = conninfo_to_dict(url)
         except psycopg.ProgrammingError as exc:
-            raise ValueError(f"not a PostgreSQL URL: {self.where}") from exc
+            raise ValueError(f"not a PostgreSQL URL: {display_url(url)}") from exc
+        # What libpq read as the password, and what the URL holds as one (they differ
+        # when libpq misreads a URL: a "/" in the password makes the user the host).
+        userinfo, at, _ = url.partition("://")[2].rpartition("@")
+        self._secrets = tuple(dict.fromkeys(secret for secret in (
+            str(info.get("password") or ""), userinfo.partition(":")[2] if at else "")
+            if secret))
+        # Named as libpq reads the URL: a password holding "#" or "?" (libpq takes it as
+        # it is) would be part of a name read as a web URL.
+        port = f":{info['port']}" if info.get("port") else ""
+        self.where = self.clean(f"postgresql://{info.get('host') or 'localhost'}{port}/"
+                                f"{info.get('dbname') or ''}")
         self._url = url
         self.timeout_s = timeout_s
         self._prepare = prepare
@@ -172,7 +182,9 @@ class Connections:
     def clean(self, text: str) -> str:
         """An error message fit to show: redacted, never the password, then cut to one
         line (a cut first could leave part of the password)."""
-        return one_line(redact(without(text, self._password)), 500)
+        for secret in self._secrets:
+            text = without(text, secret)
+        return one_line(redact(text), 500)
 
     def _away(self, reason: str) -> IndexUnavailable:
         """Calls fail at once with ``reason`` for :data:`DOWN_S` seconds."""

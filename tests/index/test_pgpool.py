@@ -154,3 +154,18 @@ def test_a_user_without_rights_on_the_schema_is_told_what_it_needs(
         used.close()
         with psycopg.connect(postgres_url, autocommit=True) as admin:
             admin.execute(f"DROP ROLE {role}")
+
+
+@pytest.mark.parametrize("password", ["Sec#ret-991", "Sec?ret-991", "Sec/ret-991"])
+def test_a_password_libpq_takes_unencoded_is_never_shown(password: str) -> None:
+    """libpq takes ``#`` or ``?`` in a password as they are; read as a web URL the store's
+    name kept the start of the password, in every message. (libpq misreads a ``/`` there:
+    the password is still never shown.)"""
+    port = free_port()
+    store = PostgresStore(f"postgresql://diary:{password}@127.0.0.1:{port}/kb", timeout_s=0.5)
+    if "/" not in password:
+        assert store.where == f"postgresql://127.0.0.1:{port}/kb"
+    with pytest.raises(IndexUnavailable) as failed:
+        store.count()
+    for shown in (store.where, str(failed.value)):
+        assert "Sec" not in shown and "ret-991" not in shown
