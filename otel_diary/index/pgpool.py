@@ -3,16 +3,20 @@
 A lost connection, a server that cannot be reached and a statement that timed out make
 the store away for a while (:data:`DOWN_S`): calls fail at once, so the pipeline goes on
 without it instead of waiting on it for every diary. A pool whose connections are all
-busy, a lock another writer holds and other failures fail one call only. After a lost
-connection the whole pool is renewed (a restarted server ended them all), and a forked
-child opens a pool of its own. Messages name the host, never the password.
+busy, a lock another writer holds and other failures fail one call only. A call the
+server stops answering (a stalled server or network, where the server's statement
+timeout bounds nothing) is hung up on by a watchdog thread. After a lost connection the
+whole pool is renewed (a restarted server ended them all), and a forked child opens a
+pool of its own. Messages name the host, never the password.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
+import socket
 import threading
 import time
 import weakref
@@ -141,6 +145,13 @@ class Connections:
         self._abandoned: list[object] = []
         self._failure = _Failure()
         self._in_use = 0
+        self._watch_s = 3 * timeout_s + 1.0
+        """How long one call may hold a connection: a few statements, each bounded by
+        the server's statement timeout."""
+        self._watched: dict[int, tuple[float, psycopg.Connection[Any]]] = {}
+        self._hung: set[int] = set()
+        self._tokens = itertools.count(1)
+        self._watcher: threading.Thread | None = None
         self._pool = self._new_pool()
         self._lock = threading.Lock()
         self._opened = False
@@ -176,6 +187,9 @@ class Connections:
         self._connections = weakref.WeakSet()
         self._lock = threading.Lock()
         self._in_use = 0
+        self._watched = {}
+        self._hung = set()
+        self._watcher = None  # the parent's thread does not exist here
         self._pool = self._new_pool()
         self._opened = False
 
@@ -185,6 +199,37 @@ class Connections:
         for secret in self._secrets:
             text = without(text, secret)
         return one_line(redact(text), 500)
+
+    # -- the watchdog: the server bounds each statement; a server (or a network) that
+    # stops answering bounds nothing, and a call would wait on its socket for good.
+
+    def _watch(self, conn: psycopg.Connection[Any]) -> int:
+        with self._lock:
+            token = next(self._tokens)
+            self._watched[token] = (time.monotonic() + self._watch_s, conn)
+            if self._watcher is None:
+                self._watcher = threading.Thread(target=self._watching, daemon=True,
+                                                 name="otel-diary-store-watchdog")
+                self._watcher.start()
+        return token
+
+    def _watching(self) -> None:
+        while True:
+            time.sleep(min(1.0, self.timeout_s / 2))
+            now = time.monotonic()
+            with self._lock:
+                overdue = [(token, conn) for token, (until, conn) in self._watched.items()
+                           if until < now and token not in self._hung]
+                self._hung.update(token for token, _ in overdue)
+            for _, conn in overdue:
+                # Shut down, not closed: the call's own read ends (as if the server had
+                # hung up) and the descriptor stays the connection's to close.
+                with contextlib.suppress(OSError, psycopg.Error):
+                    sock = socket.socket(fileno=conn.pgconn.socket)
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    finally:
+                        sock.detach()
 
     def _away(self, reason: str) -> IndexUnavailable:
         """Calls fail at once with ``reason`` for :data:`DOWN_S` seconds."""
@@ -203,10 +248,13 @@ class Connections:
         pool.close(timeout=0)  # connections still in use are closed as they come back
 
     @contextlib.contextmanager
-    def connection(self, *, prepare: bool = True) -> Iterator[psycopg.Connection[Any]]:
+    def connection(self, *, prepare: bool = True,
+                   watch: bool = True) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection to a database with the current schema (unless not
         ``prepare``). Failures raise :class:`IndexUnavailable` (see the module), a value
-        over one of PostgreSQL's limits ``ValueError``."""
+        over one of PostgreSQL's limits ``ValueError``. Unless not ``watch`` (a
+        migration waiting for another replica's), a connection still in use after three
+        statement timeouts and a second is hung up on: the server stopped answering."""
         if time.monotonic() < self._down_until:
             raise IndexUnavailable(self.down_reason)
         with self._lock:
@@ -217,11 +265,14 @@ class Connections:
             busy = self._in_use >= self._max_connections  # each held by another call
             self._in_use += 1
         asked = time.monotonic()
+        watched = 0
         try:
             with pool.connection() as conn:
                 if prepare and not self.ready:
                     self._prepare(conn)
                     self.ready = True
+                if watch:
+                    watched = self._watch(conn)
                 yield conn
         except PoolTimeout:
             if busy and self._failure.at < asked:
@@ -253,13 +304,17 @@ class Connections:
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             if _lost(exc):
                 self._renew(pool)
-                raise self._away(f"cannot reach the store at {self.where}: "
-                                 f"{self.clean(str(exc))}") from None
+                reason = (f"no answer within {self._watch_s:g}s" if watched in self._hung
+                          else self.clean(str(exc)))
+                raise self._away(f"cannot reach the store at {self.where}: {reason}") \
+                    from None
             raise IndexUnavailable(f"the store at {self.where} failed: "
                                    f"{self.clean(str(exc))}") from None
         finally:
             with self._lock:
                 self._in_use -= 1
+                self._watched.pop(watched, None)
+                self._hung.discard(watched)
 
     def close(self) -> None:
         """Close the pooled connections; a pool thread still connecting (to a server that

@@ -125,7 +125,7 @@ class PostgresStore:
 
     def migrate(self) -> tuple[int, int]:
         """Create or migrate the schema now; the versions before and after."""
-        with self._db.connection(prepare=False) as conn:
+        with self._db.connection(prepare=False, watch=False) as conn:
             found = migrate(conn)
         self._db.ready = True
         return found, SCHEMA_VERSION

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gc
 import logging
+import select
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -169,3 +171,64 @@ def test_a_password_libpq_takes_unencoded_is_never_shown(password: str) -> None:
         store.count()
     for shown in (store.where, str(failed.value)):
         assert "Sec" not in shown and "ret-991" not in shown
+
+
+class StallingProxy:
+    """Passes bytes between clients and the server until :meth:`stall`, then keeps every
+    connection open and passes nothing (a server or network that stops answering)."""
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self.stalled = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            client, _ = self._listener.accept()
+            server = socket.create_connection(("127.0.0.1", self.target))
+            self._held += [client, server]
+            for source, sink in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        while not self.stalled.is_set():
+            ready, _, _ = select.select([source], [], [], 0.05)
+            if ready and not self.stalled.is_set():
+                data = source.recv(65536)
+                if not data:
+                    return
+                sink.sendall(data)
+
+
+def test_a_call_the_server_stops_answering_is_hung_up_on(
+        own_cluster: PostgresCluster) -> None:
+    """The server (or the network) stops answering in the middle of a call: the server's
+    statement timeout bounds nothing then, and the call waited on its socket for good.
+    The watchdog hangs up on it; the store is taken as away, saying why."""
+    where = conninfo_to_dict(own_cluster.new_database())
+    proxy = StallingProxy(own_cluster.port)
+    store = PostgresStore(f"postgresql://postgres:{own_cluster.password}@127.0.0.1:"
+                          f"{proxy.port}/{where['dbname']}", timeout_s=0.5)
+    failure: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            store.count()
+        except BaseException as exc:
+            failure.append(exc)
+
+    try:
+        assert store.count() == 0
+        proxy.stalled.set()
+        caller = threading.Thread(target=call)
+        caller.start()
+        caller.join(60)  # a safety net: the call hung for good before
+        assert not caller.is_alive()
+        assert len(failure) == 1 and isinstance(failure[0], IndexUnavailable)
+        assert "no answer within 2.5s" in str(failure[0])
+        assert "no answer within 2.5s" in store._db.down_reason
+    finally:
+        store.close()
