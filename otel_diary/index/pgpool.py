@@ -16,6 +16,7 @@ import contextlib
 import itertools
 import logging
 import os
+import select
 import socket
 import threading
 import time
@@ -93,6 +94,17 @@ class _PoolLines(logging.Filter):
 logging.getLogger("psycopg.pool").addFilter(_PoolLines())
 
 
+def _idle_and_well(conn: psycopg.Connection[Any]) -> None:
+    """Raises for a pooled connection the server ended while it sat idle (a restart, an
+    ``idle_session_timeout``, a proxy's idle timeout): its socket has the server's goodbye
+    to read. Closed here, the pool drops it and gives another; a healthy one costs a poll,
+    not a round trip."""
+    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    if readable:
+        conn.close()
+        raise psycopg.OperationalError("the server ended the connection while it was idle")
+
+
 def _lost(exc: psycopg.Error) -> bool:
     """Whether ``exc`` ended the connection (or refused one), not just a statement."""
     return exc.sqlstate is None or exc.sqlstate.startswith(_LOST)
@@ -164,7 +176,8 @@ class Connections:
         return ConnectionPool(self._url, kwargs=self._kwargs, min_size=0,
                               max_size=self._max_connections, open=False,
                               timeout=self.timeout_s, reconnect_timeout=self.timeout_s,
-                              configure=self._configure, name=POOL_NAME,
+                              configure=self._configure, check=_idle_and_well,
+                              name=POOL_NAME,
                               connection_class=_connection_class(self._failure))
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
