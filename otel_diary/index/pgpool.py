@@ -40,9 +40,9 @@ DOWN_S = 10.0
 """After a lost connection or a statement that timed out, calls fail at once for this
 long: while the database is away or stalled, the worker waits for it once per period, not
 once per diary."""
-_LOST = ("08", "53", "57P")
-"""SQLSTATE classes of a connection ended or refused: connection exceptions, insufficient
-resources (too many connections, disk full), the server shutting down or starting."""
+_LOST = ("08", "57P", "53300", "53400")
+"""SQLSTATEs of a connection ended or refused: connection exceptions, the server shutting
+down or starting, too many connections. A full disk or memory fails the call alone."""
 
 
 class _Connection(psycopg.Connection[Any]):
@@ -309,7 +309,8 @@ class Connections:
             raise IndexUnavailable(
                 f"the store at {self.where} refused its user: {self.clean(str(exc))}; the "
                 "user needs USAGE on the otel_diary schema and SELECT (readers) or SELECT, "
-                "INSERT, UPDATE and DELETE (writers) on its tables") from None
+                "INSERT, UPDATE and DELETE (writers) on its tables, and CREATE on the "
+                "database to make the schema") from None
         except psycopg.errors.UndefinedTable as exc:
             self.ready = False  # dropped under us: made again on the next call
             raise IndexUnavailable(f"the store at {self.where} has no otel-diary schema "
