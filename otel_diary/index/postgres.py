@@ -162,7 +162,10 @@ class PostgresStore:
         if not rows:
             return []
         try:
-            with self._db.connection() as conn, conn.transaction(), conn.cursor() as cursor:
+            # An import's batch takes as long as its rows do: only a single diary's call
+            # (delivery's) is bounded by the watchdog; an import can be interrupted.
+            with self._db.connection(watch=len(rows) == 1) as conn, conn.transaction(), \
+                    conn.cursor() as cursor:
                 _place(cursor, rows)
                 cursor.executemany(
                     f"INSERT INTO {SCHEMA}.diaries (id, path, title, agent, task, outcome, "
