@@ -564,24 +564,26 @@ class KnowledgeBase:
         return LessonsAnswer(signatures=signatures, template=template, first_line=line,
                              results=list(found.values())[:limit])
 
-    @staticmethod
-    def _error_diaries(index: DiaryIndex, signatures: Sequence[str], words: str,
+    def _error_diaries(self, index: DiaryIndex, signatures: Sequence[str], words: str,
                        limit: int) -> tuple[list[Hit], list[Hit]]:
         """Diaries sharing a signature (most shared, then newest), and diaries having every
         word of the error line (digits and short words left out: they vary run to run)."""
         by_signature: list[Hit] = []
         if signatures:
-            for ident in index.related(exclude="", task=None, trigger=None,
-                                       signatures=signatures, before="9999", limit=limit):
-                hit = index.by_id(ident)
-                if hit is not None:
-                    by_signature.append(hit)
+            by_signature = self._by_ids(index, index.related(
+                exclude="", task=None, trigger=None, signatures=signatures, before="9999",
+                limit=limit))
         by_text: list[Hit] = []
         if words and len(by_signature) < limit:
             result = index.search(words, limit=limit)
             if result.match == "all":
                 by_text = result.hits
         return by_signature, by_text
+
+    @staticmethod
+    def _by_ids(index: DiaryIndex, idents: Sequence[str]) -> list[Hit]:
+        """The diaries of ``idents`` the index holds, in that order."""
+        return [hit for hit in map(index.by_id, idents) if hit is not None]
 
     def _shared(self, hits: Sequence[Hit], signatures: Sequence[str]) -> dict[str, list[str]]:
         """For each of ``hits``, the ``signatures`` its "Error encountered" has."""
