@@ -18,32 +18,20 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from otel_diary.errors import IndexUnavailable
 from otel_diary.index.pgpool import POOL_NAME
 from otel_diary.index.postgres import PostgresStore
-from tests.index.test_store_contract import keep, render
 from tests.support.forking import in_forked_child, needs_fork
-from tests.support.kb import TS_STDERR, task_record
 from tests.support.loopback import wait_until
 from tests.support.postgres import PostgresCluster, free_port
 
 
-@pytest.fixture
-def used(postgres_url: str) -> PostgresStore:
-    """A store holding three diaries, its pool opened by using it."""
-    opened = PostgresStore(postgres_url, max_connections=2)
-    for n in range(3):
-        keep(opened, render(task_record(n, f"T-{n}", stderr=TS_STDERR)))
-    assert opened.count() == 3
-    return opened
-
-
 @needs_fork
-def test_a_forked_child_has_connections_of_its_own(used: PostgresStore) -> None:
+def test_a_forked_child_has_connections_of_its_own(filled_store: PostgresStore) -> None:
     """Children forked from a process that used the store answer right, each on its own
     connections; closing every connection the child holds (what ending it does) leaves the
     parent's sessions as they were, so the parent goes on answering without an error."""
 
     def child() -> bool:
-        answers = [(used.count(), used.by_id("kh-none"), len(used.search("task").hits))
-                   for _ in range(30)]
+        answers = [(filled_store.count(), filled_store.by_id("kh-none"),
+                    len(filled_store.search("task").hits)) for _ in range(30)]
         for found in gc.get_objects():
             if isinstance(found, psycopg.Connection):
                 found.close()
@@ -51,10 +39,10 @@ def test_a_forked_child_has_connections_of_its_own(used: PostgresStore) -> None:
 
     try:
         assert [in_forked_child(child, limit_s=30) for _ in range(3)] == [0, 0, 0]
-        assert used.count() == 3
-        assert len(used.search("task").hits) == 3
+        assert filled_store.count() == 3
+        assert len(filled_store.search("task").hits) == 3
     finally:
-        used.close()
+        filled_store.close()
 
 
 def test_a_busy_pool_fails_the_call_not_the_store(postgres_url: str) -> None:
@@ -124,7 +112,7 @@ def test_after_a_restart_the_first_call_is_answered(own_cluster: PostgresCluster
 
 
 def test_a_user_without_rights_on_the_schema_is_told_what_it_needs(
-        used: PostgresStore, postgres_url: str) -> None:
+        filled_store: PostgresStore, postgres_url: str) -> None:
     """A user who may connect but was granted nothing on the store's schema gets what it
     needs, not a driver traceback; the store is not taken as away for the others."""
     role = "reader_" + str(abs(hash(postgres_url)) % 10_000)
@@ -138,9 +126,9 @@ def test_a_user_without_rights_on_the_schema_is_told_what_it_needs(
                 pytest.raises(IndexUnavailable, match=r"refused its user: permission denied"
                                                       r".*needs USAGE on the otel_diary"):
             reader.search("task")
-        assert used.count() == 3
+        assert filled_store.count() == 3
     finally:
-        used.close()
+        filled_store.close()
         with psycopg.connect(postgres_url, autocommit=True) as admin:
             admin.execute(f"DROP ROLE {role}")
 
@@ -222,13 +210,13 @@ def test_a_call_the_server_stops_answering_is_hung_up_on(
 
 
 def test_connections_the_server_ended_while_idle_are_not_given_out(
-        used: PostgresStore, postgres_url: str) -> None:
+        filled_store: PostgresStore, postgres_url: str) -> None:
     """The server ends the store's idle sessions (an idle timeout, an administrator): the
     next call gets a new connection and is answered, instead of finding a dead one and
     taking a healthy store as away."""
     dbname = conninfo_to_dict(postgres_url)["dbname"]
     try:
-        with used._db.connection(), used._db.connection():
+        with filled_store._db.connection(), filled_store._db.connection():
             pass  # two idle connections in the pool
         with psycopg.connect(postgres_url, autocommit=True) as admin:
             ended = admin.execute(
@@ -236,10 +224,10 @@ def test_connections_the_server_ended_while_idle_are_not_given_out(
                 "datname = %s AND application_name = 'otel-diary'", (dbname,)).fetchone()
         assert ended is not None and ended[0] == 2
         assert wait_until(lambda: _sessions(postgres_url, dbname) == 0, timeout=10)
-        assert used.count() == 3
-        assert used.search("task").hits
+        assert filled_store.count() == 3
+        assert filled_store.search("task").hits
     finally:
-        used.close()
+        filled_store.close()
 
 
 def _sessions(url: str, dbname: object) -> int:

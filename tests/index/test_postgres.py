@@ -12,21 +12,11 @@ from otel_diary.errors import IndexUnavailable
 from otel_diary.index.documents import entry_from_parts
 from otel_diary.index.lessons import sighting
 from otel_diary.index.postgres import PostgresStore
-from tests.index.test_store_contract import keep, render
+from tests.index.test_store_contract import render
 from tests.support.kb import TS_STDERR, task_record
 
 
-@pytest.fixture
-def store(postgres_url: str) -> PostgresStore:
-    """A store holding three diaries, its pool opened by using it."""
-    opened = PostgresStore(postgres_url, max_connections=2)
-    for n in range(3):
-        keep(opened, render(task_record(n, f"T-{n}", stderr=TS_STDERR)))
-    assert opened.count() == 3
-    return opened
-
-
-def test_a_diary_whose_words_pass_the_search_limit_is_kept(store: PostgresStore) -> None:
+def test_a_diary_whose_words_pass_the_search_limit_is_kept(filled_store: PostgresStore) -> None:
     """A diary of 1.2 MB whose distinct long words would make a search vector over
     PostgreSQL's 1 MB is kept, searched by its first part (it was taken for an outage:
     the store went away and the diary was retried for good)."""
@@ -36,22 +26,22 @@ def test_a_diary_whose_words_pass_the_search_limit_is_kept(store: PostgresStore)
     words = " ".join("".join(rng.choice(gothic) for _ in range(511)) for _ in range(600))
     content = diary.content[:diary.content.index("\n---\n", 4) + 5] + words  # a body of words
     try:
-        kept = store.add_diary(entry_from_parts(diary.path, diary.front_matter, content),
-                               content)
-        assert store.document(kept) == content
-        assert store.count() == 4
-        assert store.search(words[:511]).hits[0].path == kept
+        kept = filled_store.add_diary(
+            entry_from_parts(diary.path, diary.front_matter, content), content)
+        assert filled_store.document(kept) == content
+        assert filled_store.count() == 4
+        assert filled_store.search(words[:511]).hits[0].path == kept
     finally:
-        store.close()
+        filled_store.close()
 
 
 def test_a_lesson_locked_by_a_stalled_writer_fails_that_lesson_only(
-        store: PostgresStore, postgres_url: str) -> None:
+        filled_store: PostgresStore, postgres_url: str) -> None:
     """Another writer stalled while holding a lesson's lock: updating that lesson fails
     (try again), and the store goes on answering everything else."""
     diary = render(task_record(7, "T-7", stderr=TS_STDERR))
-    path = store.add_diary(entry_from_parts(diary.path, diary.front_matter, diary.content),
-                           diary.content)
+    path = filled_store.add_diary(
+        entry_from_parts(diary.path, diary.front_matter, diary.content), diary.content)
     found = sighting(path, diary.front_matter, diary.content)
     assert found is not None
     signature, seen = found
@@ -61,23 +51,23 @@ def test_a_lesson_locked_by_a_stalled_writer_fails_that_lesson_only(
                             (f"lesson:{signature}",))
             with pytest.raises(IndexUnavailable, match="lock another writer holds"):
                 PostgresStore(postgres_url, timeout_s=0.5).add_lesson(signature, seen)
-            assert store.count() == 4
-            assert store.search("task").hits
+            assert filled_store.count() == 4
+            assert filled_store.search("task").hits
             stalled.rollback()
-        assert store.add_lesson(signature, seen).runs == 4
+        assert filled_store.add_lesson(signature, seen).runs == 4
     finally:
-        store.close()
+        filled_store.close()
 
 
-def test_text_postgresql_cannot_hold_is_looked_up_not_refused(store: PostgresStore) -> None:
+def test_text_postgresql_cannot_hold_is_looked_up_not_refused(filled_store: PostgresStore) -> None:
     """A NUL or a lone surrogate in what is looked up finds nothing (PostgreSQL refuses
     both: the driver raised DataError or UnicodeEncodeError to the reader)."""
     try:
-        assert store.document("diaries/\udc80.md") is None
-        assert store.document("diaries/a\x00.md") is None
-        assert store.by_trace("\ud800") == []
-        assert not store.lists_others("code:\ud800", "x")
-        assert store.search("task", task="\ud800").hits == []
+        assert filled_store.document("diaries/\udc80.md") is None
+        assert filled_store.document("diaries/a\x00.md") is None
+        assert filled_store.by_trace("\ud800") == []
+        assert not filled_store.lists_others("code:\ud800", "x")
+        assert filled_store.search("task", task="\ud800").hits == []
     finally:
-        store.close()
+        filled_store.close()
 
