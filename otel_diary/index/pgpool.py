@@ -31,7 +31,7 @@ from psycopg.types.string import StrDumperUnknown
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from otel_diary.errors import IndexUnavailable
-from otel_diary.pipeline.redact import display_url, redact, without
+from otel_diary.pipeline.redact import redact, without
 from otel_diary.runner import renew_after_fork
 from otel_diary.text import one_line
 
@@ -128,16 +128,18 @@ class Connections:
             raise ValueError("the store's timeout and pool size must be positive")
         if url.partition("://")[0].lower() not in ("postgresql", "postgres"):
             raise ValueError("expected a postgresql:// URL")  # never echoed: may hold a secret
+        # What the URL holds as a password, and what libpq read as one (they differ when
+        # libpq misreads a URL: a "/" in the password makes the user the host).
+        userinfo, at, _ = url.partition("://")[2].rpartition("@")
+        self._secrets: tuple[str, ...] = (userinfo.partition(":")[2],) if at else ()
         try:
             info = conninfo_to_dict(url)
         except psycopg.ProgrammingError as exc:
-            raise ValueError(f"not a PostgreSQL URL: {display_url(url)}") from exc
-        # What libpq read as the password, and what the URL holds as one (they differ
-        # when libpq misreads a URL: a "/" in the password makes the user the host).
-        userinfo, at, _ = url.partition("://")[2].rpartition("@")
+            # libpq's reason, not the URL: read as a web URL, a password holding "#" or
+            # "?" would be cut into the name shown.
+            raise ValueError(f"not a PostgreSQL URL: {self.clean(str(exc))}") from None
         self._secrets = tuple(dict.fromkeys(secret for secret in (
-            str(info.get("password") or ""), userinfo.partition(":")[2] if at else "")
-            if secret))
+            str(info.get("password") or ""), *self._secrets) if secret))
         # Named as libpq reads the URL: a password holding "#" or "?" (libpq takes it as
         # it is) would be part of a name read as a web URL.
         port = f":{info['port']}" if info.get("port") else ""
@@ -251,14 +253,17 @@ class Connections:
         return IndexUnavailable(reason)
 
     def _renew(self, pool: ConnectionPool[psycopg.Connection[Any]]) -> None:
-        """After a lost connection, ``pool``'s others are taken for lost too (a restarted
-        server ended them all): the next call opens a new pool."""
+        """Close ``pool`` (after a lost connection its others are taken for lost too: a
+        restarted server ended them all) unless another call did; the next call opens a
+        new pool. A pool thread still connecting (to a server that does not answer) is
+        not waited for: it closes what it makes once it returns, and connections still in
+        use are closed as they come back."""
         with self._lock:
             if self._pool is not pool:
                 return
             self._pool = self._new_pool()
             self._opened = False
-        pool.close(timeout=0)  # connections still in use are closed as they come back
+        pool.close(timeout=0)
 
     @contextlib.contextmanager
     def connection(self, *, prepare: bool = True,
@@ -331,10 +336,9 @@ class Connections:
                 self._hung.discard(watched)
 
     def close(self) -> None:
-        """Close the pooled connections; a pool thread still connecting (to a server that
-        does not answer) is not waited for: it closes what it makes once it returns."""
+        """Close the pooled connections (see :meth:`_renew`); used again after, it opens
+        a new pool."""
         with self._lock:
-            if self._opened:  # used again after close, it opens a new pool
-                self._pool.close(timeout=0)
-                self._pool = self._new_pool()
-                self._opened = False
+            pool = self._pool if self._opened else None
+        if pool is not None:
+            self._renew(pool)

@@ -235,3 +235,11 @@ def _sessions(url: str, dbname: object) -> int:
         row = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND "
                             "application_name = 'otel-diary'", (dbname,)).fetchone()
     return int(row[0]) if row else 0
+
+
+def test_a_url_libpq_refuses_is_named_by_its_reason_not_its_text() -> None:
+    """A URL libpq cannot read is refused with libpq's reason; its text, read as a web
+    URL, showed the start of a password holding ``?`` (``postgresql://diary:Sec``)."""
+    with pytest.raises(ValueError, match="not a PostgreSQL URL: missing key/value") as bad:
+        PostgresStore("postgresql://diary:Sec?ret=991@db.example/kb?sslmode=require&x")
+    assert "Sec" not in str(bad.value)
