@@ -29,7 +29,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from otel_diary.assembly.batch import Contribution, Part
 from otel_diary.counters import Counters, LogOnce
@@ -197,16 +197,15 @@ class Journal:
         self._lock_file = self._take_lock()
         try:
             try:
-                row = self._open_database()
+                self._open_database()
             except (_Damaged, sqlite3.DatabaseError) as exc:
                 if not _damaged(exc):
                     raise
                 self._set_aside(exc)
-                row = self._open_database()
+                self._open_database()
         except (OSError, sqlite3.Error, _Damaged) as exc:
             self._release_lock()
             raise JournalError(f"cannot open the journal {self.path}: {exc}") from exc
-        self._seq = int(row[0] or 0) if row else 0
         self._writer = Runner("otel-diary-journal", self._commit, interval_s=1.0,
                               on_error=lambda: self.stats.add("errors"))
 
@@ -228,15 +227,15 @@ class Journal:
                                    "give each serve process its own") from None
         return handle
 
-    def _open_database(self) -> tuple[Any, ...] | None:
+    def _open_database(self) -> None:
+        """Connect, and go on from the last row number the journal holds."""
         self._conn = self._connect()
         try:
-            row: tuple[Any, ...] | None = self._conn.execute(
-                "SELECT max(seq) FROM entries").fetchone()
-            return row
+            row = self._conn.execute("SELECT max(seq) FROM entries").fetchone()
         except BaseException:
             self._conn.close()
             raise
+        self._seq = int(row[0] or 0) if row else 0
 
     def _set_aside(self, damage: BaseException) -> None:
         """Move a damaged journal's files aside (``<name>.damaged-<UTC time>``) for
@@ -335,8 +334,7 @@ class Journal:
             self._open.clear()
             self.bytes = 0
             self._set_aside(exc)
-            row = self._open_database()
-            self._seq = int(row[0] or 0) if row else 0
+            self._open_database()
             return []
 
     def _replay(self) -> list[Replayed]:

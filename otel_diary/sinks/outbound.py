@@ -5,9 +5,9 @@ httpx bounds each read and write, not their sum: a server that sends its status 
 headers a byte every half second keeps a call open for good. The connections made here
 take each read and write's timeout from what is left of the call's deadline
 (:func:`deadline`), so the whole call ends by it, headers and upload included, or soon
-after a shutdown that cannot wait cuts it short. Answers
-are asked for and read as they are sent (``accept-encoding: identity``, raw bytes): a
-few kilobytes compressed cannot inflate to gigabytes before the size cap is checked.
+after a shutdown that cannot wait cuts it short. Answers are asked for and read as they
+are sent (``accept-encoding: identity``, raw bytes): a few kilobytes compressed cannot
+inflate to gigabytes before the size cap is checked.
 """
 
 from __future__ import annotations
