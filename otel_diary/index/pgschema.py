@@ -16,8 +16,7 @@ from typing import Any
 import psycopg
 
 from otel_diary.errors import IndexUnavailable
-from otel_diary.index.documents import Entry, entry_from_parts
-from otel_diary.pipeline.render import parse_front_matter
+from otel_diary.index.documents import Entry, entry_from_document
 
 logger = logging.getLogger("otel_diary")
 
@@ -77,7 +76,7 @@ def _search_words(conn: psycopg.Connection[Any]) -> None:
         found = []
         for ident, path, content in rows:
             try:
-                entry = entry_from_parts(path, parse_front_matter(content), content)
+                entry = entry_from_document(path, content)
             except (ValueError, TypeError, KeyError):
                 continue  # kept as it was found
             found.append({"id": ident, **diary_words(entry)})
@@ -91,6 +90,7 @@ def _search_words(conn: psycopg.Connection[Any]) -> None:
                            "WHERE signature = %(signature)s",
                            [{"signature": signature, **lesson_words(title, content)}
                             for signature, title, content in lessons])
+
 
 _MIGRATIONS: tuple[tuple[str | Callable[[psycopg.Connection[Any]], None], ...], ...] = (
     (
