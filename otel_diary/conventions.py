@@ -87,6 +87,8 @@ class Conventions:
     """Every attribute that can mark a task span (one, but for ``auto``)."""
     tool_operations: frozenset[str] = field(init=False)
     """Every operation value that makes a span a tool call."""
+    usage_keys: frozenset[str] = field(init=False)
+    """The token usage attributes (input and output) a child span may report."""
 
     def __post_init__(self) -> None:
         keys = {
@@ -99,6 +101,8 @@ class Conventions:
             *self.child_agent,
         }
         object.__setattr__(self, "child_keys", frozenset(keys))
+        object.__setattr__(self, "usage_keys",
+                           frozenset((*self.input_tokens, *self.output_tokens)))
         object.__setattr__(self, "task_markers", frozenset(
             {self.task_marker, *(profile.task_marker for profile in self.profiles)}))
         object.__setattr__(self, "tool_operations", frozenset(

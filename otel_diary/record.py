@@ -140,22 +140,35 @@ class ChildSummary:
     whatever its own status says."""
 
     def add(self, attributes: Mapping[str, object], is_error: bool,
-            conventions: Conventions, end_ns: int = 0) -> None:
+            conventions: Conventions, end_ns: int = 0,
+            below: ChildSummary | None = None) -> None:
         """Fold one child span's attributes into the summary (``end_ns``: when it ended,
-        if known)."""
+        if known).
+
+        ``below`` is what the spans under this one contributed, if any. A span's token
+        usage covers theirs (two instrumentations of one model call, an agent's span
+        adding up its calls): it adds only what it reports beyond them, so a run counts
+        each call once. A failed span above a failed one is the same failure going up (an
+        exception through the spans that called it), not another failed call.
+        """
         # Called for every contributing span, so each role's names are looked up in line
         # (a call per role cost more than the lookups), and the common values (int
         # counts, a model already listed, an operation that names no tool call) skip the
         # coercions, which would return them unchanged.
         self.spans += 1
         get = attributes.get
+        covered_in = covered_out = 0
+        failure = is_error
+        if below is not None:  # read first: ``below`` may be this summary itself
+            covered_in, covered_out = below.input_tokens, below.output_tokens
+            failure = is_error and not below.failed_spans
         for name in conventions.input_tokens:
             tokens = get(name)
             if tokens is not None:
                 if type(tokens) is not int:
                     tokens = as_int(tokens)
                 if tokens is not None and tokens >= 0:
-                    self.input_tokens += tokens
+                    self.input_tokens += max(tokens - covered_in, 0)
                     self.has_tokens = True
                 break
         for name in conventions.output_tokens:
@@ -164,7 +177,7 @@ class ChildSummary:
                 if type(tokens) is not int:
                     tokens = as_int(tokens)
                 if tokens is not None and tokens >= 0:
-                    self.output_tokens += tokens
+                    self.output_tokens += max(tokens - covered_out, 0)
                     self.has_tokens = True
                 break
         for name in conventions.model:
@@ -212,7 +225,8 @@ class ChildSummary:
             self.last_output = (_content(first(attributes, conventions.output_messages))
                                 or self.last_output)
         if is_error:
-            self.failed_spans += 1
+            if failure:
+                self.failed_spans += 1
             named = (error_name(first(attributes, conventions.error_type))
                      or error_name(attributes.get(EXCEPTION_TYPE)))
             error_type = named or UNNAMED_ERROR

@@ -45,11 +45,13 @@ logger = logging.getLogger("otel_diary")
 class _Trace:
     last_seen: float
     ids: list[bytes] | set[bytes]
-    """Span ids of every task span and contribution taken (deduplication): a list while
-    they came in one part (decoding leaves no copies within a part), a set once another
-    part came."""
+    """Span ids of every task span and contribution taken (deduplication): while they came
+    in one part (decoding leaves no copies within a part), the list of its contributions'
+    (``contribution_ids``), a set of them all once another part came."""
     contributions: list[Contribution]
     """Contributions not yet handed to a task."""
+    contribution_ids: list[bytes]
+    """The span id of each contribution, in the same order (to find those above others)."""
     size: int
     tasks: dict[int, tuple[SpanRecord, int]] = field(default_factory=dict)
     """Task spans not decided yet, by span id, with their estimated bytes."""
@@ -73,6 +75,73 @@ class _View:
 
     ancestry: Ancestry
     ends: list[tuple[int, int]] | None = None
+
+
+def covered(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id: int,
+            conventions: Conventions) -> dict[bytes, ChildSummary]:
+    """What the contributions under each of ``owned`` (span id, contribution) add up to,
+    for those above others that report token usage or failed: the ``below`` of
+    :meth:`ChildSummary.add`, as the in-process assembler finds it in the bucket of the
+    span's children. Parent links are followed up to ``task_id`` through the spans between;
+    each span is walked once."""
+    keys = conventions.usage_keys
+    marked = {int.from_bytes(span_id, "big"): (span_id, contribution)
+              for span_id, contribution in owned
+              if contribution.is_error or not keys.isdisjoint(contribution.attributes)}
+    if len(marked) < 2 or not ancestry.any_parent(span_id for span_id, _ in marked.values()):
+        return {}  # the usual case: no span above another (calls are leaves)
+    parents = ancestry.parents()
+    above: dict[int, int | None] = {}
+    """A plain span -> the nearest marked span above it (None: none, or a cycle)."""
+    children: dict[int, list[int]] = {}
+    for span in marked:
+        walked: list[int] = []
+        found: int | None = None
+        up = parents.get(span)
+        while up is not None and up != task_id:
+            if up in marked:
+                found = up
+                break
+            if up in above:
+                found = above[up]
+                break
+            above[up] = None  # while walked: a cycle back to it ends the walk
+            walked.append(up)
+            up = parents.get(up)
+        for plain in walked:
+            above[plain] = found
+        if found is not None:
+            children.setdefault(found, []).append(span)
+    if not children:
+        return {}
+    below: dict[bytes, ChildSummary] = {}
+    totals: dict[int, ChildSummary] = {}
+    placed = {child for kids in children.values() for child in kids}
+    stack = [(span, False) for span in children if span not in placed]
+    while stack:  # children before their parent (a cycle of marked spans is never reached)
+        span, ready = stack.pop()
+        kids = children.get(span, ())
+        if not ready:
+            stack.append((span, True))
+            stack.extend((kid, False) for kid in kids)
+            continue
+        under: ChildSummary | None = None
+        if kids:
+            under = below[marked[span][0]] = ChildSummary()
+            for kid in kids:
+                total = totals.pop(kid)
+                under.input_tokens += total.input_tokens
+                under.output_tokens += total.output_tokens
+                under.failed_spans += total.failed_spans
+        contribution = marked[span][1]
+        total = ChildSummary()
+        total.add(contribution.attributes, contribution.is_error, conventions, 0, under)
+        if under is not None:
+            total.input_tokens += under.input_tokens
+            total.output_tokens += under.output_tokens
+            total.failed_spans += under.failed_spans
+        totals[span] = total
+    return below
 
 
 class TraceStore:
@@ -167,7 +236,8 @@ class TraceStore:
         for trace_id, span_ids, contributions, tasks, part_size in batch.parts:
             entry = traces.get(trace_id)
             if entry is None:  # the usual case: a trace's kept spans come in one part
-                entry = traces[trace_id] = _Trace(now, span_ids, contributions, part_size)
+                entry = traces[trace_id] = _Trace(now, span_ids, contributions, span_ids,
+                                                  part_size)
                 taken, taken_size = len(span_ids), part_size
             else:
                 traces.touch(trace_id, entry, now)
@@ -180,15 +250,14 @@ class TraceStore:
             for span_id, record, task_size in tasks:
                 task_id = record.span_id
                 decided = self._done.get(trace_id)
-                # A list holds the ids of this part only, which has no copies.
+                # A list holds the ids of this part only, which has no copies; a task span
+                # of another part is found in the set made of them all (see _merge).
                 if (decided is not None and task_id in decided) or (
                         isinstance(ids, set) and span_id in ids):
                     duplicates += 1
                     continue
                 if isinstance(ids, set):
                     ids.add(span_id)
-                else:
-                    ids.append(span_id)
                 entry.tasks[task_id] = (record, task_size)
                 entry.task_spans[task_id] = (record.parent_span_id, record.end_ns)
                 self._deadlines.append((now + self.grace, trace_id, task_id))
@@ -238,12 +307,14 @@ class TraceStore:
         if gc.is_tracked(contributions) and not gc.is_tracked(entry.contributions):
             entry.contributions = list(entry.contributions)
         seen = entry.ids
-        if not isinstance(seen, set):
+        if not isinstance(seen, set):  # the first part's contributions, and its task spans
             seen = entry.ids = set(seen)
+            seen.update(task_id.to_bytes(8, "big") for task_id in entry.task_spans)
         fresh = set(span_ids)
         if len(fresh) == len(span_ids) and seen.isdisjoint(fresh):  # no copies: at once
             seen |= fresh
             entry.contributions.extend(contributions)
+            entry.contribution_ids.extend(span_ids)
             entry.size += part_size
             return len(span_ids), part_size
         taken = taken_size = 0
@@ -251,6 +322,7 @@ class TraceStore:
             if span_id not in seen:
                 seen.add(span_id)
                 entry.contributions.append(contribution)
+                entry.contribution_ids.append(span_id)
                 taken += 1
                 taken_size += contribution.size
         entry.size += taken_size
@@ -381,6 +453,7 @@ class TraceStore:
             if not gc.is_tracked(entry.contributions):  # see Part: a new tuple is tracked
                 entry.contributions = list(entry.contributions)
             entry.contributions.append(nested)
+            entry.contribution_ids.append(record.span_id.to_bytes(8, "big"))
             entry.size += nested.size
             self.bytes += nested.size
             self.spans += 1
@@ -409,23 +482,31 @@ class TraceStore:
                 if not nested(parent))
         last = ends[-1][1]
         kept: list[Contribution] = []
-        for contribution in entry.contributions:
+        kept_ids: list[bytes] = []
+        owned: list[tuple[bytes, Contribution]] = []
+        for span_id, contribution in zip(entry.contribution_ids, entry.contributions,
+                                         strict=True):
             owner = last
             if len(ends) > 1:  # the first root task to end at or after it, else the last
                 at = bisect_left(ends, (contribution.end_ns,))
                 if at < len(ends):
                     owner = ends[at][1]
             if owner == task_id:
-                summary.add(contribution.attributes, contribution.is_error, self.conventions,
-                            contribution.end_ns)
+                owned.append((span_id, contribution))
             elif owner in entry.tasks:
                 kept.append(contribution)
+                kept_ids.append(span_id)
                 continue
             else:
                 self.late += 1  # its task was decided before it came
             self.spans -= 1
             self._release(entry, contribution.size)
         entry.contributions = kept
+        entry.contribution_ids = kept_ids
+        below = covered(owned, view.ancestry, task_id, self.conventions)
+        for span_id, contribution in owned:
+            summary.add(contribution.attributes, contribution.is_error, self.conventions,
+                        contribution.end_ns, below.get(span_id) if below else None)
         return summary
 
     def _release(self, entry: _Trace, size: int) -> None:

@@ -197,15 +197,18 @@ class TraceAssembler:
         return entry
 
     def contribute(self, trace_id: int, attributes: Mapping[str, object], is_error: bool,
-                   parent_span_id: int | None = None, end_ns: int = 0) -> None:
-        """Fold a non-task span into its trace, under its parent."""
+                   parent_span_id: int | None = None, end_ns: int = 0,
+                   span_id: int | None = None) -> None:
+        """Fold a non-task span into its trace, under its parent, with what the spans
+        under it (``span_id``) contributed as ``below`` (see :meth:`ChildSummary.add`)."""
         entry = self._touch(trace_id)
         summary = entry.bucket(parent_span_id)
+        below = entry.buckets.get(span_id) if span_id is not None else None
         if not (is_error or self._texts):  # the common case: no text kept
-            summary.add(attributes, is_error, self._conventions, end_ns)
+            summary.add(attributes, is_error, self._conventions, end_ns, below)
             return
         before = _text_size(summary)
-        summary.add(attributes, is_error, self._conventions, end_ns)
+        summary.add(attributes, is_error, self._conventions, end_ns, below)
         grown = _text_size(summary) - before
         if grown:
             entry.hold(grown)
@@ -237,7 +240,7 @@ class TraceAssembler:
             if nested is not None:
                 inner = entry.take(nested.span_id, rest=False)
                 inner.add(nested.attributes, nested.is_error, self._conventions,
-                          nested.end_ns)
+                          nested.end_ns, below=inner)
                 outer = entry.bucket(record.span_id)
                 before = _text_size(outer)
                 outer.merge(inner)

@@ -67,6 +67,30 @@ class Ancestry:
         self._known: dict[int, bool] = {}
         """Plain span -> whether a task span is among its ancestors."""
 
+    def parents(self) -> dict[int, int]:
+        """Span id -> parent span id, of every span the links hold (read at the first call)."""
+        parents = self._parents
+        if parents is None:
+            parents = self._parents = dict(
+                pair for run in self._links for pair in struct.iter_unpack(">QQ", run))
+        return parents
+
+    def any_parent(self, span_ids: Iterable[bytes]) -> bool:
+        """Whether one of ``span_ids`` (8 bytes each) is the parent of a span: found in the
+        links as they are, which costs less than reading them (most have no child)."""
+        parents = self._parents
+        if parents is not None:
+            known = set(parents.values())
+            return any(int.from_bytes(span_id, "big") in known for span_id in span_ids)
+        for span_id in span_ids:
+            for run in self._links:
+                at = run.find(span_id)
+                while at >= 0:
+                    if at % LINK_BYTES == LINK_BYTES // 2:  # a parent's place in a link
+                        return True
+                    at = run.find(span_id, at + 1)
+        return False
+
     def nested(self, parent: int | None) -> bool:
         """Whether the span whose parent is ``parent`` has a task span among its ancestors."""
         if parent is None:
@@ -78,10 +102,7 @@ class Ancestry:
         answer = known.get(parent)
         if answer is not None:
             return answer
-        parents = self._parents
-        if parents is None:
-            parents = self._parents = dict(
-                pair for run in self._links for pair in struct.iter_unpack(">QQ", run))
+        parents = self.parents()
         # Each span walked is remembered at once as having no task above it, the answer
         # when the walk ends at the root, at an unknown parent, or back at itself (a
         # cycle); a task span met makes it true for all of them.

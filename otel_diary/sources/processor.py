@@ -564,7 +564,7 @@ class DiarySpanProcessor(SpanProcessor):
                         contributed = {**attributes, **error_details(
                             exception_event(span), span.status.description or "")}
                     assembler.contribute(trace_id, contributed, is_error, parent_id,
-                                         span.end_time or 0)
+                                         span.end_time or 0, span_id)
                 if contributes or trace_id in assembler:
                     local_root = parent is None or remote
                     released = assembler.span_ended(trace_id, span_id, local_root,

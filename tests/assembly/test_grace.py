@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from otel_diary import ORCHESTRATOR, Diary, Settings
+from otel_diary import GENAI, ORCHESTRATOR, Diary, Settings
 from otel_diary.assembly import grace
 from otel_diary.assembly.batch import Batch
 from otel_diary.assembly.grace import TraceStore
@@ -22,12 +22,14 @@ from otel_diary.record import Ready
 from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
 from tests.support.otlp_build import (
+    NESTED_RUN,
     json_body,
     new_span_id,
     new_trace_id,
     protobuf_body,
     span,
     task_trace,
+    tree_spans,
 )
 
 
@@ -287,6 +289,53 @@ def test_a_contribution_ending_as_a_root_task_ends_is_that_task_s() -> None:
     traces.add(batch_of([request_span, *first, *second, *chats]), now=0)
     assert {r[0].attributes["orchestrator.task.id"]: tokens(r) for r in traces.due(5)} == {
         "A": 1, "B": 1000}
+
+
+def read_with(reader: str, spans: list[Span]) -> Batch:
+    if reader == "json":
+        return decode(json_body(spans), JSON, GENAI)
+    return decode(protobuf_body(spans), PROTOBUF, GENAI, native=reader == "native")
+
+
+@pytest.mark.parametrize("reader", ["native", "python", "json"])
+@pytest.mark.parametrize("arrival", ["whole", "parents first", "with copies"])
+def test_usage_and_failures_above_others_count_once(reader: str, arrival: str) -> None:
+    """A span reporting usage over spans that report theirs counts only what it adds to
+    them (two instrumentations of one call: nothing; a span adding up its calls: the
+    calls it made uninstrumented), and a failed span over a failed one is one failure,
+    found through the parent links of the spans between them whichever reader decoded
+    them and however the spans came."""
+    spans = tree_spans(new_trace_id(), NESTED_RUN)
+    if arrival == "whole":
+        requests = [spans]
+    elif arrival == "parents first":
+        requests = [spans[::-1][:4], spans[::-1][4:9], spans[::-1][9:]]
+    else:
+        requests = [spans[:7], spans[3:], spans[5:9]]
+    traces = TraceStore(GENAI, grace=5, trace_timeout=60)
+    for number, part in enumerate(requests):
+        traces.add(read_with(reader, part), now=number)
+    [(record, summary)] = traces.due(10)
+    assert record.attributes["gen_ai.conversation.id"] == "c-1"
+    assert (summary.input_tokens, summary.output_tokens) == (400, 80)
+    assert summary.failed_spans == 2
+
+
+def test_a_cycle_of_parent_links_ends_the_walk_up() -> None:
+    """Spans whose parent links go round in a circle (hostile input), and one under them,
+    are counted each as a span of its own: the walks up from them end."""
+    trace_id = new_trace_id()
+    [task] = tree_spans(trace_id, ("invoke_agent", {"gen_ai.operation.name": "invoke_agent"},
+                                   False, ()))
+    ids = [new_span_id() for _ in range(3)]
+    usage = {"gen_ai.usage.input_tokens": 5}
+    calls = [span(trace_id, ids[n], ids[(n + 1) % 3], name="chat", attributes=usage)
+             for n in range(3)]
+    plain = span(trace_id, new_span_id(), ids[0], name="chat", attributes=usage)
+    traces = TraceStore(GENAI, grace=5, trace_timeout=60)
+    traces.add(read_with("native", [*calls, plain, task]), now=0)
+    [(_, summary)] = traces.due(10)
+    assert summary.input_tokens == 5 * 4
 
 
 def test_a_trace_holds_at_most_max_links_and_counts_the_others(

@@ -197,6 +197,56 @@ def test_agents_sdk_run_is_one_recovered_diary(harness: Harness) -> None:
             in error_section(diary))
 
 
+def assert_counted_once(content: str) -> None:
+    """What :func:`agent_run` must say when each model call is an LLM span of the Agents
+    SDK over an LLM span of the client's, both reporting its tokens."""
+    front = parse_front_matter(content)
+    assert (front["outcome"], front["model"]) == ("recovered", MODEL)
+    assert front["tokens"] == 3 * CALL_TOKENS, content  # not 6 (each call twice)
+    # the failed model call is one failure in both spans, the failed tool call another
+    assert "2 failed call(s)" in content, content
+    assert "Made 2 tool call(s): lookup (2)." in content
+
+
+@pytest.mark.usefixtures("instrumented_agents", "instrumented_openai")
+def test_agents_sdk_over_an_instrumented_client_counts_each_call_once(
+        harness: Harness) -> None:
+    """With both instrumentations on (``opentelemetry-instrument`` loads every one
+    installed), a model call is the Agents SDK's LLM span with the client's inside it,
+    both with the call's tokens: the run counts them, and the failed call, once."""
+    lookup = ToolCall("lookup", '{"term": "release"}')
+    server = ChatServer(script=[500, lookup, lookup, "final"], model=MODEL)
+    with serve_asgi(server) as url:
+        assert agent_run(url, []) == "final"
+    [diary] = harness.diaries()
+    assert_counted_once(diary.content)
+
+
+def test_agents_sdk_over_an_instrumented_client_through_serve_counts_each_call_once(
+        tmp_path: Path) -> None:
+    """The same run exported to a real ``otel-diary serve``: the LLM spans above others
+    are found through the parent links of the spans between them."""
+    server = Serve(tmp_path, env={"OTEL_DIARY_CONVENTIONS": "openinference"})
+    provider = server.exporting_provider()
+    instrumentors = (OpenAIAgentsInstrumentor(), OpenAIInstrumentor())
+    for instrumentor in instrumentors:
+        instrumentor.instrument(tracer_provider=provider)
+    lookup = ToolCall("lookup", '{"term": "release"}')
+    try:
+        with serve_asgi(ChatServer(script=[500, lookup, lookup, "final"],
+                                   model=MODEL)) as url:
+            assert agent_run(url, []) == "final"
+    finally:
+        for instrumentor in instrumentors:
+            instrumentor.uninstrument()
+    assert provider.force_flush(30_000)
+    provider.shutdown()
+    server.wait_for_diaries(1)
+    assert server.stop() == 0
+    [path] = (tmp_path / "kb" / "diaries" / "agents").rglob("*.md")
+    assert_counted_once(path.read_text())
+
+
 @pytest.mark.usefixtures("instrumented_agents")
 def test_a_failed_agents_sdk_run_writes_no_diary(harness: Harness) -> None:
     """A run whose model call fails past its retry raises in the app. That

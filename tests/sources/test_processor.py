@@ -25,6 +25,7 @@ from otel_diary.testing import InMemorySink
 from tests.conftest import Harness
 from tests.support.forking import in_forked_child, needs_fork
 from tests.support.loopback import wait_until
+from tests.support.otlp_build import NESTED_RUN, Tree
 from tests.support.raw_http import RawServer
 
 TASK = {"orchestrator.task.id": "T-1", "orchestrator.task.title": "Fix the build",
@@ -233,6 +234,33 @@ def test_a_failed_call_without_attributes_counts_for_its_run_under_a_step() -> N
         assert outcomes == {"c-1": "recovered", "c-2": "completed"}
     finally:
         harness.provider.shutdown()
+
+
+def run_tree(tracer: trace.Tracer, tree: Tree) -> None:
+    name, attributes, failed, under = tree
+    with tracer.start_as_current_span(name, attributes=dict(attributes),
+                                      record_exception=False,
+                                      set_status_on_exception=False) as span:
+        for item in under:
+            run_tree(tracer, item)
+        if failed:
+            span.set_status(Status(StatusCode.ERROR, f"{name} failed"))
+
+
+def test_usage_and_failures_above_others_count_once() -> None:
+    """A span reporting usage over spans that report theirs adds only what it reports
+    beyond them, and a failed span over a failed one is one failure (the run
+    ``serve`` reads the same way: tests/assembly/test_grace.py)."""
+    harness = Harness(conventions="genai")
+    try:
+        run_tree(harness.tracer, NESTED_RUN)
+        harness.flush()
+        [diary] = harness.sink.diaries
+    finally:
+        harness.provider.shutdown()
+    assert (diary.task_id, diary.outcome) == ("c-1", "recovered")
+    assert diary.front_matter["tokens"] == 400 + 80
+    assert "2 failed call(s)" in diary.body
 
 
 def test_task_ending_after_its_parent_task_writes_no_second_diary(harness: Harness) -> None:

@@ -104,3 +104,38 @@ def json_document(spans: Iterable[Span]) -> dict[str, Any]:
 
 def json_body(spans: Iterable[Span]) -> bytes:
     return json.dumps(json_document(spans)).encode()
+
+
+Tree = tuple[str, Mapping[str, str | int], bool, tuple["Tree", ...]]
+"""A span (name, attributes, failed) and the spans under it."""
+
+USAGE = "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"
+
+
+def _chat(tokens_in: int, tokens_out: int, *under: Tree) -> Tree:
+    return ("chat", {"gen_ai.operation.name": "chat", USAGE[0]: tokens_in,
+                     USAGE[1]: tokens_out}, False, under)
+
+
+NESTED_RUN: Tree = ("invoke_agent", {"gen_ai.operation.name": "invoke_agent",
+                                     "gen_ai.conversation.id": "c-1"}, False, (
+    ("step", {}, False, (
+        # a span adding up its calls, and one more call it made uninstrumented
+        ("plan", {USAGE[0]: 300, USAGE[1]: 60}, False, (_chat(100, 20), _chat(100, 20))),
+        # one call seen by two instrumentations, a plain span between them
+        _chat(100, 20, ("POST", {}, False, (_chat(100, 20),))),
+        ("fetch", {}, True, (("connect", {}, True, ()),)),  # one failure, going up
+        ("fetch", {}, True, ()),  # tried again: another
+    )),
+))
+"""A GenAI run whose spans report usage and failures above others: it used 400 input and
+80 output tokens, and two calls failed."""
+
+
+def tree_spans(trace_id: bytes, tree: Tree, parent: bytes = b"") -> list[Span]:
+    """The spans of ``tree``, each under its parent, children ending first."""
+    name, attributes, failed, under = tree
+    span_id = new_span_id()
+    spans = [child for item in under for child in tree_spans(trace_id, item, span_id)]
+    return [*spans, span(trace_id, span_id, parent, name=name, attributes=attributes,
+                         error=failed, duration_ms=10 + len(spans))]
