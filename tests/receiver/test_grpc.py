@@ -24,6 +24,7 @@ from otel_diary.receiver.grpc import INFLIGHT_BYTES, TraceService, grpc_server
 from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
 from tests.support import grpc_calls as rpc
+from tests.support.loopback import wait_until
 from tests.support.otlp_build import request, span, task_trace
 
 T = TypeVar("T")
@@ -167,6 +168,9 @@ def test_a_new_call_cancels_the_call_waiting_longest_for_its_message() -> None:
             served = rpc.code(rpc.unary(server.channel).future(body, timeout=20))
             older_code = rpc.code(older)  # before its message is released
             server.service.evict_after_s = 60.0  # no more evictions
+            # the cancelled call holds a slot until its handler returns, which its client
+            # hearing CANCELLED does not wait for
+            assert wait_until(lambda: server.service._served == 1)
             third = stream.future(rpc.held(release, body), timeout=20)
             codes = _until_refused(server, body, third)
         finally:
