@@ -138,6 +138,12 @@ class ChildSummary:
     last_run_failed: bool = False
     """Whether that agent run failed: no agent succeeded after it, so the task failed
     whatever its own status says."""
+    tool_outcomes: dict[str, list[int]] = field(default_factory=dict)
+    """Of each tool called (at most ``MAX_LIST``): when its first failed call ended and
+    when its last successful one did (-1: none). Kept under conventions that read child
+    failures (``recover_on_child_errors``), to tell how a run got past them."""
+    model_outcomes: dict[str, list[int]] = field(default_factory=dict)
+    """The same of each model called (calls that are not tool calls)."""
 
     def add(self, attributes: Mapping[str, object], is_error: bool,
             conventions: Conventions, end_ns: int = 0,
@@ -180,6 +186,7 @@ class ChildSummary:
                     self.output_tokens += max(tokens - covered_out, 0)
                     self.has_tokens = True
                 break
+        model: object = None
         for name in conventions.model:
             model = get(name)
             if model is not None:
@@ -212,6 +219,13 @@ class ChildSummary:
             self.tool_calls += 1
             if tool and (tool in self.tools or len(self.tools) < MAX_LIST):
                 self.tools[tool] = self.tools.get(tool, 0) + 1
+        if conventions.recover_on_child_errors:  # which call failed, and was it made again
+            if called and tool:
+                _outcome(self.tool_outcomes, tool, is_error, end_ns)
+            elif model is not None:
+                named = as_text(model, 256)
+                if named:
+                    _outcome(self.model_outcomes, named, is_error, end_ns)
         for name in conventions.child_agent:
             agent = get(name)
             if agent is not None:
@@ -276,6 +290,35 @@ class ChildSummary:
         self.failed_spans += other.failed_spans
         self.tool_calls += other.tool_calls
         self.spans += other.spans
+        _merge_outcomes(self.tool_outcomes, other.tool_outcomes)
+        _merge_outcomes(self.model_outcomes, other.model_outcomes)
+
+
+def _outcome(outcomes: dict[str, list[int]], name: str, failed: bool, end_ns: int) -> None:
+    """Note a call to ``name`` that ended at ``end_ns`` (see ``ChildSummary.tool_outcomes``)."""
+    ends = outcomes.get(name)
+    if ends is None:
+        if len(outcomes) >= MAX_LIST:
+            return
+        ends = outcomes[name] = [-1, -1]
+    if failed:
+        if ends[0] < 0 or end_ns < ends[0]:
+            ends[0] = end_ns
+    elif end_ns > ends[1]:
+        ends[1] = end_ns
+
+
+def _merge_outcomes(mine: dict[str, list[int]], theirs: dict[str, list[int]]) -> None:
+    for name, (failed, succeeded) in theirs.items():
+        ends = mine.get(name)
+        if ends is None:
+            if len(mine) < MAX_LIST:
+                mine[name] = [failed, succeeded]
+            continue
+        if failed >= 0 and (ends[0] < 0 or failed < ends[0]):
+            ends[0] = failed
+        if succeeded > ends[1]:
+            ends[1] = succeeded
 
 
 Ready = tuple[SpanRecord, ChildSummary]

@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_diary import (
+    GENAI,
     ORCHESTRATOR,
     ChildSummary,
     DiarySpanProcessor,
@@ -93,6 +94,34 @@ def test_no_generated_secret_reaches_the_file_the_hub_or_the_model(tmp_path: Pat
         delivered = list(strings(request.json()))
         for secret in seen[request.headers["idempotency-key"]]:
             assert not any(secret in s for s in delivered)
+
+
+def test_secrets_in_failed_tools_and_models_names_reach_no_file_or_model(
+        tmp_path: Path) -> None:
+    """The names of the tools and models whose calls failed, which "How it was recovered"
+    and the model's facts give, are redacted too."""
+    chat = ChatServer()
+    tool_secret, model_secret = "sk-" + "T" * 40, "ghp_" + "M" * 36
+    with serve_asgi(chat) as chat_url:
+        pipeline = build_pipeline(Settings(dir=tmp_path / "kb", index=False,
+                                           reflection_url=chat_url + "/v1"), GENAI)
+        children = ChildSummary(failed_spans=2, error_types=["TimeoutError"],
+                                tool_outcomes={f"deploy {tool_secret}": [10, 20]},
+                                model_outcomes={model_secret: [30, -1], "small": [-1, 40]})
+        record = SpanRecord(trace_id=7, span_id=9, name="invoke_agent", start_ns=END_NS - 10**9,
+                            end_ns=END_NS, attributes={"gen_ai.operation.name": "invoke_agent"})
+        diary = pipeline.handle((record, children))
+        pipeline.close()
+    assert diary is not None
+    recovered = diary.body.split("## How it was recovered\n", 1)[1].split("\n\n", 1)[0]
+    assert recovered == (
+        "The failed call to the deploy [REDACTED:api_key] tool was made again and succeeded. "
+        "After its call to [REDACTED:github_token] failed, the agent went on with small.")
+    sent = "\n".join(strings(chat.requests[-1].json()))
+    assert "[REDACTED:github_token]" in sent
+    for secret in (tool_secret, model_secret):
+        assert secret not in next((tmp_path / "kb").rglob("*.md")).read_text("utf-8")
+        assert secret not in sent
 
 
 def test_delivering_diaries_creates_no_spans_with_httpx_instrumented(tmp_path: Path) -> None:

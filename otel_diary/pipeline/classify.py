@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from otel_diary.conventions import Conventions
 from otel_diary.pipeline.content import final_answer, first_sentence, user_message
@@ -35,6 +35,41 @@ MAX_ANSWER = 300
 """Longest first sentence of a final answer kept (cut after redaction)."""
 MAX_CHILD_ERROR = 300
 """Longest first error of a failed call kept (class and message, cut after redaction)."""
+MAX_RECOVERIES = 3
+"""Failed tools and models a diary tells how the run got past, the first to fail first."""
+
+
+class Recovery(NamedTuple):
+    """A tool or a model a failed call of the run was made to, and what came after it."""
+
+    kind: Literal["tool", "model"]
+    name: str
+    again: bool
+    """A call to it succeeded after its first failed one."""
+    instead: str | None = None
+    """Of a model not called again: the model whose call succeeded last after it failed."""
+
+
+def recoveries(children: ChildSummary) -> tuple[Recovery, ...]:
+    """How the run got past its failed tool and model calls, as far as their spans tell:
+    whether each was called again with success, or (a model) another took over."""
+    models = children.model_outcomes
+    found: list[tuple[int, str, str, Recovery]] = []
+    kinds: tuple[tuple[Literal["tool", "model"], dict[str, list[int]]], ...] = (
+        ("tool", children.tool_outcomes), ("model", models))
+    for kind, outcomes in kinds:
+        for name, (failed, succeeded) in outcomes.items():
+            if failed < 0:
+                continue
+            again = succeeded > failed
+            instead = None
+            if kind == "model" and not again:
+                later = [(ends[1], other) for other, ends in models.items()
+                         if other != name and ends[1] > failed]
+                instead = max(later)[1] if later else None
+            found.append((failed, kind, name, Recovery(kind, name, again, instead)))
+    found.sort(key=lambda item: item[:3])
+    return tuple(item[3] for item in found[:MAX_RECOVERIES])
 
 
 @dataclass(frozen=True)
@@ -66,6 +101,7 @@ class TaskRun:
     tool_calls: int = 0
     tools: tuple[tuple[str, int], ...] = ()
     """Tool calls by tool name, most called first (when the spans name their tools)."""
+    recoveries: tuple[Recovery, ...] = ()
     answer: str | None = None
     """The first sentence of the run's final answer, when content was captured (redacted)."""
     child_error: str | None = None
@@ -200,6 +236,7 @@ def classify(record: SpanRecord, children: ChildSummary | None,
         tool_calls=children.tool_calls,
         tools=(tuple(sorted(children.tools.items(), key=lambda item: (-item[1], item[0])))
                if conv.tool_name else ()),
+        recoveries=recoveries(children) if conv.recover_on_child_errors else (),
         answer=text(answer, MAX_ANSWER),
         child_error=child_error,
         stderr_is_stacktrace=from_stacktrace and stderr_tail is not None,

@@ -16,7 +16,7 @@ from dataclasses import replace
 from otel_diary.conventions import Conventions
 from otel_diary.counters import LogOnce
 from otel_diary.errors import FolderUnwritable
-from otel_diary.pipeline.classify import TaskRun, classify
+from otel_diary.pipeline.classify import Recovery, TaskRun, classify
 from otel_diary.pipeline.redact import SecretRedactor
 from otel_diary.pipeline.reflect import MAX_LEARNED, Reflector, StubReflector
 from otel_diary.pipeline.render import Diary, render
@@ -281,11 +281,19 @@ def redact_children(run: TaskRun, redactor: Redactor) -> TaskRun:
     models = tuple(redactor(item) for item in run.models)
     child_error_types = tuple(redactor(item) for item in run.child_error_types)
     tools = tuple((redactor(tool), count) for tool, count in run.tools)
-    if (model, models, child_error_types, tools) == (
-            run.model, run.models, run.child_error_types, run.tools):
+    recoveries = redact_recoveries(run.recoveries, redactor)
+    if (model, models, child_error_types, tools, recoveries) == (
+            run.model, run.models, run.child_error_types, run.tools, run.recoveries):
         return run
     return replace(run, model=model, models=models, child_error_types=child_error_types,
-                   tools=tools)
+                   tools=tools, recoveries=recoveries)
+
+
+def redact_recoveries(recoveries: tuple[Recovery, ...],
+                      redactor: Redactor) -> tuple[Recovery, ...]:
+    """The tools' and models' names in ``recoveries`` passed through ``redactor``."""
+    return tuple(item._replace(name=redactor(item.name), instead=None if item.instead is None
+                               else redactor(item.instead)) for item in recoveries)
 
 
 def redact_run(run: TaskRun, redactor: Redactor) -> TaskRun:
@@ -308,6 +316,7 @@ def redact_run(run: TaskRun, redactor: Redactor) -> TaskRun:
         child_error=scrub(run.child_error),
         answer=scrub(run.answer),
         tools=tuple((redactor(tool), count) for tool, count in run.tools),
+        recoveries=redact_recoveries(run.recoveries, redactor),
         related=tuple(redactor(item) for item in run.related),
         child_error_types=tuple(redactor(item) for item in run.child_error_types),
     )

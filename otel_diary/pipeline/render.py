@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from otel_diary.pipeline.classify import TaskRun
+from otel_diary.pipeline.classify import Recovery, TaskRun
 from otel_diary.record import UNNAMED_ERROR
 from otel_diary.text import clean, one_line, sha256_hex, utc_stamp
 
@@ -170,9 +170,26 @@ def how_it_was_recovered(run: TaskRun) -> str:
     if run.repair_no_files:
         sentences.append("The run succeeded despite a repair attempt that changed no files.")
     if run.failed_children and not sentences:
-        sentences.append("The agent went on after the failed call(s), and the run ended "
-                         "successfully.")
+        sentences.extend(map(got_past, run.recoveries))
+        if not sentences:
+            sentences.append("The agent went on after the failed call(s), and the run ended "
+                             "successfully.")
     return " ".join(sentences) or "The run succeeded after a recovery step."
+
+
+def got_past(recovery: Recovery) -> str:
+    """One sentence on how the run got past a failed call (see :class:`Recovery`)."""
+    name = one_line(recovery.name, 80)
+    if recovery.kind == "tool":
+        return (f"The failed call to the {name} tool was made again and succeeded."
+                if recovery.again else f"After its call to the {name} tool failed, the "
+                "agent went on without it.")
+    if recovery.again:
+        return f"The failed call to {name} was made again and succeeded."
+    if recovery.instead:
+        return (f"After its call to {name} failed, the agent went on with "
+                f"{one_line(recovery.instead, 80)}.")
+    return f"After its call to {name} failed, the agent went on without it."
 
 
 def render(run: TaskRun, learned: str, related: Sequence[str] = (),

@@ -53,10 +53,11 @@ class GenAIHarness:
             if error is not None:
                 span.set_status(Status(StatusCode.ERROR, error))
 
-    def tool(self, name: str = "search") -> None:
+    def tool(self, name: str = "search", failed: bool = False) -> None:
         with self.tracer.start_as_current_span(f"execute_tool {name}", attributes={
-                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}):
-            pass
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}) as span:
+            if failed:
+                span.set_status(Status(StatusCode.ERROR, f"{name} failed"))
 
 
 @pytest.fixture
@@ -108,8 +109,48 @@ def test_failed_call_then_success_is_recovered(genai: GenAIHarness) -> None:
     assert diary.outcome == "recovered"
     error_section = diary.body.split("## Error encountered\n", 1)[1].split("##", 1)[0]
     assert "1 failed call(s) (openai.RateLimitError)" in error_section
-    assert "went on after the failed call(s)" in diary.body.split("## How it was recovered\n", 1)[1]
+    assert recovery_section(diary) == "The failed call to gpt-4o was made again and succeeded."
     assert "Tokens: 15." in diary.body
+
+
+def recovery_section(diary: Diary) -> str:
+    return diary.body.split("## How it was recovered\n", 1)[1].split("\n\n", 1)[0]
+
+
+def test_how_the_run_got_past_each_failed_tool_and_model_call(genai: GenAIHarness) -> None:
+    """"How it was recovered" tells, of each tool and model whose call failed, the first to
+    fail first, whether a call to it succeeded afterwards, or (a model) which one the run
+    went on with."""
+    with genai.agent():
+        genai.tool("search", failed=True)
+        genai.tool("search")
+        genai.chat(model="big-model", error="openai.RateLimitError")
+        genai.chat(model="small-model")
+        genai.tool("fetch", failed=True)
+    [diary] = genai.diaries()
+    assert recovery_section(diary) == (
+        "The failed call to the search tool was made again and succeeded. "
+        "After its call to big-model failed, the agent went on with small-model. "
+        "After its call to the fetch tool failed, the agent went on without it.")
+
+
+def test_a_failed_call_named_by_nothing_is_got_past_in_general_words(
+        genai: GenAIHarness) -> None:
+    """A failed span that is neither a tool's nor a model's call, or one that succeeded
+    only before it failed, gets no more than the facts allow."""
+    with genai.agent():
+        genai.chat(model="m")
+        genai.chat(model="m", error="TimeoutError")
+        with genai.tracer.start_as_current_span("step") as step:
+            step.set_status(Status(StatusCode.ERROR, "step failed"))
+    [diary] = genai.diaries()
+    assert recovery_section(diary) == "After its call to m failed, the agent went on without it."
+    with genai.agent():
+        with genai.tracer.start_as_current_span("step") as step:
+            step.set_status(Status(StatusCode.ERROR, "step failed"))
+    [_, diary] = genai.diaries()
+    assert recovery_section(diary) == ("The agent went on after the failed call(s), and the "
+                                       "run ended successfully.")
 
 
 def test_stringified_exception_class_is_named_plainly(genai: GenAIHarness) -> None:

@@ -206,6 +206,9 @@ def assert_counted_once(content: str) -> None:
     # the failed model call is one failure in both spans, the failed tool call another
     assert "2 failed call(s)" in content, content
     assert "Made 2 tool call(s): lookup (2)." in content
+    recovery = content.split("## How it was recovered\n", 1)[1].split("\n\n", 1)[0]
+    assert recovery == ("The failed call to gpt-test was made again and succeeded. "
+                        "The failed call to the lookup tool was made again and succeeded.")
 
 
 @pytest.mark.usefixtures("instrumented_agents", "instrumented_openai")
@@ -313,6 +316,8 @@ def assert_langgraph_diary(diary: Diary) -> None:
     section = error_section(diary)
     assert "1 failed call(s) (TimeoutError)" in section
     assert "First error: TimeoutError: lookup timed out" in section
+    assert ("## How it was recovered\nThe failed call to the lookup tool was made again and "
+            "succeeded.\n") in diary.body
     assert 'The final answer began: "The release moved."' in diary.body
 
 
@@ -393,6 +398,8 @@ def test_langgraph_run_through_serve_is_one_recovered_diary(tmp_path: Path,
     assert "Made 2 tool call(s): lookup (2)." in content
     assert "1 failed call(s) (TimeoutError)" in content
     assert "First error: TimeoutError: lookup timed out" in content
+    assert ("## How it was recovered\nThe failed call to the lookup tool was made again and "
+            "succeeded.\n") in content
     assert front["title"] == "What changed?"  # the root CHAIN span's captured input
     assert 'The final answer began: "The release moved."' in content
 
