@@ -28,7 +28,7 @@ import psycopg
 import psycopg.errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.string import StrDumperUnknown
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from otel_diary.errors import IndexUnavailable
 from otel_diary.pipeline.redact import redact, without
@@ -36,6 +36,10 @@ from otel_diary.runner import renew_after_fork
 from otel_diary.text import one_line
 
 POOL_NAME = "otel-diary-store"
+"""The start of each store's pool name (``otel-diary-store-<n>``)."""
+_POOL_NAMES: set[str] = set()
+"""The names of the stores' pools made in this process, whose log lines are left out."""
+_POOLS = itertools.count(1)
 DOWN_S = 10.0
 """After a lost connection or a statement that timed out, calls fail at once for this
 long: while the database is away or stalled, the worker waits for it once per period, not
@@ -88,7 +92,8 @@ class _PoolLines(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args if isinstance(record.args, tuple) else ()
-        return not any(isinstance(arg, _Connection) or POOL_NAME in str(arg) for arg in args)
+        return not any(isinstance(arg, _Connection) or (type(arg) is str and arg in _POOL_NAMES)
+                       for arg in args)
 
 
 logging.getLogger("psycopg.pool").addFilter(_PoolLines())
@@ -166,6 +171,11 @@ class Connections:
         self._hung: set[int] = set()
         self._tokens = itertools.count(1)
         self._watcher: threading.Thread | None = None
+        self._name = f"{POOL_NAME}-{next(_POOLS)}"
+        _POOL_NAMES.add(self._name)
+        self._forks = 0
+        """Forks this process was made by since the store was (a call under way when the
+        process forked counts in the parent's tally, not in the child's)."""
         self._pool = self._new_pool()
         self._lock = threading.Lock()
         self._opened = False
@@ -179,7 +189,7 @@ class Connections:
                               max_size=self._max_connections, open=False,
                               timeout=self.timeout_s, reconnect_timeout=self.timeout_s,
                               configure=self._configure, check=_idle_and_well,
-                              name=POOL_NAME,
+                              name=self._name,
                               connection_class=_connection_class(self._failure))
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
@@ -202,6 +212,7 @@ class Connections:
         self._connections = weakref.WeakSet()
         self._lock = threading.Lock()
         self._in_use = 0
+        self._forks += 1
         self._watched = {}
         self._hung = set()
         self._watcher = None  # the parent's thread does not exist here
@@ -282,6 +293,7 @@ class Connections:
             pool = self._pool
             busy = self._in_use >= self._max_connections  # each held by another call
             self._in_use += 1
+            forks = self._forks
         asked = time.monotonic()
         watched = 0
         try:
@@ -320,6 +332,9 @@ class Connections:
             self.ready = False  # dropped under us: made again on the next call
             raise IndexUnavailable(f"the store at {self.where} has no otel-diary schema "
                                    f"({self.clean(str(exc))})") from None
+        except PoolClosed:  # closed by close() (or renewed) while this call began
+            raise IndexUnavailable(f"the store at {self.where} was closed during the call; "
+                                   "try again") from None
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             if _lost(exc):
                 self._renew(pool)
@@ -331,9 +346,10 @@ class Connections:
                                    f"{self.clean(str(exc))}") from None
         finally:
             with self._lock:
-                self._in_use -= 1
-                self._watched.pop(watched, None)
-                self._hung.discard(watched)
+                if forks == self._forks:
+                    self._in_use -= 1
+                    self._watched.pop(watched, None)
+                    self._hung.discard(watched)
 
     def close(self) -> None:
         """Close the pooled connections (see :meth:`_renew`); used again after, it opens

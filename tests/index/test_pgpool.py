@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import select
 import socket
 import threading
@@ -71,21 +72,78 @@ def test_a_busy_pool_fails_the_call_not_the_store(postgres_url: str) -> None:
         store.close()
 
 
+def test_a_call_closed_under_it_fails_alone(postgres_url: str) -> None:
+    """A call waiting for a connection when the store is closed fails, saying so; the store
+    is not taken as away (it read as an outage for 10 s): the next call is answered."""
+    store = PostgresStore(postgres_url, timeout_s=5.0, max_connections=1)
+    failed: list[str] = []
+
+    def call() -> None:
+        try:
+            store.count()
+        except IndexUnavailable as exc:
+            failed.append(str(exc))
+
+    try:
+        assert store.count() == 0
+        with store._db.connection():
+            waiting = threading.Thread(target=call)
+            waiting.start()
+            assert wait_until(lambda: store._db._in_use == 2)
+            store.close()
+            waiting.join()
+        assert failed == [f"the store at {store.where} was closed during the call; try again"]
+        assert store.count() == 0
+    finally:
+        store.close()
+
+
+@needs_fork
+def test_a_fork_during_a_call_leaves_the_child_s_pool_its_own(postgres_url: str) -> None:
+    """A process forked while one of its threads was in a call (that call's end, in the
+    child, gives back nothing the child took) counts no call in use: with one connection,
+    its calls are answered, and one made while another holds the connection is told the
+    pool is busy, not that the store is away."""
+    store = PostgresStore(postgres_url, timeout_s=0.5, max_connections=1)
+    assert store.count() == 0
+    with store._db.connection():
+        pid = os.fork()
+    if pid == 0:  # the child: os._exit, whatever happens
+        code = 1
+        try:
+            failed: list[str] = []
+            if store._db._in_use == 0 and store.count() == 0:
+                with store._db.connection():
+                    try:
+                        store.count()
+                    except IndexUnavailable as exc:
+                        failed.append(str(exc))
+                code = 0 if failed and "no free connection" in failed[0] else 2
+        finally:
+            os._exit(code)
+    try:
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        assert store._db._in_use == 0 and store.count() == 0
+    finally:
+        store.close()
+
+
 def test_the_pool_lines_of_an_app_are_left_as_they_are(
         caplog: pytest.LogCaptureFixture) -> None:
     """The store's own pool says nothing about each failed attempt (the store reports
-    the failure once); a pool the app made logs as psycopg_pool does."""
+    the failure once); a pool the app made logs as psycopg_pool does, even one the app
+    named as the store's pools are named."""
     closed = free_port()
     url = f"postgresql://app:pw@127.0.0.1:{closed}/app"
     with caplog.at_level(logging.WARNING, logger="psycopg.pool"):
         with pytest.raises(IndexUnavailable, match="cannot reach"):
             PostgresStore(url, timeout_s=0.5).count()
-        with ConnectionPool(url, min_size=0, max_size=1, name="app-pool", timeout=0.5,
+        with ConnectionPool(url, min_size=0, max_size=1, name=POOL_NAME, timeout=0.5,
                             reconnect_timeout=0.5) as pool, pytest.raises(PoolTimeout):
             pool.getconn()
     lines = [record.getMessage() for record in caplog.records if record.name == "psycopg.pool"]
-    assert any("app-pool" in line for line in lines)
-    assert not any(POOL_NAME in line for line in lines)
+    assert any(f"'{POOL_NAME}'" in line for line in lines)  # the app's, named like ours
+    assert not any(f"{POOL_NAME}-" in line for line in lines)
 
 
 @pytest.fixture(scope="module")
