@@ -127,13 +127,15 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
     _rule("azure_sas", r"(sig=(?<=[?&;]sig=))[A-Za-z0-9%+/=_-]{16,512}", ("sig=",),
           keep_prefix=True),
     # The user may be empty (redis://:pw@host). MongoDB drivers take a password holding
-    # "/" unescaped; elsewhere a "/" ends the authority (https://host:8080/a@b is a path).
-    # A password holding "@" runs to the authority's last one (p@ss in ://u:p@ss@host).
+    # "/" unescaped; elsewhere a "/" after a port ends the authority (https://host:8080/a@b
+    # is a path), and one in a password (mysql://root:ab/cd@db) holds no "@" or ":". A password
+    # holding "@" runs to the authority's last one (p@ss in ://u:p@ss@host).
     _rule("url_credentials",
           r"(mongodb(?:\+srv)?://[^\s:/@\"'<>]{0,256}:)[^\s:\"'<>]{1,256}(?=@)",
           ("mongodb",), keep_prefix=True),
     _rule("url_credentials",
-          r"(://[^\s:/@\"'<>]{0,256}:)[^\s/\"'<>]{1,256}(?=@)",
+          r"(://[^\s:/@\"'<>]{0,256}:)(?:[^\s/\"'<>]{1,256}"
+          r"|(?![0-9]{1,5}/)[^\s\"'<>@:]{1,256})(?=@)",
           ("://",), keep_prefix=True),
     # curl -u user:password (not a numeric uid:gid, as docker run -u gives).
     *(_rule("password",
@@ -193,6 +195,13 @@ _QUOTED_VALUE = (
     r"|(?P<escaped>(?P<escapes>\\{1,7})[\"'])"
     r"(?:(?!(?<!\\)(?P=escapes)[\"'])[^\r\n]){1,512}")
 """A value in quotes, or in escaped quotes (groups ``quote`` and ``escaped``)."""
+
+
+_NO_COUNT = (r"(?![0-9./,%]{1,40}(?![^\s\"'`,;)\]}]))(?!/)"
+             r"(?!(?i:true|false|yes|no|none|null|ok)(?![A-Za-z0-9_]))(?!\[REDACTED:)"
+             r"(?!\\[\"'])[^\s\"'`]{1,512}")
+"""An unquoted value that is no count, ratio, path or flag (``12``, ``3/4``, ``/app``,
+``true``): where a bare ``pass`` names test results, those are."""
 
 
 def _assignment(keys: tuple[str, ...]) -> re.Pattern[str]:
@@ -259,10 +268,14 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
     _Rule("cookie", re.compile(r"(?i)(\b(?:set-)?cookie[\"']?[ \t]{0,4}:[ \t]{0,4}[\"']?)"
                              r"[^\s\"'][^\r\n\"']{0,4095}"),
           ("cookie",), keep_prefix=True, anchored=True),
-    # pass alone: lower-case, with a quoted value (``pass: "…"``, ``{"pass": "…"}``).
+    # pass alone, lower-case, with a quoted value (``pass: "…"``, ``{"pass": "…"}``) or one
+    # that is no count (``pass: hunter2``, not ``pass: 12``); pass or pwd ending a dotted
+    # name, the same (``mail.smtp.pass=…``, not ``results.pass=12``).
     _AssignmentRule("password", re.compile(
-        r"(?P<head>(?<![A-Za-z0-9_.-])(?P<key>pass)(?:\\{0,7}[\"'])?[ \t]{0,4}[:=][ \t]{0,4})"
-        r"(?:" + _QUOTED_VALUE + ")"), ("pass",), anchored=True),
+        r"(?P<head>(?P<key>(?<=[A-Za-z0-9]\.)(?i:pass|pwd)(?![A-Za-z0-9_])"
+        r"|(?<![A-Za-z0-9_.-])pass)(?:\\{0,7}[\"'])?[ \t]{0,4}[:=][ \t]{0,4})"
+        r"(?!(?:\\{0,7}[\"'])?\[REDACTED:)(?:" + _QUOTED_VALUE + "|" + _NO_COUNT + ")"),
+        ("pass", "pwd"), anchored=True),
 )
 """The case-insensitive families, tried at each occurrence of a needle, leftmost first."""
 

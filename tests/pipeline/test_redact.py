@@ -128,6 +128,11 @@ EXAMPLES = [
      "mysql -u root -h db -p[REDACTED:password] orders; mysqldump -p'[REDACTED:password]' db"),
     ("password", "password:\u00a0hunter2 token\u2003=\u2003abcdefgh",
      "password: [REDACTED:password] token = [REDACTED:token]"),
+    ("password", "mail.smtp.pass=hunter22 spring.datasource.pwd: 'two words' pass: S3cret",
+     "mail.smtp.pass=[REDACTED:password] spring.datasource.pwd: '[REDACTED:password]' "
+     "pass: [REDACTED:password]"),
+    ("url_credentials", "mysql://root:ab/cd@db/orders?x=a@b https://h:8080/a@b",
+     "mysql://root:[REDACTED:url_credentials]@db/orders?x=a@b https://h:8080/a@b"),
 ]
 
 
@@ -157,6 +162,7 @@ def test_each_family_becomes_its_marker(kind: str, text: str, expected: str) -> 
     'PASS: "test_login (tests.TestAuth)" [\'--verbose\', \'--dry-run\']',
     "key: value; {'key': 'name'} keys=3 monkey=1 KEYS: a mysql -p orders mysql -u root -p",
     "CACHE_KEY=v1-deps-abc123 PRIMARY_KEY=id cmake -DSORT_KEY=name build-key: linux-x86",
+    "pass: 3/4 pass=true pass: 100% suite.pass=12 os.pwd: /app http://localhost:3000/u/@me",
 ])
 def test_prose_and_build_output_stay_as_they_are(text: str) -> None:
     """Ordinary log lines and numbers named like secrets are not redacted."""
