@@ -175,6 +175,23 @@ def test_parse_operations_keeps_only_valid_operations() -> None:
     assert parse_operations("[true]", []) == []
 
 
+def test_counts_in_what_worked_are_voted_on_as_n_not_the_digits_of_names() -> None:
+    """Runs that got past an error the same way vote for one rule whatever their counts;
+    a model's name keeps its digits."""
+    lesson = Lesson("error:openai.RateLimitError")
+    for n, recovery in enumerate(("After 2 escalation(s), the build passed on attempt 3.",
+                                  "After 1 escalation(s), the build passed on attempt 2.",
+                                  "The failed call to gpt-4o was made again and succeeded.",
+                                  "After its call to claude-3-5-sonnet failed, the agent "
+                                  "went on with llama3.1-8b.")):
+        lesson.add(Sighting(f"kh-{n}", f"diaries/agents/a/{n}.md", "t", "a", "", True, "",
+                            recovery, ""))
+    assert [(rule.text, rule.votes) for rule in lesson.rules] == [
+        ("After N escalation(s), the build passed on attempt N.", 2),
+        ("The failed call to gpt-4o was made again and succeeded.", 1),
+        ("After its call to claude-3-5-sonnet failed, the agent went on with llama3.1-8b.", 1)]
+
+
 def test_the_rule_list_stays_bounded() -> None:
     """However many rules are added, a lesson keeps at most MAX_RULES."""
     lesson = Lesson("code:E0308")
