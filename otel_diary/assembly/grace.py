@@ -6,8 +6,9 @@ errors); of every other span only its parent link (16 bytes) is kept, while its 
 open. A task span is decided a grace period after it arrived: it is a root task when no
 task span of the trace is among its ancestors (followed through the parent links of the
 plain spans in between), and goes to the pipeline with what the trace's contributions
-add up to. A link that came before anything of its trace was held is not kept: an
-ancestor reached only through it is not seen.
+add up to. The links of traces nothing is held of are kept a while too, the oldest
+forgotten past :data:`MAX_STRAY_BYTES` (most such traces never hold a task span): an
+ancestor reached only through a forgotten one is not seen.
 
 Trade-offs: contributions are not traced up to their task. Within a trace one goes to
 the root task that ends next after it, else to the one that ends last -- as in-process,
@@ -65,6 +66,13 @@ class _Trace:
 MAX_LINKS = 2**17
 """Parent links a trace holds at most (2 MiB): past them a plain span's link is dropped
 (counted), and a task span reached only through it is taken for a root."""
+
+
+MAX_STRAY_BYTES = 4 * 2**20
+"""Parent links of traces nothing is held of, kept in case a task span of theirs comes
+later (the oldest forgotten first, as the ordinary fate of traces that have none): a plain
+span between two task spans that comes first (another service's, exported sooner) still
+tells that the inner one is nested."""
 
 
 @dataclass(slots=True)
@@ -200,6 +208,9 @@ class TraceStore:
         """Contributions dropped with them."""
         self.links_dropped = 0
         """Parent links dropped: their trace held ``MAX_LINKS`` already."""
+        self._strays: OrderedDict[bytes, list[bytes]] = OrderedDict()
+        """Parent links of traces nothing is held of, least recently come first."""
+        self._stray_bytes = 0
         self._views: dict[bytes, _View] = {}
         """The views of the traces decided in the call under way (emptied after it)."""
         self._read = 0
@@ -233,12 +244,15 @@ class TraceStore:
         traces = self._traces
         duplicates = batch.duplicates  # copies within a part, which decoding left out
         held = size = 0
+        fresh: list[tuple[bytes, _Trace]] = []
         for trace_id, span_ids, contributions, tasks, part_size in batch.parts:
             entry = traces.get(trace_id)
             if entry is None:  # the usual case: a trace's kept spans come in one part
                 entry = traces[trace_id] = _Trace(now, span_ids, contributions, span_ids,
                                                   part_size)
                 taken, taken_size = len(span_ids), part_size
+                if self._strays:
+                    fresh.append((trace_id, entry))
             else:
                 traces.touch(trace_id, entry, now)
                 self._not_taskless(trace_id, entry)  # counted again below if still so
@@ -268,23 +282,16 @@ class TraceStore:
                 self._taskless[trace_id] = None  # the youngest of them
                 self.taskless_spans += len(entry.contributions)
                 self.taskless_bytes += entry.size
+        for trace_id, entry in fresh:  # the links that came before anything it holds
+            for links in self._strays.pop(trace_id, ()):
+                self._stray_bytes -= len(links)
+                size += self._link(trace_id, entry, links)
         for trace_id, links in batch.links:
             entry = traces.get(trace_id)
-            if entry is not None:  # of a trace nothing is held of: not kept
-                count = len(links) // LINK_BYTES
-                if entry.link_count + count > MAX_LINKS:
-                    room = max(MAX_LINKS - entry.link_count, 0)
-                    self.links_dropped += count - room
-                    count, links = room, links[:room * LINK_BYTES]
-                    if not count:
-                        continue
-                entry.link_count += count
-                entry.links.append(links)
-                link_size = LINKS_OVERHEAD + len(links)
-                entry.size += link_size
-                size += link_size
-                if trace_id in self._taskless:
-                    self.taskless_bytes += link_size
+            if entry is not None:
+                size += self._link(trace_id, entry, links)
+            else:  # of a trace nothing is held of: kept a while, in case
+                self._stray(trace_id, links)
         self.bytes += size
         self.spans += held
         self.duplicates += duplicates
@@ -293,6 +300,39 @@ class TraceStore:
             return self._relieve()
         finally:
             self._views.clear()
+
+    def _link(self, trace_id: bytes, entry: _Trace, links: bytes) -> int:
+        """Keep ``links`` of a held trace, as far as ``MAX_LINKS`` allows; returns the
+        estimated bytes taken."""
+        count = len(links) // LINK_BYTES
+        if entry.link_count + count > MAX_LINKS:
+            room = max(MAX_LINKS - entry.link_count, 0)
+            self.links_dropped += count - room
+            count, links = room, links[:room * LINK_BYTES]
+            if not count:
+                return 0
+        entry.link_count += count
+        entry.links.append(links)
+        link_size = LINKS_OVERHEAD + len(links)
+        entry.size += link_size
+        if trace_id in self._taskless:
+            self.taskless_bytes += link_size
+        return link_size
+
+    def _stray(self, trace_id: bytes, links: bytes) -> None:
+        """Keep the links of a trace nothing is held of, the oldest forgotten past
+        :data:`MAX_STRAY_BYTES`."""
+        strays = self._strays
+        runs = strays.get(trace_id)
+        if runs is None:
+            runs = strays[trace_id] = []
+        else:
+            strays.move_to_end(trace_id)
+        runs.append(links)
+        self._stray_bytes += len(links)
+        while self._stray_bytes > MAX_STRAY_BYTES:
+            _, forgotten = strays.popitem(last=False)
+            self._stray_bytes -= sum(map(len, forgotten))
 
     @staticmethod
     def _merge(entry: _Trace, span_ids: list[bytes], contributions: list[Contribution],

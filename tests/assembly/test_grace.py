@@ -360,13 +360,43 @@ def test_a_trace_holds_at_most_max_links_and_counts_the_others(
         "OUTER", "SUB-0"]
 
 
-def test_parent_links_of_traces_nothing_is_held_of_are_not_kept() -> None:
-    """Plain spans of traces without a kept span leave nothing behind."""
-    trace_id = new_trace_id()
-    root = new_span_id()
+def test_parent_links_of_traces_nothing_is_held_of_are_kept_aside_a_while(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plain spans of traces without a kept span hold no trace; their links are kept aside
+    up to ``MAX_STRAY_BYTES``, the oldest trace's forgotten first."""
+    monkeypatch.setattr(grace, "MAX_STRAY_BYTES", 4 * 16)  # two traces of two links
     traces = store()
-    traces.add(batch_of([span(trace_id, root), span(trace_id, new_span_id(), root)]), now=0)
+    kept = []
+    for _ in range(3):
+        trace_id, root = new_trace_id(), new_span_id()
+        traces.add(batch_of([span(trace_id, root), span(trace_id, new_span_id(), root),
+                             span(trace_id, new_span_id(), root)]), now=0)
+        kept.append(trace_id)
     assert (len(traces), traces.bytes) == (0, 0)
+    assert list(traces._strays) == kept[1:] and traces._stray_bytes == 2 * 2 * 16
+
+
+@pytest.mark.parametrize("reader", ["native", "python", "json"])
+def test_a_plain_span_between_two_tasks_that_comes_first_still_nests_them(
+        reader: str) -> None:
+    """Task > plain span > task, the plain span (another service's) coming alone before
+    anything else of its trace: one root task, the outer, as when it comes later."""
+    trace_id = new_trace_id()
+    outer = task_trace("OUTER", chats=1, trace_id=trace_id)
+    call = span(trace_id, new_span_id(), outer[0].span_id, name="POST /agents/inner")
+    inner = task_trace("INNER", chats=2, trace_id=trace_id, parent=call.span_id)
+    traces = store()
+    for number, part in enumerate(([call], inner, outer)):
+        if reader == "json":
+            traces.add(decode(json_body(part), JSON, ORCHESTRATOR), now=number)
+        else:
+            traces.add(decode(protobuf_body(part), PROTOBUF, ORCHESTRATOR,
+                              native=reader == "native"), now=number)
+    assert traces._stray_bytes == 0
+    ready = traces.due(10)
+    assert [r[0].attributes["orchestrator.task.id"] for r in ready] == ["OUTER"]
+    assert tokens(ready[0]) == 3 * 120
+    assert (traces.root_tasks, traces.nested_tasks) == (1, 1)
 
 
 def later(spans: list[Span], seconds: float) -> list[Span]:
