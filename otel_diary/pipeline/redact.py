@@ -264,6 +264,12 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
                       (needle,), anchored=True)
       for needle in ("pass", "secret", "token", "api", "access", "pwd", "sshpass", "private",
                      "key")),
+    # In prose: "with password hunter2xyz", "the passphrase is S3cret-pw": a word of
+    # letters and digits after it (not "the password field", "password reset").
+    _Rule("password", re.compile(
+        r"(?i)(\b(?:passw(?:or)?d|passphrase)\b[ \t]{1,4}(?:(?:is|was|set to)[ \t]{1,4})?)"
+        r"(?!\[REDACTED:)(?=[^\s\"'`,;]{0,127}[0-9])(?=[^\s\"'`,;]{0,127}[A-Za-z])"
+        r"[^\s\"'`,;]{6,128}"), ("passw", "passphrase"), keep_prefix=True, anchored=True),
     # Cookie: and Set-Cookie: headers: session ids, to the line's end.
     _Rule("cookie", re.compile(r"(?i)(\b(?:set-)?cookie[\"']?[ \t]{0,4}:[ \t]{0,4}[\"']?)"
                              r"[^\s\"'][^\r\n\"']{0,4095}"),

@@ -133,6 +133,9 @@ EXAMPLES = [
      "pass: [REDACTED:password]"),
     ("url_credentials", "mysql://root:ab/cd@db/orders?x=a@b https://h:8080/a@b",
      "mysql://root:[REDACTED:url_credentials]@db/orders?x=a@b https://h:8080/a@b"),
+    ("password", "log in as admin with password hunter2xyz; the passphrase is Correct-9",
+     "log in as admin with password [REDACTED:password]; the passphrase is "
+     "[REDACTED:password]"),
 ]
 
 
@@ -163,6 +166,7 @@ def test_each_family_becomes_its_marker(kind: str, text: str, expected: str) -> 
     "key: value; {'key': 'name'} keys=3 monkey=1 KEYS: a mysql -p orders mysql -u root -p",
     "CACHE_KEY=v1-deps-abc123 PRIMARY_KEY=id cmake -DSORT_KEY=name build-key: linux-x86",
     "pass: 3/4 pass=true pass: 100% suite.pass=12 os.pwd: /app http://localhost:3000/u/@me",
+    "password reset for user42; the password field was empty; Passwords rotated in 2024",
 ])
 def test_prose_and_build_output_stay_as_they_are(text: str) -> None:
     """Ordinary log lines and numbers named like secrets are not redacted."""
