@@ -7,6 +7,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -161,3 +162,62 @@ def test_refused_diaries_sent_again_keep_to_the_bounds(tmp_path: Path) -> None:
     assert [entry.id for entry in spool.failed()] == ["kh-b"]
     assert (requeued.moved, requeued.superseded, requeued.left) == (1, 0, 1)
     assert "is full" in requeued.reason
+
+
+def refuse(spool: Spool, content: str) -> None:
+    spool.put("kh-a", {"content": content})
+    [entry] = spool.pending()
+    claim = spool.claim(entry)
+    assert claim is not None
+    spool.fail(claim, 422, "refused")
+
+
+def test_a_refused_version_older_than_the_one_delivered_is_not_sent_again(
+        tmp_path: Path) -> None:
+    """A refused version of a diary a newer version of which the hub took is dropped from
+    failed/: sent again later (``otel-diary spool --retry-failed``) it would replace the
+    newer one."""
+    spool = Spool(tmp_path / "spool")
+    refuse(spool, "v1")
+    spool.put("kh-a", {"content": "v2"})
+    [entry] = spool.pending()
+    claim = spool.claim(entry)
+    assert claim is not None
+    spool.done(claim)
+    assert spool.failed() == [] and spool.pending() == []
+    assert spool.requeue_failed().moved == 0
+
+
+def test_a_refused_version_newer_than_the_one_delivered_stays(tmp_path: Path) -> None:
+    """The version delivered last is the older one: the newer refused one stays in failed/."""
+    spool = Spool(tmp_path / "spool")
+    spool.put("kh-a", {"content": "v1"})
+    [entry] = spool.pending()
+    first = spool.claim(entry)
+    assert first is not None
+    refuse(spool, "v2")  # spooled and refused while v1 was on its way
+    spool.done(first)
+    [kept] = spool.failed()
+    record = kept.load()
+    assert record is not None and record["body"] == {"content": "v2"}
+
+
+def test_an_entry_a_dead_process_took_aside_goes_back_half_written_files_go(
+        tmp_path: Path) -> None:
+    """A whole entry a process that died had renamed aside to deliver it goes back under
+    its name when a spool is next opened there (it was removed: a diary lost); a
+    half-written file of one is removed."""
+    spool = Spool(tmp_path / "spool")
+    path = spool.put("kh-a", {"content": "v1"})
+    aside = path.with_name(f".{path.name}.999999.0.tmp")
+    os.rename(path, aside)
+    half = path.with_name(".kh-b.json.999999.1.tmp")
+    half.write_bytes(b'{"version": 1, "id": "kh-b", "bo')
+    long_ago = time.time() - 3600
+    for stale in (aside, half):
+        os.utime(stale, (long_ago, long_ago))
+    reopened = Spool(tmp_path / "spool")
+    [entry] = reopened.pending()
+    record = entry.load()
+    assert entry.id == "kh-a" and record is not None and record["body"] == {"content": "v1"}
+    assert sorted(p.name for p in reopened.directory.iterdir()) == ["failed", "kh-a.json"]

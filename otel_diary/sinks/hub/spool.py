@@ -47,6 +47,8 @@ SUFFIX = ".json"
 _STALE_TEMP_S = 300.0
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _aside_names = itertools.count()
+_ASIDE = re.compile(r"\.(.+\.json)\.[0-9]+\.[0-9]+\.tmp")
+"""A file taken aside (or being written) under an entry's name: ``.<name>.<pid>.<n>.tmp``."""
 
 
 @dataclass(frozen=True)
@@ -250,11 +252,19 @@ class Spool:
             raise
 
     def done(self, claim: Claim) -> None:
-        """The hub acknowledged ``claim``: forget it (unless it was replaced meanwhile)."""
+        """The hub acknowledged ``claim``: forget it (unless it was replaced meanwhile),
+        and an older version of it the hub refused (sent again, it would replace this one)."""
         try:
             with self._taken(claim) as aside:
                 if aside is not None:
                     aside.unlink()
+            refused = self.failed_directory / claim.entry.path.name
+            if claim.record is not None and refused.exists():
+                older = _parse(_read(refused))
+                if older is not None and str(older.get("spooled_at", "")) < str(
+                        claim.record.get("spooled_at", "")):
+                    with contextlib.suppress(OSError):
+                        refused.unlink()
         finally:
             claim.release()
 
@@ -377,12 +387,19 @@ class Spool:
         self._claims = weakref.WeakSet()
 
     def _remove_stale_temp_files(self) -> None:
-        """Half-written files of a process that died mid-write (never visible as entries)."""
+        """Half-written files of a process that died mid-write (never visible as entries)
+        are removed; a whole entry a process that died had taken aside to deliver or
+        refuse goes back under its name, unless a newer version took it."""
         cutoff = time.time() - _STALE_TEMP_S
         for folder in (self.directory, self.failed_directory):
             for path in folder.glob(".*.tmp"):
                 with contextlib.suppress(OSError):
-                    if path.stat().st_mtime < cutoff:
+                    if path.stat().st_mtime >= cutoff:
+                        continue
+                    name = _ASIDE.fullmatch(path.name)
+                    if name is not None and _parse(_read(path)) is not None:
+                        _put_back(path, path.with_name(name.group(1)))
+                    else:
                         path.unlink()
 
 
@@ -435,6 +452,14 @@ def _scan(directory: Path) -> list[Entry]:
                                  info.st_mtime_ns))
     entries.sort(key=lambda entry: (entry.mtime_ns, entry.id))
     return entries
+
+
+def _read(path: Path) -> bytes:
+    """The bytes of a spool file (none when it is gone or unreadable)."""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
 
 
 def _parse(data: bytes) -> dict[str, Any] | None:
