@@ -68,9 +68,7 @@ MAX_NEWEST = 5
 MAX_AGENTS = 20
 MAX_CACHED = 256
 """Lessons a process keeps parsed in memory."""
-_NUMBER = re.compile(r"(?<![\w.-])\d+(?!\w|[.-]\w)")
-"""A count in a recovery sentence (``2 escalation(s)``, ``attempt 3.``), voted on as
-``N``; not the digits of a name (``gpt-4o``, ``claude-3-5-sonnet``, ``v1.2``)."""
+_NUMBER = re.compile(r"(?<![\w.-])\d+(?!\w|[.-]\w)")  # a count, not in a name: gpt-4o, v1.2
 logger = logging.getLogger("otel_diary")
 
 Reviser = Callable[[Sequence[str], TaskRun], Sequence[tuple[str, str, str]]]
