@@ -144,6 +144,9 @@ class ChildSummary:
     failures (``recover_on_child_errors``), to tell how a run got past them."""
     model_outcomes: dict[str, list[int]] = field(default_factory=dict)
     """The same of each model called (calls that are not tool calls)."""
+    names: int = 0
+    """Characters of the names kept (models, error types, tools, agents, and those of the
+    outcomes): with the texts, what the in-process assembler counts a summary holding."""
 
     def add(self, attributes: Mapping[str, object], is_error: bool,
             conventions: Conventions, end_ns: int = 0,
@@ -195,6 +198,7 @@ class ChildSummary:
                     model = as_text(model)
                     if model and model not in models:
                         models.append(model)
+                        self.names += len(model)
                 break
         tool: str | None = None
         for name in conventions.tool_name:
@@ -218,20 +222,24 @@ class ChildSummary:
         if called:
             self.tool_calls += 1
             if tool and (tool in self.tools or len(self.tools) < MAX_LIST):
-                self.tools[tool] = self.tools.get(tool, 0) + 1
+                count = self.tools.get(tool)
+                if count is None:
+                    self.names += len(tool)
+                self.tools[tool] = (count or 0) + 1
         if conventions.recover_on_child_errors:  # which call failed, and was it made again
             if called and tool:
-                _outcome(self.tool_outcomes, tool, is_error, end_ns)
+                self.names += _outcome(self.tool_outcomes, tool, is_error, end_ns)
             elif model is not None:
                 named = as_text(model, 256)
                 if named:
-                    _outcome(self.model_outcomes, named, is_error, end_ns)
+                    self.names += _outcome(self.model_outcomes, named, is_error, end_ns)
         for name in conventions.child_agent:
             agent = get(name)
             if agent is not None:
                 agent = as_text(agent, 256)
                 if agent and agent not in self.agents and len(self.agents) < MAX_LIST:
                     self.agents.append(agent)
+                    self.names += len(agent)
                 break
         if conventions.input_messages and self.first_input is None:
             self.first_input = _content(first(attributes, conventions.input_messages))
@@ -246,6 +254,7 @@ class ChildSummary:
             error_type = named or UNNAMED_ERROR
             if error_type not in self.error_types and len(self.error_types) < MAX_LIST:
                 self.error_types.append(error_type)
+                self.names += len(error_type)
             if self.first_error is None:
                 message = attributes.get(EXCEPTION_MESSAGE)
                 if not (isinstance(message, str) and message.strip()):
@@ -274,15 +283,21 @@ class ChildSummary:
         for model in other.models:
             if model not in self.models and len(self.models) < MAX_LIST:
                 self.models.append(model)
+                self.names += len(model)
         for error_type in other.error_types:
             if error_type not in self.error_types and len(self.error_types) < MAX_LIST:
                 self.error_types.append(error_type)
+                self.names += len(error_type)
         for tool, count in other.tools.items():
-            if tool in self.tools or len(self.tools) < MAX_LIST:
-                self.tools[tool] = self.tools.get(tool, 0) + count
+            if tool in self.tools:
+                self.tools[tool] += count
+            elif len(self.tools) < MAX_LIST:
+                self.tools[tool] = count
+                self.names += len(tool)
         for agent in other.agents:
             if agent not in self.agents and len(self.agents) < MAX_LIST:
                 self.agents.append(agent)
+                self.names += len(agent)
         self.first_input = self.first_input or other.first_input
         self.last_output = other.last_output or self.last_output
         self.first_error = self.first_error or other.first_error
@@ -290,35 +305,43 @@ class ChildSummary:
         self.failed_spans += other.failed_spans
         self.tool_calls += other.tool_calls
         self.spans += other.spans
-        _merge_outcomes(self.tool_outcomes, other.tool_outcomes)
-        _merge_outcomes(self.model_outcomes, other.model_outcomes)
+        self.names += _merge_outcomes(self.tool_outcomes, other.tool_outcomes)
+        self.names += _merge_outcomes(self.model_outcomes, other.model_outcomes)
 
 
-def _outcome(outcomes: dict[str, list[int]], name: str, failed: bool, end_ns: int) -> None:
-    """Note a call to ``name`` that ended at ``end_ns`` (see ``ChildSummary.tool_outcomes``)."""
+def _outcome(outcomes: dict[str, list[int]], name: str, failed: bool, end_ns: int) -> int:
+    """Note a call to ``name`` that ended at ``end_ns`` (see ``ChildSummary.tool_outcomes``);
+    returns the characters of the name if newly kept."""
+    kept = 0
     ends = outcomes.get(name)
     if ends is None:
         if len(outcomes) >= MAX_LIST:
-            return
+            return 0
         ends = outcomes[name] = [-1, -1]
+        kept = len(name)
     if failed:
         if ends[0] < 0 or end_ns < ends[0]:
             ends[0] = end_ns
     elif end_ns > ends[1]:
         ends[1] = end_ns
+    return kept
 
 
-def _merge_outcomes(mine: dict[str, list[int]], theirs: dict[str, list[int]]) -> None:
+def _merge_outcomes(mine: dict[str, list[int]], theirs: dict[str, list[int]]) -> int:
+    """Fold ``theirs`` into ``mine``; returns the characters of the names newly kept."""
+    kept = 0
     for name, (failed, succeeded) in theirs.items():
         ends = mine.get(name)
         if ends is None:
             if len(mine) < MAX_LIST:
                 mine[name] = [failed, succeeded]
+                kept += len(name)
             continue
         if failed >= 0 and (ends[0] < 0 or failed < ends[0]):
             ends[0] = failed
         if succeeded > ends[1]:
             ends[1] = succeeded
+    return kept
 
 
 Ready = tuple[SpanRecord, ChildSummary]

@@ -9,7 +9,8 @@ plain spans sit between; a task alone in its trace also takes every other bucket
 A task span whose parent lives in this process waits for that parent: if the parent is
 itself a task span the inner one is not a root and writes nothing, its facts counting for
 the outer run. Bounded in traces and in bytes (the waiting task spans' attributes and the
-text the buckets keep: captured messages, error messages and stack traces), the oldest
+text the buckets keep: captured messages, error messages and stack traces, and the names
+of models, tools, agents and error types), the oldest
 trace evicted past either bound, its waiting tasks released; in buckets per trace; and
 in age (idle traces expire). All counted.
 """
@@ -30,15 +31,15 @@ MAX_BUCKETS = 256
 
 
 def _text_size(summary: ChildSummary) -> int:
-    """Characters of text a summary keeps (its counts and short lists are not counted)."""
+    """Characters of text and names a summary keeps (its counts are not counted)."""
     return (len(summary.first_input or "") + len(summary.last_output or "")
-            + len(summary.first_error or "") + len(summary.stacktrace or ""))
+            + len(summary.first_error or "") + len(summary.stacktrace or "") + summary.names)
 
 
 @dataclass
 class _Held:
     bytes: int = 0
-    """What every open trace holds: its waiting task spans' and its buckets' text."""
+    """What every open trace holds: its waiting task spans' and its buckets' text and names."""
 
 
 @dataclass
@@ -204,8 +205,12 @@ class TraceAssembler:
         entry = self._touch(trace_id)
         summary = entry.bucket(parent_span_id)
         below = entry.buckets.get(span_id) if span_id is not None else None
-        if not (is_error or self._texts):  # the common case: no text kept
+        if not (is_error or self._texts):  # the common case: no text kept, a name at most
+            names = summary.names
             summary.add(attributes, is_error, self._conventions, end_ns, below)
+            if summary.names != names:
+                entry.hold(summary.names - names)
+                self._within_bytes()
             return
         before = _text_size(summary)
         summary.add(attributes, is_error, self._conventions, end_ns, below)

@@ -165,6 +165,18 @@ def test_captured_messages_are_bounded_in_bytes() -> None:
     assert assembler.held_bytes == _kept(assembler) > 90_000
 
 
+def test_names_kept_are_bounded_in_bytes() -> None:
+    """The names a trace's buckets keep (models, tools, agents, error types) count toward
+    ``max_bytes`` too, also where no text is kept: past it the oldest trace is evicted."""
+    assembler = TraceAssembler(ORCHESTRATOR, max_bytes=20_000)
+    for trace_id in range(1, 51):  # 16 distinct names of 200 characters per trace
+        for n in range(20):
+            assembler.contribute(trace_id, {"gen_ai.request.model": f"{n:03}" + "m" * 197},
+                                 False, 7)
+    assert assembler.evicted > 0 and 1 not in assembler
+    assert 0 < assembler.held_bytes == _kept(assembler) <= 20_000
+
+
 @given(st.lists(st.tuples(st.sampled_from(["contribute", "task", "end", "expire"]),
                           st.integers(1, 3), st.integers(1, 6), st.integers(0, 6),
                           st.booleans()), max_size=60))
@@ -177,10 +189,13 @@ def test_bytes_held_match_what_the_traces_keep(steps: list[tuple[str, int, int, 
     assembler = TraceAssembler(GENAI, max_bytes=3_000, pending_timeout_s=5, clock=clock)
     for op, trace_id, span_id, parent, flag in steps:
         parent_id = parent or None
-        if op == "contribute":
+        if op == "contribute":  # a tool call (or a model's) with a name of its own
             assembler.contribute(trace_id, {"gen_ai.input.messages": "m" * 400 * span_id,
-                                            "gen_ai.output.messages": "o" * 300},
-                                 flag, parent_id)
+                                            "gen_ai.output.messages": "o" * 300,
+                                            "gen_ai.request.model": f"model-{span_id}" * 9,
+                                            "gen_ai.operation.name": "execute_tool",
+                                            "gen_ai.tool.name": f"tool-{parent}" * 20},
+                                 flag, parent_id, span_id=span_id)
         elif op == "task":  # a task that failed keeps its message when it is nested
             record = task(trace_id, span_id, parent_id)
             if span_id % 2:
