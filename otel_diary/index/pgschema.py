@@ -27,7 +27,8 @@ CONFIG = f"{SCHEMA}.words"
 """The text search configuration: English stems of every word, stop words too, as the
 folder index's porter tokenizer keeps them (``the`` or ``not`` found nothing)."""
 MAX_SEARCHED_BYTES = 256 * 1024
-"""Body text searched per diary, in UTF-8 bytes: a tsvector holds at most 1 MB."""
+"""Body text, and front matter text, searched per diary, in UTF-8 bytes: a tsvector holds
+at most 1 MB."""
 DIARY_VECTOR = (f"setweight(to_tsvector('{CONFIG}', %(title_words)s), 'A') || "
                 f"setweight(to_tsvector('{CONFIG}', %(meta_words)s), 'B') || "
                 f"setweight(to_tsvector('{CONFIG}', %(body_words)s), 'C')")
@@ -48,13 +49,16 @@ def words(text: str) -> str:
 
 
 def diary_words(entry: Entry) -> dict[str, str]:
-    """The texts :data:`DIARY_VECTOR` reads for ``entry``; of the body, its first
-    :data:`MAX_SEARCHED_BYTES` bytes."""
-    body = entry.body
-    if len(body) > MAX_SEARCHED_BYTES // 4:
-        body = body.encode(errors="replace")[:MAX_SEARCHED_BYTES].decode(errors="ignore")
-    return {"title_words": words(entry.title), "meta_words": words(entry.meta),
-            "body_words": words(body)}
+    """The texts :data:`DIARY_VECTOR` reads for ``entry``; of the front matter and the
+    body, the first :data:`MAX_SEARCHED_BYTES` bytes of each."""
+    return {"title_words": words(entry.title), "meta_words": words(_searched(entry.meta)),
+            "body_words": words(_searched(entry.body))}
+
+
+def _searched(text: str) -> str:
+    if len(text) <= MAX_SEARCHED_BYTES // 4:  # short enough whatever its characters
+        return text
+    return text.encode(errors="replace")[:MAX_SEARCHED_BYTES].decode(errors="ignore")
 
 
 def lesson_words(title: str, content: str) -> dict[str, str]:

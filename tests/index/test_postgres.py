@@ -35,6 +35,25 @@ def test_a_diary_whose_words_pass_the_search_limit_is_kept(filled_store: Postgre
         filled_store.close()
 
 
+def test_a_diary_whose_front_matter_passes_the_search_limit_is_kept(
+        filled_store: PostgresStore) -> None:
+    """The same of a diary whose front matter (1.2 MB of tags) holds the words: kept,
+    searched by its title and its first tags (it was refused)."""
+    diary = render(task_record(9, "T-9", stderr=TS_STDERR))
+    rng = random.Random(3)
+    gothic = [chr(c) for c in range(0x10330, 0x1034A)]
+    tags = ["".join(rng.choice(gothic) for _ in range(511)) for _ in range(600)]
+    front = {**diary.front_matter, "tags": tags}
+    try:
+        kept = filled_store.add_diary(entry_from_parts(diary.path, front, diary.content),
+                                      diary.content)
+        assert filled_store.count() == 4
+        assert filled_store.search(tags[0]).hits[0].path == kept
+        assert filled_store.search(diary.front_matter["title"]).hits[0].path == kept
+    finally:
+        filled_store.close()
+
+
 def test_a_lesson_locked_by_a_stalled_writer_fails_that_lesson_only(
         filled_store: PostgresStore, postgres_url: str) -> None:
     """Another writer stalled while holding a lesson's lock: updating that lesson fails
