@@ -133,6 +133,11 @@ class PostgresStore:
     def close(self) -> None:
         self._db.close()
 
+    def interrupt(self) -> None:
+        """Calls waiting for a connection fail now (a shutdown near its end must not wait
+        on a store that does not answer); the next call opens a new pool."""
+        self._db.close()
+
     def __enter__(self) -> PostgresStore:
         return self
 

@@ -89,8 +89,18 @@ class IndexRelatedFinder:
         self.limit = limit
         self._stats = stats
         self._log_once = LogOnce()
+        self._cut = False
+
+    def cut_short(self) -> None:
+        """No more lookups; one waiting on a store for a connection ends now."""
+        self._cut = True
+        interrupt = getattr(self.index, "interrupt", None)
+        if interrupt is not None:
+            interrupt()
 
     def __call__(self, run: TaskRun) -> list[str]:
+        if self._cut:
+            return []
         try:
             return self.index.related(
                 exclude=diary_id(run.trace_id, run.span_id),
@@ -116,9 +126,19 @@ class LessonFirstFinder:
         self.book = book
         self.finder = finder
         self._log_once = LogOnce()
+        self._cut = False
+
+    def cut_short(self) -> None:
+        """No more lookups (see :meth:`IndexRelatedFinder.cut_short`)."""
+        self._cut = True
+        cut = getattr(self.finder, "cut_short", None)
+        if cut is not None:
+            cut()
 
     def __call__(self, run: TaskRun) -> list[str]:
         found = list(self.finder(run))
+        if self._cut:
+            return found
         try:
             signature = primary_signature(run_signatures(run))
             ident = diary_id(run.trace_id, run.span_id)

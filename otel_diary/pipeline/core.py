@@ -243,9 +243,10 @@ class Pipeline:
         store may be slow to answer): the runs still to write are written with the stub
         reflection (a shutdown near its end)."""
         self._cut = True
-        cut = getattr(self.reflector, "cut_short", None)
-        if cut is not None:
-            cut()
+        for part in (self.reflector, self.related_finder):  # one under way ends too
+            cut = getattr(part, "cut_short", None)
+            if cut is not None:
+                cut()
 
     def close(self, timeout_s: float | None = None) -> None:
         """Close the sinks, the reflector and the listeners. With ``timeout_s``, sinks that

@@ -16,10 +16,15 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from otel_diary import ORCHESTRATOR, ChildSummary
 from otel_diary.errors import IndexUnavailable
 from otel_diary.index.pgpool import POOL_NAME
 from otel_diary.index.postgres import PostgresStore
+from otel_diary.index.stages import IndexRelatedFinder, LessonFirstFinder
+from otel_diary.pipeline.core import Pipeline
+from otel_diary.testing import InMemorySink
 from tests.support.forking import in_forked_child, needs_fork
+from tests.support.kb import TS_STDERR, task_record
 from tests.support.loopback import wait_until
 from tests.support.postgres import PostgresCluster, free_port
 
@@ -301,3 +306,29 @@ def test_a_url_libpq_refuses_is_named_by_its_reason_not_its_text() -> None:
     with pytest.raises(ValueError, match="not a PostgreSQL URL: missing key/value") as bad:
         PostgresStore("postgresql://diary:Sec?ret=991@db.example/kb?sslmode=require&x")
     assert "Sec" not in str(bad.value)
+
+
+def test_a_related_lookup_waiting_on_a_silent_store_ends_when_cut_short(
+        own_cluster: PostgresCluster) -> None:
+    """A shutdown near its end cuts the pipeline short: a Related lookup waiting for a
+    connection to a store that does not answer ends then, and its run is written, instead
+    of waiting out the store's timeout (here 60 s)."""
+    where = conninfo_to_dict(own_cluster.new_database())
+    proxy = StallingProxy(own_cluster.port)
+    proxy.stalled.set()  # nothing passes: a connection is never made
+    store = PostgresStore(f"postgresql://postgres:{own_cluster.password}@127.0.0.1:"
+                          f"{proxy.port}/{where['dbname']}", timeout_s=60.0)
+    sink = InMemorySink()
+    pipeline = Pipeline(ORCHESTRATOR, [sink],
+                        related_finder=LessonFirstFinder(store, IndexRelatedFinder(store)))
+    writing = threading.Thread(target=pipeline.handle, args=(
+        (task_record(1, "T-1", stderr=TS_STDERR), ChildSummary()),))
+    try:
+        writing.start()
+        assert wait_until(lambda: store._db._in_use == 1)
+        pipeline.cut_short()
+        writing.join(30)
+        assert not writing.is_alive()
+        assert [diary.task_id for diary in sink.diaries] == ["T-1"]
+    finally:
+        store.close()
