@@ -31,7 +31,7 @@ import gc
 import logging
 from bisect import bisect_left
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from otel_diary.assembly.batch import Batch, Contribution
@@ -68,6 +68,12 @@ MAX_LINKS = 2**17
 (counted), and a task span reached only through it is taken for a root."""
 
 
+def _stray_size(runs: list[bytes]) -> int:
+    return STRAY_TRACE_BYTES + sum(LINKS_OVERHEAD + len(links) for links in runs)
+
+
+STRAY_TRACE_BYTES = 250
+"""Estimated memory of a trace's entry among the links kept aside, besides its links."""
 MAX_STRAY_BYTES = 4 * 2**20
 """Parent links of traces nothing is held of, kept in case a task span of theirs comes
 later (the oldest forgotten first, as the ordinary fate of traces that have none): a plain
@@ -283,9 +289,11 @@ class TraceStore:
                 self.taskless_spans += len(entry.contributions)
                 self.taskless_bytes += entry.size
         for trace_id, entry in fresh:  # the links that came before anything it holds
-            for links in self._strays.pop(trace_id, ()):
-                self._stray_bytes -= len(links)
-                size += self._link(trace_id, entry, links)
+            runs = self._strays.pop(trace_id, None)
+            if runs is not None:
+                self._stray_bytes -= _stray_size(runs)
+                for links in runs:
+                    size += self._link(trace_id, entry, links)
         for trace_id, links in batch.links:
             entry = traces.get(trace_id)
             if entry is not None:
@@ -321,18 +329,29 @@ class TraceStore:
 
     def _stray(self, trace_id: bytes, links: bytes) -> None:
         """Keep the links of a trace nothing is held of, the oldest forgotten past
-        :data:`MAX_STRAY_BYTES`."""
+        :data:`MAX_STRAY_BYTES` (estimated memory, not only the links' bytes)."""
         strays = self._strays
         runs = strays.get(trace_id)
         if runs is None:
             runs = strays[trace_id] = []
+            self._stray_bytes += STRAY_TRACE_BYTES
         else:
             strays.move_to_end(trace_id)
         runs.append(links)
-        self._stray_bytes += len(links)
+        self._stray_bytes += LINKS_OVERHEAD + len(links)
         while self._stray_bytes > MAX_STRAY_BYTES:
             _, forgotten = strays.popitem(last=False)
-            self._stray_bytes -= sum(map(len, forgotten))
+            self._stray_bytes -= _stray_size(forgotten)
+
+    def strays(self, trace_ids: Iterable[bytes]) -> list[tuple[bytes, bytes]]:
+        """The links kept aside of ``trace_ids`` (traces nothing is held of yet), which a
+        request holding spans of them is about to take: journaled with it, so that a
+        restart replays them too."""
+        strays = self._strays
+        if not strays:
+            return []
+        return [(trace_id, links) for trace_id in trace_ids
+                for links in strays.get(trace_id, ())]
 
     @staticmethod
     def _merge(entry: _Trace, span_ids: list[bytes], contributions: list[Contribution],

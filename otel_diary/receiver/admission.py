@@ -229,6 +229,8 @@ class Collector:
                 if self._ready_count >= self.max_pending:
                     return Admission.BEHIND, None
             links = self._held_links(batch) if journal is not None else []
+            if journal is not None and held:  # links kept aside that these parts take
+                links += store.strays(part.trace_id for part in batch.parts)
             if rows or links:
                 assert journal is not None
                 if not journal.room(rows + links):

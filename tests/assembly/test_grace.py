@@ -13,7 +13,7 @@ from otel_diary import GENAI, ORCHESTRATOR, Diary, Settings
 from otel_diary.assembly import grace
 from otel_diary.assembly.batch import Batch
 from otel_diary.assembly.grace import TraceStore
-from otel_diary.assembly.table import Ancestry
+from otel_diary.assembly.table import LINKS_OVERHEAD, Ancestry
 from otel_diary.receiver import admission
 from otel_diary.receiver.admission import Admission, Collector
 from otel_diary.receiver.decode import JSON, PROTOBUF, decode
@@ -363,8 +363,9 @@ def test_a_trace_holds_at_most_max_links_and_counts_the_others(
 def test_parent_links_of_traces_nothing_is_held_of_are_kept_aside_a_while(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Plain spans of traces without a kept span hold no trace; their links are kept aside
-    up to ``MAX_STRAY_BYTES``, the oldest trace's forgotten first."""
-    monkeypatch.setattr(grace, "MAX_STRAY_BYTES", 4 * 16)  # two traces of two links
+    up to ``MAX_STRAY_BYTES`` of estimated memory, the oldest trace's forgotten first."""
+    kept_each = grace.STRAY_TRACE_BYTES + LINKS_OVERHEAD + 2 * 16  # a trace of two links
+    monkeypatch.setattr(grace, "MAX_STRAY_BYTES", 2 * kept_each)
     traces = store()
     kept = []
     for _ in range(3):
@@ -373,7 +374,7 @@ def test_parent_links_of_traces_nothing_is_held_of_are_kept_aside_a_while(
                              span(trace_id, new_span_id(), root)]), now=0)
         kept.append(trace_id)
     assert (len(traces), traces.bytes) == (0, 0)
-    assert list(traces._strays) == kept[1:] and traces._stray_bytes == 2 * 2 * 16
+    assert list(traces._strays) == kept[1:] and traces._stray_bytes == 2 * kept_each
 
 
 @pytest.mark.parametrize("reader", ["native", "python", "json"])

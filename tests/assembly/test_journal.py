@@ -103,6 +103,26 @@ def test_a_new_collector_takes_back_what_the_last_one_held(tmp_path: Path) -> No
     assert rows(path) == 0
 
 
+def test_links_kept_aside_are_journaled_with_the_trace_that_takes_them(
+        tmp_path: Path) -> None:
+    """A plain span between two task spans came first, alone (its link kept aside), then
+    the tasks; the process was killed in their grace period: the next collector nests
+    them as the first would have, one diary (the link was not journaled: two)."""
+    path = tmp_path / "journal.sqlite3"
+    trace_id = new_trace_id()
+    outer = task_trace("OUTER", chats=1, trace_id=trace_id)
+    call = span(trace_id, new_span_id(), outer[0].span_id, name="POST /agents/inner")
+    inner = task_trace("INNER", chats=2, trace_id=trace_id, parent=call.span_id)
+    first = collector(InMemorySink(), Journal(path), grace=3600)
+    first.offer(batch_of([call]))  # nothing of it held: not journaled itself
+    journaled(first, inner)
+    journaled(first, outer)
+    assert first.journal is not None
+    first.journal.close()  # as if the process had been killed
+    [diary] = replayed(path, 1)
+    assert diary.task_id == "OUTER" and "Tokens: 360" in diary.body
+
+
 def test_a_task_decided_before_the_end_is_written_at_once_on_replay(tmp_path: Path) -> None:
     """A task decided but not yet written when the process ended does not wait a second
     grace period after the restart."""
