@@ -226,11 +226,12 @@ class ChildSummary:
                 if count is None:
                     self.names += len(tool)
                 self.tools[tool] = (count or 0) + 1
-        if conventions.recover_on_child_errors:  # which call failed, and was it made again
+        if conventions.recover_on_child_errors:  # which call failed, and did a later one succeed
             if called and tool:
                 self.names += _outcome(self.tool_outcomes, tool, is_error, end_ns)
-            elif model is not None:
-                named = as_text(model, 256)
+            elif model is not None and not (conventions.is_agent_run(attributes)
+                                            or conventions.is_task(attributes)):
+                named = as_text(model, 256)  # a model's call, not an agent's run
                 if named:
                     self.names += _outcome(self.model_outcomes, named, is_error, end_ns)
         for name in conventions.child_agent:

@@ -115,8 +115,8 @@ def test_secrets_in_failed_tools_and_models_names_reach_no_file_or_model(
     assert diary is not None
     recovered = diary.body.split("## How it was recovered\n", 1)[1].split("\n\n", 1)[0]
     assert recovered == (
-        "The failed call to the deploy [REDACTED:api_key] tool was made again and succeeded. "
-        "After its call to [REDACTED:github_token] failed, the agent went on with small.")
+        "A call to the deploy [REDACTED:api_key] tool failed; a later one succeeded. "
+        "After a call to [REDACTED:github_token] failed, the agent went on with small.")
     sent = "\n".join(strings(chat.requests[-1].json()))
     assert "[REDACTED:github_token]" in sent
     for secret in (tool_secret, model_secret):

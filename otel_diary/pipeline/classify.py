@@ -45,7 +45,8 @@ class Recovery(NamedTuple):
     kind: Literal["tool", "model"]
     name: str
     again: bool
-    """A call to it succeeded after its first failed one."""
+    """A call to it that ended after its first failed one succeeded (made again, or one
+    running beside it: spans tell when calls ended, not why)."""
     instead: str | None = None
     """Of a model not called again: the model whose call succeeded last after it failed."""
 
@@ -61,7 +62,7 @@ def recoveries(children: ChildSummary) -> tuple[Recovery, ...]:
         for name, (failed, succeeded) in outcomes.items():
             if failed < 0:
                 continue
-            again = succeeded > failed
+            again = succeeded > failed or (succeeded == failed > 0)  # clocks may be coarse
             instead = None
             if kind == "model" and not again:
                 later = [(ends[1], other) for other, ends in models.items()

@@ -180,16 +180,13 @@ def how_it_was_recovered(run: TaskRun) -> str:
 def got_past(recovery: Recovery) -> str:
     """One sentence on how the run got past a failed call (see :class:`Recovery`)."""
     name = one_line(recovery.name, 80)
-    if recovery.kind == "tool":
-        return (f"The failed call to the {name} tool was made again and succeeded."
-                if recovery.again else f"After its call to the {name} tool failed, the "
-                "agent went on without it.")
+    called = f"the {name} tool" if recovery.kind == "tool" else name
     if recovery.again:
-        return f"The failed call to {name} was made again and succeeded."
+        return f"A call to {called} failed; a later one succeeded."
     if recovery.instead:
-        return (f"After its call to {name} failed, the agent went on with "
+        return (f"After a call to {called} failed, the agent went on with "
                 f"{one_line(recovery.instead, 80)}.")
-    return f"After its call to {name} failed, the agent went on without it."
+    return f"After a call to {called} failed, the agent went on without it."
 
 
 def render(run: TaskRun, learned: str, related: Sequence[str] = (),

@@ -181,14 +181,14 @@ def test_counts_in_what_worked_are_voted_on_as_n_not_the_digits_of_names() -> No
     lesson = Lesson("error:openai.RateLimitError")
     for n, recovery in enumerate(("After 2 escalation(s), the build passed on attempt 3.",
                                   "After 1 escalation(s), the build passed on attempt 2.",
-                                  "The failed call to gpt-4o was made again and succeeded.",
+                                  "A call to gpt-4o failed; a later one succeeded.",
                                   "After its call to claude-3-5-sonnet failed, the agent "
                                   "went on with llama3.1-8b.")):
         lesson.add(Sighting(f"kh-{n}", f"diaries/agents/a/{n}.md", "t", "a", "", True, "",
                             recovery, ""))
     assert [(rule.text, rule.votes) for rule in lesson.rules] == [
         ("After N escalation(s), the build passed on attempt N.", 2),
-        ("The failed call to gpt-4o was made again and succeeded.", 1),
+        ("A call to gpt-4o failed; a later one succeeded.", 1),
         ("After its call to claude-3-5-sonnet failed, the agent went on with llama3.1-8b.", 1)]
 
 

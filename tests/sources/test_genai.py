@@ -109,7 +109,7 @@ def test_failed_call_then_success_is_recovered(genai: GenAIHarness) -> None:
     assert diary.outcome == "recovered"
     error_section = diary.body.split("## Error encountered\n", 1)[1].split("##", 1)[0]
     assert "1 failed call(s) (openai.RateLimitError)" in error_section
-    assert recovery_section(diary) == "The failed call to gpt-4o was made again and succeeded."
+    assert recovery_section(diary) == "A call to gpt-4o failed; a later one succeeded."
     assert "Tokens: 15." in diary.body
 
 
@@ -129,9 +129,24 @@ def test_how_the_run_got_past_each_failed_tool_and_model_call(genai: GenAIHarnes
         genai.tool("fetch", failed=True)
     [diary] = genai.diaries()
     assert recovery_section(diary) == (
-        "The failed call to the search tool was made again and succeeded. "
-        "After its call to big-model failed, the agent went on with small-model. "
-        "After its call to the fetch tool failed, the agent went on without it.")
+        "A call to the search tool failed; a later one succeeded. "
+        "After a call to big-model failed, the agent went on with small-model. "
+        "After a call to the fetch tool failed, the agent went on without it.")
+
+
+def test_a_failed_agent_with_a_model_is_no_failed_model_call(genai: GenAIHarness) -> None:
+    """A sub-agent span naming its model that failed because its tool call did is an agent
+    run, not a call to the model: only the tool's failure is told."""
+    with genai.agent():
+        for failed in (True, False):
+            with genai.tracer.start_as_current_span("invoke_agent helper", attributes={
+                    "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper",
+                    "gen_ai.request.model": "gpt-4o"}) as helper:
+                genai.tool("search", failed=failed)
+                if failed:
+                    helper.set_status(Status(StatusCode.ERROR, "search failed"))
+    [diary] = genai.diaries()
+    assert recovery_section(diary) == "A call to the search tool failed; a later one succeeded."
 
 
 def test_a_failed_call_named_by_nothing_is_got_past_in_general_words(
@@ -144,7 +159,7 @@ def test_a_failed_call_named_by_nothing_is_got_past_in_general_words(
         with genai.tracer.start_as_current_span("step") as step:
             step.set_status(Status(StatusCode.ERROR, "step failed"))
     [diary] = genai.diaries()
-    assert recovery_section(diary) == "After its call to m failed, the agent went on without it."
+    assert recovery_section(diary) == "After a call to m failed, the agent went on without it."
     with genai.agent():
         with genai.tracer.start_as_current_span("step") as step:
             step.set_status(Status(StatusCode.ERROR, "step failed"))

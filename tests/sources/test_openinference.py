@@ -207,8 +207,8 @@ def assert_counted_once(content: str) -> None:
     assert "2 failed call(s)" in content, content
     assert "Made 2 tool call(s): lookup (2)." in content
     recovery = content.split("## How it was recovered\n", 1)[1].split("\n\n", 1)[0]
-    assert recovery == ("The failed call to gpt-test was made again and succeeded. "
-                        "The failed call to the lookup tool was made again and succeeded.")
+    assert recovery == ("A call to gpt-test failed; a later one succeeded. "
+                        "A call to the lookup tool failed; a later one succeeded.")
 
 
 @pytest.mark.usefixtures("instrumented_agents", "instrumented_openai")
@@ -316,7 +316,7 @@ def assert_langgraph_diary(diary: Diary) -> None:
     section = error_section(diary)
     assert "1 failed call(s) (TimeoutError)" in section
     assert "First error: TimeoutError: lookup timed out" in section
-    assert ("## How it was recovered\nThe failed call to the lookup tool was made again and "
+    assert ("## How it was recovered\nA call to the lookup tool failed; a later one "
             "succeeded.\n") in diary.body
     assert 'The final answer began: "The release moved."' in diary.body
 
@@ -398,7 +398,7 @@ def test_langgraph_run_through_serve_is_one_recovered_diary(tmp_path: Path,
     assert "Made 2 tool call(s): lookup (2)." in content
     assert "1 failed call(s) (TimeoutError)" in content
     assert "First error: TimeoutError: lookup timed out" in content
-    assert ("## How it was recovered\nThe failed call to the lookup tool was made again and "
+    assert ("## How it was recovered\nA call to the lookup tool failed; a later one "
             "succeeded.\n") in content
     assert front["title"] == "What changed?"  # the root CHAIN span's captured input
     assert 'The final answer began: "The release moved."' in content
