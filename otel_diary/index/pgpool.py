@@ -16,6 +16,7 @@ import contextlib
 import itertools
 import logging
 import os
+import re
 import select
 import socket
 import threading
@@ -40,6 +41,7 @@ POOL_NAME = "otel-diary-store"
 _POOL_NAMES: set[str] = set()
 """The names of the stores' pools made in this process, whose log lines are left out."""
 _POOLS = itertools.count(1)
+_OWN_NAME = re.compile(rf"{POOL_NAME}-[0-9]+(?![0-9A-Za-z_])")
 DOWN_S = 10.0
 """After a lost connection or a statement that timed out, calls fail at once for this
 long: while the database is away or stalled, the worker waits for it once per period, not
@@ -92,8 +94,17 @@ class _PoolLines(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args if isinstance(record.args, tuple) else ()
-        return not any(isinstance(arg, _Connection) or (type(arg) is str and arg in _POOL_NAMES)
-                       for arg in args)
+        return not any(isinstance(arg, _Connection) or _ours(arg) for arg in args)
+
+
+def _ours(arg: object) -> bool:
+    """Whether ``arg`` names a store's pool: its name, one of its threads'
+    (``<name>-worker-0``) or a task of it (a repr holding the name)."""
+    if type(arg) is not str:
+        if not hasattr(arg, "pool"):  # a pool's maintenance task
+            return False
+        arg = repr(arg)
+    return any(name in _POOL_NAMES for name in _OWN_NAME.findall(arg))
 
 
 logging.getLogger("psycopg.pool").addFilter(_PoolLines())

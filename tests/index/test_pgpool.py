@@ -151,6 +151,20 @@ def test_the_pool_lines_of_an_app_are_left_as_they_are(
     assert not any(f"{POOL_NAME}-" in line for line in lines)
 
 
+def test_closing_a_store_logs_nothing_about_its_pool(
+        postgres_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Closing a store does not wait for its pool's threads, which psycopg_pool would say
+    of each (``couldn't stop thread 'otel-diary-store-1-worker-0'``): those lines are the
+    store's too."""
+    store = PostgresStore(postgres_url, timeout_s=2.0, max_connections=4)
+    with caplog.at_level(logging.WARNING, logger="psycopg.pool"):
+        for _ in range(3):
+            assert store.count() == 0
+            store.close()
+    assert [record.getMessage() for record in caplog.records
+            if record.name == "psycopg.pool"] == []
+
+
 @pytest.fixture(scope="module")
 def own_cluster() -> Iterator[PostgresCluster]:
     """A server of this module's own: a test restarts it."""
