@@ -137,6 +137,11 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
           r"(://[^\s:/@\"'<>]{0,256}:)(?:[^\s/\"'<>]{1,256}"
           r"|(?![0-9]{1,5}/)[^\s\"'<>@:]{1,256})(?=@)",
           ("://",), keep_prefix=True),
+    # A database URL has no port before its user's password (mysql://root:2024/pw@db).
+    _rule("url_credentials",
+          r"((?:mysql|mariadb|postgres(?:ql)?|rediss?|amqps?)(?:\+[a-z0-9]{1,20})?"
+          r"://[^\s:/@\"'<>]{0,256}:)(?!\[REDACTED:)[^\s\"'<>@:]{1,256}(?=@)",
+          ("mysql", "mariadb", "postgres", "redis", "amqp"), keep_prefix=True),
     # curl -u user:password (not a numeric uid:gid, as docker run -u gives).
     *(_rule("password",
             "(" + flag + r"(?<=[ \t]" + flag + r")(?:[ \t]{1,4}|=)(?P<q>[\"'])?"
@@ -197,11 +202,13 @@ _QUOTED_VALUE = (
 """A value in quotes, or in escaped quotes (groups ``quote`` and ``escaped``)."""
 
 
-_NO_COUNT = (r"(?![0-9./,%]{1,40}(?![^\s\"'`,;)\]}]))(?!/)"
-             r"(?!(?i:true|false|yes|no|none|null|ok)(?![A-Za-z0-9_]))(?!\[REDACTED:)"
-             r"(?!\\[\"'])[^\s\"'`]{1,512}")
-"""An unquoted value that is no count, ratio, path or flag (``12``, ``3/4``, ``/app``,
-``true``): where a bare ``pass`` names test results, those are."""
+_NO_COUNT = (r"(?![0-9][0-9.,/]{0,39}(?:ms|s|m|h|%)?(?![^\s\"'`,;)\]}]))"
+             r"(?![./~\\-]|[A-Za-z]:[\\/])"
+             r"(?!(?i:true|false|yes|no|none|null|ok|n/a|all|passed|failed|pass|fail|skipped)"
+             r"(?![A-Za-z0-9_]))(?!\[REDACTED:)(?!\\[\"'])[^\s\"'`]{1,512}")
+"""An unquoted value that is no count, duration, ratio, path or verdict (``12``, ``1.2s``,
+``3/4``, ``./build``, ``C:\\app``, ``PASSED``): where ``pass`` or ``pwd`` ending a dotted
+name names test results or a folder, those are."""
 
 
 def _assignment(keys: tuple[str, ...]) -> re.Pattern[str]:
@@ -274,14 +281,14 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
     _Rule("cookie", re.compile(r"(?i)(\b(?:set-)?cookie[\"']?[ \t]{0,4}:[ \t]{0,4}[\"']?)"
                              r"[^\s\"'][^\r\n\"']{0,4095}"),
           ("cookie",), keep_prefix=True, anchored=True),
-    # pass alone, lower-case, with a quoted value (``pass: "…"``, ``{"pass": "…"}``) or one
-    # that is no count (``pass: hunter2``, not ``pass: 12``); pass or pwd ending a dotted
-    # name, the same (``mail.smtp.pass=…``, not ``results.pass=12``).
+    # pass alone, lower-case, with a quoted value (``pass: "…"``, ``{"pass": "…"}``); pass
+    # or pwd ending a dotted name, also with one that is no count or path
+    # (``mail.smtp.pass=…``, not ``results.pass=12`` or ``os.pwd=/app``).
     _AssignmentRule("password", re.compile(
-        r"(?P<head>(?P<key>(?<=[A-Za-z0-9]\.)(?i:pass|pwd)(?![A-Za-z0-9_])"
+        r"(?P<head>(?P<key>(?P<dotted>(?<=[A-Za-z0-9]\.)(?i:pass|pwd)(?![A-Za-z0-9_]))"
         r"|(?<![A-Za-z0-9_.-])pass)(?:\\{0,7}[\"'])?[ \t]{0,4}[:=][ \t]{0,4})"
-        r"(?!(?:\\{0,7}[\"'])?\[REDACTED:)(?:" + _QUOTED_VALUE + "|" + _NO_COUNT + ")"),
-        ("pass", "pwd"), anchored=True),
+        r"(?!(?:\\{0,7}[\"'])?\[REDACTED:)(?:" + _QUOTED_VALUE + "|(?(dotted)" + _NO_COUNT
+        + "|(?!)))"), ("pass", "pwd"), anchored=True),
 )
 """The case-insensitive families, tried at each occurrence of a needle, leftmost first."""
 

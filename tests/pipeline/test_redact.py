@@ -128,11 +128,13 @@ EXAMPLES = [
      "mysql -u root -h db -p[REDACTED:password] orders; mysqldump -p'[REDACTED:password]' db"),
     ("password", "password:\u00a0hunter2 token\u2003=\u2003abcdefgh",
      "password: [REDACTED:password] token = [REDACTED:token]"),
-    ("password", "mail.smtp.pass=hunter22 spring.datasource.pwd: 'two words' pass: S3cret",
-     "mail.smtp.pass=[REDACTED:password] spring.datasource.pwd: '[REDACTED:password]' "
-     "pass: [REDACTED:password]"),
+    ("password", "mail.smtp.pass=hunter22 spring.datasource.pwd: 'two words'",
+     "mail.smtp.pass=[REDACTED:password] spring.datasource.pwd: '[REDACTED:password]'"),
     ("url_credentials", "mysql://root:ab/cd@db/orders?x=a@b https://h:8080/a@b",
      "mysql://root:[REDACTED:url_credentials]@db/orders?x=a@b https://h:8080/a@b"),
+    ("url_credentials", "mysql://root:2024/Secret@db postgresql+psycopg://app:8/Kx3+q@db/x",
+     "mysql://root:[REDACTED:url_credentials]@db "
+     "postgresql+psycopg://app:[REDACTED:url_credentials]@db/x"),
     ("password", "log in as admin with password hunter2xyz; the passphrase is Correct-9",
      "log in as admin with password [REDACTED:password]; the passphrase is "
      "[REDACTED:password]"),
@@ -166,6 +168,8 @@ def test_each_family_becomes_its_marker(kind: str, text: str, expected: str) -> 
     "key: value; {'key': 'name'} keys=3 monkey=1 KEYS: a mysql -p orders mysql -u root -p",
     "CACHE_KEY=v1-deps-abc123 PRIMARY_KEY=id cmake -DSORT_KEY=name build-key: linux-x86",
     "pass: 3/4 pass=true pass: 100% suite.pass=12 os.pwd: /app http://localhost:3000/u/@me",
+    "pass: test_login pass: 1.2s pass=12ms pass: N/A pass: - surefire.pass=PASSED x.pass=1.5s",
+    r"env.pwd=./build process.pwd=C:\build os.pwd=~/src postgres://db:5432/app",
     "password reset for user42; the password field was empty; Passwords rotated in 2024",
 ])
 def test_prose_and_build_output_stay_as_they_are(text: str) -> None:
