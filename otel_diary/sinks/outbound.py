@@ -62,13 +62,14 @@ def _left(timeout: float | None, late: type[Exception]) -> float | None:
 
 
 def _cuttable(connect: Callable[[], httpcore.NetworkStream]) -> httpcore.NetworkStream:
-    """``connect()``; in a call that can be cut short, on a thread of its own, waited for
-    in slices so that a cut ends the wait (a connection or TLS handshake to a host that
-    does not answer cannot be read in slices). The stream it makes after that is closed."""
+    """``connect()``; in a call with a deadline, on a thread of its own, waited for in
+    slices so that the deadline or a cut ends the wait: the name lookup before a
+    connection is bounded by no timeout, and a connection or TLS handshake to a host that
+    does not answer cannot be read in slices. The stream it makes after that is closed."""
     entry = _deadline.get()
-    cut = None if entry is None else entry[1]
-    if cut is None:
+    if entry is None:
         return connect()
+    end, cut = entry
     lock = threading.Lock()
     done = threading.Event()
     outcome: list[httpcore.NetworkStream | BaseException] = []
@@ -86,12 +87,14 @@ def _cuttable(connect: Callable[[], httpcore.NetworkStream]) -> httpcore.Network
             outcome[0].close()
 
     threading.Thread(target=run, name="otel-diary-connect", daemon=True).start()
-    while not done.wait(CUT_CHECK_S):
-        if cut.is_set():
+    while not done.wait(min(CUT_CHECK_S, max(end - time.monotonic(), 0.0))):
+        late = time.monotonic() >= end
+        if late or (cut is not None and cut.is_set()):
             with lock:
                 if not done.is_set():
                     given_up = True
-                    raise httpcore.ConnectTimeout("the call was cut short")
+                    raise httpcore.ConnectTimeout("past the call's deadline" if late
+                                                  else "the call was cut short")
     if isinstance(outcome[0], BaseException):
         raise outcome[0]
     return outcome[0]

@@ -6,6 +6,7 @@ import gzip
 import socket
 import threading
 import time
+from typing import Any
 
 import httpx
 import pytest
@@ -137,4 +138,27 @@ def test_proxies_named_by_the_environment_are_used(monkeypatch: pytest.MonkeyPat
             assert isinstance(transport._pool._network_backend,  # type: ignore[attr-defined]
                               outbound._Backend)
     finally:
+        client.close()
+
+
+def test_a_name_lookup_that_does_not_answer_ends_at_the_deadline(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The name lookup before a connection is bounded by no timeout of httpx's: a resolver
+    that does not answer held a call past its deadline. It ends at the deadline."""
+    release = threading.Event()
+    real = socket.getaddrinfo
+
+    def silent_resolver(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == "hub.example.invalid":
+            release.wait(30)  # a resolver that does not answer, until the test ends
+            host = "127.0.0.1"
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", silent_resolver)
+    client = outbound.client(30)
+    try:
+        with pytest.raises(httpx.TimeoutException, match="deadline"), outbound.deadline(0.5):
+            client.get("http://hub.example.invalid:9/")
+    finally:
+        release.set()
         client.close()
