@@ -12,6 +12,7 @@ inflate to gigabytes before the size cap is checked.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -86,7 +87,9 @@ def _cuttable(connect: Callable[[], httpcore.NetworkStream]) -> httpcore.Network
         if late and isinstance(outcome[0], httpcore.NetworkStream):
             outcome[0].close()
 
-    threading.Thread(target=run, name="otel-diary-connect", daemon=True).start()
+    # In the caller's context: its deadline, and OpenTelemetry's instrumentation suppressed.
+    threading.Thread(target=contextvars.copy_context().run, args=(run,),
+                     name="otel-diary-connect", daemon=True).start()
     while not done.wait(min(CUT_CHECK_S, max(end - time.monotonic(), 0.0))):
         late = time.monotonic() >= end
         if late or (cut is not None and cut.is_set()):
