@@ -95,7 +95,7 @@ def genai_diaries(kb: Path, otlp_paths: list[str]) -> None:
     assert "openai.InternalServerError" in found["conv-2"]["body"].split(
         "## Error encountered", 1)[1]
     # A server error the agent retried past is the call's failure, not the agent's.
-    assert "the agent got past them" in found["conv-2"]["body"]
+    assert "a later call to gpt-test succeeded, and the agent" in found["conv-2"]["body"]
     assert "first try" not in found["conv-2"]["body"]
 
 

@@ -84,13 +84,27 @@ def _what_failed(run: TaskRun) -> list[str]:
     if run.failed_children:
         kinds = named_errors(run)[:3]
         named = f" ({one_line(', '.join(kinds), 160)})" if kinds else ""
-        sentences.append(f"{run.failed_children} call(s) under this task failed{named}; the "
-                         "agent got past them and completed the task.")
+        sentences.append(f"{run.failed_children} call(s) under this task failed{named}; "
+                         f"{_past(run)}.")
         if run.child_error:
             sentences.append(f'The first failure read "{one_line(run.child_error, 200)}".')
     if not sentences and not run.repair_no_files:
         sentences.append(f"{_how(run)} needed recovery to complete this task.")
     return sentences
+
+
+def _past(run: TaskRun) -> str:
+    """How the agent got past its first failed tool or model call, as far as spans tell."""
+    if not run.recoveries:
+        return "the agent got past them and completed the task"
+    first = run.recoveries[0]
+    called = f"the {one_line(first.name, 80)} tool" if first.kind == "tool" \
+        else one_line(first.name, 80)
+    if first.again:
+        return f"a later call to {called} succeeded, and the agent completed the task"
+    if first.instead:
+        return f"the agent went on with {one_line(first.instead, 80)} and completed the task"
+    return f"the agent went on without {called} and completed the task"
 
 
 def _how(run: TaskRun) -> str:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from otel_diary import ORCHESTRATOR, FolderSink, SpanRecord, StubReflector, classify, render
 from otel_diary.index.documents import sections
-from otel_diary.pipeline.classify import TaskRun
+from otel_diary.pipeline.classify import Recovery, TaskRun
 from otel_diary.pipeline.render import (
     _PRINTABLE,
     fence,
@@ -81,6 +81,20 @@ def test_stub_reflection_of_a_failed_call_blames_the_call_not_the_agent() -> Non
         "What was learned": "2 call(s) under this task failed (openai.InternalServerError); "
                             "the agent got past them and completed the task.",
     }
+
+
+def test_a_run_past_a_failed_tool_call_says_how_in_both_sections() -> None:
+    """Of a run whose failed tool call was followed by one that succeeded, "How it was
+    recovered" and the stub's "What was learned" say so, not that the agent got past."""
+    run = replace(RECOVERED, escalations=0, build_attempts=None, stderr_tail=None,
+                  failed_children=1, child_error_types=("TimeoutError",),
+                  recoveries=(Recovery("tool", "lookup", True),))
+    found = sections(render(run, StubReflector().reflect(run)).body)
+    assert found["How it was recovered"] == (
+        "A call to the lookup tool failed; a later one succeeded.")
+    assert found["What was learned"] == (
+        "1 call(s) under this task failed (TimeoutError); a later call to the lookup tool "
+        "succeeded, and the agent completed the task.")
 
 
 @pytest.mark.parametrize("run", [COMPLETED, RECOVERED], ids=["completed", "recovered"])
