@@ -68,10 +68,6 @@ MAX_LINKS = 2**17
 (counted), and a task span reached only through it is taken for a root."""
 
 
-def _stray_size(runs: list[bytes]) -> int:
-    return STRAY_TRACE_BYTES + sum(LINKS_OVERHEAD + len(links) for links in runs)
-
-
 STRAY_TRACE_BYTES = 250
 """Estimated memory of a trace's entry among the links kept aside, besides its links."""
 MAX_STRAY_BYTES = 4 * 2**20
@@ -79,6 +75,11 @@ MAX_STRAY_BYTES = 4 * 2**20
 later (the oldest forgotten first, as the ordinary fate of traces that have none): a plain
 span between two task spans that comes first (another service's, exported sooner) still
 tells that the inner one is nested."""
+
+
+def _stray_size(runs: list[bytes]) -> int:
+    """The estimated memory of a trace's links kept aside (see :data:`STRAY_TRACE_BYTES`)."""
+    return STRAY_TRACE_BYTES + sum(LINKS_OVERHEAD + len(links) for links in runs)
 
 
 @dataclass(slots=True)
