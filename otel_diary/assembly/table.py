@@ -76,20 +76,15 @@ class Ancestry:
         return parents
 
     def any_parent(self, span_ids: Iterable[bytes]) -> bool:
-        """Whether one of ``span_ids`` (8 bytes each) is the parent of a span: found in the
-        links as they are, which costs less than reading them (most have no child)."""
+        """Whether one of ``span_ids`` (8 bytes each) is the parent of a span: one pass over
+        the links' parent halves, cheaper than reading them into :meth:`parents`."""
+        wanted = set(span_ids)
         parents = self._parents
         if parents is not None:
-            known = set(parents.values())
-            return any(int.from_bytes(span_id, "big") in known for span_id in span_ids)
-        for span_id in span_ids:
-            for run in self._links:
-                at = run.find(span_id)
-                while at >= 0:
-                    if at % LINK_BYTES == LINK_BYTES // 2:  # a parent's place in a link
-                        return True
-                    at = run.find(span_id, at + 1)
-        return False
+            return any(parent.to_bytes(8, "big") in wanted for parent in parents.values())
+        half = LINK_BYTES // 2
+        return any(run[at:at + half] in wanted for run in self._links
+                   for at in range(half, len(run), LINK_BYTES))
 
     def nested(self, parent: int | None) -> bool:
         """Whether the span whose parent is ``parent`` has a task span among its ancestors."""

@@ -61,3 +61,17 @@ def test_each_span_is_walked_once_however_many_questions() -> None:
         assert not ancestry.nested(10_000 + length)
         assert not ancestry.nested(20_001)
     assert asked <= 2 * length + 3 * 300 + 10
+
+
+def test_any_parent_finds_an_id_in_a_parent_s_place_only() -> None:
+    """An id is a parent when a link names it as one, not when it is a span's own id (nor
+    when its bytes straddle two ids), read as the links are or once read into a dict."""
+    run = struct.pack(">QQQQ", 1, 2, 0x0300000000000004, 5)
+    for read in (False, True):
+        ancestry = Ancestry(lambda span: False, [run])
+        if read:
+            ancestry.parents()
+        assert ancestry.any_parent([(2).to_bytes(8, "big")])
+        assert ancestry.any_parent([(9).to_bytes(8, "big"), (5).to_bytes(8, "big")])
+        assert not ancestry.any_parent([(1).to_bytes(8, "big")])  # a child's own id
+        assert not ancestry.any_parent([bytes([0, 0, 0, 2, 3, 0, 0, 0])])  # across two ids
