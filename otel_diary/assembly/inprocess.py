@@ -205,6 +205,10 @@ class TraceAssembler:
         entry = self._touch(trace_id)
         summary = entry.bucket(parent_span_id)
         below = entry.buckets.get(span_id) if span_id is not None else None
+        if span_id is not None and entry.waiting_on:
+            waiting = entry.waiting_on.get(span_id)
+            if waiting:  # task spans under it, kept apart until their run's task ends
+                below = self._with_tasks(entry, below, waiting)
         if not (is_error or self._texts):  # the common case: no text kept, a name at most
             names = summary.names
             summary.add(attributes, is_error, self._conventions, end_ns, below)
@@ -218,6 +222,28 @@ class TraceAssembler:
         if grown:
             entry.hold(grown)
             self._within_bytes()
+
+    def _with_tasks(self, entry: _Trace, below: ChildSummary | None,
+                    waiting: list[int]) -> ChildSummary:
+        """What ``below`` and the waiting task spans ``waiting`` (their own usage and
+        failure, and their children's) add up to, as ``serve`` counts what is under a
+        span: only the counts :meth:`ChildSummary.add` reads of ``below``."""
+        under = ChildSummary()
+        for part in (below, *(entry.buckets.get(task_id) for task_id in waiting)):
+            if part is not None:
+                under.input_tokens += part.input_tokens
+                under.output_tokens += part.output_tokens
+                under.failed_spans += part.failed_spans
+        for task_id in waiting:
+            task = entry.pending.get(task_id)
+            if task is not None:
+                own = ChildSummary()
+                own.add(task.attributes, task.is_error, self._conventions, task.end_ns,
+                        entry.buckets.get(task_id))
+                under.input_tokens += own.input_tokens
+                under.output_tokens += own.output_tokens
+                under.failed_spans += own.failed_spans
+        return under
 
     def task_ended(self, record: SpanRecord, *, parent_ended: bool = False,
                    weight: int | None = None) -> list[Ready]:

@@ -303,8 +303,8 @@ def test_usage_and_failures_above_others_count_once(reader: str, arrival: str) -
     """A span reporting usage over spans that report theirs counts only what it adds to
     them (two instrumentations of one call: nothing; a span adding up its calls: the
     calls it made uninstrumented), and a failed span over a failed one is one failure,
-    found through the parent links of the spans between them whichever reader decoded
-    them and however the spans came."""
+    found through the parent links of the spans between them (task spans included)
+    whichever reader decoded them and however the spans came."""
     spans = tree_spans(new_trace_id(), NESTED_RUN)
     if arrival == "whole":
         requests = [spans]
@@ -317,8 +317,8 @@ def test_usage_and_failures_above_others_count_once(reader: str, arrival: str) -
         traces.add(read_with(reader, part), now=number)
     [(record, summary)] = traces.due(10)
     assert record.attributes["gen_ai.conversation.id"] == "c-1"
-    assert (summary.input_tokens, summary.output_tokens) == (400, 80)
-    assert summary.failed_spans == 2
+    assert (summary.input_tokens, summary.output_tokens) == (500, 100)
+    assert summary.failed_spans == 3
 
 
 def test_a_cycle_of_parent_links_ends_the_walk_up() -> None:

@@ -249,8 +249,8 @@ def run_tree(tracer: trace.Tracer, tree: Tree) -> None:
 
 def test_usage_and_failures_above_others_count_once() -> None:
     """A span reporting usage over spans that report theirs adds only what it reports
-    beyond them, and a failed span over a failed one is one failure (the run
-    ``serve`` reads the same way: tests/assembly/test_grace.py)."""
+    beyond them, and a failed span over a failed one is one failure, task spans between
+    them included (the run ``serve`` reads the same way: tests/assembly/test_grace.py)."""
     harness = Harness(conventions="genai")
     try:
         run_tree(harness.tracer, NESTED_RUN)
@@ -259,8 +259,8 @@ def test_usage_and_failures_above_others_count_once() -> None:
     finally:
         harness.provider.shutdown()
     assert (diary.task_id, diary.outcome) == ("c-1", "recovered")
-    assert diary.front_matter["tokens"] == 400 + 80
-    assert "2 failed call(s)" in diary.body
+    assert diary.front_matter["tokens"] == 500 + 100
+    assert "3 failed call(s)" in diary.body
 
 
 def test_task_ending_after_its_parent_task_writes_no_second_diary(harness: Harness) -> None:

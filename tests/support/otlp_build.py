@@ -117,6 +117,10 @@ def _chat(tokens_in: int, tokens_out: int, *under: Tree) -> Tree:
                      USAGE[1]: tokens_out}, False, under)
 
 
+_SUB_AGENT = ("invoke_agent", {"gen_ai.operation.name": "invoke_agent",
+                              "gen_ai.agent.name": "helper"})
+
+
 NESTED_RUN: Tree = ("invoke_agent", {"gen_ai.operation.name": "invoke_agent",
                                      "gen_ai.conversation.id": "c-1"}, False, (
     ("step", {}, False, (
@@ -126,10 +130,16 @@ NESTED_RUN: Tree = ("invoke_agent", {"gen_ai.operation.name": "invoke_agent",
         _chat(100, 20, ("POST", {}, False, (_chat(100, 20),))),
         ("fetch", {}, True, (("connect", {}, True, ()),)),  # one failure, going up
         ("fetch", {}, True, ()),  # tried again: another
+        # a tool running a sub-agent whose call failed: one failure, up through a task span
+        ("execute_tool", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ask"},
+         True, ((*_SUB_AGENT, True, (("chat", {"gen_ai.operation.name": "chat"}, True, ()),)),)),
+        # a span adding up the calls of a sub-agent it ran (which ends last: the run is OK)
+        ("delegate", {USAGE[0]: 100, USAGE[1]: 20}, False, (
+            (*_SUB_AGENT, False, (("step", {}, False, (_chat(100, 20),)),)),)),
     )),
 ))
-"""A GenAI run whose spans report usage and failures above others: it used 400 input and
-80 output tokens, and two calls failed."""
+"""A GenAI run whose spans report usage and failures above others: it used 500 input and
+100 output tokens, and three calls failed."""
 
 
 def tree_spans(trace_id: bytes, tree: Tree, parent: bytes = b"") -> list[Span]:
