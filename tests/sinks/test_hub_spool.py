@@ -221,3 +221,29 @@ def test_an_entry_a_dead_process_took_aside_goes_back_half_written_files_go(
     record = entry.load()
     assert entry.id == "kh-a" and record is not None and record["body"] == {"content": "v1"}
     assert sorted(p.name for p in reopened.directory.iterdir()) == ["failed", "kh-a.json"]
+
+
+def test_an_entry_a_live_process_took_aside_is_left_to_it(tmp_path: Path) -> None:
+    """An entry spooled long ago that a live process is delivering this moment (renamed
+    aside: a rename keeps its old mtime) is not put back by a spool opened meanwhile; the
+    delivery then ends as it would have."""
+    spool = Spool(tmp_path / "spool")
+    path = spool.put("kh-a", {"content": "v1"})
+    long_ago = time.time() - 3600
+    os.utime(path, (long_ago, long_ago))
+    [entry] = spool.pending()
+    claim = spool.claim(entry)
+    assert claim is not None
+
+    def open_another_spool(frame: FrameType, event: str, arg: Any) -> None:
+        """Just after the entry is renamed aside, another process opens the spool."""
+        if event == "c_return" and arg is os.rename:
+            sys.setprofile(None)
+            Spool(tmp_path / "spool")
+
+    sys.setprofile(open_another_spool)
+    try:
+        spool.done(claim)
+    finally:
+        sys.setprofile(None)
+    assert spool.pending() == [] and spool.failed() == []

@@ -47,7 +47,7 @@ SUFFIX = ".json"
 _STALE_TEMP_S = 300.0
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _aside_names = itertools.count()
-_ASIDE = re.compile(r"\.(.+\.json)\.[0-9]+\.[0-9]+\.tmp")
+_ASIDE = re.compile(r"\.(.+\.json)\.([0-9]+)\.[0-9]+\.tmp")
 """A file taken aside (or being written) under an entry's name: ``.<name>.<pid>.<n>.tmp``."""
 
 
@@ -257,7 +257,8 @@ class Spool:
         try:
             with self._taken(claim) as aside:
                 if aside is not None:
-                    aside.unlink()
+                    with contextlib.suppress(FileNotFoundError):  # another took it back
+                        aside.unlink()
             refused = self.failed_directory / claim.entry.path.name
             if claim.record is not None and refused.exists():
                 older = _parse(_read(refused))
@@ -290,9 +291,11 @@ class Spool:
             with self._taken(claim) as aside:
                 if aside is not None:
                     if recorded:
-                        aside.unlink()
+                        with contextlib.suppress(FileNotFoundError):  # another took it back
+                            aside.unlink()
                     else:
-                        os.rename(aside, target)
+                        with contextlib.suppress(FileNotFoundError):  # another took it back
+                            os.rename(aside, target)
             self._trim_failed()
             return target
         finally:
@@ -389,14 +392,19 @@ class Spool:
     def _remove_stale_temp_files(self) -> None:
         """Half-written files of a process that died mid-write (never visible as entries)
         are removed; a whole entry a process that died had taken aside to deliver or
-        refuse goes back under its name, unless a newer version took it."""
+        refuse goes back under its name, unless a newer version took it. A process still
+        running keeps its files (one delivering an entry spooled long ago renames it aside
+        with its old mtime)."""
         cutoff = time.time() - _STALE_TEMP_S
         for folder in (self.directory, self.failed_directory):
             for path in folder.glob(".*.tmp"):
                 with contextlib.suppress(OSError):
-                    if path.stat().st_mtime >= cutoff:
-                        continue
                     name = _ASIDE.fullmatch(path.name)
+                    if name is not None:  # its process's: left to it while it runs
+                        if _alive(int(name.group(2))):
+                            continue
+                    elif path.stat().st_mtime >= cutoff:
+                        continue
                     if name is not None and _parse(_read(path)) is not None:
                         _put_back(path, path.with_name(name.group(1)))
                     else:
@@ -452,6 +460,17 @@ def _scan(directory: Path) -> list[Entry]:
                                  info.st_mtime_ns))
     entries.sort(key=lambda entry: (entry.mtime_ns, entry.id))
     return entries
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this machine (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _read(path: Path) -> bytes:
