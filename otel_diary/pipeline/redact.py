@@ -203,7 +203,7 @@ _QUOTED_VALUE = (
 
 
 _NO_COUNT = (r"(?![0-9][0-9.,/]{0,39}(?:ms|s|m|h|%)?(?![^\s\"'`,;)\]}]))"
-             r"(?![./~\\-]|[A-Za-z]:[\\/])"
+             r"(?!\.{0,2}/|~/|[A-Za-z]:[\\/]|\\\\)"
              r"(?!(?i:true|false|yes|no|none|null|ok|n/a|all|passed|failed|pass|fail|skipped)"
              r"(?![A-Za-z0-9_]))(?!\[REDACTED:)(?!\\[\"'])[^\s\"'`]{1,512}")
 """An unquoted value that is no count, duration, ratio, path or verdict (``12``, ``1.2s``,

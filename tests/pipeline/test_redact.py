@@ -130,6 +130,9 @@ EXAMPLES = [
      "password: [REDACTED:password] token = [REDACTED:token]"),
     ("password", "mail.smtp.pass=hunter22 spring.datasource.pwd: 'two words'",
      "mail.smtp.pass=[REDACTED:password] spring.datasource.pwd: '[REDACTED:password]'"),
+    ("password", "mail.smtp.pass=-x9Kf!2q a.pwd=.Hunter2! db.pass=~Zq81x",
+     "mail.smtp.pass=[REDACTED:password] a.pwd=[REDACTED:password] "
+     "db.pass=[REDACTED:password]"),
     ("url_credentials", "mysql://root:ab/cd@db/orders?x=a@b https://h:8080/a@b",
      "mysql://root:[REDACTED:url_credentials]@db/orders?x=a@b https://h:8080/a@b"),
     ("url_credentials", "mysql://root:2024/Secret@db postgresql+psycopg://app:8/Kx3+q@db/x",
