@@ -10,7 +10,7 @@ import re
 from typing import Protocol, runtime_checkable
 
 from otel_diary.pipeline.classify import TaskRun
-from otel_diary.pipeline.render import named_errors
+from otel_diary.pipeline.render import called, named_errors
 from otel_diary.text import cut, one_line
 
 MAX_LEARNED = 800
@@ -98,13 +98,11 @@ def _past(run: TaskRun) -> str:
     if not run.recoveries:
         return "the agent got past them and completed the task"
     first = run.recoveries[0]
-    called = f"the {one_line(first.name, 80)} tool" if first.kind == "tool" \
-        else one_line(first.name, 80)
     if first.again:
-        return f"a later call to {called} succeeded, and the agent completed the task"
+        return f"a later call to {called(first)} succeeded, and the agent completed the task"
     if first.instead:
         return f"the agent went on with {one_line(first.instead, 80)} and completed the task"
-    return f"the agent went on without {called} and completed the task"
+    return f"the agent went on without {called(first)} and completed the task"
 
 
 def _how(run: TaskRun) -> str:

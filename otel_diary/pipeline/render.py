@@ -177,16 +177,21 @@ def how_it_was_recovered(run: TaskRun) -> str:
     return " ".join(sentences) or "The run succeeded after a recovery step."
 
 
+def called(recovery: Recovery) -> str:
+    """What a failed call was made to, as a sentence names it: the tool or the model."""
+    name = one_line(recovery.name, 80)
+    return f"the {name} tool" if recovery.kind == "tool" else name
+
+
 def got_past(recovery: Recovery) -> str:
     """One sentence on how the run got past a failed call (see :class:`Recovery`)."""
-    name = one_line(recovery.name, 80)
-    called = f"the {name} tool" if recovery.kind == "tool" else name
+    called_to = called(recovery)
     if recovery.again:
-        return f"A call to {called} failed; a later one succeeded."
+        return f"A call to {called_to} failed; a later one succeeded."
     if recovery.instead:
-        return (f"After a call to {called} failed, the agent went on with "
+        return (f"After a call to {called_to} failed, the agent went on with "
                 f"{one_line(recovery.instead, 80)}.")
-    return f"After a call to {called} failed, the agent went on without it."
+    return f"After a call to {called_to} failed, the agent went on without it."
 
 
 def render(run: TaskRun, learned: str, related: Sequence[str] = (),
