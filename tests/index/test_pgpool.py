@@ -51,12 +51,9 @@ def test_a_forked_child_has_connections_of_its_own(filled_store: PostgresStore) 
         filled_store.close()
 
 
-def test_a_busy_pool_fails_the_call_not_the_store(postgres_url: str) -> None:
-    """With every connection of the pool held, a call fails once it waited its timeout,
-    saying why; the store is not taken as away: the next call, with a connection free,
-    is answered."""
-    store = PostgresStore(postgres_url, timeout_s=0.5, max_connections=1)
-    failed: list[str] = []
+def counting(store: PostgresStore, failed: list[str]) -> threading.Thread:
+    """A started thread counting ``store``'s diaries; the message of the
+    :class:`IndexUnavailable` it meets goes to ``failed``."""
 
     def call() -> None:
         try:
@@ -64,11 +61,21 @@ def test_a_busy_pool_fails_the_call_not_the_store(postgres_url: str) -> None:
         except IndexUnavailable as exc:
             failed.append(str(exc))
 
+    thread = threading.Thread(target=call)
+    thread.start()
+    return thread
+
+
+def test_a_busy_pool_fails_the_call_not_the_store(postgres_url: str) -> None:
+    """With every connection of the pool held, a call fails once it waited its timeout,
+    saying why; the store is not taken as away: the next call, with a connection free,
+    is answered."""
+    store = PostgresStore(postgres_url, timeout_s=0.5, max_connections=1)
+    failed: list[str] = []
     try:
         assert store.count() == 0
         with store._db.connection():
-            waiting = threading.Thread(target=call)
-            waiting.start()
+            waiting = counting(store, failed)
             waiting.join()
         assert failed == [f"the store at {store.where} had no free connection within 0.5s; "
                           "try again"]
@@ -82,18 +89,10 @@ def test_a_call_closed_under_it_fails_alone(postgres_url: str) -> None:
     is not taken as away (it read as an outage for 10 s): the next call is answered."""
     store = PostgresStore(postgres_url, timeout_s=5.0, max_connections=1)
     failed: list[str] = []
-
-    def call() -> None:
-        try:
-            store.count()
-        except IndexUnavailable as exc:
-            failed.append(str(exc))
-
     try:
         assert store.count() == 0
         with store._db.connection():
-            waiting = threading.Thread(target=call)
-            waiting.start()
+            waiting = counting(store, failed)
             assert wait_until(lambda: store._db._in_use == 2)
             store.close()
             waiting.join()
