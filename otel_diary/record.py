@@ -274,6 +274,12 @@ class ChildSummary:
             self.last_run_end_ns = end_ns
             self.last_run_failed = is_error
 
+    def add_counts(self, other: ChildSummary) -> None:
+        """Add ``other``'s token and failure counts, what ``below`` is read for."""
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.failed_spans += other.failed_spans
+
     def merge(self, other: ChildSummary) -> None:
         if other.last_run_end_ns >= 0 and other.last_run_end_ns >= self.last_run_end_ns:
             self.last_run_end_ns = other.last_run_end_ns

@@ -145,16 +145,12 @@ def covered(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id
             under = below[marked[span][0]] = ChildSummary()
             for kid in kids:
                 total = totals.pop(kid)
-                under.input_tokens += total.input_tokens
-                under.output_tokens += total.output_tokens
-                under.failed_spans += total.failed_spans
+                under.add_counts(total)
         contribution = marked[span][1]
         total = ChildSummary()
         total.add(contribution.attributes, contribution.is_error, conventions, 0, under)
         if under is not None:
-            total.input_tokens += under.input_tokens
-            total.output_tokens += under.output_tokens
-            total.failed_spans += under.failed_spans
+            total.add_counts(under)
         totals[span] = total
     return below
 

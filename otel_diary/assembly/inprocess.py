@@ -231,18 +231,14 @@ class TraceAssembler:
         under = ChildSummary()
         for part in (below, *(entry.buckets.get(task_id) for task_id in waiting)):
             if part is not None:
-                under.input_tokens += part.input_tokens
-                under.output_tokens += part.output_tokens
-                under.failed_spans += part.failed_spans
+                under.add_counts(part)
         for task_id in waiting:
             task = entry.pending.get(task_id)
             if task is not None:
                 own = ChildSummary()
                 own.add(task.attributes, task.is_error, self._conventions, task.end_ns,
                         entry.buckets.get(task_id))
-                under.input_tokens += own.input_tokens
-                under.output_tokens += own.output_tokens
-                under.failed_spans += own.failed_spans
+                under.add_counts(own)
         return under
 
     def task_ended(self, record: SpanRecord, *, parent_ended: bool = False,
