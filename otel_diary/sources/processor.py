@@ -22,13 +22,20 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.trace import StatusCode
 
 from otel_diary.assembly.batch import estimate
 from otel_diary.conventions import Conventions, conventions_for
 from otel_diary.pipeline.stats import Stats
-from otel_diary.record import Ready, SpanRecord, error_details
+from otel_diary.record import Ready, error_details
 from otel_diary.runner import CUT_SHORT_S, Runner, renew_after_fork
+from otel_diary.sources.spans import (
+    ERROR,
+    Queued,
+    exception_event,
+    read,
+    to_record,
+    weigh,
+)
 from otel_diary.switch import enabled_in_environment
 
 if TYPE_CHECKING:  # a façade's argument types; settings are read by the composition root
@@ -42,25 +49,8 @@ logger = logging.getLogger("otel_diary")
 _EXPIRE_EVERY_S = 1.0
 _FORK_WAIT_S = 5.0
 """How long a fork waits for a pipeline being built (see ``_before_fork``)."""
-_ERROR = StatusCode.ERROR
 _WAKE_BATCH = 512
 """Spans queued before the worker is woken early (else it wakes every schedule delay)."""
-
-
-def _weight(span: ReadableSpan) -> int:
-    """Estimated bytes a queued span holds: its attributes (an SDK span's own dict), its
-    events' (an exception's message and stack trace) and its status description."""
-    try:
-        size = estimate(span._attributes._dict)  # type: ignore[union-attr]
-        events = span._events
-        description = span._status._description
-    except (AttributeError, TypeError):
-        size = estimate(span.attributes or {})
-        events = span.events
-        description = span.status.description
-    if events:
-        size += sum(estimate(event.attributes or {}) + len(event.name) for event in events)
-    return size + len(description) if description else size
 
 
 def _flush_at_mp_exit(processor: DiarySpanProcessor) -> None:
@@ -79,36 +69,6 @@ def _ended(parent_span_id: int) -> bool:
     current = trace.get_current_span()
     return (current.get_span_context().span_id == parent_span_id
             and getattr(current, "end_time", None) is not None)
-
-
-def to_record(span: ReadableSpan) -> SpanRecord:
-    """A plain-data copy of an ended SDK span."""
-    ctx = span.context
-    parent = span.parent
-    status = span.status
-    resource = span.resource
-    return SpanRecord(
-        trace_id=ctx.trace_id if ctx is not None else 0,
-        span_id=ctx.span_id if ctx is not None else 0,
-        name=span.name,
-        start_ns=span.start_time or 0,
-        end_ns=span.end_time or span.start_time or 0,
-        parent_span_id=parent.span_id if parent is not None else None,
-        parent_is_remote=bool(parent is not None and parent.is_remote),
-        is_error=status.status_code is StatusCode.ERROR,
-        status_message=status.description or "",
-        attributes=dict(span.attributes or {}),
-        resource=dict(resource.attributes) if resource is not None else {},
-    )
-
-
-def exception_event(span: ReadableSpan) -> Mapping[str, object] | None:
-    """The attributes of the span's first ``exception`` event (what
-    ``Span.record_exception`` and most instrumentations record), if any."""
-    for event in span.events or ():
-        if event.name == "exception":
-            return event.attributes or {}
-    return None
 
 
 class DiarySpanProcessor(SpanProcessor):
@@ -153,8 +113,9 @@ class DiarySpanProcessor(SpanProcessor):
         self._settings = parts.settings
         self.enabled = config.enabled
         self._config = config
-        self._queue: deque[tuple[ReadableSpan, int]] = deque()
-        """Spans for the worker, each with its weight (estimated bytes)."""
+        self._queue: deque[Queued] = deque()
+        """Spans for the worker, each with its weight (estimated bytes), or the fields the
+        worker reads of a span that marks no task and did not fail (see ``on_end``)."""
         self._capacity = config.queue_size if self.enabled else 0
         self._wake_at = min(_WAKE_BATCH, config.queue_size // 2)
         self._awaited: OrderedDict[int, None] = OrderedDict()
@@ -289,42 +250,57 @@ class DiarySpanProcessor(SpanProcessor):
         try:
             if not self._accepting:
                 return
+            item: Queued | None = None
             try:
                 attributes = span._attributes._dict  # type: ignore[union-attr]
-                parent = span._parent
+                context = span._context
+                parent = waits_on = span._parent
+                failed = span._status._status_code is ERROR
                 # Past this span, what waited on it (or what it contributed) waits on its
                 # parent: a task span waits to learn whether it is a root, a contribution
                 # goes up through plain spans to its task (task > step > task is one run).
                 # [2] is the parent's is_remote: a span without a local parent is a local
                 # root, which closes its trace.
-                if (span._context[1] not in self._awaited  # type: ignore[index]
+                if (context[1] not in self._awaited  # type: ignore[index]
                         and self._unremarkable(attributes)  # nothing to summarize
-                        and span._status._status_code is not _ERROR):
+                        and not failed):
                     if parent is not None and not parent[2]:
                         return  # the common case: dismissed
-                    parent = None  # a local root: queued, waits on nothing
-                if parent is not None and not parent[2]:
-                    if not self._untasked(attributes) and _ended(parent[1]):
+                    waits_on = None  # a local root: queued, waits on nothing
+                untasked = self._untasked(attributes)
+                if waits_on is not None and not waits_on[2]:
+                    if not untasked and _ended(waits_on[1]):
                         ended = self._parent_ended
-                        ended[span._context[1]] = True  # type: ignore[index]
+                        ended[context[1]] = True  # type: ignore[index]
                         if len(ended) > self._capacity:
                             ended.popitem(last=False)
                     else:
                         awaited = self._awaited
-                        awaited[parent[1]] = None
+                        awaited[waits_on[1]] = None
                         if len(awaited) > self._capacity:
                             awaited.popitem(last=False)
+                if untasked and not failed:
+                    # A span that neither marks a task nor failed is read for these fields
+                    # alone: the span itself is let go now, not kept until the worker runs
+                    # (queued spans outlive the garbage collector's young generations, and
+                    # every full collection then walks them).
+                    item = (None, estimate(attributes), attributes,
+                            context[0], context[1],  # type: ignore[index]
+                            parent[1] if parent is not None else None,
+                            parent is not None and parent[2], False, span._end_time or 0)
             except (AttributeError, TypeError, IndexError):
                 pass
             queue = self._queue
             size = len(queue)
             if size < self._capacity:
-                weight = _weight(span)
-                if self._queued_bytes + self._ready_bytes + weight > self._max_bytes:
-                    self._drop(weight)
+                if item is None:
+                    item = (span, weigh(span))
+                held = item[1]
+                if self._queued_bytes + self._ready_bytes + held > self._max_bytes:
+                    self._drop(held)
                     return
-                self._queued_bytes += weight
-                queue.append((span, weight))
+                self._queued_bytes += held
+                queue.append(item)
                 if size == self._wake_at:  # a batch is waiting: wake the worker once
                     self._intake.wake()  # type: ignore[union-attr]
             else:
@@ -525,30 +501,19 @@ class DiarySpanProcessor(SpanProcessor):
         awaited = self._awaited
         child_keys = conv.child_keys
         while queue:
-            span, weight = popleft()
-            self._queued_bytes -= weight
+            item = popleft()
+            self._queued_bytes -= item[1]
             try:
-                try:  # an SDK span's own fields: its properties copy or wrap on every read
-                    attributes = span._attributes._dict  # type: ignore[union-attr]
-                    ctx = span._context
-                    parent = span._parent
-                    is_error = span._status._status_code is _ERROR
-                    # The SDK's SpanContext is a tuple (trace_id, span_id, is_remote, ...);
-                    # its properties cost a call each.
-                    trace_id, span_id = (ctx[0], ctx[1]) if ctx is not None else (0, 0)
-                    parent_id, remote = (parent[1], parent[2]) if parent is not None \
-                        else (None, False)
-                except (AttributeError, TypeError, IndexError):  # any other span: its API
-                    attributes = span.attributes or {}
-                    ctx = span.context
-                    parent = span.parent
-                    is_error = span.status.status_code is _ERROR
-                    trace_id, span_id = (ctx.trace_id, ctx.span_id) if ctx is not None \
-                        else (0, 0)
-                    parent_id, remote = (parent.span_id, parent.is_remote) \
-                        if parent is not None else (None, False)
+                if item[0] is None:  # a span that marks no task and did not fail, as read
+                    _, weight, attributes, trace_id, span_id, parent_id, remote, is_error, \
+                        end_ns = item
+                    span = None
+                else:
+                    span, weight = item
+                    attributes, trace_id, span_id, parent_id, remote, is_error, end_ns = \
+                        read(span)
                 awaited.pop(span_id, None)
-                if conv.is_task(attributes):
+                if span is not None and conv.is_task(attributes):
                     record = to_record(span)
                     late = assembler.late_nested
                     parent_ended = self._parent_ended.pop(span_id, False)
@@ -560,13 +525,14 @@ class DiarySpanProcessor(SpanProcessor):
                 contributes = is_error or not child_keys.isdisjoint(attributes)
                 if contributes:
                     contributed: Mapping[str, object] = attributes
-                    if is_error:  # how instrumentations record failures besides error.type
+                    if is_error and span is not None:  # how instrumentations record
+                        # failures besides error.type
                         contributed = {**attributes, **error_details(
                             exception_event(span), span.status.description or "")}
                     assembler.contribute(trace_id, contributed, is_error, parent_id,
-                                         span.end_time or 0, span_id)
+                                         end_ns, span_id)
                 if contributes or trace_id in assembler:
-                    local_root = parent is None or remote
+                    local_root = parent_id is None or remote
                     released = assembler.span_ended(trace_id, span_id, local_root,
                                                     None if local_root else parent_id)
                     if released:

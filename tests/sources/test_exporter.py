@@ -11,11 +11,12 @@ import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
+from opentelemetry.util.types import AnyValue
 
 from otel_diary import DiarySpanExporter, install
 from otel_diary.sources.autoinstrument import DiaryInstrumentor
 from otel_diary.testing import InMemorySink
-from tests.sources.test_processor import WorkerHoldingConventions
+from tests.sources.test_processor import HOLD, WorkerHoldingConventions
 
 
 def new_provider() -> TracerProvider:
@@ -37,7 +38,7 @@ def flush(provider: TracerProvider, *exporters: DiarySpanExporter) -> None:
         assert exporter.force_flush(10_000)
 
 
-def ended_spans(count: int, attributes: dict[str, bool] | None = None) -> list[ReadableSpan]:
+def ended_spans(count: int, attributes: dict[str, AnyValue] | None = None) -> list[ReadableSpan]:
     tracer = new_provider().get_tracer("tests")
     spans: list[ReadableSpan] = []
     for number in range(count):
@@ -75,7 +76,7 @@ def test_export_hands_over_without_waiting() -> None:
     exporter = DiarySpanExporter(enabled=True, sinks=[InMemorySink()], queue_size=10,
                                  schedule_delay_ms=10, conventions=conventions)
     try:
-        held = ended_spans(1, {"test.hold": True})
+        held = ended_spans(1, HOLD)
         assert exporter.export(held) is SpanExportResult.SUCCESS
         assert conventions.entered.wait(10)  # nothing leaves the queue now
         assert exporter.export(ended_spans(25)) is SpanExportResult.SUCCESS

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import gc
 import logging
 import os
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import textwrap
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +21,7 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode
+from opentelemetry.util.types import AnyValue
 
 from otel_diary import Conventions, Diary, DiarySpanProcessor, install
 from otel_diary.testing import InMemorySink
@@ -553,10 +556,16 @@ def test_shutdown_twice_is_a_no_op(harness: Harness) -> None:
     assert harness.processor.stats.dropped_spans == 0
 
 
+HOLD: dict[str, AnyValue] = {"test.hold": True, "orchestrator.task.id": "held"}
+"""A task span's attributes, for `WorkerHoldingConventions` (the worker reads a task span
+whole, but only some fields of a span that marks no task and did not fail)."""
+
+
 @dataclass(frozen=True)
 class WorkerHoldingConventions(Conventions):
-    """The default conventions, except that reading a span marked `test.hold` holds the
-    worker thread until `release` is set (the app thread never reads it)."""
+    """The default conventions, except that reading a task span marked `test.hold` (see
+    `HOLD`) holds the worker thread until `release` is set (the app thread never reads
+    it)."""
 
     entered: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
@@ -576,7 +585,7 @@ def test_full_queue_drops_counts_and_logs_once(caplog: pytest.LogCaptureFixture)
                                    schedule_delay_ms=10, conventions=conventions)
     provider.add_span_processor(processor)
     tracer = provider.get_tracer("t")
-    with tracer.start_as_current_span("hold", attributes={"test.hold": True}):
+    with tracer.start_as_current_span("hold", attributes=HOLD):
         pass
     assert conventions.entered.wait(10)  # the worker is held: nothing leaves the queue
     with caplog.at_level(logging.WARNING, logger="otel_diary"):
@@ -587,6 +596,45 @@ def test_full_queue_drops_counts_and_logs_once(caplog: pytest.LogCaptureFixture)
     assert sum("queue is full" in r.getMessage() for r in caplog.records) == 1
     conventions.release.set()
     provider.shutdown()
+
+
+def test_a_queued_span_that_marks_no_task_and_did_not_fail_is_not_kept() -> None:
+    """Of a queued span that is no task and did not fail, the worker reads a few fields,
+    which the queue keeps instead of the span: the ended span is let go when the SDK is
+    done with it (kept, queued spans outlived the garbage collector's young generations),
+    and what it contributed still reaches its task's diary."""
+    from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+
+    ended: dict[str, weakref.ref[ReadableSpan]] = {}
+
+    class Watch(SpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            ended[span.name] = weakref.ref(span)
+
+    conventions = WorkerHoldingConventions()
+    sink = InMemorySink()
+    provider = TracerProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, sinks=[sink], schedule_delay_ms=10,
+                                   conventions=conventions)
+    provider.add_span_processor(Watch())
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("hold", attributes=HOLD):
+        pass
+    assert conventions.entered.wait(10)  # the worker is held: nothing leaves the queue
+    with tracer.start_as_current_span("task", attributes=TASK):
+        with tracer.start_as_current_span("chat", attributes={
+                "gen_ai.usage.input_tokens": 7, "gen_ai.usage.output_tokens": 5}) as chat:
+            chat.add_event("captured", {"text": "x" * 1000})  # not read: not kept either
+    del chat
+    gc.collect()
+    assert ended["chat"]() is None  # queued, and let go
+    assert ended["task"]() is not None  # a task span is read whole: kept
+    conventions.release.set()
+    assert processor.force_flush()
+    provider.shutdown()
+    [diary] = [d for d in sink.diaries if d.task_id == "T-1"]
+    assert "Tokens: 12." in diary.body
 
 
 def test_slow_delivery_never_stalls_span_intake() -> None:
@@ -681,7 +729,7 @@ def test_a_queued_span_weighs_its_events_and_status_too() -> None:
     only: 1 MB exceptions filled memory past the bound without a drop)."""
     from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
-    from otel_diary.sources.processor import _weight
+    from otel_diary.sources.spans import weigh
 
     ended: list[ReadableSpan] = []
 
@@ -697,7 +745,7 @@ def test_a_queued_span_weighs_its_events_and_status_too() -> None:
     with tracer.start_as_current_span("failing", attributes={"k": "v"}) as span:
         span.record_exception(ValueError("m" * 2**20))
         span.set_status(Status(StatusCode.ERROR, "d" * 2**16))
-    plain, failing = (_weight(span) for span in ended)
+    plain, failing = (weigh(span) for span in ended)
     assert plain < 1024
     assert failing > plain + 2**20 + 2**16
 
