@@ -138,6 +138,15 @@ class ChildSummary:
     last_run_failed: bool = False
     """Whether that agent run failed: no agent succeeded after it, so the task failed
     whatever its own status says."""
+    last_run_failure_ns: int = -1
+    """When the nested run that failed last ended (-1: none): a span under the task that
+    the conventions mark a task too (an agent's, a chain's, an agent's turn)."""
+    last_progress_ns: int = -1
+    """When the span that ended last without failing, and with no failed span under it,
+    ended (-1: none). A run whose nested run failed after it got past nothing, whatever
+    the spans above say (OpenInference ends every span above an OpenAI Agents turn a
+    guardrail stopped OK). Both kept under conventions that read child failures
+    (``recover_on_child_errors``)."""
     tool_outcomes: dict[str, list[int]] = field(default_factory=dict)
     """Of each tool called (at most ``MAX_LIST``): when its first failed call ended and
     when its last successful one did (-1: none). Kept under conventions that read child
@@ -227,6 +236,11 @@ class ChildSummary:
                     self.names += len(tool)
                 self.tools[tool] = (count or 0) + 1
         if conventions.recover_on_child_errors:  # which call failed, and did a later one succeed
+            if is_error:
+                if end_ns > self.last_run_failure_ns and conventions.is_task(attributes):
+                    self.last_run_failure_ns = end_ns
+            elif end_ns > self.last_progress_ns and (below is None or not below.failed_spans):
+                self.last_progress_ns = end_ns
             if called and tool:
                 self.names += _outcome(self.tool_outcomes, tool, is_error, end_ns)
             elif model is not None and not (conventions.is_agent_run(attributes)
@@ -287,6 +301,8 @@ class ChildSummary:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.has_tokens = self.has_tokens or other.has_tokens
+        self.last_run_failure_ns = max(self.last_run_failure_ns, other.last_run_failure_ns)
+        self.last_progress_ns = max(self.last_progress_ns, other.last_progress_ns)
         for model in other.models:
             if model not in self.models and len(self.models) < MAX_LIST:
                 self.models.append(model)

@@ -95,14 +95,19 @@ class _View:
 def covered(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id: int,
             conventions: Conventions) -> dict[bytes, ChildSummary]:
     """What the contributions under each of ``owned`` (span id, contribution) add up to,
-    for those above others that report token usage or failed: the ``below`` of
+    for those above others that report token usage or failed (above any other, when one
+    failed under conventions that read child failures: a span above it got past nothing,
+    see ``ChildSummary.last_progress_ns``): the ``below`` of
     :meth:`ChildSummary.add`, as the in-process assembler finds it in the bucket of the
     span's children. Parent links are followed up to ``task_id`` through the spans between;
     each span is walked once."""
     keys = conventions.usage_keys
+    failed = conventions.recover_on_child_errors and any(
+        contribution.is_error for _, contribution in owned)  # is a span above a failure?
     marked = {int.from_bytes(span_id, "big"): (span_id, contribution)
               for span_id, contribution in owned
-              if contribution.is_error or not keys.isdisjoint(contribution.attributes)}
+              if failed or contribution.is_error
+              or not keys.isdisjoint(contribution.attributes)}
     if len(marked) < 2 or not ancestry.any_parent(span_id for span_id, _ in marked.values()):
         return {}  # the usual case: no span above another (calls are leaves)
     parents = ancestry.parents()

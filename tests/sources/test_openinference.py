@@ -3,6 +3,7 @@ client and the OpenAI Agents SDK, against an OpenAI-compatible server on 127.0.0
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -261,6 +262,58 @@ def test_a_failed_agents_sdk_run_writes_no_diary(harness: Harness) -> None:
             pytest.raises(openai.InternalServerError):
         agent_run(url, [])
     assert harness.diaries() == []
+
+
+def guardrail_run(url: str) -> None:
+    """An Agents SDK run an input guardrail stops: the app gets the tripwire's exception."""
+
+    @agents.input_guardrail
+    def refuse(context: object, agent: object, given: object) -> agents.GuardrailFunctionOutput:
+        return agents.GuardrailFunctionOutput(output_info="no", tripwire_triggered=True)
+
+    client = openai.AsyncOpenAI(base_url=url + "/v1", max_retries=0)
+    agent = agents.Agent(
+        name="researcher", input_guardrails=[refuse],
+        model=agents.OpenAIChatCompletionsModel(model=MODEL, openai_client=client))
+    with pytest.raises(agents.InputGuardrailTripwireTriggered):
+        agents.Runner.run_sync(agent, "What changed?")
+
+
+@pytest.mark.usefixtures("instrumented_agents")
+def test_an_agents_sdk_run_a_guardrail_stops_writes_no_diary(harness: Harness) -> None:
+    """That instrumentation ends the agent's span and the workflow's OK and only the
+    agent's turn in error: a run under the task failed and nothing went on after it, so
+    the task failed (it read as recovered)."""
+    with serve_asgi(ChatServer(script=["final"], model=MODEL)) as url:
+        guardrail_run(url)
+    assert harness.diaries() == []
+    assert harness.processor.stats.failed_runs == 1
+
+
+def test_an_agents_sdk_run_a_guardrail_stops_writes_no_diary_through_serve(
+        tmp_path: Path) -> None:
+    """The same run exported to a real ``otel-diary serve``."""
+    server = Serve(tmp_path, env={"OTEL_DIARY_CONVENTIONS": "openinference"})
+    provider = server.exporting_provider()
+    instrumentor = OpenAIAgentsInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        with serve_asgi(ChatServer(script=["final"], model=MODEL)) as url:
+            guardrail_run(url)
+    finally:
+        instrumentor.uninstrument()
+    assert provider.force_flush(30_000)
+    provider.shutdown()
+    metrics: dict[str, float] = {}
+    for _ in range(400):  # until the run is decided (bounded: about 20 s)
+        metrics = server.metrics()
+        if metrics.get("otel_diary_task_runs_failed_total", 0) or metrics.get(
+                "otel_diary_diaries_written_total", 0):
+            break
+        time.sleep(0.05)
+    assert server.stop() == 0
+    assert metrics.get("otel_diary_task_runs_failed_total") == 1, metrics
+    assert not list((tmp_path / "kb").rglob("*.md"))
 
 
 # -- openinference-instrumentation-langchain with LangGraph ------------------------------
