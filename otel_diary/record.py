@@ -138,6 +138,8 @@ class ChildSummary:
     last_run_failed: bool = False
     """Whether that agent run failed: no agent succeeded after it, so the task failed
     whatever its own status says."""
+    last_failure_ns: int = -1
+    """When the failed span that ended last ended (-1: none)."""
     last_run_failure_ns: int = -1
     """When the nested run that failed last ended (-1: none): a span under the task that
     the conventions mark a task too (an agent's, a chain's, an agent's turn)."""
@@ -145,7 +147,7 @@ class ChildSummary:
     """When the span that ended last without failing, and with no failed span under it,
     ended (-1: none). A run whose nested run failed after it got past nothing, whatever
     the spans above say (OpenInference ends every span above an OpenAI Agents turn a
-    guardrail stopped OK). Both kept under conventions that read child failures
+    guardrail stopped OK). The three kept under conventions that read child failures
     (``recover_on_child_errors``)."""
     tool_outcomes: dict[str, list[int]] = field(default_factory=dict)
     """Of each tool called (at most ``MAX_LIST``): when its first failed call ended and
@@ -167,7 +169,9 @@ class ChildSummary:
         usage covers theirs (two instrumentations of one model call, an agent's span
         adding up its calls): it adds only what it reports beyond them, so a run counts
         each call once. A failed span above a failed one is the same failure going up (an
-        exception through the spans that called it), not another failed call.
+        exception through the spans that called it), not another failed call, unless a
+        span under it succeeded after the last failure there (under conventions that read
+        child failures): that failure was got past, this one is another.
         """
         # Called for every contributing span, so each role's names are looked up in line
         # (a call per role cost more than the lookups), and the common values (int
@@ -179,7 +183,10 @@ class ChildSummary:
         failure = is_error
         if below is not None:  # read first: ``below`` may be this summary itself
             covered_in, covered_out = below.input_tokens, below.output_tokens
-            failure = is_error and not below.failed_spans
+            # unless a span under it succeeded after the last failure there: then it is
+            # another failure (the one below was got past)
+            failure = is_error and not (below.failed_spans
+                                        and below.last_progress_ns <= below.last_failure_ns)
         for name in conventions.input_tokens:
             tokens = get(name)
             if tokens is not None:
@@ -237,6 +244,8 @@ class ChildSummary:
                 self.tools[tool] = (count or 0) + 1
         if conventions.recover_on_child_errors:  # which call failed, and did a later one succeed
             if is_error:
+                if end_ns > self.last_failure_ns:
+                    self.last_failure_ns = end_ns
                 if end_ns > self.last_run_failure_ns and conventions.is_task(attributes):
                     self.last_run_failure_ns = end_ns
             elif end_ns > self.last_progress_ns and (below is None or not below.failed_spans):
@@ -289,10 +298,13 @@ class ChildSummary:
             self.last_run_failed = is_error
 
     def add_counts(self, other: ChildSummary) -> None:
-        """Add ``other``'s token and failure counts, what ``below`` is read for."""
+        """Add ``other``'s token and failure counts and when its last failure and last
+        progress were, what ``below`` is read for."""
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.failed_spans += other.failed_spans
+        self.last_failure_ns = max(self.last_failure_ns, other.last_failure_ns)
+        self.last_progress_ns = max(self.last_progress_ns, other.last_progress_ns)
 
     def merge(self, other: ChildSummary) -> None:
         if other.last_run_end_ns >= 0 and other.last_run_end_ns >= self.last_run_end_ns:
@@ -301,6 +313,7 @@ class ChildSummary:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.has_tokens = self.has_tokens or other.has_tokens
+        self.last_failure_ns = max(self.last_failure_ns, other.last_failure_ns)
         self.last_run_failure_ns = max(self.last_run_failure_ns, other.last_run_failure_ns)
         self.last_progress_ns = max(self.last_progress_ns, other.last_progress_ns)
         for model in other.models:

@@ -153,7 +153,8 @@ def covered(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id
                 under.add_counts(total)
         contribution = marked[span][1]
         total = ChildSummary()
-        total.add(contribution.attributes, contribution.is_error, conventions, 0, under)
+        total.add(contribution.attributes, contribution.is_error, conventions,
+                  contribution.end_ns, under)
         if under is not None:
             total.add_counts(under)
         totals[span] = total

@@ -321,6 +321,32 @@ def test_usage_and_failures_above_others_count_once(reader: str, arrival: str) -
     assert summary.failed_spans == 3
 
 
+def got_past_then_failed(trace_id: bytes) -> list[Span]:
+    """A GenAI run whose step fails for its own reason (ending at 60 ms) after a tool call
+    under it failed (3 ms) and a later one succeeded (5 ms)."""
+    task, step, failed, retried = (new_span_id() for _ in range(4))
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"}
+    return [
+        span(trace_id, failed, step, name="execute_tool", attributes=tool, error=True,
+             duration_ms=3),
+        span(trace_id, retried, step, name="execute_tool", attributes=tool, duration_ms=5),
+        span(trace_id, step, task, error=True, duration_ms=60),
+        span(trace_id, task, name="invoke_agent", duration_ms=61, attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": "c-1"}),
+    ]
+
+
+@pytest.mark.parametrize("reader", ["native", "python", "json"])
+def test_a_failure_above_one_got_past_is_another(reader: str) -> None:
+    """A failed span above a failed one is the same failure going up, unless a span under
+    it succeeded after that failure: then it failed for a reason of its own (it was counted
+    as the one below)."""
+    traces = TraceStore(GENAI, grace=5, trace_timeout=60)
+    traces.add(read_with(reader, got_past_then_failed(new_trace_id())), now=0)
+    [(_, summary)] = traces.due(10)
+    assert summary.failed_spans == 2
+
+
 def test_a_cycle_of_parent_links_ends_the_walk_up() -> None:
     """Spans whose parent links go round in a circle (hostile input), and one under them,
     are counted each as a span of its own: the walks up from them end."""

@@ -266,6 +266,37 @@ def test_usage_and_failures_above_others_count_once() -> None:
     assert "3 failed call(s)" in diary.body
 
 
+def test_a_failure_above_one_got_past_is_another() -> None:
+    """A failed span above a failed one is the same failure going up, unless a span under
+    it succeeded after that failure: then it failed for a reason of its own (as ``serve``
+    reads it: tests/assembly/test_grace.py)."""
+    harness = Harness(conventions="genai")
+    tracer = harness.tracer
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"}
+
+    def at(ms: int) -> int:
+        return 1_790_000_000_000_000_000 + ms * 1_000_000
+
+    try:
+        task = tracer.start_span("invoke_agent", start_time=at(0), attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": "c-1"})
+        step = tracer.start_span("step", trace.set_span_in_context(task), start_time=at(1))
+        for end, failed in ((3, True), (5, False)):
+            call = tracer.start_span("execute_tool", trace.set_span_in_context(step),
+                                     start_time=at(end - 1), attributes=tool)
+            if failed:
+                call.set_status(Status(StatusCode.ERROR, "search failed"))
+            call.end(at(end))
+        step.set_status(Status(StatusCode.ERROR, "step timed out"))
+        step.end(at(60))
+        task.end(at(61))
+        harness.flush()
+        [diary] = harness.sink.diaries
+    finally:
+        harness.provider.shutdown()
+    assert "2 failed call(s)" in diary.body
+
+
 def test_task_ending_after_its_parent_task_writes_no_second_diary(harness: Harness) -> None:
     """Work started by a task that ends after the task belongs to that task's run."""
     outer = harness.tracer.start_span("outer", attributes=TASK)
