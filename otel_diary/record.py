@@ -137,17 +137,15 @@ class ChildSummary:
     the conventions read as an agent's own run (``Conventions.agent_run_values``)."""
     last_run_failed: bool = False
     """Whether that agent run failed: no agent succeeded after it, so the task failed
-    whatever its own status says."""
+    whatever its own status says. An agent run whose last failure under it came after the
+    last span under it that went on (see ``last_progress_ns``) failed too, whatever its
+    status (OpenInference ends an OpenAI Agents run a guardrail stopped OK, and only the
+    agent's turn in error)."""
     last_failure_ns: int = -1
     """When the failed span that ended last ended (-1: none)."""
-    last_run_failure_ns: int = -1
-    """When the nested run that failed last ended (-1: none): a span under the task that
-    the conventions mark a task too (an agent's, a chain's, an agent's turn)."""
     last_progress_ns: int = -1
     """When the span that ended last without failing, and with no failed span under it,
-    ended (-1: none). A run whose nested run failed after it got past nothing, whatever
-    the spans above say (OpenInference ends every span above an OpenAI Agents turn a
-    guardrail stopped OK). The three kept under conventions that read child failures
+    ended (-1: none). Both kept under conventions that read child failures
     (``recover_on_child_errors``)."""
     tool_outcomes: dict[str, list[int]] = field(default_factory=dict)
     """Of each tool called (at most ``MAX_LIST``): when its first failed call ended and
@@ -246,8 +244,6 @@ class ChildSummary:
             if is_error:
                 if end_ns > self.last_failure_ns:
                     self.last_failure_ns = end_ns
-                if end_ns > self.last_run_failure_ns and conventions.is_task(attributes):
-                    self.last_run_failure_ns = end_ns
             elif end_ns > self.last_progress_ns and (below is None or not below.failed_spans):
                 self.last_progress_ns = end_ns
             if called and tool:
@@ -295,7 +291,8 @@ class ChildSummary:
         if (conventions.recover_on_child_errors and end_ns >= self.last_run_end_ns
                 and conventions.is_agent_run(attributes)):
             self.last_run_end_ns = end_ns
-            self.last_run_failed = is_error
+            self.last_run_failed = is_error or (  # or it got past nothing that failed
+                below is not None and below.last_failure_ns > below.last_progress_ns)
 
     def add_counts(self, other: ChildSummary) -> None:
         """Add ``other``'s token and failure counts and when its last failure and last
@@ -314,7 +311,6 @@ class ChildSummary:
         self.output_tokens += other.output_tokens
         self.has_tokens = self.has_tokens or other.has_tokens
         self.last_failure_ns = max(self.last_failure_ns, other.last_failure_ns)
-        self.last_run_failure_ns = max(self.last_run_failure_ns, other.last_run_failure_ns)
         self.last_progress_ns = max(self.last_progress_ns, other.last_progress_ns)
         for model in other.models:
             if model not in self.models and len(self.models) < MAX_LIST:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from otel_diary.assembly.batch import Batch, Contribution
+from otel_diary.assembly.covered import covered
 from otel_diary.assembly.table import LINK_BYTES, LINKS_OVERHEAD, Ancestry, TraceTable
 from otel_diary.conventions import Conventions
 from otel_diary.record import ChildSummary, Ready, SpanRecord, error_details
@@ -90,75 +91,6 @@ class _View:
 
     ancestry: Ancestry
     ends: list[tuple[int, int]] | None = None
-
-
-def covered(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id: int,
-            conventions: Conventions) -> dict[bytes, ChildSummary]:
-    """What the contributions under each of ``owned`` (span id, contribution) add up to,
-    for those above others that report token usage or failed (above any other, when one
-    failed under conventions that read child failures: a span above it got past nothing,
-    see ``ChildSummary.last_progress_ns``): the ``below`` of
-    :meth:`ChildSummary.add`, as the in-process assembler finds it in the bucket of the
-    span's children. Parent links are followed up to ``task_id`` through the spans between;
-    each span is walked once."""
-    keys = conventions.usage_keys
-    failed = conventions.recover_on_child_errors and any(
-        contribution.is_error for _, contribution in owned)  # is a span above a failure?
-    marked = {int.from_bytes(span_id, "big"): (span_id, contribution)
-              for span_id, contribution in owned
-              if failed or contribution.is_error
-              or not keys.isdisjoint(contribution.attributes)}
-    if len(marked) < 2 or not ancestry.any_parent(span_id for span_id, _ in marked.values()):
-        return {}  # the usual case: no span above another (calls are leaves)
-    parents = ancestry.parents()
-    above: dict[int, int | None] = {}
-    """A plain span -> the nearest marked span above it (None: none, or a cycle)."""
-    children: dict[int, list[int]] = {}
-    for span in marked:
-        walked: list[int] = []
-        found: int | None = None
-        up = parents.get(span)
-        while up is not None and up != task_id:
-            if up in marked:
-                found = up
-                break
-            if up in above:
-                found = above[up]
-                break
-            above[up] = None  # while walked: a cycle back to it ends the walk
-            walked.append(up)
-            up = parents.get(up)
-        for plain in walked:
-            above[plain] = found
-        if found is not None:
-            children.setdefault(found, []).append(span)
-    if not children:
-        return {}
-    below: dict[bytes, ChildSummary] = {}
-    totals: dict[int, ChildSummary] = {}
-    placed = {child for kids in children.values() for child in kids}
-    stack = [(span, False) for span in children if span not in placed]
-    while stack:  # children before their parent (a cycle of marked spans is never reached)
-        span, ready = stack.pop()
-        kids = children.get(span, ())
-        if not ready:
-            stack.append((span, True))
-            stack.extend((kid, False) for kid in kids)
-            continue
-        under: ChildSummary | None = None
-        if kids:
-            under = below[marked[span][0]] = ChildSummary()
-            for kid in kids:
-                total = totals.pop(kid)
-                under.add_counts(total)
-        contribution = marked[span][1]
-        total = ChildSummary()
-        total.add(contribution.attributes, contribution.is_error, conventions,
-                  contribution.end_ns, under)
-        if under is not None:
-            total.add_counts(under)
-        totals[span] = total
-    return below
 
 
 class TraceStore:

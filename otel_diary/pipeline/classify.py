@@ -148,10 +148,8 @@ def classify(record: SpanRecord, children: ChildSummary | None,
     if not succeeded(record, conv):
         return None
     children = children or ChildSummary()
-    if conv.recover_on_child_errors and (
-            children.last_run_failed  # the agent that ran last under it failed
-            or children.last_run_failure_ns > children.last_progress_ns):  # or a run
-        return None  # under it failed, and nothing went on after it: nothing recovered
+    if conv.recover_on_child_errors and children.last_run_failed:
+        return None  # the agent that ran last under it failed: nothing recovered
     text = partial(as_text, redact=redact)
 
     escalations = max(as_int(first(attrs, conv.escalations)) or 0, 0)

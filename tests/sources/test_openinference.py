@@ -386,6 +386,50 @@ def test_langgraph_run_is_one_recovered_diary(harness: Harness) -> None:
     assert_langgraph_diary(diary)
 
 
+@pytest.mark.usefixtures("instrumented_langchain")
+def test_a_langgraph_run_whose_last_node_got_past_a_failed_chain_is_recovered(
+        harness: Harness) -> None:
+    """A run whose last step catches a failed runnable (a CHAIN span in error that nothing
+    follows) and keeps what it had is got past: the graph answered, so the run is
+    recovered (no agent's run is there to have failed)."""
+    from typing import TypedDict
+
+    from langchain_core.runnables import RunnableLambda
+    from langchain_openai import ChatOpenAI
+    from langgraph.graph import END, START, StateGraph
+
+    class State(TypedDict, total=False):
+        question: str
+        answer: str
+
+    def unavailable(text: str) -> str:
+        raise ValueError("polisher unavailable")
+
+    polisher = RunnableLambda(unavailable).with_config(run_name="polish")
+    with serve_asgi(ChatServer(script=["draft"], model=MODEL)) as url:
+        model = ChatOpenAI(model=MODEL, base_url=url + "/v1", max_retries=0)
+
+        def answer(state: State) -> State:
+            return {"answer": str(model.invoke(state["question"]).content)}
+
+        def polish(state: State) -> State:
+            try:
+                return {"answer": polisher.invoke(state["answer"])}
+            except ValueError:
+                return {"answer": state["answer"]}  # keep the draft
+
+        graph = StateGraph(State)
+        graph.add_node("answer", answer)
+        graph.add_node("polish", polish)
+        graph.add_edge(START, "answer")
+        graph.add_edge("answer", "polish")
+        graph.add_edge("polish", END)
+        assert graph.compile().invoke({"question": "What changed?"})["answer"] == "draft"
+    [diary] = harness.diaries()
+    assert diary.outcome == "recovered"
+    assert "1 failed call(s)" in error_section(diary)
+
+
 @pytest.fixture
 def genai_semconv(monkeypatch: pytest.MonkeyPatch) -> None:
     """OpenInference's own switch (read when an instrumentor is made) for GenAI attributes."""
@@ -403,6 +447,18 @@ def test_langgraph_with_genai_semconv_under_auto_is_one_diary(harness: Harness) 
         langgraph_run(url, lookups)
     [diary] = harness.diaries()
     assert_langgraph_diary(diary)
+
+
+@pytest.mark.parametrize("harness", ["genai", "auto"], indirect=True)
+@pytest.mark.usefixtures("genai_semconv", "instrumented_agents")
+def test_an_agents_sdk_run_a_guardrail_stops_with_genai_semconv_writes_no_diary(
+        harness: Harness) -> None:
+    """With GenAI attributes the agent's span is an ``invoke_agent`` run and its turn a
+    plain span in error: the agent's run got past nothing, so the task failed."""
+    with serve_asgi(ChatServer(script=["final"], model=MODEL)) as url:
+        guardrail_run(url)
+    assert harness.diaries() == []
+    assert harness.processor.stats.failed_runs == 1
 
 
 @pytest.mark.parametrize("harness", ["genai"], indirect=True)

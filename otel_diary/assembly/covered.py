@@ -1,0 +1,108 @@
+"""What the spans under each span of a run contributed, as ``serve`` finds it.
+
+In-process, a span's children's bucket holds what the spans under it contributed when it
+ends (see :mod:`otel_diary.assembly.inprocess`). ``serve`` holds a trace's contributions
+unordered, with its parent links: :func:`covered` follows the links up from each
+contribution to the nearest one above it, and adds up what is under each, for what
+:meth:`ChildSummary.add` reads of ``below``.
+"""
+
+from __future__ import annotations
+
+from otel_diary.assembly.batch import Contribution
+from otel_diary.assembly.table import Ancestry
+from otel_diary.conventions import Conventions
+from otel_diary.record import ChildSummary
+
+
+def _above_a_failure(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry,
+                     task_id: int, conventions: Conventions) -> bool:
+    """Whether a failed one of ``owned`` has a failed one or an agent's run above it, below
+    ``task_id``. Each span is walked once."""
+    failed = [int.from_bytes(span_id, "big") for span_id, contribution in owned
+              if contribution.is_error]
+    if not failed:
+        return False
+    watched = {int.from_bytes(span_id, "big") for span_id, contribution in owned
+               if contribution.is_error or conventions.is_agent_run(contribution.attributes)}
+    if len(watched) < 2:
+        return False
+    parents = ancestry.parents()
+    walked: set[int] = set()  # found with nothing watched above (a cycle ends there too)
+    for span in failed:
+        up = parents.get(span)
+        while up is not None and up != task_id and up not in walked:
+            if up in watched:
+                return True
+            walked.add(up)
+            up = parents.get(up)
+    return False
+
+
+def covered(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id: int,
+            conventions: Conventions) -> dict[bytes, ChildSummary]:
+    """What the contributions under each of ``owned`` (span id, contribution) add up to,
+    for those above others that report token usage or failed (above any other, when a
+    failed one has a failed one or an agent's run above it: whether that one got past the
+    failure is read from every span under it): the ``below`` of
+    :meth:`ChildSummary.add`, as the in-process assembler finds it in the bucket of the
+    span's children. Parent links are followed up to ``task_id`` through the spans between;
+    each span is walked once."""
+    keys = conventions.usage_keys
+    every = conventions.recover_on_child_errors and _above_a_failure(owned, ancestry,
+                                                                     task_id, conventions)
+    marked = {int.from_bytes(span_id, "big"): (span_id, contribution)
+              for span_id, contribution in owned
+              if every or contribution.is_error
+              or not keys.isdisjoint(contribution.attributes)}
+    if len(marked) < 2 or not ancestry.any_parent(span_id for span_id, _ in marked.values()):
+        return {}  # the usual case: no span above another (calls are leaves)
+    parents = ancestry.parents()
+    above: dict[int, int | None] = {}
+    """A plain span -> the nearest marked span above it (None: none, or a cycle)."""
+    children: dict[int, list[int]] = {}
+    for span in marked:
+        walked: list[int] = []
+        found: int | None = None
+        up = parents.get(span)
+        while up is not None and up != task_id:
+            if up in marked:
+                found = up
+                break
+            if up in above:
+                found = above[up]
+                break
+            above[up] = None  # while walked: a cycle back to it ends the walk
+            walked.append(up)
+            up = parents.get(up)
+        for plain in walked:
+            above[plain] = found
+        if found is not None:
+            children.setdefault(found, []).append(span)
+    if not children:
+        return {}
+    below: dict[bytes, ChildSummary] = {}
+    totals: dict[int, ChildSummary] = {}
+    placed = {child for kids in children.values() for child in kids}
+    stack = [(span, False) for span in children if span not in placed]
+    while stack:  # children before their parent (a cycle of marked spans is never reached)
+        span, ready = stack.pop()
+        kids = children.get(span, ())
+        if not ready:
+            stack.append((span, True))
+            stack.extend((kid, False) for kid in kids)
+            continue
+        under: ChildSummary | None = None
+        if kids:
+            under = below[marked[span][0]] = ChildSummary()
+            for kid in kids:
+                total = totals.pop(kid)
+                under.add_counts(total)
+        contribution = marked[span][1]
+        total = ChildSummary()
+        total.add(contribution.attributes, contribution.is_error, conventions,
+                  contribution.end_ns, under)
+        if under is not None:
+            total.add_counts(under)
+        totals[span] = total
+    return below

@@ -1,0 +1,44 @@
+"""What ``serve`` finds under each span of a run: ``covered()``."""
+
+from __future__ import annotations
+
+import struct
+
+from otel_diary.assembly.batch import Contribution
+from otel_diary.assembly.covered import covered
+from otel_diary.assembly.table import Ancestry
+from otel_diary.conventions import OPENINFERENCE
+
+TASK = 1
+
+
+def run(*spans: tuple[int, int, str, bool, int]) -> tuple[list[tuple[bytes, Contribution]],
+                                                          Ancestry]:
+    """Contributions of task span ``TASK`` (span id, parent id, OpenInference kind, failed,
+    end in ms) and the parent links between them."""
+    owned = [(span.to_bytes(8, "big"),
+              Contribution({"openinference.span.kind": kind}, failed, end * 1_000_000))
+             for span, _, kind, failed, end in spans]
+    links = b"".join(struct.pack(">QQ", span, parent) for span, parent, *_ in spans)
+    return owned, Ancestry(lambda span_id: span_id == TASK, [links])
+
+
+def test_an_agent_run_that_got_past_nothing_reads_so() -> None:
+    """An agent run whose turn failed after the last span under it that went on (an
+    OpenAI Agents run an input guardrail stopped) has that under it."""
+    owned, ancestry = run((2, TASK, "AGENT", False, 30), (3, 2, "CHAIN", True, 20),
+                          (4, 3, "GUARDRAIL", False, 10))
+    below = covered(owned, ancestry, TASK, OPENINFERENCE)[(2).to_bytes(8, "big")]
+    assert below.last_failure_ns > below.last_progress_ns >= 0
+
+
+def test_a_failure_nothing_watches_from_above_reads_no_more_spans() -> None:
+    """A failed span with neither a failed span nor an agent's run above it needs no
+    span's ``below``: none is made (under an agent's run, every span's would be)."""
+    steps = [(10 + n, TASK, "LLM", False, n) for n in range(1000)]
+    owned, ancestry = run(*steps, (5, TASK, "CHAIN", False, 2000),
+                          (6, 5, "TOOL", True, 1500))
+    assert covered(owned, ancestry, TASK, OPENINFERENCE) == {}
+    owned, ancestry = run(*steps, (5, TASK, "AGENT", False, 2000),
+                          (6, 5, "TOOL", True, 1500))
+    assert list(covered(owned, ancestry, TASK, OPENINFERENCE)) == [(5).to_bytes(8, "big")]
