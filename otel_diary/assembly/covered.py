@@ -15,46 +15,50 @@ from otel_diary.conventions import Conventions
 from otel_diary.record import ChildSummary
 
 
-def _above_a_failure(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry,
-                     task_id: int, conventions: Conventions) -> bool:
-    """Whether a failed one of ``owned`` has a failed one or an agent's run above it, below
-    ``task_id``. Each span is walked once."""
-    failed = [int.from_bytes(span_id, "big") for span_id, contribution in owned
-              if contribution.is_error]
+def _first_watched_failure(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry,
+                           task_id: int, conventions: Conventions) -> int | None:
+    """When the first failed one of ``owned`` ended, if a failed one has a failed one or
+    an agent's run above it (below ``task_id``), else ``None``. Each span is walked once."""
+    failed = [(int.from_bytes(span_id, "big"), contribution.end_ns)
+              for span_id, contribution in owned if contribution.is_error]
     if not failed:
-        return False
+        return None
     watched = {int.from_bytes(span_id, "big") for span_id, contribution in owned
                if contribution.is_error or conventions.is_agent_run(contribution.attributes)}
     if len(watched) < 2:
-        return False
+        return None
     parents = ancestry.parents()
     walked: set[int] = set()  # found with nothing watched above (a cycle ends there too)
-    for span in failed:
+    for span, _ in failed:
         up = parents.get(span)
         while up is not None and up != task_id and up not in walked:
             if up in watched:
-                return True
+                return min(end for _, end in failed)
             walked.add(up)
             up = parents.get(up)
-    return False
+    return None
 
 
 def covered(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id: int,
             conventions: Conventions) -> dict[bytes, ChildSummary]:
     """What the contributions under each of ``owned`` (span id, contribution) add up to,
-    for those above others that report token usage or failed (above any other, when a
-    failed one has a failed one or an agent's run above it: whether that one got past the
-    failure is read from every span under it): the ``below`` of
+    for those above others that report token usage or failed (or that ended at or after
+    the first failure, when a failed one has a failed one or an agent's run above it:
+    whether that one got past the failure is read from the spans under it): the ``below`` of
     :meth:`ChildSummary.add`, as the in-process assembler finds it in the bucket of the
     span's children. Parent links are followed up to ``task_id`` through the spans between;
     each span is walked once."""
     keys = conventions.usage_keys
-    every = conventions.recover_on_child_errors and _above_a_failure(owned, ancestry,
-                                                                     task_id, conventions)
+    # Whether a span got past a failure under it is read from the spans under it that went
+    # on at or after the first failure (one that ended before every failure went on before
+    # each: it tells nothing), when it matters: a failure under a failed span or an
+    # agent's run.
+    since = (_first_watched_failure(owned, ancestry, task_id, conventions)
+             if conventions.recover_on_child_errors else None)
     marked = {int.from_bytes(span_id, "big"): (span_id, contribution)
               for span_id, contribution in owned
-              if every or contribution.is_error
-              or not keys.isdisjoint(contribution.attributes)}
+              if contribution.is_error or not keys.isdisjoint(contribution.attributes)
+              or (since is not None and contribution.end_ns >= since)}
     if len(marked) < 2 or not ancestry.any_parent(span_id for span_id, _ in marked.values()):
         return {}  # the usual case: no span above another (calls are leaves)
     parents = ancestry.parents()

@@ -25,11 +25,15 @@ def run(*spans: tuple[int, int, str, bool, int]) -> tuple[list[tuple[bytes, Cont
 
 def test_an_agent_run_that_got_past_nothing_reads_so() -> None:
     """An agent run whose turn failed after the last span under it that went on (an
-    OpenAI Agents run an input guardrail stopped) has that under it."""
-    owned, ancestry = run((2, TASK, "AGENT", False, 30), (3, 2, "CHAIN", True, 20),
-                          (4, 3, "GUARDRAIL", False, 10))
-    below = covered(owned, ancestry, TASK, OPENINFERENCE)[(2).to_bytes(8, "big")]
-    assert below.last_failure_ns > below.last_progress_ns >= 0
+    OpenAI Agents run an input guardrail stopped) has that under it; one with a call
+    after the failure got past it."""
+    stopped = ((2, TASK, "AGENT", False, 30), (3, 2, "CHAIN", True, 20),
+               (4, 3, "GUARDRAIL", False, 10))
+    agent = (2).to_bytes(8, "big")
+    below = covered(*run(*stopped), TASK, OPENINFERENCE)[agent]
+    assert below.last_failure_ns > below.last_progress_ns
+    below = covered(*run(*stopped, (5, 2, "LLM", False, 25)), TASK, OPENINFERENCE)[agent]
+    assert below.last_progress_ns > below.last_failure_ns
 
 
 def test_a_failure_nothing_watches_from_above_reads_no_more_spans() -> None:
