@@ -137,16 +137,23 @@ class ChildSummary:
     the conventions read as an agent's own run (``Conventions.agent_run_values``)."""
     last_run_failed: bool = False
     """Whether that agent run failed: no agent succeeded after it, so the task failed
-    whatever its own status says. An agent run whose last failure under it came after the
-    last span under it that went on (see ``last_progress_ns``) failed too, whatever its
-    status (OpenInference ends an OpenAI Agents run a guardrail stopped OK, and only the
-    agent's turn in error)."""
+    whatever its own status says. An agent run under which a step failed after the last
+    span under it that ended OK (see ``last_step_failure_ns``, ``last_ok_ns``) failed
+    too, whatever its status (OpenInference ends an OpenAI Agents run a guardrail stopped
+    OK, and only the agent's turn in error)."""
     last_failure_ns: int = -1
     """When the failed span that ended last ended (-1: none)."""
+    last_step_failure_ns: int = -1
+    """The same of a failed span that is no call to a tool or a model (an agent's turn, a
+    chain, a span of the app's own): an agent can go on without a call, not past a step
+    of its own run that failed with nothing after it."""
+    last_ok_ns: int = -1
+    """When the span that ended last without failing ended, but for agents' runs (whether
+    one got past what failed under it is what is read of it)."""
     last_progress_ns: int = -1
-    """When the span that ended last without failing, and with no failed span under it,
-    ended (-1: none). Both kept under conventions that read child failures
-    (``recover_on_child_errors``)."""
+    """The same of a span with no failed span under it either: a failed span above a
+    failure that such a span went on after failed for a reason of its own. The four kept
+    under conventions that read child failures (``recover_on_child_errors``)."""
     tool_outcomes: dict[str, list[int]] = field(default_factory=dict)
     """Of each tool called (at most ``MAX_LIST``): when its first failed call ended and
     when its last successful one did (-1: none). Kept under conventions that read child
@@ -240,16 +247,23 @@ class ChildSummary:
                 if count is None:
                     self.names += len(tool)
                 self.tools[tool] = (count or 0) + 1
+        agent_run = False
         if conventions.recover_on_child_errors:  # which call failed, and did a later one succeed
+            agent_run = conventions.is_agent_run(attributes)
+            model_call = model is not None and not (agent_run or conventions.is_task(attributes))
             if is_error:
                 if end_ns > self.last_failure_ns:
                     self.last_failure_ns = end_ns
-            elif end_ns > self.last_progress_ns and (below is None or not below.failed_spans):
-                self.last_progress_ns = end_ns
+                if end_ns > self.last_step_failure_ns and not (called or model_call):
+                    self.last_step_failure_ns = end_ns
+            else:
+                if end_ns > self.last_ok_ns and not agent_run:
+                    self.last_ok_ns = end_ns
+                if end_ns > self.last_progress_ns and (below is None or not below.failed_spans):
+                    self.last_progress_ns = end_ns
             if called and tool:
                 self.names += _outcome(self.tool_outcomes, tool, is_error, end_ns)
-            elif model is not None and not (conventions.is_agent_run(attributes)
-                                            or conventions.is_task(attributes)):
+            elif model_call:
                 named = as_text(model, 256)  # a model's call, not an agent's run
                 if named:
                     self.names += _outcome(self.model_outcomes, named, is_error, end_ns)
@@ -288,11 +302,10 @@ class ChildSummary:
             trace = attributes.get(EXCEPTION_STACKTRACE)
             if self.stacktrace is None and isinstance(trace, str) and trace.strip():
                 self.stacktrace = _whole_words(trace, from_end=True)
-        if (conventions.recover_on_child_errors and end_ns >= self.last_run_end_ns
-                and conventions.is_agent_run(attributes)):
+        if agent_run and end_ns >= self.last_run_end_ns:
             self.last_run_end_ns = end_ns
-            self.last_run_failed = is_error or (  # or it got past nothing that failed
-                below is not None and below.last_failure_ns > below.last_progress_ns)
+            self.last_run_failed = is_error or (  # or a step of it failed, nothing after
+                below is not None and below.last_step_failure_ns > below.last_ok_ns)
 
     def add_counts(self, other: ChildSummary) -> None:
         """Add ``other``'s token and failure counts and when its last failure and last
@@ -301,6 +314,8 @@ class ChildSummary:
         self.output_tokens += other.output_tokens
         self.failed_spans += other.failed_spans
         self.last_failure_ns = max(self.last_failure_ns, other.last_failure_ns)
+        self.last_step_failure_ns = max(self.last_step_failure_ns, other.last_step_failure_ns)
+        self.last_ok_ns = max(self.last_ok_ns, other.last_ok_ns)
         self.last_progress_ns = max(self.last_progress_ns, other.last_progress_ns)
 
     def merge(self, other: ChildSummary) -> None:
@@ -311,6 +326,8 @@ class ChildSummary:
         self.output_tokens += other.output_tokens
         self.has_tokens = self.has_tokens or other.has_tokens
         self.last_failure_ns = max(self.last_failure_ns, other.last_failure_ns)
+        self.last_step_failure_ns = max(self.last_step_failure_ns, other.last_step_failure_ns)
+        self.last_ok_ns = max(self.last_ok_ns, other.last_ok_ns)
         self.last_progress_ns = max(self.last_progress_ns, other.last_progress_ns)
         for model in other.models:
             if model not in self.models and len(self.models) < MAX_LIST:

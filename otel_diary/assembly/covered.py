@@ -15,10 +15,11 @@ from otel_diary.conventions import Conventions
 from otel_diary.record import ChildSummary
 
 
-def _first_watched_failure(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry,
-                           task_id: int, conventions: Conventions) -> int | None:
-    """When the first failed one of ``owned`` ended, if a failed one has a failed one or
-    an agent's run above it (below ``task_id``), else ``None``. Each span is walked once."""
+def _watched(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id: int,
+             conventions: Conventions) -> tuple[int, set[int]] | None:
+    """When a failed one of ``owned`` has a failed one or an agent's run above it (below
+    ``task_id``): when the first failed one ended, and the span ids of the failed ones and
+    the agents' runs. Each span is walked once."""
     failed = [(int.from_bytes(span_id, "big"), contribution.end_ns)
               for span_id, contribution in owned if contribution.is_error]
     if not failed:
@@ -33,7 +34,7 @@ def _first_watched_failure(owned: list[tuple[bytes, Contribution]], ancestry: An
         up = parents.get(span)
         while up is not None and up != task_id and up not in walked:
             if up in watched:
-                return min(end for _, end in failed)
+                return min(end for _, end in failed), watched
             walked.add(up)
             up = parents.get(up)
     return None
@@ -49,16 +50,19 @@ def covered(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id
     span's children. Parent links are followed up to ``task_id`` through the spans between;
     each span is walked once."""
     keys = conventions.usage_keys
-    # Whether a span got past a failure under it is read from the spans under it that went
-    # on at or after the first failure (one that ended before every failure went on before
-    # each: it tells nothing), when it matters: a failure under a failed span or an
-    # agent's run.
-    since = (_first_watched_failure(owned, ancestry, task_id, conventions)
+    # Whether a span got past a failure under it is read, when it matters (a failure
+    # under a failed span or an agent's run), from the failed spans, the agents' runs and
+    # the spans that went on at or after the first failure (one that ended before every
+    # failure went on before each: it tells nothing).
+    watch = (_watched(owned, ancestry, task_id, conventions)
              if conventions.recover_on_child_errors else None)
-    marked = {int.from_bytes(span_id, "big"): (span_id, contribution)
-              for span_id, contribution in owned
-              if contribution.is_error or not keys.isdisjoint(contribution.attributes)
-              or (since is not None and contribution.end_ns >= since)}
+    since, watched = watch if watch is not None else (None, set())
+    marked: dict[int, tuple[bytes, Contribution]] = {}
+    for span_id, contribution in owned:
+        span = int.from_bytes(span_id, "big")
+        if (contribution.is_error or not keys.isdisjoint(contribution.attributes)
+                or (since is not None and (contribution.end_ns >= since or span in watched))):
+            marked[span] = (span_id, contribution)
     if len(marked) < 2 or not ancestry.any_parent(span_id for span_id, _ in marked.values()):
         return {}  # the usual case: no span above another (calls are leaves)
     parents = ancestry.parents()

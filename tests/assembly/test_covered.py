@@ -31,9 +31,19 @@ def test_an_agent_run_that_got_past_nothing_reads_so() -> None:
                (4, 3, "GUARDRAIL", False, 10))
     agent = (2).to_bytes(8, "big")
     below = covered(*run(*stopped), TASK, OPENINFERENCE)[agent]
-    assert below.last_failure_ns > below.last_progress_ns
+    assert below.last_step_failure_ns > below.last_ok_ns
     below = covered(*run(*stopped, (5, 2, "LLM", False, 25)), TASK, OPENINFERENCE)[agent]
-    assert below.last_progress_ns > below.last_failure_ns
+    assert below.last_ok_ns > below.last_step_failure_ns
+
+
+def test_an_agent_run_that_ended_before_its_failure_is_read_too() -> None:
+    """An agent run whose recorded end is before the failure under it (clocks of two
+    hosts, an end time of 0) is read whatever its end: spans ending before the first
+    failure are skipped, not the agents' runs."""
+    skewed = ((2, TASK, "AGENT", False, 15), (3, 2, "CHAIN", True, 20),
+              (4, 3, "GUARDRAIL", False, 10))
+    below = covered(*run(*skewed), TASK, OPENINFERENCE)[(2).to_bytes(8, "big")]
+    assert below.last_step_failure_ns > below.last_ok_ns
 
 
 def test_a_failure_nothing_watches_from_above_reads_no_more_spans() -> None:

@@ -186,6 +186,46 @@ def test_failed_agent_writes_nothing(genai: GenAIHarness) -> None:
     assert genai.diaries() == []
 
 
+def failed_step(genai: GenAIHarness, name: str = "turn") -> None:
+    """A span of an agent's own run (no call to a tool or a model) that failed."""
+    with genai.tracer.start_as_current_span(name) as step:
+        step.set_status(Status(StatusCode.ERROR, f"{name} failed"))
+
+
+def test_an_agent_run_a_step_of_which_failed_last_fails_its_task(
+        genai: GenAIHarness) -> None:
+    """An agent's run whose own step failed with nothing under it going on after (an
+    input guardrail stopping an OpenAI Agents run: its spans above end OK) failed, so its
+    task did; a failed call that nothing followed, or a failed step something went on
+    after, was got past."""
+    with genai.agent("workflow"), genai.agent("researcher"):
+        genai.chat()
+        failed_step(genai)
+    assert genai.diaries() == []
+    with genai.agent("workflow"), genai.agent("researcher"):
+        genai.chat()
+        genai.tool("fetch", failed=True)
+    with genai.agent("workflow"), genai.agent("researcher"):
+        failed_step(genai)
+        genai.chat()
+    assert [diary.outcome for diary in genai.diaries()] == ["recovered", "recovered"]
+
+
+def test_a_call_that_went_on_after_a_failure_under_it_got_past_it(
+        genai: GenAIHarness) -> None:
+    """A model call whose first request failed and whose client retried (a failed HTTP
+    span under a chat span that ended OK) is a run that went on: recovered, one failure."""
+    with genai.agent("workflow"), genai.agent("researcher"):
+        with genai.tracer.start_as_current_span("chat gpt-4o", attributes={
+                "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}):
+            failed_step(genai, "POST")
+            with genai.tracer.start_as_current_span("POST"):
+                pass
+    [diary] = genai.diaries()
+    assert diary.outcome == "recovered"
+    assert "1 failed call(s)" in diary.body
+
+
 def test_nested_sub_agent_belongs_to_the_outer_agent(genai: GenAIHarness) -> None:
     """A sub-agent invoked directly by its agent adds to the outer diary, not one of its own."""
     with genai.agent("planner", **{"gen_ai.conversation.id": "outer"}):
