@@ -137,19 +137,22 @@ class ChildSummary:
     the conventions read as an agent's own run (``Conventions.agent_run_values``)."""
     last_run_failed: bool = False
     """Whether that agent run failed: no agent succeeded after it, so the task failed
-    whatever its own status says. An agent run under which a step failed after the last
-    span under it that ended OK (see ``last_step_failure_ns``, ``last_ok_ns``) failed
-    too, whatever its status (OpenInference ends an OpenAI Agents run a guardrail stopped
+    whatever its own status says. An agent run under which a step of a run failed after
+    the last span under it that ended OK (see ``last_step_failure_ns``, ``last_ok_ns``)
+    failed too, whatever its status (OpenInference ends an OpenAI Agents run a guardrail stopped
     OK, and only the agent's turn in error)."""
     last_failure_ns: int = -1
     """When the failed span that ended last ended (-1: none)."""
     last_step_failure_ns: int = -1
-    """The same of a failed span that is no call to a tool or a model (an agent's turn, a
-    chain, a span of the app's own): an agent can go on without a call, not past a step
-    of its own run that failed with nothing after it."""
+    """The same of a failed step of a run: a span the conventions mark a task (an agent's
+    run, its turn, a chain). An agent can go on without a call, or past a span of the app's
+    own (an HTTP request its client retried), not past a step of its own run that failed
+    with nothing after it."""
     last_ok_ns: int = -1
-    """When the span that ended last without failing ended, but for agents' runs (whether
-    one got past what failed under it is what is read of it)."""
+    """When the span that ended last without failing ended, of those with no failed span
+    under them and of calls to a tool or a model (one whose request failed went on: its
+    client retried), agents' runs aside (whether one got past what failed under it is
+    what is read of it). OpenInference ends the chains around an exception OK."""
     last_progress_ns: int = -1
     """The same of a span with no failed span under it either: a failed span above a
     failure that such a span went on after failed for a reason of its own. The four kept
@@ -254,12 +257,14 @@ class ChildSummary:
             if is_error:
                 if end_ns > self.last_failure_ns:
                     self.last_failure_ns = end_ns
-                if end_ns > self.last_step_failure_ns and not (called or model_call):
+                if end_ns > self.last_step_failure_ns and conventions.is_task(attributes):
                     self.last_step_failure_ns = end_ns
             else:
-                if end_ns > self.last_ok_ns and not agent_run:
+                clean = below is None or not below.failed_spans
+                if end_ns > self.last_ok_ns and not agent_run and (clean or called
+                                                                   or model_call):
                     self.last_ok_ns = end_ns
-                if end_ns > self.last_progress_ns and (below is None or not below.failed_spans):
+                if end_ns > self.last_progress_ns and clean:
                     self.last_progress_ns = end_ns
             if called and tool:
                 self.names += _outcome(self.tool_outcomes, tool, is_error, end_ns)

@@ -186,18 +186,22 @@ def test_failed_agent_writes_nothing(genai: GenAIHarness) -> None:
     assert genai.diaries() == []
 
 
-def failed_step(genai: GenAIHarness, name: str = "turn") -> None:
-    """A span of an agent's own run (no call to a tool or a model) that failed."""
-    with genai.tracer.start_as_current_span(name) as step:
-        step.set_status(Status(StatusCode.ERROR, f"{name} failed"))
+def failed_span(genai: GenAIHarness, name: str, **attributes: str) -> None:
+    with genai.tracer.start_as_current_span(name, attributes=attributes) as span:
+        span.set_status(Status(StatusCode.ERROR, f"{name} failed"))
+
+
+def failed_step(genai: GenAIHarness) -> None:
+    """A step of an agent's run that failed: a span the profile marks a task."""
+    failed_span(genai, "invoke_workflow turn", **{"gen_ai.operation.name": "invoke_workflow"})
 
 
 def test_an_agent_run_a_step_of_which_failed_last_fails_its_task(
         genai: GenAIHarness) -> None:
-    """An agent's run whose own step failed with nothing under it going on after (an
-    input guardrail stopping an OpenAI Agents run: its spans above end OK) failed, so its
-    task did; a failed call that nothing followed, or a failed step something went on
-    after, was got past."""
+    """An agent's run a step of which (a span the profile marks a task) failed with
+    nothing under it going on after (an input guardrail stopping an OpenAI Agents run: its
+    spans above end OK) failed, so its task did; a failed call that nothing followed, or a
+    failed step something went on after, was got past."""
     with genai.agent("workflow"), genai.agent("researcher"):
         genai.chat()
         failed_step(genai)
@@ -211,6 +215,23 @@ def test_an_agent_run_a_step_of_which_failed_last_fails_its_task(
     assert [diary.outcome for diary in genai.diaries()] == ["recovered", "recovered"]
 
 
+def test_a_step_that_ended_ok_around_a_failure_did_not_go_on(genai: GenAIHarness) -> None:
+    """A step that ended OK while a failure went up through it (OpenInference ends an
+    agent's turn so around a sub-agent whose guardrail stopped it, the app gets the
+    exception) is not the run going on: the run failed."""
+    with genai.agent("workflow"), genai.agent("researcher"):
+        genai.chat()
+        with genai.tracer.start_as_current_span("invoke_workflow turn", attributes={
+                "gen_ai.operation.name": "invoke_workflow"}):
+            with genai.tracer.start_as_current_span("execute_tool ask", attributes={
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": "ask"}) as ask:
+                with genai.agent("helper"):
+                    failed_step(genai)
+                ask.set_status(Status(StatusCode.ERROR, "helper stopped"))
+    assert genai.diaries() == []
+
+
 def test_a_call_that_went_on_after_a_failure_under_it_got_past_it(
         genai: GenAIHarness) -> None:
     """A model call whose first request failed and whose client retried (a failed HTTP
@@ -218,7 +239,7 @@ def test_a_call_that_went_on_after_a_failure_under_it_got_past_it(
     with genai.agent("workflow"), genai.agent("researcher"):
         with genai.tracer.start_as_current_span("chat gpt-4o", attributes={
                 "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}):
-            failed_step(genai, "POST")
+            failed_span(genai, "POST")  # the client's first request: it retried
             with genai.tracer.start_as_current_span("POST"):
                 pass
     [diary] = genai.diaries()
