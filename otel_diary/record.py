@@ -327,13 +327,8 @@ class ChildSummary:
         if other.last_run_end_ns >= 0 and other.last_run_end_ns >= self.last_run_end_ns:
             self.last_run_end_ns = other.last_run_end_ns
             self.last_run_failed = other.last_run_failed
-        self.input_tokens += other.input_tokens
-        self.output_tokens += other.output_tokens
+        self.add_counts(other)
         self.has_tokens = self.has_tokens or other.has_tokens
-        self.last_failure_ns = max(self.last_failure_ns, other.last_failure_ns)
-        self.last_step_failure_ns = max(self.last_step_failure_ns, other.last_step_failure_ns)
-        self.last_ok_ns = max(self.last_ok_ns, other.last_ok_ns)
-        self.last_progress_ns = max(self.last_progress_ns, other.last_progress_ns)
         for model in other.models:
             if model not in self.models and len(self.models) < MAX_LIST:
                 self.models.append(model)
@@ -356,7 +351,6 @@ class ChildSummary:
         self.last_output = other.last_output or self.last_output
         self.first_error = self.first_error or other.first_error
         self.stacktrace = self.stacktrace or other.stacktrace
-        self.failed_spans += other.failed_spans
         self.tool_calls += other.tool_calls
         self.spans += other.spans
         self.names += _merge_outcomes(self.tool_outcomes, other.tool_outcomes)
