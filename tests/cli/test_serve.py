@@ -75,10 +75,17 @@ class Serve:
 
     def wait_for_diaries(self, count: int) -> None:
         """Until the service reports ``count`` diaries written (bounded: about 20 s)."""
+        self.wait_for_runs(count, "otel_diary_diaries_written_total")
+
+    def wait_for_runs(self, count: int, *counters: str) -> dict[str, float]:
+        """Until the ``counters`` the service reports add up to ``count`` (bounded: about
+        20 s); the metrics it reported last."""
         for _ in range(400):
-            if self.metrics().get("otel_diary_diaries_written_total", 0) >= count:
-                return
+            metrics = self.metrics()
+            if sum(metrics.get(name, 0) for name in counters) >= count:
+                break
             time.sleep(0.05)
+        return metrics
 
     def stop(self) -> int:
         self.process.send_signal(signal.SIGTERM)

@@ -3,7 +3,6 @@ client and the OpenAI Agents SDK, against an OpenAI-compatible server on 127.0.0
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -304,13 +303,8 @@ def test_an_agents_sdk_run_a_guardrail_stops_writes_no_diary_through_serve(
         instrumentor.uninstrument()
     assert provider.force_flush(30_000)
     provider.shutdown()
-    metrics: dict[str, float] = {}
-    for _ in range(400):  # until the run is decided (bounded: about 20 s)
-        metrics = server.metrics()
-        if metrics.get("otel_diary_task_runs_failed_total", 0) or metrics.get(
-                "otel_diary_diaries_written_total", 0):
-            break
-        time.sleep(0.05)
+    metrics = server.wait_for_runs(1, "otel_diary_task_runs_failed_total",
+                                   "otel_diary_diaries_written_total")  # decided
     assert server.stop() == 0
     assert metrics.get("otel_diary_task_runs_failed_total") == 1, metrics
     assert not list((tmp_path / "kb").rglob("*.md"))
