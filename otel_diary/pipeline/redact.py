@@ -168,6 +168,39 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
 )
 """The case-sensitive families, each scanned by the regex engine from its literal prefix."""
 
+_GENERATED = re.compile(r"[A-Za-z0-9]{20}")
+
+
+@dataclass(frozen=True)
+class _GluedRule(_Rule):
+    """A key glued to a longer word, taken only when it looks generated: an upper-case
+    letter, a lower-case one, a digit and twenty letters and digits in a row, which a
+    name (``risk-assessment-2024``, ``disk-Premium-LRS-0001``) does not have. Checked on
+    each match, not in the pattern, so a run of prefixes is scanned once."""
+
+    def replace(self, match: re.Match[str]) -> str:
+        token = match.group(0)
+        body = token[len(self.needles[0]):]  # every needle of a rule is the whole prefix
+        if (body.lower() != body and body.upper() != body
+                and any(char.isdigit() for char in body) and _GENERATED.search(body)):
+            return MARK.format(kind=self.kind)
+        return token
+
+
+GLUED_RULES: tuple[_Rule, ...] = tuple(
+    _GluedRule(kind, re.compile(prefix + rf"(?<=[A-Za-z0-9_.-].{{{len(needles[0])}}})" + body),
+               needles)
+    for kind, prefix, body, needles in (
+        ("api_key", "sk-", "[A-Za-z0-9_-]{32,255}", ("sk-",)),
+        ("github_token", "gh[pousr]_", "[A-Za-z0-9]{36,255}",
+         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
+        ("github_token", "github_pat_", "[A-Za-z0-9_]{22,255}", ("github_pat_",)),
+        ("huggingface_token", "hf_", "[A-Za-z0-9]{30,255}", ("hf_",)),
+        ("google_api_key", "AIza", "[A-Za-z0-9_-]{35}", ("AIza",)),
+    ))
+"""The keys above glued to a longer word (``task-sk-proj-…``, ``cfg.ghp_…``), which those
+rules pass over as part of it."""
+
 _GLUED_ONLY = ("pass", "pwd", "key")
 """Keys that name a secret only as the end of a longer name (``DB_PASS``, ``MYSQL_PWD``,
 ``smtp-pass``, ``OPENAI_KEY``, ``stripe-key``): alone they are test results
@@ -256,7 +289,7 @@ FLAG_RULES: tuple[_Rule, ...] = (
 )
 """Secrets given to a command as a flag's value, with ``=`` or a space."""
 
-_LITERAL_RULES = BUILTIN_RULES + FLAG_RULES
+_LITERAL_RULES = BUILTIN_RULES + GLUED_RULES + FLAG_RULES
 """The case-sensitive rules: each is tried only on a text holding one of its needles."""
 
 ANCHORED_RULES: tuple[_Rule, ...] = (

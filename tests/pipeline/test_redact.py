@@ -310,3 +310,35 @@ def test_every_match_starts_with_a_needle_of_its_rule(text: str) -> None:
 def test_a_known_secret_is_taken_out_without_garbling_the_text(
         secret: str | None, text: str, expected: str) -> None:
     assert without(text, secret) == expected
+
+
+GENERATED = "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+"""A run of letters of both cases and digits, as a generated key has."""
+
+
+@pytest.mark.parametrize(("text", "secret"), [
+    (f"task-sk-proj-{GENERATED}", f"sk-proj-{GENERATED}"),
+    (f"mytoken_sk-{GENERATED}", f"sk-{GENERATED}"),
+    (f"x.sk-ant-api03-{GENERATED}_{GENERATED}-AA", f"sk-ant-api03-{GENERATED}"),
+    (f"cfg.ghp_{GENERATED}", f"ghp_{GENERATED}"),
+    (f"secretsgithub_pat_{GENERATED}", f"github_pat_{GENERATED}"),
+    (f"token-hf_{GENERATED}", f"hf_{GENERATED}"),
+    (f"keyAIza{GENERATED[:35]}", f"AIza{GENERATED[:35]}"),
+])
+def test_a_key_glued_to_a_word_is_redacted_when_it_looks_generated(text: str,
+                                                                   secret: str) -> None:
+    redacted = redact(f"using {text} now")
+    assert secret not in redacted
+    assert GENERATED[:20] not in redacted
+    assert "[REDACTED:" in redacted and redacted.startswith("using ")
+
+
+@pytest.mark.parametrize("text", [
+    "risk-assessment-for-the-orders-api-v2-2024-final",
+    "disk-Premium-LRS-westeurope-2024-0001-abc",
+    "task-sk-abcdefghijklmnopqrstuvwxyz0123456789 lowghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    "ask-for-review-please-now-thanks desk-Standard-SSD-eastus-Zone1-Replica2",
+])
+def test_a_word_ending_in_a_key_prefix_is_left_alone(text: str) -> None:
+    """Names with a key's prefix inside (``risk-``, ``disk-``) stay: no long generated run."""
+    assert redact(text) == text
