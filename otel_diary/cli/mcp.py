@@ -10,7 +10,14 @@ from __future__ import annotations
 import argparse
 import os
 
-from otel_diary.cli.common import add_store_argument, fail, open_store_of, root_of, store_of
+from otel_diary.cli.common import (
+    add_store_argument,
+    fail,
+    missing_extra,
+    open_store_of,
+    root_of,
+    store_of,
+)
 
 
 def _port(text: str) -> int:
@@ -37,14 +44,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        from otel_diary.readers.mcp import TOKEN_ENV, serve_http, serve_stdio
-    except ImportError as exc:
-        if exc.name not in (None, "mcp") and not str(exc.name).startswith("mcp."):
-            raise
-        return fail("mcp", "the MCP server needs the mcp extra: "
-                           "pip install 'otel-diary[mcp]'", 2)
+    missing = missing_extra("mcp", {"mcp": "mcp", "uvicorn": "uvicorn"}, extra="mcp")
+    if missing is not None:
+        return missing
     from otel_diary.readers.knowledge import KnowledgeBase
+    from otel_diary.readers.mcp import TOKEN_ENV, serve_http, serve_stdio
 
     token = os.environ.get(TOKEN_ENV, "")
     if args.transport == "http" and not token.strip():

@@ -283,8 +283,9 @@ def test_http_needs_a_token_to_start(tmp_path: Path) -> None:
 
 
 def test_without_the_mcp_extra_the_command_says_which_to_install(tmp_path: Path) -> None:
-    """With the SDK not importable, ``otel-diary mcp`` names the extra to install."""
-    code = ("import sys; sys.modules['mcp'] = None\n"
+    """With the SDK and the web server it brings not importable (``pip install otel-diary``
+    alone), ``otel-diary mcp`` names the extra to install."""
+    code = ("import sys; sys.modules['mcp'] = sys.modules['uvicorn'] = None\n"
             "from otel_diary.cli import main\n"
             f"sys.exit(main(['mcp', '--dir', {str(tmp_path)!r}]))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
