@@ -322,6 +322,11 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
         r"|(?<![A-Za-z0-9_.-])pass)(?:\\{0,7}[\"'])?[ \t]{0,4}[:=][ \t]{0,4})"
         r"(?!(?:\\{0,7}[\"'])?\[REDACTED:)(?:" + _QUOTED_VALUE + "|(?(dotted)" + _NO_COUNT
         + "|(?!)))"), ("pass", "pwd"), anchored=True),
+    # PWD= alone with a value that is no path or variable: a connection string's password
+    # (``Server=db;UID=sa;PWD=…;``), not the working directory (``PWD=/app``, ``$HOME``).
+    _AssignmentRule("password", re.compile(
+        r"(?P<head>(?P<key>(?<![A-Za-z0-9_.-])pwd)(?![A-Za-z0-9_])[ \t]{0,4}=[ \t]{0,4})"
+        r"(?!\[REDACTED:|\$)" + _NO_COUNT, re.IGNORECASE), ("pwd",), anchored=True),
 )
 """The case-insensitive families, tried at each occurrence of a needle, leftmost first."""
 

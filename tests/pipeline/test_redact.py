@@ -342,3 +342,18 @@ def test_a_key_glued_to_a_word_is_redacted_when_it_looks_generated(text: str,
 def test_a_word_ending_in_a_key_prefix_is_left_alone(text: str) -> None:
     """Names with a key's prefix inside (``risk-``, ``disk-``) stay: no long generated run."""
     assert redact(text) == text
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Server=db;Uid=sa;Pwd=MyS3cret", "Server=db;Uid=sa;Pwd=[REDACTED:password]"),
+    ('conn = "Driver={ODBC};UID=sa;PWD=S3cr3t!;"',
+     'conn = "Driver={ODBC};UID=sa;PWD=[REDACTED:password]"'),
+    ("pwd=hunter2-SuperSecretPw next", "pwd=[REDACTED:password] next"),
+    # the working directory, a variable, a count: no password
+    ("PWD=/app OLDPWD=/ PWD=~/src PWD=C:\\app env PWD=$HOME pwd = 12", None),
+])
+def test_pwd_alone_is_a_password_unless_its_value_is_a_folder(text: str,
+                                                               expected: str | None) -> None:
+    """ODBC and ADO.NET connection strings name their password ``PWD``; the shell names
+    the working directory so."""
+    assert redact(text) == (text if expected is None else expected)
