@@ -289,6 +289,9 @@ class Journal:
                 for suffix in ("-wal", "-shm"):
                     self._check_opened(opened[suffix], suffix)
                 conn.execute("PRAGMA synchronous=FULL")  # each commit is on disk at return
+                # A deleted row's bytes are overwritten: raw spans (secrets and all) do not
+                # outlive their rows in the database's free space.
+                conn.execute("PRAGMA secure_delete=ON")
                 conn.executescript(_SCHEMA)
             except BaseException:
                 conn.close()
@@ -468,6 +471,11 @@ class Journal:
             self.stats.add("rows", amount=len(inserts))
             self.stats.add("commits")
             future.set_result(None)
+            with self._lock:
+                empty = bool(deletes) and self.bytes == 0
+            if empty:  # the log's old pages hold the deleted spans as they came: cut it
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._last_commit = time.monotonic()
         with self._lock:
             more = bool(self._inserts or self._deletes)

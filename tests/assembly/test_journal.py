@@ -9,6 +9,7 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -414,3 +415,24 @@ def test_a_diary_no_sink_could_write_keeps_its_rows_for_the_next_start(tmp_path:
     assert rows(path) > 0
     assert [d.task_id for d in replayed(path, 1)] == ["T-unwritten"]
     assert rows(path) == 0
+
+
+def test_no_raw_span_stays_on_disk_once_the_journal_is_empty(tmp_path: Path) -> None:
+    """The journal holds spans before redaction: once their rows are deleted and none are
+    left, neither the database's free pages nor its log still hold their bytes (a quiet
+    receiver would otherwise keep them until its next checkpoint)."""
+    path = tmp_path / "journal.sqlite3"
+    marker = "T-raw-span-5f0c1e9a7b"
+    sink = InMemorySink()
+    service = collector(sink, Journal(path), grace=0)
+    try:
+        journaled(service, task_trace(marker, chats=3))
+        sink.wait_for(1, timeout=10)
+        files = [path, Path(f"{path}-wal")]
+        deadline = time.monotonic() + 10
+        while any(marker.encode() in file.read_bytes() for file in files if file.exists()):
+            assert time.monotonic() < deadline, "the deleted spans are still on disk"
+            time.sleep(0.05)
+        assert rows(path) == 0
+    finally:
+        assert service.close(10)
