@@ -23,6 +23,8 @@ from otel_diary.wiring import settings_redactor
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dir", help="knowledge-base root, whose spool is <dir>/spool "
+                                      "(default: OTEL_DIARY_DIR or ~/.local/share/otel-diary)")
     parser.add_argument("--spool-dir", type=Path,
                         help="the spool (default: OTEL_DIARY_SPOOL_DIR or <dir>/spool)")
     parser.add_argument("--flush", action="store_true",
@@ -39,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         print("otel-diary spool: --retry-failed only goes with --flush (it sends the refused "
               "diaries again): otel-diary spool --flush --retry-failed", file=sys.stderr)
         return 2
-    settings = Settings()
+    settings = Settings(dir=args.dir) if args.dir else Settings()
     directory: Path = args.spool_dir or settings.spool_root
     if not directory.is_dir():
         print(f"spool {directory}: does not exist (nothing waits)")

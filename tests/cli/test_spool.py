@@ -50,3 +50,15 @@ def test_retry_failed_sends_the_newer_waiting_version(
     assert [r.json()["content"] for r in server.posts()] == ["v2 (9 runs)"]
     assert "dropped 1 refused diary: a newer version waits" in capsys.readouterr().out
     assert spool.failed() == [] and spool.pending() == []
+
+
+def test_dir_names_the_knowledge_base_whose_spool_is_listed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`otel-diary spool --dir KB`, as the other commands take it, lists KB/spool."""
+    monkeypatch.delenv("OTEL_DIARY_SPOOL_DIR", raising=False)
+    spool = Spool(tmp_path / "kb" / "spool")
+    spool.put("kh-waiting", {"path": "d/w.md", "content": "w"})
+    assert cli(["spool", "--dir", str(tmp_path / "kb")]) == 0
+    out = capsys.readouterr().out
+    assert "kh-waiting" in out and "1 waiting" in out
