@@ -304,10 +304,12 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
                       (needle,), anchored=True)
       for needle in ("pass", "secret", "token", "api", "access", "pwd", "sshpass", "private",
                      "key")),
-    # In prose: "with password hunter2xyz", "the passphrase is S3cret-pw": a word of
-    # letters and digits after it (not "the password field", "password reset").
+    # In prose: "with password hunter2xyz", "the passphrase is S3cret-pw", "my password,
+    # it is S3cret-pw": a word of letters and digits after it (not "the password field",
+    # "password reset", "password, build42 failed").
     _Rule("password", re.compile(
-        r"(?i)(\b(?:passw(?:or)?d|passphrase)\b[ \t]{1,4}(?:(?:is|was|set to)[ \t]{1,4})?)"
+        r"(?i)(\b(?:passw(?:or)?d|passphrase)\b(?:[ \t]{1,4}(?:(?:is|was|set to)[ \t]{1,4})?"
+        r"|,[ \t]{1,4}(?:(?:it|which)[ \t]{1,4}(?:is|was)|it's)[ \t]{1,4}))"
         r"(?!\[REDACTED:)(?=[^\s\"'`,;]{0,127}[0-9])(?=[^\s\"'`,;]{0,127}[A-Za-z])"
         r"[^\s\"'`,;]{6,128}"), ("passw", "passphrase"), keep_prefix=True, anchored=True),
     # Cookie: and Set-Cookie: headers: session ids, to the line's end.

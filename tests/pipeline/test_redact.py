@@ -357,3 +357,16 @@ def test_pwd_alone_is_a_password_unless_its_value_is_a_folder(text: str,
     """ODBC and ADO.NET connection strings name their password ``PWD``; the shell names
     the working directory so."""
     assert redact(text) == (text if expected is None else expected)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Reset my password, it is hunter2-SuperSecretPw, thanks",
+     "Reset my password, it is [REDACTED:password], thanks"),
+    ("my passphrase, which was S3cretPw9.", "my passphrase, which was [REDACTED:password]"),
+    ("the password, it's Abc12345x", "the password, it's [REDACTED:password]"),
+    # no word of letters and digits after the phrase: prose
+    ("The password, it is required. password, build42 failed", None),
+])
+def test_a_password_told_after_a_comma_in_prose(text: str, expected: str | None) -> None:
+    """Users paste credentials into prompts, which give titles: "my password, it is …"."""
+    assert redact(text) == (text if expected is None else expected)
