@@ -161,12 +161,16 @@ def how_it_was_recovered(run: TaskRun) -> str:
     """What got the run past its errors, as far as the span says: no stock sentence."""
     attempts = run.build_attempts or 0
     after = f"After {_plural(run.escalations, 'escalation')}, " if run.escalations else ""
+    # What it was escalated to, so that a lesson's rules say which route got past the error.
+    landed = ", ".join(f"{name} {one_line(value, 80)}" for name, value in
+                       (("route", run.route), ("model", run.model)) if value)
+    end = f" ({landed})." if after and landed else "."
     sentences: list[str] = []
     if attempts > 1:
-        passed = f"the build passed on attempt {attempts}."
+        passed = f"the build passed on attempt {attempts}{end}"
         sentences.append(after + passed if after else passed.capitalize())
     elif after:
-        sentences.append(f"{after}the run succeeded.")
+        sentences.append(f"{after}the run succeeded{end}")
     if run.repair_no_files:
         sentences.append("The run succeeded despite a repair attempt that changed no files.")
     if run.failed_children and not sentences:

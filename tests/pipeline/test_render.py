@@ -97,6 +97,22 @@ def test_a_run_past_a_failed_tool_call_says_how_in_both_sections() -> None:
         "succeeded, and the agent completed the task.")
 
 
+@pytest.mark.parametrize(("changes", "recovered"), [
+    ({}, "After 2 escalation(s), the build passed on attempt 3 (route paid_model, model "
+         "anthropic/claude-sonnet-4-7)."),
+    ({"build_attempts": 1, "route": None},
+     "After 2 escalation(s), the run succeeded (model anthropic/claude-sonnet-4-7)."),
+    ({"route": None, "model": None}, "After 2 escalation(s), the build passed on attempt 3."),
+    ({"escalations": 0}, "The build passed on attempt 3."),  # repaired where it ran
+])
+def test_an_escalated_run_says_where_it_was_escalated_to(changes: dict[str, object],
+                                                         recovered: str) -> None:
+    """The route and model an escalated run ended on are what got it past its error: the
+    sentence names them, so that the error's lesson counts which one worked."""
+    run = replace(RECOVERED, **changes)  # type: ignore[arg-type]
+    assert sections(render(run, "x").body)["How it was recovered"] == recovered
+
+
 @pytest.mark.parametrize("run", [COMPLETED, RECOVERED], ids=["completed", "recovered"])
 def test_stub_reflection_repeats_no_figure_and_no_stock_advice(run: TaskRun) -> None:
     """What was learned repeats no token count, latency or file count, and no sentence
