@@ -89,6 +89,12 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
           r"A(?:KIA|SIA|BIA|CCA|GPA|IDA|IPA|NPA|NVA|PKA|ROA)(?<![A-Z0-9].{4})"
           r"[A-Z0-9]{16}(?![A-Z0-9])",
           _AWS_PREFIXES),
+    # The secret access key given with it (``AKIA… wJalr…``, ``AKIA…:wJalr…``,
+    # ``AKIA… secret wJalr…``): forty characters of base64 just after the access key.
+    _rule("aws_secret_key",
+          r"(\[REDACTED:aws_access_key\][\s\"',:;=|]{1,4}(?:[A-Za-z_]{1,32}[\s\"':=]{1,4})?)"
+          r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
+          ("[REDACTED:aws_access_key]",), keep_prefix=True),
     _rule("github_token", r"gh[pousr]_" + _token_start(4) + r"[A-Za-z0-9]{36,255}",
           ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
     _rule("github_token", r"github_pat_" + _token_start(11) + r"[A-Za-z0-9_]{22,255}",

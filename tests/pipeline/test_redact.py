@@ -26,6 +26,10 @@ from tests.support.secret_strategies import FAMILIES, filler, in_context
 
 EXAMPLES = [
     ("aws_access_key", "id AKIAIOSFODNN7EXAMPLE ok", "id [REDACTED:aws_access_key] ok"),
+    ("aws_secret_key", "AKIAIOSFODNN7EXAMPLE secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+     "[REDACTED:aws_access_key] secret [REDACTED:aws_secret_key]"),
+    ("aws_secret_key", "AKIAIOSFODNN7EXAMPLE:wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY ok",
+     "[REDACTED:aws_access_key]:[REDACTED:aws_secret_key] ok"),
     ("github_token", "GITHUB_TOKEN=ghp_" + "a1" * 18, "GITHUB_TOKEN=[REDACTED:github_token]"),
     ("github_token", "github_pat_" + "B" * 30, "[REDACTED:github_token]"),
     ("gitlab_token", "glpat-" + "x_Y-" * 5, "[REDACTED:gitlab_token]"),
