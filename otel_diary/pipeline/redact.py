@@ -174,36 +174,31 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
 )
 """The case-sensitive families, each scanned by the regex engine from its literal prefix."""
 
-_GENERATED = re.compile(r"[A-Za-z0-9]{20}")
-
-
 @dataclass(frozen=True)
 class _GluedRule(_Rule):
-    """A key glued to a longer word, taken only when it looks generated: an upper-case
-    letter, a lower-case one, a digit and twenty letters and digits in a row, which a
-    name (``risk-assessment-2024``, ``disk-Premium-LRS-0001``) does not have. Checked on
-    each match, not in the pattern, so a run of prefixes is scanned once."""
+    """A key glued to a longer word, taken only when its prefix names the key's kind on its
+    own (``sk-proj-``, not ``sk-``: branch names and cloud resource names end words in
+    ``-task-``, ``Disk-``) and its body looks generated: an upper-case letter, a lower-case
+    one and a digit. Checked on each match, not in the pattern, so that a run of prefixes
+    is scanned once."""
 
     def replace(self, match: re.Match[str]) -> str:
-        token = match.group(0)
-        body = token[len(self.needles[0]):]  # every needle of a rule is the whole prefix
-        if (body.lower() != body and body.upper() != body
-                and any(char.isdigit() for char in body) and _GENERATED.search(body)):
+        body = match.group("key")
+        if body.lower() != body and body.upper() != body and any(map(str.isdigit, body)):
             return MARK.format(kind=self.kind)
-        return token
+        return match.group(0)
 
 
 GLUED_RULES: tuple[_Rule, ...] = tuple(
-    _GluedRule(kind, re.compile(prefix + rf"(?<=[A-Za-z0-9_.-].{{{len(needles[0])}}})" + body),
-               needles)
-    for kind, prefix, body, needles in (
-        ("api_key", "sk-", "[A-Za-z0-9_-]{32,255}", ("sk-",)),
-        ("github_token", "gh[pousr]_", "[A-Za-z0-9]{36,255}",
-         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
-        ("github_token", "github_pat_", "[A-Za-z0-9_]{22,255}", ("github_pat_",)),
-        ("huggingface_token", "hf_", "[A-Za-z0-9]{30,255}", ("hf_",)),
-        ("google_api_key", "AIza", "[A-Za-z0-9_-]{35}", ("AIza",)),
-    ))
+    _GluedRule(kind, re.compile(re.escape(prefix) + rf"(?<=[A-Za-z0-9_.-].{{{len(prefix)}}})"
+                                rf"(?P<key>{body})"), (prefix,))
+    for kind, prefixes, body in (
+        ("api_key", ("sk-proj-", "sk-ant-", "sk-svcacct-", "sk-admin-"), "[A-Za-z0-9_-]{20,255}"),
+        ("github_token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), "[A-Za-z0-9]{36,255}"),
+        ("github_token", ("github_pat_",), "[A-Za-z0-9_]{22,255}"),
+        ("huggingface_token", ("hf_",), "[A-Za-z0-9]{30,255}"),
+        ("google_api_key", ("AIza",), "[A-Za-z0-9_-]{35}"),
+    ) for prefix in prefixes)
 """The keys above glued to a longer word (``task-sk-proj-…``, ``cfg.ghp_…``), which those
 rules pass over as part of it."""
 
@@ -312,11 +307,11 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
                      "key")),
     # In prose: "with password hunter2xyz", "the passphrase is S3cret-pw", "my password,
     # it is S3cret-pw": a word of letters and digits after it (not "the password field",
-    # "password reset", "password, build42 failed").
+    # "password reset", "password, build42 failed", "password is base64-encoded").
     _Rule("password", re.compile(
         r"(?i)(\b(?:passw(?:or)?d|passphrase)\b(?:[ \t]{1,4}(?:(?:is|was|set to)[ \t]{1,4})?"
-        r"|,[ \t]{1,4}(?:(?:it|which)[ \t]{1,4}(?:is|was)|it's)[ \t]{1,4}))"
-        r"(?!\[REDACTED:)(?=[^\s\"'`,;]{0,127}[0-9])(?=[^\s\"'`,;]{0,127}[A-Za-z])"
+        r"|[ \t]{0,2},[ \t]{1,4}(?:(?:it|which)[ \t]{1,4}(?:is|was)|it['\u2019]s)[ \t]{1,4}))"
+        r"(?!\[REDACTED:|[A-Za-z0-9]{1,20}-[a-z]{2,20}ed(?![A-Za-z0-9-]))(?=[^\s\"'`,;]{0,127}[0-9])(?=[^\s\"'`,;]{0,127}[A-Za-z])"
         r"[^\s\"'`,;]{6,128}"), ("passw", "passphrase"), keep_prefix=True, anchored=True),
     # Cookie: and Set-Cookie: headers: session ids, to the line's end.
     _Rule("cookie", re.compile(r"(?i)(\b(?:set-)?cookie[\"']?[ \t]{0,4}:[ \t]{0,4}[\"']?)"
@@ -330,11 +325,18 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
         r"|(?<![A-Za-z0-9_.-])pass)(?:\\{0,7}[\"'])?[ \t]{0,4}[:=][ \t]{0,4})"
         r"(?!(?:\\{0,7}[\"'])?\[REDACTED:)(?:" + _QUOTED_VALUE + "|(?(dotted)" + _NO_COUNT
         + "|(?!)))"), ("pass", "pwd"), anchored=True),
-    # PWD= alone with a value that is no path or variable: a connection string's password
-    # (``Server=db;UID=sa;PWD=…;``), not the working directory (``PWD=/app``, ``$HOME``).
+    # PWD= alone: a connection string's password (``Server=db;UID=sa;PWD=…;``, quoted,
+    # braced, or to the next ``;``), elsewhere one that is no folder, variable or code
+    # (``PWD=/app``, ``PWD=$HOME``, ``PWD=%CD%``, ``pwd=os.getcwd()``, ``pwd=password``:
+    # it must hold a digit or a sign).
     _AssignmentRule("password", re.compile(
-        r"(?P<head>(?P<key>(?<![A-Za-z0-9_.-])pwd)(?![A-Za-z0-9_])[ \t]{0,4}=[ \t]{0,4})"
-        r"(?!\[REDACTED:|\$)" + _NO_COUNT, re.IGNORECASE), ("pwd",), anchored=True),
+        r"(?P<head>(?P<key>(?:(?P<listed>(?<=;))|(?<![A-Za-z0-9_.;-]))pwd)=)"
+        r"(?!\[REDACTED:)(?:(?P<quote>[\"'])(?!\.{0,2}/|~/|[A-Za-z]:[\\/]|\$)"
+        + _quoted("quote") + r"|\{[^}\r\n]{1,512}\}"
+        r"|(?(listed)[^\s;\"'`]{1,512}"
+        r"|(?![$%=]|\.{0,2}/|~/|[A-Za-z]:[\\/])(?=[^\s;\"'`(){}]{0,511}[0-9!@#^&*+?<>|~-])"
+        r"(?![^\s;\"'`(){}]{0,512}\()[^\s;\"'`(){}]{1,512}))", re.IGNORECASE),
+        ("pwd",), anchored=True),
 )
 """The case-insensitive families, tried at each occurrence of a needle, leftmost first."""
 
