@@ -90,7 +90,8 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
           r"[A-Z0-9]{16}(?![A-Z0-9])",
           _AWS_PREFIXES),
     # The secret access key given with it (``AKIA… wJalr…``, ``AKIA…:wJalr…``,
-    # ``AKIA… secret wJalr…``): forty characters of base64 just after the access key.
+    # ``AKIA… secret wJalr…``): forty characters of base64 just after the access key,
+    # found by the marker the rule before left (the rules run in this order).
     _rule("aws_secret_key",
           r"(\[REDACTED:aws_access_key\][\s\"',:;=|]{1,4}(?:[A-Za-z_]{1,32}[\s\"':=]{1,4})?)"
           r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
@@ -173,6 +174,7 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
             (tool,), keep_prefix=True) for tool in ("docker", "podman")),
 )
 """The case-sensitive families, each scanned by the regex engine from its literal prefix."""
+
 
 @dataclass(frozen=True)
 class _GluedRule(_Rule):
@@ -311,7 +313,8 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
     _Rule("password", re.compile(
         r"(?i)(\b(?:passw(?:or)?d|passphrase)\b(?:[ \t]{1,4}(?:(?:is|was|set to)[ \t]{1,4})?"
         r"|[ \t]{0,2},[ \t]{1,4}(?:(?:it|which)[ \t]{1,4}(?:is|was)|it['\u2019]s)[ \t]{1,4}))"
-        r"(?!\[REDACTED:|[A-Za-z0-9]{1,20}-[a-z]{2,20}ed(?![A-Za-z0-9-]))(?=[^\s\"'`,;]{0,127}[0-9])(?=[^\s\"'`,;]{0,127}[A-Za-z])"
+        r"(?!\[REDACTED:|[A-Za-z0-9]{1,20}-[a-z]{2,20}ed(?![A-Za-z0-9-]))"
+        r"(?=[^\s\"'`,;]{0,127}[0-9])(?=[^\s\"'`,;]{0,127}[A-Za-z])"
         r"[^\s\"'`,;]{6,128}"), ("passw", "passphrase"), keep_prefix=True, anchored=True),
     # Cookie: and Set-Cookie: headers: session ids, to the line's end.
     _Rule("cookie", re.compile(r"(?i)(\b(?:set-)?cookie[\"']?[ \t]{0,4}:[ \t]{0,4}[\"']?)"
@@ -330,10 +333,10 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
     # (``PWD=/app``, ``PWD=$HOME``, ``PWD=%CD%``, ``pwd=os.getcwd()``, ``pwd=password``:
     # it must hold a digit or a sign).
     _AssignmentRule("password", re.compile(
-        r"(?P<head>(?P<key>(?:(?P<listed>(?<=;))|(?<![A-Za-z0-9_.;-]))pwd)=)"
+        r"(?P<head>(?P<key>(?:(?P<connection>(?<=;))|(?<![A-Za-z0-9_.;-]))pwd)=)"
         r"(?!\[REDACTED:)(?:(?P<quote>[\"'])(?!\.{0,2}/|~/|[A-Za-z]:[\\/]|\$)"
         + _quoted("quote") + r"|\{[^}\r\n]{1,512}\}"
-        r"|(?(listed)[^\s;\"'`]{1,512}"
+        r"|(?(connection)[^\s;\"'`]{1,512}"
         r"|(?![$%=]|\.{0,2}/|~/|[A-Za-z]:[\\/])(?=[^\s;\"'`(){}]{0,511}[0-9!@#^&*+?<>|~-])"
         r"(?![^\s;\"'`(){}]{0,512}\()[^\s;\"'`(){}]{1,512}))", re.IGNORECASE),
         ("pwd",), anchored=True),
