@@ -101,7 +101,15 @@ def default_sinks(settings: Settings) -> list[Sink]:
         folder = FolderSink(settings.root)
         sinks.append(folder)
     if settings.store_url is not None:
-        sinks.append(store_sink(settings, folder))
+        try:
+            sinks.append(store_sink(settings, folder))
+        except ImportError as exc:  # psycopg absent or broken: as a bad URL, the default
+            logger.error('otel-diary: OTEL_DIARY_STORE_URL needs the pg extra (%s): pip '
+                         'install "otel-diary[pg]"; diaries go to %s instead', exc,
+                         settings.root)
+            if folder is None:
+                folder = FolderSink(settings.root)
+                sinks.append(folder)
     if not settings.hub_url:
         return sinks
     from otel_diary.sinks.hub.sink import HubSink  # httpx: only when a hub is set

@@ -1,8 +1,10 @@
-"""What the ``serve`` extra adds: the processor and demo work without it; ``serve`` and
-``replay`` name it when it is missing; ``dev`` pulls it in."""
+"""What the extras add: the processor and demo work without the ``serve`` extra; ``serve``,
+``replay``, ``mcp`` and the store's commands name the extra they miss, and one installed but
+failing to import for what it is; ``dev`` pulls in ``serve``."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from importlib import metadata
@@ -71,6 +73,71 @@ sys.exit(main({command!r}))
     [line] = done.stderr.splitlines()
     assert line.startswith(f"otel-diary {command[0]}: needs the 'serve' extra")
     assert 'pip install "otel-diary[serve]"' in line and "opentelemetry-proto" in line
+
+
+@pytest.mark.parametrize(("command", "package", "extra"), [
+    (["serve"], "httptools", "serve"), (["mcp"], "mcp", "mcp"),
+    (["search", "x", "--store", "postgresql://127.0.0.1:1/kb"], "psycopg", "pg"),
+    (["context", "--task", "x", "--store", "postgresql://127.0.0.1:1/kb"], "psycopg", "pg")])
+def test_an_extra_installed_but_failing_to_import_is_not_called_missing(
+        tmp_path: Path, command: list[str], package: str, extra: str) -> None:
+    """A package of an extra that is there but raises on import (a missing shared library)
+    is named with its error and a reinstall, not reported as not installed."""
+    (tmp_path / package).mkdir()
+    (tmp_path / package / "__init__.py").write_text(
+        'raise ImportError("libwidget.so.3: cannot open shared object file")\n')
+    code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n"
+            "from otel_diary.cli import main\n"
+            f"sys.exit(main({[*command, '--dir', str(tmp_path / 'kb')]!r}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.splitlines()
+    assert f"the {extra} extra is installed but does not import" in line.replace("'", "")
+    assert "libwidget.so.3" in line and "not installed" not in line
+    assert f'pip install --force-reinstall "otel-diary[{extra}]"' in line
+
+
+@pytest.mark.parametrize("command", [["search", "x"], ["context", "--task", "x"], ["mcp"]])
+def test_commands_on_a_store_name_the_pg_extra_when_it_is_missing(
+        tmp_path: Path, command: list[str]) -> None:
+    """Without psycopg, a command given a PostgreSQL store says to install the pg extra."""
+    code = ("import sys; sys.modules['psycopg'] = sys.modules['psycopg_pool'] = None\n"
+            "from otel_diary.cli import main\n"
+            f"sys.exit(main({[*command, '--store', 'postgresql://127.0.0.1:1/kb']!r}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        f'otel-diary {command[0]}: a PostgreSQL store needs the pg extra: '
+        'pip install "otel-diary[pg]"']
+
+
+def test_an_app_given_a_store_without_the_pg_extra_keeps_running_into_the_folder(
+        tmp_path: Path) -> None:
+    """The processor, told of a store it cannot reach without psycopg, logs what to install
+    and writes to the default folder, as for a URL it cannot use; the app is not stopped."""
+    code = """
+import sys; sys.modules['psycopg'] = sys.modules['psycopg_pool'] = None
+from opentelemetry.sdk.trace import TracerProvider
+import otel_diary
+provider = TracerProvider(shutdown_on_exit=False)
+otel_diary.install(provider, enabled=True)
+with provider.get_tracer("app").start_as_current_span(
+        "task", attributes={"orchestrator.task.id": "T-1"}):
+    pass
+provider.shutdown()
+print("app went on")
+"""
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"),
+           "OTEL_DIARY_STORE_URL": "postgresql://app:hunter2@127.0.0.1:1/kb"}
+    env.pop("OTEL_DIARY_DIR", None)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path, env=env)
+    assert done.returncode == 0 and "app went on" in done.stdout, done.stderr
+    assert 'needs the pg extra' in done.stderr and 'pip install "otel-diary[pg]"' in done.stderr
+    assert "hunter2" not in done.stderr
+    assert len(list((tmp_path / "data" / "otel-diary").rglob("*-T-1.md"))) == 1
 
 
 def test_dev_extra_pulls_in_the_serve_extra() -> None:

@@ -52,8 +52,13 @@ def open_store_of(command: str, url: str, *, migrate: bool = False) -> PostgresS
     it cannot be opened (the ``pg`` extra missing, a bad URL)."""
     try:
         from otel_diary.index.postgres import PostgresStore
-    except ImportError:
-        fail(command, 'a PostgreSQL store needs the pg extra: pip install "otel-diary[pg]"', 2)
+    except ImportError as exc:
+        if not_installed(exc, "psycopg") or not_installed(exc, "psycopg_pool"):
+            fail(command, 'a PostgreSQL store needs the pg extra: pip install "otel-diary[pg]"',
+                 2)
+        else:
+            fail(command, f"the pg extra is installed but does not import ({exc}): "
+                          'reinstall it with pip install --force-reinstall "otel-diary[pg]"', 2)
         return None
     try:
         return PostgresStore(url, migrate=migrate)
@@ -74,17 +79,32 @@ SERVE_MODULES: Mapping[str, str] = {
 
 def missing_extra(command: str, modules: Mapping[str, str], extra: str = "serve") -> int | None:
     """Exit status 2 with a message naming the extra to install when one of ``modules``
-    cannot be imported; ``None`` when they all can."""
-    missing = []
+    cannot be imported; ``None`` when they all can. A module that is installed but fails to
+    import (a missing shared library, a half-upgraded package) is named with its error."""
+    missing, broken = [], []
     for module, distribution in modules.items():
         try:
             importlib.import_module(module)
-        except ImportError:
-            missing.append(distribution)
-    if not missing:
-        return None
-    return fail(command, f"needs the {extra!r} extra ({', '.join(missing)} not installed): "
-                         f'pip install "otel-diary[{extra}]"', 2)
+        except ImportError as exc:
+            if not_installed(exc, module):
+                missing.append(distribution)
+            else:
+                broken.append(f"{distribution}: {exc}")
+    if missing:
+        return fail(command, f"needs the {extra!r} extra ({', '.join(missing)} not installed): "
+                             f'pip install "otel-diary[{extra}]"', 2)
+    if broken:
+        return fail(command, f"the {extra!r} extra is installed but does not import "
+                             f"({'; '.join(broken)}): reinstall it with "
+                             f'pip install --force-reinstall "otel-diary[{extra}]"', 2)
+    return None
+
+
+def not_installed(exc: ImportError, module: str) -> bool:
+    """Whether ``exc`` says ``module`` (or a package above it) is absent, rather than present
+    and failing to import."""
+    name = exc.name if isinstance(exc, ModuleNotFoundError) else None
+    return name is not None and (module == name or module.startswith(f"{name}."))
 
 
 def has_knowledge_base(root: Path) -> bool:

@@ -94,11 +94,11 @@ def ranked(root: Path, index: DiaryIndex, query: str, *, limit: int = 10) -> lis
 
 def _in_store(args: argparse.Namespace, url: str) -> tuple[SearchResult, list[dict[str, Any]]]:
     """The diaries and lessons the store at ``url`` has for ``args``."""
-    from otel_diary.readers.shared import search_store_lessons
-
     store = open_store_of("search", url)
     if store is None:
         raise SearchError("")
+    from otel_diary.readers.shared import search_store_lessons  # psycopg: the pg extra
+
     with store:
         result = store.search(args.query, agent=args.agent, outcome=args.outcome,
                               task=args.task, since=args.since, limit=args.limit, raw=args.fts)
