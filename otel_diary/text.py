@@ -227,11 +227,12 @@ def _is_under(path: str, folder: str) -> bool:
     return path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def inside(path: Path, base: Path) -> bool:
-    """Whether ``path``, its symbolic links followed, is in the folder ``base`` (resolved)."""
+def inside(path: Path, base: Path, *, strict: bool = False) -> bool:
+    """Whether ``path``, its symbolic links followed, is in the folder ``base`` (resolved);
+    when ``strict``, only if it exists (a dangling link or a loop of links is not)."""
     try:
-        return path.resolve().is_relative_to(base)
-    except (OSError, RuntimeError):  # a link loop
+        return path.resolve(strict=strict).is_relative_to(base)
+    except (OSError, RuntimeError):  # a loop of links (RuntimeError before Python 3.13)
         return False
 
 
@@ -239,9 +240,9 @@ def knowledge_files(folder: Path, base: Path, *, recursive: bool = True) -> list
     """The ``*.md`` files under ``folder`` (in its subfolders too when ``recursive``),
     sorted, that are in ``base``, the knowledge base's folder (resolved): none when
     ``folder`` leads out of it, and a file that is a symbolic link only when it leads to
-    a file inside. Anyone may plant a link in a shared folder; what it points to is not
-    the knowledge base's to show."""
+    a file inside (not a dangling link or a loop). Anyone may plant a link in a shared
+    folder; what it points to is not the knowledge base's to show."""
     if not folder.is_dir() or not inside(folder, base):
         return []
     files = sorted(folder.rglob("*.md") if recursive else folder.glob("*.md"))
-    return [file for file in files if not file.is_symlink() or inside(file, base)]
+    return [file for file in files if not file.is_symlink() or inside(file, base, strict=True)]

@@ -96,8 +96,9 @@ def test_read_text_refuses_a_folder_and_keeps_no_descriptor(
 
 def test_knowledge_files_are_those_no_planted_link_leads_out_of_the_base(tmp_path: Path) -> None:
     """Files and links to files inside the base are listed; a link to a file outside is
-    not, nor is anything under a folder that is a link leading out; a link loop is
-    skipped; a root or base reached through a link is followed (it is the base)."""
+    not, nor is anything under a folder that is a link leading out; a link loop and a
+    dangling link are skipped; a root or base reached through a link is followed (it is
+    the base)."""
     outside = tmp_path / "outside"
     (outside / "deep").mkdir(parents=True)
     (outside / "secret.md").write_text("x", encoding="utf-8")
@@ -109,6 +110,7 @@ def test_knowledge_files_are_those_no_planted_link_leads_out_of_the_base(tmp_pat
     (folder / "alias.md").symlink_to(folder / "own.md")
     (folder / "planted.md").symlink_to(outside / "secret.md")
     (folder / "loop.md").symlink_to(folder / "loop.md")
+    (folder / "dangling.md").symlink_to(folder / "gone.md")
     (base / "agents" / "linked").symlink_to(outside / "deep", target_is_directory=True)
     (base / "lessons").symlink_to(outside, target_is_directory=True)
     resolved = base.resolve()
