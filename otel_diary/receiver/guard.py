@@ -114,6 +114,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._in_head and self._head_bytes > self.max_header_bytes:
             self._refuse_head()
 
+    def _unsupported_upgrade_warning(self) -> None:
+        """An ``Upgrade`` (``h2c``, ``websocket``: the server is given no WebSocket
+        protocol) is ignored, as HTTP lets a server do, and the request is served as
+        HTTP/1.1: not two warnings logged for each such request a client sends."""
+
     def send_400_response(self, msg: str) -> None:
         if self._head_parsed > self.max_header_bytes:  # raised by on_url or on_header
             self._refuse_head()

@@ -132,10 +132,6 @@ class OtlpHttpApp:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
             return
-        if scope["type"] == "websocket":  # none served: the handshake is refused (403),
-            await receive()  # not left unanswered (a 500)
-            await send({"type": "websocket.close", "code": 1008})
-            return
         if scope["type"] != "http":
             return
         path = scope.get("path", "")

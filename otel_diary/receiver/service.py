@@ -118,6 +118,7 @@ class Service:
                                           counters=self.collector.counters),
                     timeout_keep_alive=config.idle_timeout_s,  # type: ignore[arg-type]
                     backlog=connection_limits(config.max_connections)[1],
+                    ws="none",  # OTLP has no WebSocket binding; no library is loaded
                     lifespan="off", log_config=None, access_log=False,
                     server_header=False,
                     timeout_graceful_shutdown=max(int(shutdown_s), 1),

@@ -198,11 +198,20 @@ def test_an_idle_keep_alive_connection_is_closed_at_the_idle_timeout(tmp_path: P
     assert closed
 
 
-def test_a_websocket_upgrade_is_refused_not_a_server_error(serve: Serve) -> None:
-    """A WebSocket handshake gets 403 (the receiver serves none), never a 500."""
-    with _connect(serve) as sock:
-        sock.sendall(b"GET /v1/traces HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
-                     b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-                     b"Sec-WebSocket-Version: 13\r\n\r\n")
-        status = sock.recv(4096).split(b"\r\n", 1)[0]
-    assert status.startswith(b"HTTP/1.1 403")
+@pytest.mark.parametrize("upgrade", [
+    b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n",
+    b"Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABk\r\n"],
+    ids=["websocket", "h2c"])
+def test_an_upgrade_is_ignored_and_the_request_served_as_http_1_1(
+        serve: Serve, upgrade: bytes) -> None:
+    """A WebSocket handshake or an ``h2c`` upgrade (``curl --http2``) is answered as the
+    HTTP/1.1 request it also is, whatever WebSocket library is installed, and logs nothing:
+    a client repeating it cannot fill the log."""
+    before = serve.stderr.read_text()
+    for path, status in ((b"/v1/traces", b"405"), (b"/health", b"200")):
+        with _connect(serve) as sock:
+            sock.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n" + upgrade + b"\r\n")
+            line = sock.recv(4096).split(b"\r\n", 1)[0]
+        assert line.startswith(b"HTTP/1.1 " + status), line
+    assert serve.stderr.read_text() == before
