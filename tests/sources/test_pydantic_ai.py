@@ -8,16 +8,19 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from pydantic_ai import Agent, ModelRetry
-from pydantic_ai.models.instrumented import InstrumentationSettings
-from pydantic_ai.models.openai import OpenAIChatModel
-from pydantic_ai.providers.openai import OpenAIProvider
 
 from otel_diary import DiarySpanProcessor
 from otel_diary.pipeline.render import parse_front_matter
 from otel_diary.testing import InMemorySink
 from tests.sources.test_openinference import readme_snippet
 from tests.support.loopback import ChatServer, ToolCall, serve_asgi
+
+pytest.importorskip("pydantic_ai", reason="pydantic-ai 2 needs Python 3.11 or later")
+
+from pydantic_ai import Agent, ModelRetry
+from pydantic_ai.models.instrumented import InstrumentationSettings
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
 
 MODEL = "gpt-test"
 
@@ -40,7 +43,7 @@ def test_an_agent_run_is_one_diary() -> None:
                                                                 api_key="test-key"))
         agent = Agent(model, name="researcher")
 
-        @agent.tool_plain
+        @agent.tool_plain  # type: ignore[untyped-decorator, unused-ignore]  # (3.10: no stubs)
         def lookup(term: str) -> str:
             """Look a term up."""
             lookups.append(term)
