@@ -68,6 +68,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/journal.py
 	$(BIN)/python benchmarks/sustained_serve.py
 	$(BIN)/python benchmarks/decision_hold.py
+	$(BIN)/python benchmarks/hostile_traces.py
 	$(BIN)/python benchmarks/import_cost.py
 
 clean:

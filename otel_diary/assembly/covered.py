@@ -12,7 +12,10 @@ from __future__ import annotations
 from otel_diary.assembly.batch import Contribution
 from otel_diary.assembly.table import Ancestry
 from otel_diary.conventions import Conventions
+from otel_diary.counters import LogOnce
 from otel_diary.record import ChildSummary
+
+_log_once = LogOnce()
 
 
 def _watched(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id: int,
@@ -30,14 +33,32 @@ def _watched(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_i
         return None
     parents = ancestry.parents()
     walked: set[int] = set()  # found with nothing watched above (a cycle ends there too)
+    steps = ancestry.steps
     for span, _ in failed:
         up = parents.get(span)
         while up is not None and up != task_id and up not in walked:
             if up in watched:
+                ancestry.steps = steps
                 return min(end for _, end in failed), watched
+            steps -= 1
+            if steps < 0:
+                _too_deep(ancestry)
+                return None
             walked.add(up)
             up = parents.get(up)
+    ancestry.steps = steps
     return None
+
+
+def _too_deep(ancestry: Ancestry) -> None:
+    """The walks of ``ancestry`` have taken every step they may (see
+    :data:`~otel_diary.assembly.table.WALK_STEPS_PER_LINK`): the later ones take none."""
+    ancestry.steps = 0
+    _log_once.warning("deep", "otel-diary: a trace's spans are nested too deep for every "
+                      "task's failures to be traced up; the rest of its tasks are read as "
+                      "if each failure stood alone")
+
+
 
 
 def covered(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id: int,
@@ -69,6 +90,7 @@ def covered(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id
     above: dict[int, int | None] = {}
     """A plain span -> the nearest marked span above it (None: none, or a cycle)."""
     children: dict[int, list[int]] = {}
+    steps = ancestry.steps
     for span in marked:
         walked: list[int] = []
         found: int | None = None
@@ -80,6 +102,10 @@ def covered(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id
             if up in above:
                 found = above[up]
                 break
+            steps -= 1
+            if steps < 0:
+                _too_deep(ancestry)
+                return {}
             above[up] = None  # while walked: a cycle back to it ends the walk
             walked.append(up)
             up = parents.get(up)
@@ -87,6 +113,7 @@ def covered(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id
             above[plain] = found
         if found is not None:
             children.setdefault(found, []).append(span)
+    ancestry.steps = steps
     if not children:
         return {}
     below: dict[bytes, ChildSummary] = {}

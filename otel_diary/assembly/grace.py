@@ -89,8 +89,17 @@ class _View:
     its ancestry (each span walked once however many tasks are decided), and its root
     task spans by end time (``None`` until a root task needs them)."""
 
+    entry: _Trace
     ancestry: Ancestry
     ends: list[tuple[int, int]] | None = None
+    groups: dict[int, list[int]] | None = None
+    """Root task -> where in ``items`` the contributions it takes are (``None`` until a
+    root task is decided): each contribution's owner is found once, not at every task."""
+    items: list[tuple[bytes, Contribution]] = field(default_factory=list)
+    """The trace's contributions grouped so far (span id, contribution), in their order."""
+    seen: int = 0
+    """How many of the trace's contributions are in ``items``; the trace's lists keep
+    those taken until :meth:`TraceStore._settle`."""
 
 
 class TraceStore:
@@ -242,7 +251,7 @@ class TraceStore:
         try:
             return self._relieve()
         finally:
-            self._views.clear()
+            self._end_views()
 
     def _link(self, trace_id: bytes, entry: _Trace, links: bytes) -> int:
         """Keep ``links`` of a held trace, as far as ``MAX_LINKS`` allows; returns the
@@ -381,7 +390,7 @@ class TraceStore:
                 if entry is not None and task_id in entry.tasks:
                     ready.extend(self._decide(trace_id, entry, task_id))
         finally:
-            self._views.clear()
+            self._end_views()
         return ready
 
     def is_due(self, now: float) -> bool:
@@ -399,7 +408,7 @@ class TraceStore:
                 if trace_id in traces:
                     self._close(trace_id, entry)
         finally:
-            self._views.clear()
+            self._end_views()
 
     def drain(self, *, shutdown: bool = False) -> list[Ready]:
         """Decide every waiting task span now and forget the rest (end of input, shutdown).
@@ -415,7 +424,7 @@ class TraceStore:
                 if entry is not None and task_id in entry.tasks:
                     ready.extend(self._decide(trace_id, entry, task_id))
         finally:
-            self._views.clear()
+            self._end_views()
         for trace_id, entry in list(self._traces.items()):
             self._close(trace_id, entry, notify=not shutdown)
         return ready
@@ -433,7 +442,7 @@ class TraceStore:
         ready: list[Ready] = []
         view = self._views.get(trace_id)
         if view is None:
-            view = self._views[trace_id] = _View(self._ancestry(entry, done))
+            view = self._views[trace_id] = _View(entry, self._ancestry(entry, done))
             self._read += entry.link_count + len(entry.task_spans) + len(entry.contributions)
         if view.ancestry.nested(record.parent_span_id):
             self.nested_tasks += 1  # its parent task's diary covers it, and takes its facts
@@ -455,8 +464,28 @@ class TraceStore:
             self.root_tasks += 1
             ready.append((record, self._summary(entry, task_id, view)))
         if not entry.tasks:
+            self._settle(view)
+            del self._views[trace_id]  # nothing more to decide: let it go
             self._close(trace_id, entry)
         return ready
+
+    def _end_views(self) -> None:
+        """The call's decisions are done: each trace's lists keep what is left of them."""
+        for view in self._views.values():
+            self._settle(view)
+        self._views.clear()
+
+    @staticmethod
+    def _settle(view: _View) -> None:
+        """Leave in the trace's lists only the contributions no root task took."""
+        if view.groups is None:
+            return
+        entry, items = view.entry, view.items
+        left = sorted(at for group in view.groups.values() for at in group)
+        entry.contribution_ids = [items[at][0] for at in left] + \
+            entry.contribution_ids[view.seen:]
+        entry.contributions = [items[at][1] for at in left] + entry.contributions[view.seen:]
+        view.groups, view.items, view.seen = None, [], 0
 
     @staticmethod
     def _ancestry(entry: _Trace, done: set[int]) -> Ancestry:
@@ -474,34 +503,48 @@ class TraceStore:
             ends = view.ends = sorted(
                 (end, span_id) for span_id, (parent, end) in entry.task_spans.items()
                 if not nested(parent))
-        last = ends[-1][1]
-        kept: list[Contribution] = []
-        kept_ids: list[bytes] = []
-        owned: list[tuple[bytes, Contribution]] = []
-        for span_id, contribution in zip(entry.contribution_ids, entry.contributions,
-                                         strict=True):
-            owner = last
-            if len(ends) > 1:  # the first root task to end at or after it, else the last
-                at = bisect_left(ends, (contribution.end_ns,))
-                if at < len(ends):
-                    owner = ends[at][1]
-            if owner == task_id:
-                owned.append((span_id, contribution))
-            elif owner in entry.tasks:
-                kept.append(contribution)
-                kept_ids.append(span_id)
-                continue
-            else:
-                self.late += 1  # its task was decided before it came
+        if len(ends) == 1:  # the usual case: it takes every one
+            owned = list(zip(entry.contribution_ids, entry.contributions, strict=True))
+            entry.contribution_ids, entry.contributions = [], []
+        else:
+            if view.groups is None:
+                view.groups = {}
+            if view.seen < len(entry.contributions):
+                self._group(entry, view, ends, task_id)
+            items = view.items
+            owned = [items[at] for at in view.groups.pop(task_id, ())]
+        for _, contribution in owned:
             self.spans -= 1
             self._release(entry, contribution.size)
-        entry.contributions = kept
-        entry.contribution_ids = kept_ids
         below = covered(owned, view.ancestry, task_id, self.conventions)
         for span_id, contribution in owned:
             summary.add(contribution.attributes, contribution.is_error, self.conventions,
                         contribution.end_ns, below.get(span_id) if below else None)
         return summary
+
+    def _group(self, entry: _Trace, view: _View, ends: list[tuple[int, int]],
+               task_id: int) -> None:
+        """Group the trace's contributions not grouped yet by the root task that takes
+        each: the first to end at or after it, else the last. One whose task was decided
+        before it came is forgotten."""
+        assert view.groups is not None
+        groups, items, tasks = view.groups, view.items, entry.tasks
+        last = ends[-1][1]
+        for span_id, contribution in zip(entry.contribution_ids[view.seen:],
+                                         entry.contributions[view.seen:], strict=True):
+            owner = last
+            if len(ends) > 1:
+                at = bisect_left(ends, (contribution.end_ns,))
+                if at < len(ends):
+                    owner = ends[at][1]
+            if owner == task_id or owner in tasks:
+                groups.setdefault(owner, []).append(len(items))
+                items.append((span_id, contribution))
+            else:
+                self.late += 1  # its task was decided before it came
+                self.spans -= 1
+                self._release(entry, contribution.size)
+        view.seen = len(entry.contributions)
 
     def _release(self, entry: _Trace, size: int) -> None:
         entry.size -= size

@@ -50,6 +50,14 @@ LINKS_OVERHEAD = 40
 """Estimated memory of a bytes object of links besides its links."""
 
 
+WALK_STEPS_PER_LINK = 16
+MIN_WALK_STEPS = 100_000
+"""Steps up the parent links that the walks of one :class:`Ancestry` other than its own
+may take together (:attr:`Ancestry.steps`): this many per link, and at least the minimum.
+Each task's walks start again from its spans, so many tasks under one very deep chain
+would otherwise cost tasks times depth: a request of a few megabytes, minutes of CPU."""
+
+
 class Ancestry:
     """Whether a span has a task span among its ancestors, following the parent links of
     the trace's spans (runs of :data:`LINK_BYTES` pairs) through the plain spans in
@@ -58,14 +66,20 @@ class Ancestry:
     cycle. Each span's answer is remembered, so any number of walks cost at most one step
     per link: while the trace takes in nothing new, one ``Ancestry`` serves every decision."""
 
-    __slots__ = ("_is_task", "_known", "_links", "_parents")
+    __slots__ = ("_asked", "_is_task", "_known", "_links", "_parent_ids", "_parents", "steps")
 
     def __init__(self, is_task: Callable[[int], bool], links: Iterable[bytes]) -> None:
         self._is_task = is_task
         self._links = links
         self._parents: dict[int, int] | None = None
+        self._parent_ids: set[bytes] | None = None
+        """The parent half of every link, once :meth:`any_parent` is asked a second time."""
+        self._asked = False
         self._known: dict[int, bool] = {}
         """Plain span -> whether a task span is among its ancestors."""
+        self.steps = 0
+        """Steps left to other walks up :meth:`parents` (see :data:`WALK_STEPS_PER_LINK`);
+        set when they are read."""
 
     def parents(self) -> dict[int, int]:
         """Span id -> parent span id, of every span the links hold (read at the first call)."""
@@ -73,18 +87,25 @@ class Ancestry:
         if parents is None:
             parents = self._parents = dict(
                 pair for run in self._links for pair in struct.iter_unpack(">QQ", run))
+            self.steps = max(WALK_STEPS_PER_LINK * len(parents), MIN_WALK_STEPS)
         return parents
 
     def any_parent(self, span_ids: Iterable[bytes]) -> bool:
-        """Whether one of ``span_ids`` (8 bytes each) is the parent of a span: one pass over
-        the links' parent halves, cheaper than reading them into :meth:`parents`."""
+        """Whether one of ``span_ids`` (8 bytes each) is the parent of a span. The first
+        call makes one pass over the links' parent halves (cheaper than reading them into
+        :meth:`parents`); a second one keeps their set, so that many tasks' questions cost
+        one pass, not one each."""
         wanted = set(span_ids)
-        parents = self._parents
-        if parents is not None:
-            return any(parent.to_bytes(8, "big") in wanted for parent in parents.values())
+        if self._parent_ids is not None:
+            return not self._parent_ids.isdisjoint(wanted)
         half = LINK_BYTES // 2
-        return any(run[at:at + half] in wanted for run in self._links
-                   for at in range(half, len(run), LINK_BYTES))
+        if not self._asked:
+            self._asked = True
+            return any(run[at:at + half] in wanted for run in self._links
+                       for at in range(half, len(run), LINK_BYTES))
+        self._parent_ids = {run[at:at + half] for run in self._links
+                            for at in range(half, len(run), LINK_BYTES)}
+        return not self._parent_ids.isdisjoint(wanted)
 
     def nested(self, parent: int | None) -> bool:
         """Whether the span whose parent is ``parent`` has a task span among its ancestors."""

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import struct
+
+import pytest
 
 from otel_diary.assembly.batch import Contribution
 from otel_diary.assembly.covered import covered
@@ -56,3 +59,31 @@ def test_a_failure_nothing_watches_from_above_reads_no_more_spans() -> None:
     owned, ancestry = run(*steps, (5, TASK, "AGENT", False, 2000),
                           (6, 5, "TOOL", True, 1500))
     assert list(covered(owned, ancestry, TASK, OPENINFERENCE)) == [(5).to_bytes(8, "big")]
+
+
+def test_walks_past_their_budget_stop_and_say_so(caplog: pytest.LogCaptureFixture) -> None:
+    """The walks of one ancestry share a budget of steps (16 a link, at least 100,000):
+    many root tasks under one very deep chain each walked it to the root, tasks times
+    depth. Past the budget a task's failures are read as if each stood alone, with one
+    warning; within it, the same spans read as before."""
+    chain = [(100 + n, 100 + n + 1, "CHAIN", False, 0) for n in range(2000)]
+    # A failed call and the agent run above it, both under the chain's top and not under
+    # TASK: the walk from the call meets the run on its first step; the one from the
+    # other failure goes up the whole chain.
+    spans = (*chain, (7, 100, "AGENT", False, 30), (8, 7, "TOOL", True, 10),
+             (9, 100, "TOOL", True, 5), (10, 7, "LLM", False, 20))
+    owned, ancestry = run(*spans)
+    agent = (7).to_bytes(8, "big")
+    assert agent in covered(owned, ancestry, TASK, OPENINFERENCE)
+    assert 0 < ancestry.steps < 100_000  # the budget, less the steps the walks took
+
+    owned, ancestry = run(*spans)
+    ancestry.parents()
+    ancestry.steps = 50  # less than one walk up the chain
+    with caplog.at_level(logging.DEBUG, logger="otel_diary"):  # a warning once a process
+        assert covered(owned, ancestry, TASK, OPENINFERENCE) == {}
+        assert ancestry.steps == 0
+        assert covered(owned, ancestry, TASK, OPENINFERENCE) == {}  # after one step
+    assert [r.message for r in caplog.records].count(
+        "otel-diary: a trace's spans are nested too deep for every task's failures to be "
+        "traced up; the rest of its tasks are read as if each failure stood alone") == 2
