@@ -203,7 +203,18 @@ def serve_stdio(kb: KnowledgeBase) -> None:
 
 
 def serve_http(kb: KnowledgeBase, *, token: str, host: str, port: int) -> None:
-    """Serve ``kb`` over streamable HTTP at ``http://<host>:<port>/mcp`` until interrupted."""
+    """Serve ``kb`` over streamable HTTP at ``http://<host>:<port>/mcp`` until interrupted.
+
+    An ``Upgrade`` request (a WebSocket handshake, ``curl --http2``'s ``h2c``) is served as
+    the HTTP/1.1 request it also is, and logs nothing: no client, token or not, fills the
+    log by repeating one."""
     config = uvicorn.Config(http_app(build_server(kb), token, host), host=host, port=port,
-                            log_level="warning", lifespan="on")
+                            log_level="warning", lifespan="on", ws="none")
+    logging.getLogger("uvicorn.error").addFilter(_upgrade_warnings)  # after Config's setup
     uvicorn.Server(config).run()
+
+
+def _upgrade_warnings(record: logging.LogRecord) -> bool:
+    """False for uvicorn's warnings about an upgrade it does not make."""
+    return not record.getMessage().startswith(("Unsupported upgrade request",
+                                               "No supported WebSocket library"))

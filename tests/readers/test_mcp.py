@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -20,6 +23,7 @@ from otel_diary import Diary
 from otel_diary.readers import Document, Found, LessonsAnswer
 from tests.support.kb import kb_pipeline, task_record, write
 from tests.support.knowledge import NEW_TS_ERROR, build_knowledge_base, snapshot, write_lesson
+from tests.support.loopback import free_port
 from tests.support.mcp_client import SERVER, http_server, http_session, stdio_session
 
 TOKEN = "s3cret-token-for-tests"
@@ -272,6 +276,42 @@ def test_an_mcp_client_without_the_token_cannot_connect(world: World) -> None:
             return [tool.name for tool in (await session.list_tools()).tools]
 
     assert "kb_lessons" in anyio.run(with_token)
+
+
+def test_an_upgrade_is_served_as_http_1_1_and_logs_nothing(tmp_path: Path) -> None:
+    """A WebSocket handshake or an ``h2c`` upgrade, with the token or without, gets the
+    answer its plain request would (401 without the token) whatever WebSocket library is
+    installed, and no log line: a client repeating one cannot fill the log."""
+    port = free_port()
+    log = tmp_path / "mcp.log"
+    with log.open("wb") as stderr:
+        process = subprocess.Popen([*SERVER, "--transport", "http", "--port", str(port),
+                                    "--dir", str(tmp_path)], stdout=subprocess.DEVNULL,
+                                   stderr=stderr,
+                                   env={**os.environ, "OTEL_DIARY_MCP_TOKEN": TOKEN})
+    host = f"Host: 127.0.0.1:{port}\r\n".encode()
+    try:
+        for _ in range(600):  # bounded: 30 s
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        for upgrade in (b"Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                        b"Sec-WebSocket-Version: 13\r\n"
+                        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n",
+                        b"Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                        b"HTTP2-Settings: AAMAAABk\r\n"):
+            for token, status in ((b"", b"401"),
+                                  (f"Authorization: Bearer {TOKEN}\r\n".encode(), b"406")):
+                with socket.create_connection(("127.0.0.1", port), timeout=15) as sock:
+                    sock.sendall(b"GET /mcp HTTP/1.1\r\n" + host + token + upgrade + b"\r\n")
+                    line = sock.recv(4096).split(b"\r\n", 1)[0]
+                assert line.startswith(b"HTTP/1.1 " + status), (upgrade, token, line)
+    finally:
+        process.terminate()
+        process.wait(30)
+    assert "upgrade" not in log.read_text().lower()
 
 
 def test_http_needs_a_token_to_start(tmp_path: Path) -> None:
