@@ -59,8 +59,6 @@ def _too_deep(ancestry: Ancestry) -> None:
                       "if each failure stood alone")
 
 
-
-
 def covered(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id: int,
             conventions: Conventions) -> dict[bytes, ChildSummary]:
     """What the contributions under each of ``owned`` (span id, contribution) add up to,
