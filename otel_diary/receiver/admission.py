@@ -71,6 +71,14 @@ LONG_HOLD_S = 0.02
 large the traces decided, the receivers have it at least two thirds of the time."""
 
 
+RETRY_FIRST_S = 1.0
+"""How long a decided task whose diary no sink could write (a full disk, a folder made
+read-only) waits before it is tried again; the wait doubles with each round that writes
+none of them, up to :data:`RETRY_MAX_S`. A diary written meanwhile (the sink works again)
+has them tried at once."""
+RETRY_MAX_S = 30.0
+
+
 def pause_after(held: float) -> float:
     """How long the timer leaves the lock alone after holding it ``held`` seconds: twice
     as long after a hold of :data:`LONG_HOLD_S` or more (at most a second), else not."""
@@ -90,7 +98,8 @@ class Collector:
     render and deliver, each one task at a time (model calls let the others run
     meanwhile), so a slow sink or model never stalls receiving (its backlog counts
     against the bounds). A task counts as waiting, and keeps its journal rows, until its
-    diary and the index and lesson updates of its batch are written.
+    diary and the index and lesson updates of its batch are written; one whose diary no
+    sink could write is tried again (see :data:`RETRY_FIRST_S`).
     """
 
     def __init__(
@@ -101,6 +110,7 @@ class Collector:
         journal: Journal | None = None,
         workers: int = 1,
         max_pending: int = 2000,
+        retry_s: float = RETRY_FIRST_S,
         clock: Callable[[], float] = time.monotonic,
         start: bool = True,
     ) -> None:
@@ -129,6 +139,15 @@ class Collector:
         """Decided tasks of a trace not written yet, by trace id."""
         self._compact_later: dict[bytes, Mark] = {}
         """Journal rows of closed traces whose diaries are still being written."""
+        self._unwritten: list[tuple[Ready, int]] = []
+        """Decided tasks whose diary no sink could write: still waiting (and counted so,
+        with their journal rows kept), tried again at ``_retry_at``."""
+        self._retry_at = 0.0
+        self._retry_first_s = retry_s
+        """The first wait before a diary no sink could write is tried again."""
+        self._retry_delay = retry_s
+        self._diaries = 0
+        """The pipeline's count of diaries written, when a batch was last released."""
         if journal is not None:
             store.on_close = self._closing.append
         self._timer = Runner("otel-diary-assemble", self._decide_due, interval_s=0.5,
@@ -292,10 +311,11 @@ class Collector:
                 self.pipeline.close(max(deadline - time.monotonic(), 0.0))
             if self.journal is not None:
                 self.journal.close(max(deadline - time.monotonic(), 1.0))
-        if not finished:
-            logger.warning("otel-diary stopped with work left", extra={"fields": {
-                "pending_diaries": self._ready_count,
-                "journaled": self.journal is not None}})
+        if not finished or self._unwritten:
+            logger.warning("otel-diary stopped with work left%s", " (diaries no sink could "
+                           "write)" if finished else "", extra={"fields": {
+                               "pending_diaries": self._ready_count,
+                               "journaled": self.journal is not None}})
         return finished
 
     @property
@@ -333,6 +353,8 @@ class Collector:
                     self._next_expiry = now + 1.0
                     store.expire(now)
                     self._hand_over([])
+                if self._unwritten and (now >= self._retry_at or self._closed):
+                    self._retry()
                 if self._closed:
                     self._hand_over(store.drain(shutdown=True))
                     return None
@@ -381,20 +403,32 @@ class Collector:
     def _deliver(self, stopping: bool) -> None:
         """One round of a pipeline runner: decided tasks, in order, until none is left."""
         journal = self.journal
-        handled: list[tuple[bytes, int]] = []
-        unwritten: set[bytes] = set()
-        """Traces of ``handled`` with a diary no sink could write: their journal rows
-        stay, and the next start writes it (what was answered 200 for is not lost)."""
+        handled: list[tuple[Ready, int]] = []
+        unwritten: set[int] = set()
+        """Places in ``handled`` of tasks with a diary no sink could write: they keep
+        waiting, and their journal rows (what was answered 200 for is not lost)."""
 
         def written() -> None:
             """The diaries of ``handled`` and their index entries are written: they are
             no longer waiting, and their journal rows may go."""
             with self._idle:
-                for trace_id, size in handled:
+                for place, (item, size) in enumerate(handled):
+                    if place in unwritten:
+                        self._unwritten.append((item, size))
+                        continue
                     self._ready_count -= 1
                     self._ready_bytes -= size
-                    if journal is not None and trace_id not in unwritten:
-                        self._written(journal, trace_id)
+                    if journal is not None:
+                        self._written(journal, item[0].trace_id.to_bytes(16, "big"))
+                diaries, self._diaries = self._diaries, self.pipeline.stats.diaries
+                if unwritten:
+                    self._retry_at = self._clock() + self._retry_delay
+                    self._retry_delay = min(2 * self._retry_delay,
+                                            max(RETRY_MAX_S, self._retry_first_s))
+                elif self._diaries > diaries:  # the sinks write again: no need to wait
+                    self._retry_delay = self._retry_first_s
+                    if self._unwritten:
+                        self._retry()
                 handled.clear()
                 unwritten.clear()
                 self._idle.notify_all()
@@ -405,9 +439,19 @@ class Collector:
                     if not self._ready:
                         return
                     item, size = self._ready.popleft()
-                trace_id = item[0].trace_id.to_bytes(16, "big")
-                handled.append((trace_id, size))
-                self.pipeline.handle(item, unwritten=functools.partial(unwritten.add, trace_id))
+                handled.append((item, size))
+                self.pipeline.handle(
+                    item, unwritten=functools.partial(unwritten.add, len(handled) - 1))
+
+    def _retry(self) -> None:
+        """Queue again the tasks whose diary no sink could write (the caller holds the
+        lock); they still count as waiting."""
+        logger.info("otel-diary tries again to write %d diaries no sink could write",
+                    len(self._unwritten))
+        self._ready.extend(self._unwritten)
+        self._unwritten.clear()
+        for runner in self._delivery:
+            runner.wake()
 
     def _written(self, journal: Journal, trace_id: bytes) -> None:
         """A diary of ``trace_id`` is written: once all are and the trace is closed, its

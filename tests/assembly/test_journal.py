@@ -34,10 +34,10 @@ def batch_of(spans: Sequence[Span]) -> Batch:
 
 
 def collector(sink: InMemorySink, journal: Journal, *, grace: float,
-              start: bool = True) -> Collector:
+              start: bool = True, retry_s: float = 1.0) -> Collector:
     pipeline = build_pipeline(Settings(index=False), ORCHESTRATOR, sinks=[sink])
     return Collector(TraceStore(ORCHESTRATOR, grace=grace, trace_timeout=60), pipeline,
-                     journal=journal, start=start)
+                     journal=journal, start=start, retry_s=retry_s)
 
 
 def journaled(service: Collector, spans: Sequence[Span]) -> None:
@@ -385,36 +385,87 @@ def test_journal_rows_stay_until_the_batch_of_their_diary_is_written(tmp_path: P
     assert rows(path) == 0
 
 
-class FailingOnce(InMemorySink):
-    """A sink whose first write fails (a full disk, a folder made read-only)."""
+class Broken(InMemorySink):
+    """A sink that cannot write while ``broken`` (a full disk, a folder made read-only)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.failed = False
+        self.broken = True
+        self.tries = 0
 
     def write(self, diary: Diary) -> str:
-        if not self.failed:
-            self.failed = True
+        self.tries += 1
+        if self.broken:
             raise OSError(28, "No space left on device")
         return super().write(diary)
 
 
-def test_a_diary_no_sink_could_write_keeps_its_rows_for_the_next_start(tmp_path: Path) -> None:
-    """A task answered 200 whose diary could not be written is not lost: its journal rows
-    stay (another task's go), and the next start writes its diary."""
+def test_a_diary_no_sink_could_write_keeps_its_rows_for_the_next_start(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A task answered 200 whose diary could not be written is not lost: it keeps waiting,
+    and its journal rows, through shutdown (tried once more, and said), and the next start
+    writes its diary."""
     path = tmp_path / "journal.sqlite3"
-    sink = FailingOnce()
-    first = collector(sink, Journal(path), grace=0)
+    sink = Broken()
+    first = collector(sink, Journal(path), grace=0, retry_s=3600)
     try:
-        for task in ("T-unwritten", "T-written"):
-            journaled(first, task_trace(task))
-            assert first.flush(10)
+        journaled(first, task_trace("T-unwritten"))
+        assert not first.flush(0.5)
+        assert first.pending_diaries == 1
     finally:
-        assert first.close(10)
-    assert [d.task_id for d in sink.diaries] == ["T-written"]
+        with caplog.at_level(logging.INFO, logger="otel_diary"):
+            first.close(10)
+    assert sink.tries == 2
+    assert "stopped with work left (diaries no sink could write)" in caplog.text
+    assert sink.diaries == []
     assert rows(path) > 0
     assert [d.task_id for d in replayed(path, 1)] == ["T-unwritten"]
     assert rows(path) == 0
+
+
+def test_a_diary_no_sink_could_write_is_written_once_the_sink_works_again(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A running ``serve`` tries again, waiting longer after each failed round, and
+    writes the diary (its journal rows then go) as soon as the sink works: a full disk
+    made room for, a folder made writable again, needs no restart."""
+    path = tmp_path / "journal.sqlite3"
+    sink = Broken()
+    service = collector(sink, Journal(path), grace=0, retry_s=0.05)
+    try:
+        journaled(service, task_trace("T-late"))
+        deadline = time.monotonic() + 30
+        while sink.tries < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sink.tries >= 3
+        assert service.pending_diaries == 1
+        sink.broken = False
+        with caplog.at_level(logging.INFO, logger="otel_diary"):
+            assert service.flush(10)
+        assert "tries again to write 1 diaries" in caplog.text
+    finally:
+        assert service.close(10)
+    assert [d.task_id for d in sink.diaries] == ["T-late"]
+    assert rows(path) == 0
+
+
+def test_a_diary_written_has_those_waiting_tried_again_at_once(tmp_path: Path) -> None:
+    """When a diary is written while others wait to be tried again, they are tried at
+    once: the sink works again."""
+    sink = Broken()
+    service = collector(sink, Journal(tmp_path / "journal.sqlite3"), grace=0,
+                        retry_s=3600)
+    try:
+        journaled(service, task_trace("T-first"))
+        deadline = time.monotonic() + 30
+        while sink.tries < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sink.tries == 1  # the next try is an hour away
+        sink.broken = False
+        journaled(service, task_trace("T-second"))
+        written = sink.wait_for(2, timeout=30)
+        assert sorted(d.task_id for d in written) == ["T-first", "T-second"]
+    finally:
+        assert service.close(10)
 
 
 def test_no_raw_span_stays_on_disk_once_the_journal_is_empty(tmp_path: Path) -> None:
