@@ -236,6 +236,7 @@ class Collector:
         journal = self.journal
         rows = encode(batch.parts, batch.links) if journal is not None and held else []
         durable: Future[None] | None = None
+        full = False  # logged once out of the lock: a blocked stderr must not stall it
         with self._lock:
             if self._closed:
                 return Admission.CLOSED, None
@@ -252,15 +253,10 @@ class Collector:
                 links += store.strays(part.trace_id for part in batch.parts)
             if rows or links:
                 assert journal is not None
-                if not journal.room(rows + links):
-                    self._log_once.warning("journal-full", "otel-diary's journal %s holds "
-                                           "its maximum of %d bytes; refusing spans (503) "
-                                           "until diaries are written", journal.path,
-                                           journal.max_bytes)
-                    return Admission.JOURNAL_FULL, None
-                durable = journal.append(rows, links)  # before the store: it may close
-                # the trace
-            if batch.valid:
+                full = not journal.room(rows + links)
+                if not full:  # journaled before the store: it may close the trace
+                    durable = journal.append(rows, links)
+            if batch.valid and not full:
                 waiting = store.next_deadline() is not None
                 try:
                     self._hand_over(store.add(batch, self._clock()))
@@ -268,6 +264,12 @@ class Collector:
                     self._assembly_failed()
                 if not waiting and store.next_deadline() is not None:
                     self._timer.wake()  # the timer thread may be asleep for longer
+        if full:
+            assert journal is not None
+            self._log_once.warning("journal-full", "otel-diary's journal %s holds its "
+                                   "maximum of %d bytes; refusing spans (503) until "
+                                   "diaries are written", journal.path, journal.max_bytes)
+            return Admission.JOURNAL_FULL, None
         return Admission.ACCEPTED, durable
 
     def _held_links(self, batch: Batch) -> list[tuple[bytes, bytes]]:
@@ -347,6 +349,7 @@ class Collector:
             pause = pause_after(held)
             if pause:  # the receivers' turn; what is due waits meanwhile
                 break
+        retried = 0
         with self._lock:
             try:
                 if now >= self._next_expiry:
@@ -354,13 +357,15 @@ class Collector:
                     store.expire(now)
                     self._hand_over([])
                 if self._unwritten and (now >= self._retry_at or self._closed):
-                    self._retry()
-                if self._closed:
+                    retried = self._retry()
+                drained = self._closed
+                if drained:
                     self._hand_over(store.drain(shutdown=True))
-                    return None
             except Exception:
+                drained = False
                 self._assembly_failed()
-        if stopping:
+        _log_retry(retried)
+        if stopping or drained:
             return None
         if pause:
             return pause
@@ -411,6 +416,7 @@ class Collector:
         def written() -> None:
             """The diaries of ``handled`` and their index entries are written: they are
             no longer waiting, and their journal rows may go."""
+            retried = 0
             with self._idle:
                 for place, (item, size) in enumerate(handled):
                     if place in unwritten:
@@ -428,10 +434,11 @@ class Collector:
                 elif self._diaries > diaries:  # the sinks write again: no need to wait
                     self._retry_delay = self._retry_first_s
                     if self._unwritten:
-                        self._retry()
+                        retried = self._retry()
                 handled.clear()
                 unwritten.clear()
                 self._idle.notify_all()
+            _log_retry(retried)
 
         with self.pipeline.batch(on_release=written):
             while True:
@@ -443,15 +450,15 @@ class Collector:
                 self.pipeline.handle(
                     item, unwritten=functools.partial(unwritten.add, len(handled) - 1))
 
-    def _retry(self) -> None:
+    def _retry(self) -> int:
         """Queue again the tasks whose diary no sink could write (the caller holds the
-        lock); they still count as waiting."""
-        logger.info("otel-diary tries again to write %d diaries no sink could write",
-                    len(self._unwritten))
+        lock) and say how many; they still count as waiting."""
+        retried = len(self._unwritten)
         self._ready.extend(self._unwritten)
         self._unwritten.clear()
         for runner in self._delivery:
             runner.wake()
+        return retried
 
     def _written(self, journal: Journal, trace_id: bytes) -> None:
         """A diary of ``trace_id`` is written: once all are and the trace is closed, its
@@ -464,6 +471,14 @@ class Collector:
         mark = self._compact_later.pop(trace_id, None)
         if mark is not None:
             journal.forget(mark)
+
+
+def _log_retry(retried: int) -> None:
+    """Say that ``retried`` diaries are tried again; out of the lock, where a blocked
+    stderr stalls no request."""
+    if retried:
+        logger.info("otel-diary tries again to write %d diaries no sink could write",
+                    retried)
 
 
 def _batch(parts: list[Part], links: list[tuple[bytes, bytes]]) -> Batch:

@@ -487,3 +487,69 @@ def test_no_raw_span_stays_on_disk_once_the_journal_is_empty(tmp_path: Path) -> 
         assert rows(path) == 0
     finally:
         assert service.close(10)
+
+
+class Stalled(logging.Handler):
+    """A log destination that blocks on lines containing ``text`` until ``go`` is set
+    (a stderr pipe nobody reads)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(logging.INFO)
+        self.text = text
+        self.entered = threading.Event()
+        self.go = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.entered.set()
+            self.go.wait(600)
+
+
+@contextlib.contextmanager
+def stalled_log(text: str) -> Any:
+    handler = Stalled(text)
+    log = logging.getLogger("otel_diary")
+    level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)  # the repeated journal-full warnings are debug lines
+    try:
+        yield handler
+    finally:
+        handler.go.set()
+        log.removeHandler(handler)
+        log.setLevel(level)
+
+
+def offered_meanwhile(service: Collector, spans: Sequence[Span]) -> Admission | None:
+    """The answer to ``spans`` offered from another thread, or None if the offer is
+    still waiting after half a minute (the lock is held)."""
+    answers: list[Admission] = []
+    thread = threading.Thread(
+        target=lambda: answers.append(service.offer(batch_of(spans))[0]), daemon=True)
+    thread.start()
+    thread.join(30)
+    return answers[0] if answers else None
+
+
+@pytest.mark.parametrize("line", ["journal-full", "retry"])
+def test_a_stalled_log_stalls_no_request(tmp_path: Path, line: str) -> None:
+    """The journal-full warning and the line saying diaries are tried again are logged
+    out of the lock requests are assembled under: a blocked stderr stalls no request."""
+    sink = Broken()
+    full = line == "journal-full"
+    service = collector(sink, Journal(tmp_path / "j.sqlite3",
+                                      max_bytes=1500 if full else 1 << 20),
+                        grace=3600 if full else 0, retry_s=0.05)
+    try:
+        with stalled_log("holds its maximum" if full else "tries again") as log:
+            if full:
+                filler = threading.Thread(target=lambda: [
+                    service.offer(batch_of(task_trace(f"T-{n}"))) for n in range(5)],
+                    daemon=True)
+                filler.start()
+            else:
+                journaled(service, task_trace("T-unwritten"))
+            assert log.entered.wait(60)
+            assert offered_meanwhile(service, task_trace("T-meanwhile")) is not None
+    finally:
+        service.close(10)
