@@ -10,7 +10,7 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -506,7 +506,7 @@ class Stalled(logging.Handler):
 
 
 @contextlib.contextmanager
-def stalled_log(text: str) -> Any:
+def stalled_log(text: str) -> Iterator[Stalled]:
     handler = Stalled(text)
     log = logging.getLogger("otel_diary")
     level = log.level
