@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -25,6 +24,13 @@ from otel_diary.index.documents import (
     primary_signature,
     section_signatures,
     sections,
+)
+from otel_diary.index.rules import (
+    MAX_RULE_CHARS,
+    MAX_RULES,
+    Rule,
+    apply_operations,
+    tally,
 )
 from otel_diary.index.templates import first_error_line, stderr_block
 from otel_diary.pipeline.classify import TaskRun
@@ -42,7 +48,6 @@ from otel_diary.sinks.base import atomic_write
 from otel_diary.sinks.folder import relative_location
 from otel_diary.text import (
     NOFOLLOW,
-    clean,
     inside,
     knowledge_files,
     one_line,
@@ -59,16 +64,12 @@ except ImportError:  # pragma: no cover - not POSIX: updates within one process 
 
 MAX_EVIDENCE = 200
 """Most diary ids a lesson lists as evidence (the newest kept; ``runs`` counts all)."""
-MAX_RULES = 10
-MAX_RULE_CHARS = 300
-MAX_RULE_EVIDENCE = 20
 MAX_SEEN = 5
 """Distinct first error lines kept, as they were seen."""
 MAX_NEWEST = 5
 MAX_AGENTS = 20
 MAX_CACHED = 256
 """Lessons a process keeps parsed in memory."""
-_NUMBER = re.compile(r"(?<![\w.-])\d+(?!\w|[.-]\w)")  # a count, not in a name: gpt-4o, v1.2
 logger = logging.getLogger("otel_diary")
 
 Reviser = Callable[[Sequence[str], TaskRun], Sequence[tuple[str, str, str]]]
@@ -94,15 +95,6 @@ def lesson_slug(signature: str) -> str:
 def lesson_path(signature: str) -> str:
     """Where the lesson for ``signature`` is, relative to the root."""
     return f"{LESSON_ROOT}/{lesson_slug(signature)}.md"
-
-
-@dataclass
-class Rule:
-    """One thing that worked, with how many runs voted for it and which."""
-
-    text: str
-    votes: int = 1
-    evidence: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -186,30 +178,12 @@ class Lesson:
         if seen.error_line and seen.error_line not in self.seen and len(self.seen) < MAX_SEEN:
             self.seen.append(seen.error_line)
         if seen.recovery:
-            self.vote(_NUMBER.sub("N", seen.recovery), seen.id)
+            tally(self.rules, seen.recovery, seen.id)
         self.newest = [{"id": seen.id, "title": seen.title, "created": seen.created,
                         "path": seen.path, "learned": seen.learned},
                        *self.newest][:MAX_NEWEST]
         self.newest.sort(key=lambda item: item.get("created", ""), reverse=True)
         return True
-
-    def vote(self, text: str, evidence: str, *, votes: int = 1) -> None:
-        """One more vote for the rule ``text`` (added when new, while there is room)."""
-        text = one_line(clean(text), MAX_RULE_CHARS)
-        if not text:
-            return
-        for rule in self.rules:
-            if rule.text == text:
-                rule.votes += votes
-                if evidence not in rule.evidence:
-                    rule.evidence = [*rule.evidence, evidence][-MAX_RULE_EVIDENCE:]
-                return
-        if len(self.rules) >= MAX_RULES:
-            weakest = min(self.rules, key=lambda rule: rule.votes)
-            if weakest.votes > 1:
-                return
-            self.rules.remove(weakest)
-        self.rules.append(Rule(text, votes, [evidence]))
 
     def rank_rules(self) -> None:
         """Most voted first (ties keep their order): the order the file keeps them in."""
@@ -432,7 +406,7 @@ class LessonBook:
             changed = False
             for seen, operations in sightings:
                 if lesson.add(seen):
-                    apply_operations(lesson, operations, seen.id)
+                    apply_operations(lesson.rules, operations, seen.id)
                     lesson.rank_rules()  # as writing it does
                     changed = True
             if changed:
@@ -500,30 +474,6 @@ class LessonBook:
             if found is not None and found[0] == lesson.signature:
                 added = lesson.add(found[1]) or added
         return added
-
-
-def apply_operations(lesson: Lesson, operations: Sequence[tuple[str, str, str]],
-                     evidence: str) -> None:
-    """ExpeL-style rule operations: ``ADD`` a rule, ``AGREE`` with one (a vote), ``EDIT``
-    one (its new text keeps its votes, plus one), ``REMOVE`` one (a vote less; gone at
-    zero). An operation naming a rule the lesson no longer has is skipped."""
-    for op, old, new in operations:
-        existing = next((rule for rule in lesson.rules if rule.text == old), None)
-        if op == "ADD":
-            lesson.vote(new, evidence)
-        elif existing is None:
-            continue
-        elif op == "AGREE":
-            lesson.vote(existing.text, evidence)
-        elif op == "EDIT" and one_line(new, MAX_RULE_CHARS):
-            existing.text = one_line(clean(new), MAX_RULE_CHARS)
-            existing.votes += 1
-            if evidence not in existing.evidence:
-                existing.evidence = [*existing.evidence, evidence][-MAX_RULE_EVIDENCE:]
-        elif op == "REMOVE":
-            existing.votes -= 1
-            if existing.votes <= 0:
-                lesson.rules.remove(existing)
 
 
 class LessonListener:

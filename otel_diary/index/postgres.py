@@ -26,9 +26,7 @@ from otel_diary.errors import IndexUnavailable, SearchError
 from otel_diary.index.documents import MAX_SIGNATURES, Entry, path_choices
 from otel_diary.index.lessons import (
     Lesson,
-    Rule,
     Sighting,
-    apply_operations,
     lesson_id,
     lesson_path,
 )
@@ -47,6 +45,7 @@ from otel_diary.index.pgschema import (
 )
 from otel_diary.index.query import Hit, SearchResult, fts_terms
 from otel_diary.index.related import CANDIDATES, WEIGHTS
+from otel_diary.index.rules import Rule, apply_operations
 from otel_diary.index.store import RANKED
 from otel_diary.pipeline.core import MAX_RELATED
 from otel_diary.pipeline.render import DIARY_ROOT
@@ -379,7 +378,7 @@ class PostgresStore:
                                    (signature, seen.id)).rowcount == 0
             if already or not lesson.add(seen):
                 return lesson
-            apply_operations(lesson, operations, seen.id)
+            apply_operations(lesson.rules, operations, seen.id)
             content = lesson.as_document()  # sorts the rules: state after it
             title = f"Lesson: {one_line(signature, 180)}"
             conn.execute(
