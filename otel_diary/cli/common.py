@@ -8,13 +8,14 @@ import argparse
 import importlib
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from otel_diary.index.store import INDEX_FILE
 from otel_diary.pipeline.render import DIARY_ROOT
 from otel_diary.settings import Settings
+from otel_diary.text import one_line
 
 if TYPE_CHECKING:
     from otel_diary.index.postgres import PostgresStore
@@ -116,6 +117,13 @@ def fail(command: str, message: str, code: int) -> int:
     """Print ``message`` for a person and return ``code``."""
     print(f"otel-diary {command}: {message}", file=sys.stderr)
     return code
+
+
+def print_skipped(command: str) -> Callable[[str, str], None]:
+    """What prints each file of the diary folder not read as a diary, and why."""
+    def skipped(path: str, why: str) -> None:
+        print(f"otel-diary {command}: skipped {one_line(path, 300)}: {why}", file=sys.stderr)
+    return skipped
 
 
 def print_json(document: object) -> None:

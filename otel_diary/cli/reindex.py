@@ -9,7 +9,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from otel_diary.cli.common import add_common_arguments, fail, print_json, root_of
+from otel_diary.cli.common import (
+    add_common_arguments,
+    fail,
+    print_json,
+    print_skipped,
+    root_of,
+)
 from otel_diary.errors import IndexUnavailable
 from otel_diary.index.documents import scan_diaries
 from otel_diary.index.lessons import LessonBook
@@ -27,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     with DiaryIndex(root) as index:
         try:
-            report = index.rebuild()
+            report = index.rebuild(print_skipped("reindex"))
         except IndexUnavailable as exc:
             return fail("reindex", str(exc), 1)
         try:

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from otel_diary.cli.common import add_store_argument, fail, open_store_of
+from otel_diary.cli.common import add_store_argument, fail, open_store_of, print_skipped
 from otel_diary.errors import IndexUnavailable
 from otel_diary.index.documents import Entry, entry_from_parts, scan_diaries
 from otel_diary.index.lessons import Sighting, sighting
@@ -59,7 +59,15 @@ def run(args: argparse.Namespace) -> int:
 def _import(store: PostgresStore, root: Path) -> int:
     if not root.is_dir():
         return fail("store", f"no knowledge base at {root}", 2)
-    diaries = scan_diaries(root)
+    told = print_skipped("store")
+    unreadable = 0
+
+    def skipped_file(path: str, why: str) -> None:
+        nonlocal unreadable
+        unreadable += 1
+        told(path, why)
+
+    diaries = scan_diaries(root, skipped_file)
     diaries.sort(key=lambda item: (str(item[1].get("created", "")), item[0]))
     present = store.paths()
     added = skipped = 0
@@ -98,7 +106,8 @@ def _import(store: PostgresStore, root: Path) -> int:
     for n, (path, front, content) in enumerate(diaries, 1):
         try:
             entry = entry_from_parts(path, front, content)
-        except ValueError:
+        except ValueError as exc:
+            told(path, str(exc))
             continue
         if entry.id in seen:  # a second copy of one diary in the folder
             skipped += 1
@@ -112,7 +121,7 @@ def _import(store: PostgresStore, root: Path) -> int:
         if n % PROGRESS_EVERY == 0:
             print(f"otel-diary store: {n}/{len(diaries)} diaries read", file=sys.stderr)
     added += flush()
-    refused = len(diaries) - added - skipped  # unreadable, or refused by the store
+    refused = len(diaries) + unreadable - added - skipped  # unreadable, or by the store
     print(f"imported {added} diaries from {root} into {store.where} "
           f"({skipped} already there, {refused} refused)")
     return 0

@@ -8,10 +8,11 @@ diaries sharing an error signature met the same error, whatever else their outpu
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -33,6 +34,10 @@ from otel_diary.text import knowledge_files, one_line, read_text
 
 logger = logging.getLogger("otel_diary")
 
+MAX_DOCUMENT_BYTES = 1024 * 1024
+"""Files in the diary folder larger than this are not diaries and are not indexed."""
+Unreadable = Callable[[str, str], object]
+"""Told ``(relative path, why)`` for each file in the diary folder not read as a diary."""
 MAX_SIGNATURES = 32
 """Most error signatures kept per diary."""
 
@@ -315,18 +320,34 @@ def _entry(path: str, front: Mapping[str, Any], body: str, learned: str,
     )
 
 
-def scan_diaries(root: Path) -> list[tuple[str, Mapping[str, Any], str]]:
-    """Every diary under ``<root>/diaries/agents``: (relative path, front matter, text)."""
+def why_unreadable(exc: Exception) -> str:
+    """Why a file in the diary folder is not read as a diary, in a line (no file name)."""
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        return f"larger than a document can be ({MAX_DOCUMENT_BYTES:,} bytes)"
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    return one_line(str(exc), 200)
+
+
+def scan_diaries(root: Path, unreadable: Unreadable | None = None,
+                 ) -> list[tuple[str, Mapping[str, Any], str]]:
+    """Every diary under ``<root>/diaries/agents``: (relative path, front matter, text);
+    each file that is not one is told to ``unreadable``."""
     found: list[tuple[str, Mapping[str, Any], str]] = []
     base = (root / KB_FOLDER).resolve()
     for file in knowledge_files(root / DIARY_ROOT, base):
+        path = file.relative_to(root).as_posix()
         try:
-            if file.stat().st_size > 1024 * 1024:
-                continue
-            content = read_text(file, "replace", within=base)
+            content = read_text(file, "replace", within=base, max_bytes=MAX_DOCUMENT_BYTES)
             front = parse_front_matter(content)
-        except (OSError, ValueError, TypeError):
-            continue
-        if front.get("source_type", "diary") == "diary" and front.get("id"):
-            found.append((file.relative_to(root).as_posix(), front, content))
+        except (OSError, ValueError, TypeError) as exc:
+            why = why_unreadable(exc)
+        else:
+            if front.get("source_type", "diary") == "diary" and front.get("id"):
+                found.append((path, front, content))
+                continue
+            why = ("document is not a diary" if front.get("id") else "document has no id"
+                   if front else "document has no front matter")
+        if unreadable is not None:
+            unreadable(path, why)
     return found

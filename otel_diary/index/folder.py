@@ -14,10 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from otel_diary.errors import FolderUnwritable
-from otel_diary.index.documents import Entry, path_choices
+from otel_diary.index.documents import MAX_DOCUMENT_BYTES, Entry, path_choices
 from otel_diary.index.lessons import Lesson, LessonBook, Sighting
 from otel_diary.index.query import Hit, SearchResult
-from otel_diary.index.store import MAX_DOCUMENT_BYTES, DiaryIndex
+from otel_diary.index.store import DiaryIndex
 from otel_diary.pipeline.core import MAX_RELATED
 from otel_diary.pipeline.render import KB_FOLDER
 from otel_diary.sinks.base import atomic_write

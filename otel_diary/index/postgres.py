@@ -23,7 +23,7 @@ import psycopg.errors
 from psycopg.types.json import Jsonb
 
 from otel_diary.errors import IndexUnavailable, SearchError
-from otel_diary.index.documents import MAX_SIGNATURES, Entry, path_choices
+from otel_diary.index.documents import MAX_DOCUMENT_BYTES, MAX_SIGNATURES, Entry, path_choices
 from otel_diary.index.lessons import (
     Lesson,
     Sighting,
@@ -53,7 +53,6 @@ from otel_diary.text import one_line
 
 logger = logging.getLogger("otel_diary")
 
-MAX_DOCUMENT_BYTES = 1024 * 1024
 _WEIGHTS = "{0.1, 0.1, 0.3, 1.0}"
 """ts_rank weights of D, C (body), B (meta), A (title): SQLite's bm25 10 / 3 / 1."""
 _HIT = ("d.id, d.path, d.title, d.agent, d.task, d.outcome, d.task_trigger, d.created, "

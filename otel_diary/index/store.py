@@ -24,7 +24,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from otel_diary.errors import IndexUnavailable, SearchError
-from otel_diary.index.documents import Entry, entry_from_document
+from otel_diary.index.documents import (
+    MAX_DOCUMENT_BYTES,
+    Entry,
+    Unreadable,
+    entry_from_document,
+    why_unreadable,
+)
 from otel_diary.index.query import QUERY_ERRORS, Hit, SearchResult, fts_terms
 from otel_diary.index.related import Candidates, keys
 from otel_diary.index.related import related as find_related
@@ -61,8 +67,6 @@ logger = logging.getLogger("otel_diary")
 
 INDEX_FILE = "index.sqlite3"
 """The index's file name under the knowledge-base root."""
-MAX_DOCUMENT_BYTES = 1024 * 1024
-"""Files in the diary folder larger than this are not diaries and are not indexed."""
 RANKED = 1000
 """Most matches a search ranks: a query matching more diaries is ranked among the most
 recently indexed of them (a rebuild indexes the folder oldest first), reaching further
@@ -265,25 +269,29 @@ class DiaryIndex:
 
     # -- writing -----------------------------------------------------------------------
 
-    def scan(self) -> tuple[list[Entry], int]:
+    def scan(self, unreadable: Unreadable | None = None) -> tuple[list[Entry], int]:
         """Every diary in the folder (sorted by path, first of a duplicate id wins), and how
-        many files were skipped as not being diaries."""
+        many files were skipped as not being diaries (each told to ``unreadable``)."""
         entries: list[Entry] = []
-        seen: set[str] = set()
+        seen: dict[str, str] = {}
         skipped = 0
         base = (self.root / KB_FOLDER).resolve()
         for file in knowledge_files(self.folder, base):
+            path = file.relative_to(self.root).as_posix()
             try:
                 content = read_text(file, "replace", within=base,
                                     max_bytes=MAX_DOCUMENT_BYTES)
-                entry = entry_from_document(file.relative_to(self.root).as_posix(), content)
-            except (OSError, ValueError, TypeError):
+                entry = entry_from_document(path, content)
+                why = f"a second copy of {entry.id} (kept: {seen[entry.id]})" \
+                    if entry.id in seen else ""
+            except (OSError, ValueError, TypeError) as exc:
+                why = why_unreadable(exc)
+            if why:
                 skipped += 1
+                if unreadable is not None:
+                    unreadable(path, why)
                 continue
-            if entry.id in seen:
-                skipped += 1
-                continue
-            seen.add(entry.id)
+            seen[entry.id] = path
             entries.append(entry)
         return entries, skipped
 
@@ -352,11 +360,11 @@ class DiaryIndex:
         self.add(entry)
         return entry
 
-    def rebuild(self) -> RebuildReport:
+    def rebuild(self, unreadable: Unreadable | None = None) -> RebuildReport:
         """Replace the index with what the folder holds; a damaged database is recreated.
         ``IndexUnavailable`` for any other error (another writer keeping it locked past the
         busy timeout, a full disk): the database is left as it is."""
-        entries, skipped = self.scan()
+        entries, skipped = self.scan(unreadable)
         try:
             conn = self._connection()
             if conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":

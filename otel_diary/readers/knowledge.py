@@ -25,13 +25,14 @@ from typing import Any, Literal, TypeVar
 
 from otel_diary.errors import DiaryError, IndexUnavailable, SearchError
 from otel_diary.index.documents import (
+    MAX_DOCUMENT_BYTES,
     entry_from_document,
     error_signatures,
     template_signature,
 )
 from otel_diary.index.query import Hit, Match, fts_terms
 from otel_diary.index.schema import SCHEMA_VERSION, prepare
-from otel_diary.index.store import INDEX_FILE, MAX_DOCUMENT_BYTES, DiaryIndex
+from otel_diary.index.store import INDEX_FILE, DiaryIndex
 from otel_diary.pipeline.render import (
     DIARY_ROOT,
     KB_FOLDER,

@@ -17,7 +17,7 @@ from otel_diary.index.store import INDEX_FILE
 from otel_diary.settings import Settings
 from otel_diary.text import parse_since
 from otel_diary.wiring import build_pipeline
-from tests.support.kb import PY_STDERR, TS_STDERR, task_record, write
+from tests.support.kb import PY_STDERR, TS_STDERR, plant_unreadable, task_record, write
 
 NOTES = {
     "T-101": "Cursor pagination beats offsets on large tables.",
@@ -241,6 +241,23 @@ def test_reindex_repairs_a_corrupted_database(capsys: pytest.CaptureFixture[str]
     code, out, _ = cli(capsys, "reindex", "--dir", str(root), "--json")
     assert code == 0 and json.loads(out)["indexed"] == 4
     assert snapshot(capsys, root) == before
+
+
+def test_reindex_names_each_file_it_skips_and_why(
+        capsys: pytest.CaptureFixture[str], kb: tuple[Path, dict[str, Diary]]) -> None:
+    """Files in the diary folder that are no diary (too large, broken or bombing YAML, no
+    front matter, a second copy) are each named on stderr with the reason; the rest is
+    indexed as before."""
+    root, diaries = kb
+    planted = plant_unreadable(root, diaries["types"])
+    code, out, err = cli(capsys, "reindex", "--dir", str(root))
+    assert code == 0 and out.startswith("indexed 4 diaries") and "(5 other file(s) skipped)" in out
+    told = dict(line.removeprefix("otel-diary reindex: skipped ").split(": ", 1)
+                for line in err.splitlines())
+    assert sorted(told) == sorted(planted)
+    for path, why in planted.items():
+        assert told[path].startswith(why), (path, told[path])
+    assert "diaries/agents/coder/" in told["diaries/agents/coder/copy.md"]
 
 
 @pytest.mark.parametrize("query", ['"', "NEAR(", "a NEAR/2 b", "*", "(((", '"unbalanced', "AND",

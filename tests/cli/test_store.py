@@ -19,7 +19,7 @@ from otel_diary.readers.knowledge import KnowledgeBase
 from otel_diary.readers.shared import open_knowledge_base
 from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
-from tests.support.kb import PY_STDERR, TS_STDERR, task_record, write
+from tests.support.kb import PY_STDERR, TS_STDERR, plant_unreadable, task_record, write
 from tests.support.postgres import PostgresCluster
 
 
@@ -86,6 +86,24 @@ def test_import_copies_a_folder_once_and_readers_answer_alike(
          for item in on_folder["lessons"]]
     code, out, _ = run(capsys, "lessons", "--signature", "code:TS2345", "--store", postgres_url)
     assert code == 0 and "Met in 2 run(s)" in out
+
+
+def test_import_names_each_file_it_cannot_read_and_counts_it_refused(
+        postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Files in the diary folder that are no diary are each named on stderr with the
+    reason and counted as refused; a second copy of a diary counts as already there."""
+    root = tmp_path / "kb"
+    diaries = folder_kb(root)
+    planted = plant_unreadable(root, diaries["ts1"])
+    code, out, err = run(capsys, "store", "import", "--dir", str(root), "--store", postgres_url)
+    assert code == 0
+    assert "imported 4 diaries" in out and "(1 already there, 4 refused)" in out
+    told = dict(line.removeprefix("otel-diary store: skipped ").split(": ", 1)
+                for line in err.splitlines() if line.startswith("otel-diary store: skipped "))
+    del planted["diaries/agents/coder/copy.md"]
+    assert sorted(told) == sorted(planted)
+    for path, why in planted.items():
+        assert told[path].startswith(why), (path, told[path])
 
 
 def test_the_knowledge_base_answers_alike_on_both(

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from otel_diary import Diary
-from otel_diary.index.store import INDEX_FILE, MAX_DOCUMENT_BYTES, DiaryIndex
+from otel_diary.index.documents import MAX_DOCUMENT_BYTES
+from otel_diary.index.store import INDEX_FILE, DiaryIndex
 from otel_diary.readers.knowledge import KnowledgeBase, ReadError, error_line
 from tests.support.fifo import finishes, needs_fifos
 from tests.support.kb import kb_pipeline, task_record, write

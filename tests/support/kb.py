@@ -54,3 +54,21 @@ def write(pipeline: Pipeline, record: SpanRecord) -> Diary:
     diary = pipeline.handle((record, ChildSummary()))
     assert diary is not None
     return diary
+
+
+def plant_unreadable(root: Path, diary: Diary) -> dict[str, str]:
+    """Files in the diary folder that are no diary, by path, with the reason given."""
+    folder = root / "diaries" / "agents" / "coder"
+    planted = {
+        "huge.md": (b"---\nid: kh-huge\n---\n" + b"x " * 600_000,
+                    "larger than a document can be (1,048,576 bytes)"),
+        "broken.md": (b"---\nid: [kh-1\n---\nbody\n", "front matter is not YAML: "),
+        "bomb.md": (b"---\na: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a]\n"
+                    b"c: &c [*b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c]\nid: kh-b\n"
+                    b"---\n", "front matter holds more values than its text"),
+        "notes.md": (b"# Notes\n\nNo front matter.\n", "document has no front matter"),
+        "copy.md": (diary.content.encode(), f"a second copy of {diary.id} (kept: "),
+    }
+    for name, (content, _) in planted.items():
+        (folder / name).write_bytes(content)
+    return {f"diaries/agents/coder/{name}": why for name, (_, why) in planted.items()}
