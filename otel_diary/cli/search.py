@@ -153,6 +153,8 @@ def _show(args: argparse.Namespace, result: SearchResult, lessons: list[dict[str
         print(f"{lesson['id']}  lesson  {str(lesson['updated'])[:10]}")
         print(f"    {lesson['title']}")
         print(f"    {lesson['file']}")
+        if lesson["worked"]:
+            print(f"    What worked: {lesson['worked']}")
         if lesson["snippet"]:
             print(f"    {lesson['snippet']}")
         print()

@@ -49,12 +49,14 @@ def test_lessons_with_a_signature_prints_that_lesson_whole(
 
 def test_search_lists_the_lesson_above_its_diaries(
         kb: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str]) -> None:
-    """`search TS2345` prints the TS2345 lesson before the diaries that met the error."""
+    """`search TS2345` prints the TS2345 lesson, with what worked, before the diaries that
+    met the error."""
     root, ts = kb
     assert main(["search", "TS2345", "--dir", str(root)]) == 0
     out = capsys.readouterr().out
     lesson = lesson_id("code:TS2345")
     assert out.index(f"{lesson}  lesson") < out.index(ts[0]) and ts[1] in out
+    assert "\n    What worked: The build passed on attempt 3.\n" in out
     assert main(["search", "TS2345", "--dir", str(root), "--json"]) == 0
     answer = json.loads(capsys.readouterr().out)
     assert [item["id"] for item in answer["lessons"]] == [lesson]
