@@ -2,15 +2,26 @@
 
 A record's message becomes ``"msg"``; fields passed as ``extra={"fields": {...}}`` become
 keys of their own, so a log pipeline can filter on them without parsing prose.
+
+Lines are written by a thread of their own: logging never waits for stderr, so a pipe
+nobody reads (a stopped log shipper) stalls no request. While stderr is not read, at most
+:data:`MAX_QUEUED` lines wait; later ones are dropped, and a line says how many.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import queue
 import sys
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
+
+MAX_QUEUED = 1000
+"""Log lines waiting for stderr at most; more are dropped (and counted)."""
 
 
 class JsonFormatter(logging.Formatter):
@@ -33,8 +44,65 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
-def configure(style: str, verbose: bool) -> None:
-    """Send otel-diary's logs to stderr as JSON lines (``style="json"``) or plain text."""
+class Queued(logging.Handler):
+    """Hands each record to a thread that writes it with ``out``, without waiting.
+
+    Over :data:`MAX_QUEUED` waiting records a record is dropped and counted; the next
+    line written says how many were. Closed, it writes what waits (for at most
+    ``timeout`` seconds) and then writes each record itself.
+    """
+
+    def __init__(self, out: logging.Handler, timeout: float = 5.0) -> None:
+        super().__init__()
+        self.out = out
+        self.dropped = 0
+        self._told = 0
+        self._timeout = timeout
+        self._queue: queue.Queue[logging.LogRecord | None] = queue.Queue(MAX_QUEUED)
+        self._closed = False
+        self._thread = threading.Thread(target=self._write, name="otel-diary-logs",
+                                        daemon=True)
+        self._thread.start()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._closed:
+            self.out.handle(record)
+            return
+        try:
+            record.msg, record.args = record.getMessage(), None  # as it reads now
+            self._queue.put_nowait(record)
+        except queue.Full:
+            self.dropped += 1
+        except Exception:
+            self.handleError(record)
+
+    def _write(self) -> None:
+        while (record := self._queue.get()) is not None:
+            self._tell_dropped()
+            self.out.handle(record)
+        self._tell_dropped()
+
+    def _tell_dropped(self) -> None:
+        dropped = self.dropped
+        if dropped > self._told:
+            self.out.handle(logging.makeLogRecord({
+                "name": "otel_diary", "levelno": logging.WARNING, "levelname": "WARNING",
+                "msg": f"otel-diary: {dropped - self._told} log line(s) dropped while stderr "
+                       "was not read"}))
+            self._told = dropped
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            with contextlib.suppress(queue.Full):
+                self._queue.put(None, timeout=self._timeout)
+            self._thread.join(self._timeout)
+        super().close()
+
+
+def configure(style: str, verbose: bool) -> Callable[[], None]:
+    """Send otel-diary's logs to stderr as JSON lines (``style="json"``) or plain text,
+    from a thread of their own; what stops it once what is queued is written."""
     handler = logging.StreamHandler(sys.stderr)
     if style == "json":
         handler.setFormatter(JsonFormatter())
@@ -43,6 +111,8 @@ def configure(style: str, verbose: bool) -> None:
     root = logging.getLogger()
     for existing in list(root.handlers):
         root.removeHandler(existing)
-    root.addHandler(handler)
+    queued = Queued(handler)
+    root.addHandler(queued)
     root.setLevel(logging.DEBUG if verbose else logging.WARNING)
     logging.getLogger("otel_diary").setLevel(logging.DEBUG if verbose else logging.INFO)
+    return queued.close

@@ -73,7 +73,14 @@ def run(args: argparse.Namespace) -> int:
     if missing is not None:
         return missing
 
-    configure(args.log_format, bool(getattr(args, "verbose", False)))
+    stop_logs = configure(args.log_format, bool(getattr(args, "verbose", False)))
+    try:
+        return _serve(args)
+    finally:
+        stop_logs()
+
+
+def _serve(args: argparse.Namespace) -> int:
     problem = _token_problem(args)
     if problem is not None:
         print(f"otel-diary serve: {problem}", file=sys.stderr)
