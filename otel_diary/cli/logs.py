@@ -22,6 +22,7 @@ from typing import Any
 
 MAX_QUEUED = 1000
 """Log lines waiting for stderr at most; more are dropped (and counted)."""
+_TEXT = logging.Formatter()
 
 
 class JsonFormatter(logging.Formatter):
@@ -41,6 +42,8 @@ class JsonFormatter(logging.Formatter):
                 entry.setdefault(str(key), value)
         if record.exc_info:
             entry["error"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            entry["error"] = record.exc_text
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
@@ -70,6 +73,9 @@ class Queued(logging.Handler):
             return
         try:
             record.msg, record.args = record.getMessage(), None  # as it reads now
+            if record.exc_info:  # its text, not its frames: what waits holds no more
+                record.exc_text = _TEXT.formatException(record.exc_info)
+                record.exc_info = None
             self._queue.put_nowait(record)
         except queue.Full:
             self.dropped += 1

@@ -3,10 +3,12 @@ their own so that a stderr nobody reads stalls no one who logs."""
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import logging
 import threading
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -94,3 +96,36 @@ def test_json_lines_keep_the_message_as_logged_and_the_error(
     assert (first["level"], first["msg"]) == ("error", "state ['before']")
     assert "Traceback" in first["error"] and "ValueError: broken" in first["error"]
     assert second["msg"] == "after stop"
+
+
+def test_text_lines_keep_the_error_and_waiting_lines_hold_no_frames(
+        root_logging: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --log-format text an error's traceback follows its line; while the line waits
+    for stderr it keeps the traceback's text, not its frames (nor what they hold)."""
+    stream = StalledStream()
+    monkeypatch.setattr("sys.stderr", stream)
+    stop = configure("text", False)
+    logging.getLogger("otel_diary").warning("first")  # the writer waits on it
+    assert stream.writing.wait(30)
+
+    class Held:
+        pass
+
+    def fail(held: Held) -> None:
+        raise ValueError("broken")
+
+    held = Held()
+    watch = weakref.ref(held)
+    try:
+        fail(held)
+    except ValueError:
+        logging.getLogger("otel_diary").exception("it failed")
+    del held
+    gc.collect()
+    alive = watch() is not None
+    stream.drained.set()
+    stop()
+    assert not alive, "a waiting line kept the failed call's frames"
+    text = stream.getvalue()
+    assert "ERROR otel_diary: it failed\nTraceback" in text
+    assert text.rstrip().endswith("ValueError: broken")
