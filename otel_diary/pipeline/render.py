@@ -415,8 +415,11 @@ def parse_front_matter(content: str) -> dict[str, Any]:
     try:
         loaded = yaml.load(content[4:end + 1],
                            Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        raise ValueError(f"front matter is not YAML: {exc}") from None
+    except yaml.YAMLError as exc:  # what and where, not the text around it: it may be secret
+        problem, mark = getattr(exc, "problem", None), getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 2}, column {mark.column + 1}" if mark else ""
+        raise ValueError(f"front matter is not YAML: {one_line(str(problem), 100)}{where}"
+                         if problem else "front matter is not YAML") from None
     if not isinstance(loaded, dict):
         raise ValueError("front matter is not a mapping")
     _plain_keys(loaded, 2 * end + 16)

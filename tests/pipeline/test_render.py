@@ -318,3 +318,17 @@ def test_printable_is_exactly_the_ranges_libyaml_writes_as_they_are() -> None:
         (0x20 <= c <= 0x7E or 0xA0 <= c <= 0xD7FF or 0xE000 <= c <= 0xFFFD)
         and c not in (0x2028, 0x2029, 0xFEFF) for c in range(0x110000))
     assert matched_code_points(_PRINTABLE) == expected
+
+
+@pytest.mark.parametrize("loader", ["CSafeLoader", "SafeLoader"])
+def test_front_matter_that_is_not_yaml_is_told_without_its_text(
+        loader: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The error says what is wrong and on which line of the document, never the text
+    around it (PyYAML's own message quotes it, and it may hold a secret)."""
+    monkeypatch.setattr(yaml, "CSafeLoader", getattr(yaml, loader), raising=False)
+    secret = "sk-proj-SECRETSECRETSECRET0123456789"
+    for content, where in ((f"---\nid: kh-1\nkey: [{secret}\n---\n", "at line 4, column 1"),
+                           (f'---\nkey: "{secret}\\q"\n---\n', "at line 2, column ")):
+        with pytest.raises(ValueError, match=r"^front matter is not YAML: ") as raised:
+            parse_front_matter(content)
+        assert where in str(raised.value) and "SECRET" not in str(raised.value)
