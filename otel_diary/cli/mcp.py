@@ -44,7 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    missing = missing_extra("mcp", {"mcp": "mcp", "uvicorn": "uvicorn"}, extra="mcp")
+    missing = missing_extra("mcp", {"mcp": "mcp", "uvicorn": "uvicorn", "httptools": "httptools"},
+                            extra="mcp")
     if missing is not None:
         return missing
     from otel_diary.readers.knowledge import KnowledgeBase

@@ -207,8 +207,18 @@ def serve_http(kb: KnowledgeBase, *, token: str, host: str, port: int) -> None:
 
     An ``Upgrade`` request (a WebSocket handshake, ``curl --http2``'s ``h2c``) is served as
     the HTTP/1.1 request it also is, and logs nothing: no client, token or not, fills the
-    log by repeating one."""
+    log by repeating one. Slow, stalled and oversized requests are cut off, and open
+    connections capped, as ``serve`` does (:mod:`otel_diary.receiver.guard`, its defaults):
+    clients that never finish a request cannot keep an agent out."""
+    from otel_diary.receiver.guard import GuardedHttpToolsProtocol as Guarded
+    from otel_diary.receiver.guard import connection_limits, guarded_protocol
+
+    guarded = guarded_protocol(header_timeout_s=Guarded.header_timeout_s,
+                               body_timeout_s=Guarded.body_timeout_s,
+                               max_header_bytes=Guarded.max_header_bytes,
+                               max_connections=Guarded.max_connections)
     config = uvicorn.Config(http_app(build_server(kb), token, host), host=host, port=port,
+                            http=guarded, backlog=connection_limits(guarded.max_connections)[1],
                             log_level="warning", lifespan="on", ws="none")
     logging.getLogger("uvicorn.error").addFilter(_upgrade_warnings)  # after Config's setup
     uvicorn.Server(config).run()

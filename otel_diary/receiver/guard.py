@@ -69,6 +69,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     reading: ClassVar[dict[GuardedHttpToolsProtocol, None]] = {}
     """Connections whose request body is arriving, in the order their bodies began."""
     _logged_at: ClassVar[list[float]] = [0.0]
+    counted = ""
+    """Where the closings are counted, for the log line: "" when nowhere to be seen."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -233,7 +235,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if now - self._logged_at[0] >= LOG_EVERY_S:
             self._logged_at[0] = now
             logger.warning("otel-diary closed an HTTP connection (%s); more may follow "
-                           "unlogged, see otel_diary_connections_closed_total", reason,
+                           "unlogged%s", reason, self.counted,
                            extra={"fields": {"event": "serve.connection_closed",
                                              "reason": reason}})
 
@@ -264,11 +266,13 @@ def guarded_protocol(*, header_timeout_s: float, body_timeout_s: float,
                      evict_after_s: float = EVICT_AFTER_S,
                      counters: Counters | None = None) -> type[GuardedHttpToolsProtocol]:
     """The protocol class with these limits, for ``uvicorn.Config(http=...)``; give its
-    server the backlog :func:`connection_limits` says."""
+    server the backlog :func:`connection_limits` says. Closings are counted in
+    ``counters`` (the log line names the metric then)."""
     return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), {
         "header_timeout_s": header_timeout_s, "body_timeout_s": body_timeout_s,
         "max_header_bytes": max_header_bytes,
         "max_connections": connection_limits(max_connections)[0],
         "evict_after_s": evict_after_s,
         "counters": counters if counters is not None else Counters(),
+        "counted": ", see otel_diary_connections_closed_total" if counters is not None else "",
         "waiting": {}, "reading": {}, "_logged_at": [0.0]})

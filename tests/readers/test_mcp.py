@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -312,6 +314,27 @@ def test_an_upgrade_is_served_as_http_1_1_and_logs_nothing(tmp_path: Path) -> No
         process.terminate()
         process.wait(30)
     assert "upgrade" not in log.read_text().lower()
+
+
+def test_over_http_a_request_never_finished_is_cut_off_and_agents_get_in(
+        world: World) -> None:
+    """A client that sends part of a request head and stops is closed at the head deadline
+    (10 s), and meanwhile an agent's session is answered; an endless head gets 431."""
+    port = int(world.url.split(":")[2].split("/")[0])
+    with socket.create_connection(("127.0.0.1", port), timeout=15) as stalled:
+        stalled.sendall(b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+
+        async def body(session: ClientSession) -> list[tuple[str, str]]:
+            return ids(await call(session, "kb_search", query="TS2345"))
+
+        assert run(lambda: http_session(world.url, TOKEN), body)
+        readable, _, _ = select.select([stalled], [], [], 60)  # bounded: 6 times the deadline
+        assert readable and stalled.recv(4096) == b"", "a stalled request head was kept open"
+    with socket.create_connection(("127.0.0.1", port), timeout=15) as endless:
+        endless.sendall(b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+        with contextlib.suppress(OSError):  # the server may hang up before all is sent
+            endless.sendall(b"x-long: " + b"a" * 70_000 + b"\r\n")
+        assert endless.recv(4096).startswith(b"HTTP/1.1 431 ")
 
 
 def test_http_needs_a_token_to_start(tmp_path: Path) -> None:
