@@ -117,6 +117,8 @@ def configure(style: str, verbose: bool) -> Callable[[], None]:
     root = logging.getLogger()
     for existing in list(root.handlers):
         root.removeHandler(existing)
+        if isinstance(existing, Queued):  # configured before: its thread ends
+            existing.close()
     queued = Queued(handler)
     root.addHandler(queued)
     root.setLevel(logging.DEBUG if verbose else logging.WARNING)
