@@ -346,8 +346,7 @@ def scan_diaries(root: Path, unreadable: Unreadable | None = None,
             if front.get("source_type", "diary") == "diary" and front.get("id"):
                 found.append((path, front, content))
                 continue
-            why = ("document is not a diary" if front.get("id") else "document has no id"
-                   if front else "document has no front matter")
+            why = "document is not a diary" if front.get("id") else "document has no id"
         if unreadable is not None:
             unreadable(path, why)
     return found
