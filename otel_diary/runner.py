@@ -51,6 +51,34 @@ CUT_SHORT_S = 1.0
 calls are cut short and the runs left are written with the stub reflection."""
 
 
+RETRY_FIRST_S = 1.0
+"""How long a task whose diary no sink could write (a full disk, a folder made read-only)
+waits before it is tried again; the wait doubles with each round that writes none of
+them, up to :data:`RETRY_MAX_S`. A diary written meanwhile (the sinks work again) has them
+tried at once."""
+RETRY_MAX_S = 30.0
+
+
+class RetrySchedule:
+    """When the diaries no sink could write are tried again (see :data:`RETRY_FIRST_S`)."""
+
+    def __init__(self, first_s: float = RETRY_FIRST_S) -> None:
+        self.first_s = first_s
+        self.delay = first_s
+        self.at = 0.0
+        """When they are tried next (the owner's clock)."""
+
+    def failed(self, now: float) -> None:
+        """A round wrote none of them: wait, longer each time."""
+        self.at = now + self.delay
+        self.delay = min(2 * self.delay, max(RETRY_MAX_S, self.first_s))
+
+    def wrote(self) -> None:
+        """A diary was written: the sinks work; those waiting are tried at once."""
+        self.delay = self.first_s
+        self.at = 0.0
+
+
 class ForkAware(Protocol):
     def _after_fork_in_child(self) -> None: ...
 

@@ -29,7 +29,7 @@ from otel_diary.assembly.journal import Journal, Mark, encode
 from otel_diary.counters import Counters, LogOnce
 from otel_diary.pipeline.core import Pipeline
 from otel_diary.record import Ready
-from otel_diary.runner import Runner
+from otel_diary.runner import RETRY_FIRST_S, RetrySchedule, Runner
 
 logger = logging.getLogger("otel_diary")
 
@@ -71,14 +71,6 @@ LONG_HOLD_S = 0.02
 large the traces decided, the receivers have it at least two thirds of the time."""
 
 
-RETRY_FIRST_S = 1.0
-"""How long a decided task whose diary no sink could write (a full disk, a folder made
-read-only) waits before it is tried again; the wait doubles with each round that writes
-none of them, up to :data:`RETRY_MAX_S`. A diary written meanwhile (the sink works again)
-has them tried at once."""
-RETRY_MAX_S = 30.0
-
-
 def pause_after(held: float) -> float:
     """How long the timer leaves the lock alone after holding it ``held`` seconds: twice
     as long after a hold of :data:`LONG_HOLD_S` or more (at most a second), else not."""
@@ -99,7 +91,7 @@ class Collector:
     meanwhile), so a slow sink or model never stalls receiving (its backlog counts
     against the bounds). A task counts as waiting, and keeps its journal rows, until its
     diary and the index and lesson updates of its batch are written; one whose diary no
-    sink could write is tried again (see :data:`RETRY_FIRST_S`).
+    sink could write is tried again (see :data:`~otel_diary.runner.RETRY_FIRST_S`).
     """
 
     def __init__(
@@ -141,11 +133,8 @@ class Collector:
         """Journal rows of closed traces whose diaries are still being written."""
         self._unwritten: list[tuple[Ready, int]] = []
         """Decided tasks whose diary no sink could write: still waiting (and counted so,
-        with their journal rows kept), tried again at ``_retry_at``."""
-        self._retry_at = 0.0
-        self._retry_first_s = retry_s
-        """The first wait before a diary no sink could write is tried again."""
-        self._retry_delay = retry_s
+        with their journal rows kept), tried again as ``_retries`` says."""
+        self._retries = RetrySchedule(retry_s)
         self._diaries = 0
         """The pipeline's count of diaries written, when a batch was last released."""
         if journal is not None:
@@ -356,7 +345,7 @@ class Collector:
                     self._next_expiry = now + 1.0
                     store.expire(now)
                     self._hand_over([])
-                if self._unwritten and (now >= self._retry_at or self._closed):
+                if self._unwritten and (now >= self._retries.at or self._closed):
                     retried = self._retry()
                 drained = self._closed
                 if drained:
@@ -428,11 +417,9 @@ class Collector:
                         self._written(journal, item[0].trace_id.to_bytes(16, "big"))
                 diaries, self._diaries = self._diaries, self.pipeline.stats.diaries
                 if unwritten:
-                    self._retry_at = self._clock() + self._retry_delay
-                    self._retry_delay = min(2 * self._retry_delay,
-                                            max(RETRY_MAX_S, self._retry_first_s))
+                    self._retries.failed(self._clock())
                 elif self._diaries > diaries:  # the sinks write again: no need to wait
-                    self._retry_delay = self._retry_first_s
+                    self._retries.wrote()
                     if self._unwritten:
                         retried = self._retry()
                 handled.clear()

@@ -27,7 +27,7 @@ from otel_diary.assembly.batch import estimate
 from otel_diary.conventions import Conventions, conventions_for
 from otel_diary.pipeline.stats import Stats
 from otel_diary.record import Ready, error_details
-from otel_diary.runner import CUT_SHORT_S, Runner, renew_after_fork
+from otel_diary.runner import CUT_SHORT_S, RetrySchedule, Runner, renew_after_fork
 from otel_diary.sources.spans import (
     ERROR,
     Queued,
@@ -139,6 +139,12 @@ class DiarySpanProcessor(SpanProcessor):
         self._ready_bytes = 0
         """Estimated bytes of the task runs decided and not yet delivered."""
         self._ready_lock = threading.Lock()
+        self._unwritten: list[tuple[Ready, int]] = []
+        """Task runs whose diary no sink could write, with their weights (still counted in
+        ``_ready_bytes``), waiting to be tried again as ``_retries`` says."""
+        self._retries = RetrySchedule()
+        self._last_try = False
+        """Whether the unwritten runs had their last try, at shutdown."""
         self._intake: Runner | None = None
         self._delivery: Runner | None = None
         self._next_expiry = 0.0
@@ -335,7 +341,7 @@ class DiarySpanProcessor(SpanProcessor):
                 return True
             deadline = time.monotonic() + max(timeout_millis, 0) / 1000
             return intake.flush(deadline - time.monotonic()) and delivery.flush(
-                deadline - time.monotonic())
+                deadline - time.monotonic()) and not self._unwritten
         except Exception:
             logger.debug("otel-diary force_flush failed", exc_info=True)
             return False
@@ -409,6 +415,8 @@ class DiarySpanProcessor(SpanProcessor):
             mp_util.register_after_fork(self, _flush_at_mp_exit)
         self._queue = deque()
         self._ready = deque()
+        self._unwritten = []  # the parent's to write, not this child's
+        self._retries = RetrySchedule()
         self._queued_bytes = self._ready_bytes = 0
         self._ready_lock = threading.Lock()
         self._pipeline_lock = threading.Lock()  # a parent's thread may have held it
@@ -444,8 +452,8 @@ class DiarySpanProcessor(SpanProcessor):
                 self._awaited.pop(record.parent_span_id, None)
             weight = estimate(record.attributes)
             with self._ready_lock:
-                taken = (len(self._ready) < self._ready_capacity and self._queued_bytes
-                         + self._ready_bytes + weight <= self._max_bytes)
+                taken = (len(self._ready) + len(self._unwritten) < self._ready_capacity
+                         and self._queued_bytes + self._ready_bytes + weight <= self._max_bytes)
                 if taken:
                     self._ready.append((item, weight))
                     self._ready_bytes += weight
@@ -472,25 +480,57 @@ class DiarySpanProcessor(SpanProcessor):
                                self.stats.dropped_spans)
             self._drops_logged = self.stats.dropped_spans
 
-    def _deliver(self, stopping: bool) -> None:
-        """Turn ready task runs into diaries (reflection and sinks may be slow)."""
-        ready = self._ready
+    def _deliver(self, stopping: bool) -> float | None:
+        """Turn ready task runs into diaries (reflection and sinks may be slow). A run
+        whose diary no sink could write (a full disk, a folder made read-only) waits, its
+        bytes still counted, and is tried again as ``_retries`` says, and once more when
+        stopping; what is still unwritten then is logged and lost."""
+        ready, unwritten, retries = self._ready, self._unwritten, self._retries
+        if unwritten and (time.monotonic() >= retries.at or (stopping and not self._last_try)):
+            self._last_try = stopping
+            with self._ready_lock:
+                ready.extendleft(reversed(unwritten))
+                unwritten.clear()
         if not ready:
-            return
+            return self._next_try(stopping)
         pipeline = self.pipeline
         if pipeline is None:  # it could not be built, or shutdown came first
             with self._ready_lock:
                 self.stats.dropped_tasks += len(ready)
                 ready.clear()
                 self._ready_bytes = 0
-            return
+            return None
+        failed: list[bool] = []
+        wrote = False
         with pipeline.batch():
             while ready:
                 item, weight = ready[0]  # counted until delivered: its diary is being made
-                pipeline.handle(item)  # never raises
+                before = len(failed)
+                wrote = pipeline.handle(item, unwritten=lambda: failed.append(True)) \
+                    is not None or wrote
                 with self._ready_lock:
                     ready.popleft()
-                    self._ready_bytes -= weight
+                    if len(failed) > before:
+                        unwritten.append((item, weight))
+                    else:
+                        self._ready_bytes -= weight
+        if failed:
+            retries.failed(time.monotonic())
+        elif wrote:
+            retries.wrote()
+        return self._next_try(stopping)
+
+    def _next_try(self, stopping: bool) -> float | None:
+        """When the delivery runner's next round is due for the runs waiting to be tried
+        again (``None``: none wait, or they had their last try)."""
+        unwritten = self._unwritten
+        if not unwritten:
+            return None
+        if stopping and self._last_try:
+            logger.warning("otel-diary stopped with %d diaries no sink could write (a full "
+                           "disk, a folder made read-only?): they are lost", len(unwritten))
+            return None
+        return 0.0 if stopping else max(self._retries.at - time.monotonic(), 0.0)
 
     def _drain_queue(self) -> None:
         """Fold every queued span into the assembler; deliver the task spans it releases."""

@@ -26,6 +26,7 @@ from otel_diary.receiver.decode import PROTOBUF
 from otel_diary.receiver.decode import decode as decode_request
 from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
+from tests.support.kb import Broken
 from tests.support.otlp_build import new_span_id, new_trace_id, protobuf_body, span, task_trace
 
 
@@ -383,21 +384,6 @@ def test_journal_rows_stay_until_the_batch_of_their_diary_is_written(tmp_path: P
         listener.go.set()
         assert service.close(10)
     assert rows(path) == 0
-
-
-class Broken(InMemorySink):
-    """A sink that cannot write while ``broken`` (a full disk, a folder made read-only)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.broken = True
-        self.tries = 0
-
-    def write(self, diary: Diary) -> str:
-        self.tries += 1
-        if self.broken:
-            raise OSError(28, "No space left on device")
-        return super().write(diary)
 
 
 def test_a_diary_no_sink_could_write_keeps_its_rows_for_the_next_start(

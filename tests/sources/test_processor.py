@@ -27,6 +27,7 @@ from otel_diary import Conventions, Diary, DiarySpanProcessor, install
 from otel_diary.testing import InMemorySink
 from tests.conftest import Harness
 from tests.support.forking import in_forked_child, needs_fork
+from tests.support.kb import Broken
 from tests.support.loopback import wait_until
 from tests.support.otlp_build import NESTED_RUN, Tree
 from tests.support.raw_http import RawServer
@@ -485,20 +486,61 @@ class RaisingSink:
 
 
 def test_raising_sink_never_reaches_the_app(caplog: pytest.LogCaptureFixture) -> None:
-    """A sink that raises: the app's span ends normally; the error is logged and counted."""
+    """A sink that raises: the app's span ends normally; the error is logged once and
+    counted at each try (flushing says the diaries are not written; shutdown tries them
+    once more and says they are lost)."""
     provider = TracerProvider(shutdown_on_exit=False)
     processor = DiarySpanProcessor(enabled=True, sinks=[RaisingSink()])
     provider.add_span_processor(processor)
     tracer = provider.get_tracer("t")
-    with caplog.at_level(logging.ERROR, logger="otel_diary"):
+    with caplog.at_level(logging.WARNING, logger="otel_diary"):
         for _ in range(3):
             with tracer.start_as_current_span("task", attributes=TASK):
                 pass
-        assert processor.force_flush()
+        assert not processor.force_flush()
         provider.shutdown()
-    assert processor.stats.sink_errors == 3
+    assert processor.stats.sink_errors == 6
     assert processor.stats.diaries == 0
     assert sum("disk on fire" in r.exc_text for r in caplog.records if r.exc_text) == 1
+    assert "stopped with 3 diaries no sink could write" in caplog.text
+
+
+def test_a_diary_no_sink_could_write_is_written_once_the_sink_works_again() -> None:
+    """In process too, a diary no sink could write (a full disk) waits and is tried again
+    a second later, then twice as long after each failed try; once the sink works it is
+    written, with no restart."""
+    sink = Broken()
+    provider = TracerProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, sinks=[sink], schedule_delay_ms=10)
+    provider.add_span_processor(processor)
+    try:
+        with provider.get_tracer("t").start_as_current_span("task", attributes=TASK):
+            pass
+        deadline = time.monotonic() + 30
+        while sink.tries < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sink.tries == 2 and not sink.diaries  # the next try is two seconds away
+        sink.broken = False
+        assert [d.task_id for d in sink.wait_for(1, timeout=30)] == ["T-1"]
+        assert processor.force_flush()
+    finally:
+        provider.shutdown()
+    assert (processor.stats.sink_errors, processor.stats.diaries) == (2, 1)
+
+
+def test_at_shutdown_a_diary_no_sink_could_write_is_tried_once_more() -> None:
+    """Shutdown tries the waiting diaries once more: one whose sink works by then is
+    written."""
+    sink = Broken()
+    provider = TracerProvider(shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, sinks=[sink])
+    provider.add_span_processor(processor)
+    with provider.get_tracer("t").start_as_current_span("task", attributes=TASK):
+        pass
+    assert not processor.force_flush()
+    sink.broken = False
+    provider.shutdown()
+    assert [d.task_id for d in sink.diaries] == ["T-1"]
 
 
 class ExitingSink:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_diary import ORCHESTRATOR, ChildSummary, Diary, Pipeline, Settings, SpanRecord
+from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
 
 BASE_NS = 1_785_000_000_000_000_000  # 2026-07-25T17:20Z
@@ -72,3 +73,18 @@ def plant_unreadable(root: Path, diary: Diary) -> dict[str, str]:
     for name, (content, _) in planted.items():
         (folder / name).write_bytes(content)
     return {f"diaries/agents/coder/{name}": why for name, (_, why) in planted.items()}
+
+
+class Broken(InMemorySink):
+    """A sink that cannot write while ``broken`` (a full disk, a folder made read-only)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broken = True
+        self.tries = 0
+
+    def write(self, diary: Diary) -> str:
+        self.tries += 1
+        if self.broken:
+            raise OSError(28, "No space left on device")
+        return super().write(diary)
