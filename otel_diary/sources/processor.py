@@ -506,11 +506,12 @@ class DiarySpanProcessor(SpanProcessor):
             while ready:
                 item, weight = ready[0]  # counted until delivered: its diary is being made
                 before = len(failed)
-                wrote = pipeline.handle(item, unwritten=lambda: failed.append(True)) \
-                    is not None or wrote
+                diary = pipeline.handle(item, unwritten=lambda: failed.append(True))
+                lost = len(failed) > before
+                wrote = wrote or (diary is not None and not lost)
                 with self._ready_lock:
                     ready.popleft()
-                    if len(failed) > before:
+                    if lost:
                         unwritten.append((item, weight))
                     else:
                         self._ready_bytes -= weight
