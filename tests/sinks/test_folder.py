@@ -175,7 +175,8 @@ print(processor.stats.sink_errors, processor.stats.diaries)
 
 def test_an_unwritable_otel_diary_dir_is_logged_once_in_one_line(tmp_path: Path) -> None:
     """An app whose OTEL_DIARY_DIR cannot be created gets one log line naming the folder
-    and why, for three diaries that fail (counted), and no traceback."""
+    and why, for three diaries that fail (counted at each try: once more at shutdown),
+    then one line at exit saying they are lost, and no traceback."""
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     env = {name: value for name, value in os.environ.items()
@@ -184,10 +185,12 @@ def test_an_unwritable_otel_diary_dir_is_logged_once_in_one_line(tmp_path: Path)
     done = subprocess.run([sys.executable, "-c", APP], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["3", "0"]
+    assert done.stdout.split() == ["6", "0"]
     assert done.stderr.splitlines() == [
         f"otel-diary cannot write diaries under {blocker / 'kb'}: Not a directory "
-        "(no diary can be written there until that is fixed)"]
+        "(no diary can be written there until that is fixed)",
+        "otel-diary stopped with 3 diaries no sink could write (a full disk, a folder made "
+        "read-only?): they are lost"]
 
 
 def test_a_written_location_is_read_back_relative_to_the_folder(tmp_path: Path) -> None:
