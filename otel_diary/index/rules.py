@@ -3,13 +3,14 @@
 A run votes for the rule its diary's "How it was recovered" states. Runs that got past
 the error the same way vote for one rule whatever their figures, and the rule keeps the
 range each figure was seen in: "After 2 escalation(s), the build passed on attempt 3" and
-"After 1 escalation(s), the build passed on attempt 2" make "After 1–2 escalation(s), the
-build passed on attempt 2–3". A number inside a name (gpt-4o, llama3.1-8b) is no figure.
+"After 1 escalation(s), the build passed on attempt 2" make "After 1-2 escalation(s), the
+build passed on attempt 2-3". A number inside a name (gpt-4o, llama3.1-8b) is no figure.
 A model's rule operations (``ADD``, ``AGREE``, ``EDIT``, ``REMOVE``) apply to the same list.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,8 +20,8 @@ from otel_diary.text import clean, one_line
 MAX_RULES = 10
 MAX_RULE_CHARS = 300
 MAX_RULE_EVIDENCE = 20
-_FIGURE = re.compile(r"(?<![\w.-])(\d{1,30})(?:–(\d{1,30}))?(?!\w|[.–-]\w)")
-"""A count or a range of counts (``3``, ``1–2``), not the digits of a name or a version."""
+_FIGURE = re.compile(r"(?<![\w.-])(\d{1,30})(?:-(\d{1,30}))?(?!\w|[.-]\w)")
+"""A count or a range of counts (``3``, ``1-2``), not the digits of a name or a version."""
 
 
 @dataclass
@@ -32,6 +33,7 @@ class Rule:
     evidence: list[str] = field(default_factory=list)
 
 
+@functools.lru_cache(maxsize=1024)  # a lesson's rules are compared with every new run
 def figure_key(text: str) -> str:
     """``text`` with each figure or range of figures as ``N``: what runs vote on."""
     return _FIGURE.sub("N", text)
@@ -40,17 +42,17 @@ def figure_key(text: str) -> str:
 def widen(kept: str, seen: str) -> str:
     """``kept`` with the range of each figure widened to take in ``seen``'s figure in the
     same place; ``kept`` unchanged when their figures do not line up."""
-    figures = [(int(m[1]), int(m[2] or m[1])) for m in _FIGURE.finditer(seen)]
-    if len(figures) != sum(1 for _ in _FIGURE.finditer(kept)):
+    figures = _FIGURE.findall(seen)
+    parts = _FIGURE.split(kept)  # text, then (low, high or None, text) for each figure
+    if 3 * len(figures) + 1 != len(parts):
         return kept
-    ranges = iter(figures)
-
-    def merged(match: re.Match[str]) -> str:
-        low, high = next(ranges)
-        low, high = min(low, int(match[1])), max(high, int(match[2] or match[1]))
-        return str(low) if low == high else f"{low}–{high}"
-
-    return _FIGURE.sub(merged, kept)
+    out = [parts[0]]
+    for place, (low, high) in enumerate(figures):
+        was_low, was_high = parts[3 * place + 1], parts[3 * place + 2]
+        low_n = min(int(low), int(was_low))
+        high_n = max(int(high or low), int(was_high or was_low))
+        out += (str(low_n) if low_n == high_n else f"{low_n}-{high_n}", parts[3 * place + 3])
+    return "".join(out)
 
 
 def vote(rules: list[Rule], text: str, evidence: str, *, votes: int = 1) -> None:

@@ -70,7 +70,7 @@ def test_the_lesson_body_shows_the_error_what_worked_and_the_newest_diaries(
     text = (tmp_path / lesson_path(TS_SIGNATURE)).read_text(encoding="utf-8")
     body = text.split("\n---\n", 1)[1]
     assert "## The error as seen\n- `src/orders/api.ts(1,3): error TS2345" in body
-    assert "## What worked\n- The build passed on attempt 3–5. (2 vote(s); " in body
+    assert "## What worked\n- The build passed on attempt 3-5. (2 vote(s); " in body
     assert body.index(diaries[1].id, body.index("## Newest diaries")) < body.rindex(
         diaries[0].id)
 

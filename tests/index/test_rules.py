@@ -30,7 +30,7 @@ def test_runs_that_recovered_the_same_way_vote_for_one_rule_with_ranges_of_their
                                   "went on with llama3.1-8b.")):
         lesson.add(recovered(n, recovery))
     assert [(rule.text, rule.votes) for rule in lesson.rules] == [
-        ("After 1–2 escalation(s), the build passed on attempt 2–4.", 3),
+        ("After 1-2 escalation(s), the build passed on attempt 2-4.", 3),
         ("A call to gpt-4o failed; a later one succeeded.", 1),
         ("After its call to claude-3-5-sonnet failed, the agent went on with llama3.1-8b.", 1)]
     assert lesson.rules[0].evidence == ["kh-0", "kh-1", "kh-2"]
@@ -51,23 +51,27 @@ def test_an_operation_naming_a_rule_as_it_was_before_its_figures_widened_applies
     tally(rules, "The build passed on attempt 2.", "kh-1")
     apply_operations(rules, [("AGREE", "The build passed on attempt 3.", "")], "kh-2")
     assert [(rule.text, rule.votes) for rule in rules] == [
-        ("The build passed on attempt 2–3.", 3)]
+        ("The build passed on attempt 2-3.", 3)]
     apply_operations(rules, [("EDIT", "The build passed on attempt 3.", "Narrow it first.")],
                      "kh-3")
     assert [(rule.text, rule.votes) for rule in rules] == [("Narrow it first.", 4)]
 
 
 def test_odd_figures_are_read_safely() -> None:
-    """A 40-digit number is no figure; a backwards range, and a rule that widening would
-    make too long, are kept as they are."""
+    """A 40-digit number, a date and a name's digits are no figures; a backwards range, and
+    a rule that widening would make too long, are kept as they are."""
     rules: list[Rule] = []
     huge = "9" * 40
     tally(rules, f"Ticket {huge} was retried 2 times.", "kh-0")
     tally(rules, f"Ticket {huge} was retried 7 times.", "kh-1")
-    assert [rule.text for rule in rules] == [f"Ticket {huge} was retried 2–7 times."]
-    rules = [Rule("Retried 5–3 times.", 1, ["kh-0"])]
+    assert [rule.text for rule in rules] == [f"Ticket {huge} was retried 2-7 times."]
+    rules = [Rule("Retried 5-3 times.", 1, ["kh-0"])]
     tally(rules, "Retried 4 times.", "kh-1")
     assert [(rule.text, rule.votes) for rule in rules] == [("Retried 4 times.", 2)]
+    rules = []
+    tally(rules, "Pinned node 18 on 2026-12-05, as ISO-8601 says.", "kh-0")
+    tally(rules, "Pinned node 20 on 2026-12-05, as ISO-8601 says.", "kh-1")
+    assert [rule.text for rule in rules] == ["Pinned node 18-20 on 2026-12-05, as ISO-8601 says."]
     long = "x" * (MAX_RULE_CHARS - 12)
     rules = [Rule(f"{long} 1 2 3", 1, ["kh-0"])]
     tally(rules, f"{long} 10 20 30", "kh-1")
