@@ -1,5 +1,6 @@
-"""Background work: the one runner every stage's worker thread is, fork safety, and
-instrumentation suppression for otel-diary's own I/O.
+"""Background work: the one runner every stage's worker thread is, fork safety,
+instrumentation suppression for otel-diary's own I/O, and the schedule on which diaries no
+sink could write are tried again.
 
 A :class:`Runner` is a daemon thread that runs one ``work`` callable in rounds: when woken,
 when the delay the last round asked for has passed, and, once stopped, until the work
