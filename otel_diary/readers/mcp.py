@@ -210,13 +210,9 @@ def serve_http(kb: KnowledgeBase, *, token: str, host: str, port: int) -> None:
     log by repeating one. Slow, stalled and oversized requests are cut off, and open
     connections capped, as ``serve`` does (:mod:`otel_diary.receiver.guard`, its defaults):
     clients that never finish a request cannot keep an agent out."""
-    from otel_diary.receiver.guard import GuardedHttpToolsProtocol as Guarded
     from otel_diary.receiver.guard import connection_limits, guarded_protocol
 
-    guarded = guarded_protocol(header_timeout_s=Guarded.header_timeout_s,
-                               body_timeout_s=Guarded.body_timeout_s,
-                               max_header_bytes=Guarded.max_header_bytes,
-                               max_connections=Guarded.max_connections)
+    guarded = guarded_protocol()
     config = uvicorn.Config(http_app(build_server(kb), token, host), host=host, port=port,
                             http=guarded, backlog=connection_limits(guarded.max_connections)[1],
                             log_level="warning", lifespan="on", ws="none")

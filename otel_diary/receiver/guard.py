@@ -261,13 +261,15 @@ def connection_limits(wanted: int) -> tuple[int, int]:
     return min(wanted, room), min(BACKLOG, room)
 
 
-def guarded_protocol(*, header_timeout_s: float, body_timeout_s: float,
-                     max_header_bytes: int, max_connections: int = 1000,
+def guarded_protocol(*, header_timeout_s: float = GuardedHttpToolsProtocol.header_timeout_s,
+                     body_timeout_s: float = GuardedHttpToolsProtocol.body_timeout_s,
+                     max_header_bytes: int = GuardedHttpToolsProtocol.max_header_bytes,
+                     max_connections: int = GuardedHttpToolsProtocol.max_connections,
                      evict_after_s: float = EVICT_AFTER_S,
                      counters: Counters | None = None) -> type[GuardedHttpToolsProtocol]:
-    """The protocol class with these limits, for ``uvicorn.Config(http=...)``; give its
-    server the backlog :func:`connection_limits` says. Closings are counted in
-    ``counters`` (the log line names the metric then)."""
+    """The protocol class with these limits (``serve``'s defaults unless given), for
+    ``uvicorn.Config(http=...)``; give its server the backlog :func:`connection_limits`
+    says. Closings are counted in ``counters`` (the log line names the metric then)."""
     return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), {
         "header_timeout_s": header_timeout_s, "body_timeout_s": body_timeout_s,
         "max_header_bytes": max_header_bytes,
