@@ -8,11 +8,12 @@ diaries sharing an error signature met the same error, whatever else their outpu
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -30,7 +31,7 @@ from otel_diary.pipeline.render import (
     parse_front_matter,
     split_front_matter,
 )
-from otel_diary.text import knowledge_files, one_line, read_text
+from otel_diary.text import inside, knowledge_files, one_line, read_text
 
 logger = logging.getLogger("otel_diary")
 
@@ -318,6 +319,34 @@ def _entry(path: str, front: Mapping[str, Any], body: str, learned: str,
         summary=one_line(learned, 300),
         signatures=signatures,
     )
+
+
+def read_entry(root: Path, path: str, base: Path) -> Entry:
+    """The index entry of the diary at ``path`` (relative to ``root``), read within
+    ``base``; ``OSError``, ``ValueError`` or ``TypeError`` (see :func:`why_unreadable`)
+    when there is none."""
+    return entry_from_document(path, read_text(root / path, "replace", within=base,
+                                               max_bytes=MAX_DOCUMENT_BYTES))
+
+
+def unlisted_entries(root: Path, folder: Path, entries: Sequence[Entry], refused: Set[str],
+                     paths: Iterable[str]) -> list[Entry]:
+    """The entries of the diaries at ``paths`` (relative to ``root``, in ``folder``) that
+    are neither among ``entries`` nor ``refused``, read if they are still there."""
+    listed = refused | {entry.path for entry in entries}
+    ids = {entry.id for entry in entries}
+    base, folder = (root / KB_FOLDER).resolve(), folder.resolve()
+    added: list[Entry] = []
+    for path in paths:
+        if path in listed or not path.endswith(".md") \
+                or not inside(root / path, folder, strict=True):
+            continue
+        with contextlib.suppress(OSError, ValueError, TypeError):  # gone, or no diary
+            entry = read_entry(root, path, base)
+            if entry.id not in ids:
+                ids.add(entry.id)
+                added.append(entry)
+    return added
 
 
 def why_unreadable(exc: Exception) -> str:

@@ -25,10 +25,11 @@ from pathlib import Path
 
 from otel_diary.errors import IndexUnavailable, SearchError
 from otel_diary.index.documents import (
-    MAX_DOCUMENT_BYTES,
     Entry,
     Unreadable,
     entry_from_document,
+    read_entry,
+    unlisted_entries,
     why_unreadable,
 )
 from otel_diary.index.query import QUERY_ERRORS, Hit, SearchResult, fts_terms
@@ -56,7 +57,7 @@ from otel_diary.index.writing import Writer
 from otel_diary.pipeline.core import MAX_RELATED
 from otel_diary.pipeline.render import DIARY_ROOT, KB_FOLDER
 from otel_diary.runner import renew_after_fork
-from otel_diary.text import knowledge_files, read_text
+from otel_diary.text import knowledge_files
 
 try:
     import fcntl
@@ -269,31 +270,29 @@ class DiaryIndex:
 
     # -- writing -----------------------------------------------------------------------
 
-    def scan(self, unreadable: Unreadable | None = None) -> tuple[list[Entry], int]:
-        """Every diary in the folder (sorted by path, first of a duplicate id wins), and how
-        many files were skipped as not being diaries (each told to ``unreadable``)."""
+    def scan(self, unreadable: Unreadable | None = None) -> tuple[list[Entry], set[str]]:
+        """Every diary in the folder (sorted by path, first of a duplicate id wins), and the
+        paths of the other files (each told to ``unreadable`` with the reason)."""
         entries: list[Entry] = []
         seen: dict[str, str] = {}
-        skipped = 0
+        refused: set[str] = set()
         base = (self.root / KB_FOLDER).resolve()
         for file in knowledge_files(self.folder, base):
             path = file.relative_to(self.root).as_posix()
             try:
-                content = read_text(file, "replace", within=base,
-                                    max_bytes=MAX_DOCUMENT_BYTES)
-                entry = entry_from_document(path, content)
+                entry = read_entry(self.root, path, base)
                 why = f"a second copy of {entry.id} (kept: {seen[entry.id]})" \
                     if entry.id in seen else ""
             except (OSError, ValueError, TypeError) as exc:
                 why = why_unreadable(exc)
             if why:
-                skipped += 1
+                refused.add(path)
                 if unreadable is not None:
                     unreadable(path, why)
                 continue
             seen[entry.id] = path
             entries.append(entry)
-        return entries, skipped
+        return entries, refused
 
     def add(self, entry: Entry) -> None:
         """Index (or re-index) one diary; it replaces any entry with its id or its path.
@@ -361,15 +360,17 @@ class DiaryIndex:
         return entry
 
     def rebuild(self, unreadable: Unreadable | None = None) -> RebuildReport:
-        """Replace the index with what the folder holds; a damaged database is recreated.
-        ``IndexUnavailable`` for any other error (another writer keeping it locked past the
-        busy timeout, a full disk): the database is left as it is."""
-        entries, skipped = self.scan(unreadable)
+        """Replace the index with what the folder holds (and what an app indexed since it was
+        read); a damaged database is recreated. ``IndexUnavailable`` for any other error
+        (a writer locking it past the busy timeout, a full disk): the database stays as is."""
+        entries, refused = self.scan(unreadable)
         try:
             conn = self._connection()
             if conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
                 raise sqlite3.DatabaseError("quick_check failed")
             with write(conn):
+                entries += unlisted_entries(self.root, self.folder, entries, refused, [
+                    path for (path,) in conn.execute("SELECT path FROM diaries")])
                 self._replace_all(conn, entries)
             checkpoint(conn)
         except (IndexUnavailable, sqlite3.DatabaseError) as exc:
@@ -394,7 +395,7 @@ class DiaryIndex:
                 raise IndexUnavailable(f"cannot rebuild the index {self.path}: {again}") \
                     from again
         self._local.filled = conn
-        return RebuildReport(indexed=len(entries), skipped=skipped)
+        return RebuildReport(indexed=len(entries), skipped=len(refused))
 
     def _discard(self) -> None:
         """Delete the database files (after damage); other processes reconnect by themselves."""

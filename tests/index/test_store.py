@@ -205,6 +205,26 @@ def test_a_rebuild_waiting_too_long_for_another_writer_fails_and_deletes_nothing
             [diary.id, "kh-held"])
 
 
+def test_a_rebuild_keeps_a_diary_an_app_wrote_while_it_scanned(tmp_path: Path) -> None:
+    """A diary written and indexed by a running app after the rebuild listed the folder is
+    still in the index the rebuild leaves; a file deleted by then stays out of it."""
+    pipeline = kb_pipeline(tmp_path)
+    first = write(pipeline, task_record(1, "T-1", stderr=TS_STDERR))
+    (tmp_path / "diaries" / "agents" / "coder" / "zz-notes.md").write_text("# Notes\n")
+    late: list[str] = []
+
+    def meanwhile(path: str, why: str) -> None:  # the scan is past every diary by now
+        late.append(write(pipeline, task_record(2, "T-2", stderr=TS_STDERR)).id)
+        gone = write(pipeline, task_record(3, "T-3", stderr=TS_STDERR))
+        (tmp_path / gone.path).unlink()
+
+    with DiaryIndex(tmp_path) as index:
+        assert index.rebuild(meanwhile).indexed == 2
+        assert sorted(hit.id for hit in index.search("TS2345").hits) == sorted(
+            [first.id, *late])
+    pipeline.close()
+
+
 def test_a_rebuild_that_cannot_open_the_database_says_so_and_deletes_nothing(
         tmp_path: Path) -> None:
     """Only a damaged database is recreated: one that cannot be opened (here a folder in
