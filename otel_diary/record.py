@@ -109,29 +109,39 @@ def _whole_words(text: str, from_end: bool = False) -> str:
 
 @dataclass
 class ChildSummary:
-    """What the spans under a task contributed: token sums, models, failures, tool calls."""
+    """What the spans under a task contributed: token sums, models, failures, tool calls.
+
+    What it keeps first or last, and the order of its names, go by when the spans ended,
+    not by the order they were added in: the same spans give the same summary in process
+    (where a span's children are folded in after it) and in ``serve`` (in any order)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     has_tokens: bool = False
-    models: list[str] = field(default_factory=list)
-    error_types: list[str] = field(default_factory=list)
+    models: dict[str, int] = field(default_factory=dict)
+    """Model names, each with when the first span naming it ended (see :func:`in_order`)."""
+    error_types: dict[str, int] = field(default_factory=dict)
+    """Error types, the same way."""
     failed_spans: int = 0
     tool_calls: int = 0
     spans: int = 0
     first_error: str | None = None
     """The first failed span's error: its class and message (``Class: message``), else its
     status description; not yet redacted, so classification redacts it before cutting."""
+    first_error_ns: int = 0
     stacktrace: str | None = None
     """The end of the first stack trace a failed span recorded (not yet redacted)."""
+    stacktrace_ns: int = 0
     tools: dict[str, int] = field(default_factory=dict)
     """Tool calls by tool name (at most ``MAX_LIST`` names)."""
-    agents: list[str] = field(default_factory=list)
-    """Names of agents that ran under the task (nested agent spans)."""
+    agents: dict[str, int] = field(default_factory=dict)
+    """Names of agents that ran under the task (nested agent spans), as ``models``."""
     first_input: str | None = None
     """The captured input messages of the first span that had them (not yet redacted)."""
+    first_input_ns: int = 0
     last_output: str | None = None
     """The captured output of the last span that had one (not yet redacted)."""
+    last_output_ns: int = 0
     last_run_end_ns: int = -1
     """When the agent run under the task that ended last ended (-1: none): a child span
     the conventions read as an agent's own run (``Conventions.agent_run_values``)."""
@@ -218,11 +228,13 @@ class ChildSummary:
             model = get(name)
             if model is not None:
                 models = self.models
-                if model not in models and len(models) < MAX_LIST:
-                    model = as_text(model)
-                    if model and model not in models:
-                        models.append(model)
-                        self.names += len(model)
+                if type(model) is str and (seen := models.get(model)) is not None:
+                    if end_ns < seen:  # the common case: a model already listed
+                        models[model] = end_ns
+                else:
+                    kept = as_text(model)
+                    if kept:
+                        self.names += _name(models, kept, end_ns)
                 break
         tool: str | None = None
         for name in conventions.tool_name:
@@ -276,25 +288,28 @@ class ChildSummary:
             agent = get(name)
             if agent is not None:
                 agent = as_text(agent, 256)
-                if agent and agent not in self.agents and len(self.agents) < MAX_LIST:
-                    self.agents.append(agent)
-                    self.names += len(agent)
+                if agent:
+                    self.names += _name(self.agents, agent, end_ns)
                 break
-        if conventions.input_messages and self.first_input is None:
-            self.first_input = _content(first(attributes, conventions.input_messages))
-        if conventions.output_messages:
-            self.last_output = (_content(first(attributes, conventions.output_messages))
-                                or self.last_output)
+        if conventions.input_messages and (self.first_input is None
+                                           or end_ns < self.first_input_ns):
+            content = _content(first(attributes, conventions.input_messages))
+            if content is not None:
+                self.first_input, self.first_input_ns = content, end_ns
+        if conventions.output_messages and (self.last_output is None
+                                            or end_ns >= self.last_output_ns):
+            content = _content(first(attributes, conventions.output_messages))
+            if content is not None:
+                self.last_output, self.last_output_ns = content, end_ns
         if is_error:
             if failure:
                 self.failed_spans += 1
             named = (error_name(first(attributes, conventions.error_type))
                      or error_name(attributes.get(EXCEPTION_TYPE)))
             error_type = named or UNNAMED_ERROR
-            if error_type not in self.error_types and len(self.error_types) < MAX_LIST:
-                self.error_types.append(error_type)
-                self.names += len(error_type)
-            if self.first_error is None:
+            self.names += _name(self.error_types, error_type, end_ns)
+            if self.first_error is None or end_ns < self.first_error_ns:
+                self.first_error_ns = end_ns
                 message = attributes.get(EXCEPTION_MESSAGE)
                 if not (isinstance(message, str) and message.strip()):
                     message = attributes.get(STATUS_DESCRIPTION)
@@ -305,8 +320,9 @@ class ChildSummary:
                     self.first_error = (f"{named}: {text}" if named
                                         and not text.startswith(named) else text)
             trace = attributes.get(EXCEPTION_STACKTRACE)
-            if self.stacktrace is None and isinstance(trace, str) and trace.strip():
-                self.stacktrace = _whole_words(trace, from_end=True)
+            if (self.stacktrace is None or end_ns < self.stacktrace_ns) \
+                    and isinstance(trace, str) and trace.strip():
+                self.stacktrace, self.stacktrace_ns = _whole_words(trace, from_end=True), end_ns
         if agent_run and end_ns >= self.last_run_end_ns:
             self.last_run_end_ns = end_ns
             self.last_run_failed = is_error or (  # or a step of it failed, nothing after
@@ -329,32 +345,51 @@ class ChildSummary:
             self.last_run_failed = other.last_run_failed
         self.add_counts(other)
         self.has_tokens = self.has_tokens or other.has_tokens
-        for model in other.models:
-            if model not in self.models and len(self.models) < MAX_LIST:
-                self.models.append(model)
-                self.names += len(model)
-        for error_type in other.error_types:
-            if error_type not in self.error_types and len(self.error_types) < MAX_LIST:
-                self.error_types.append(error_type)
-                self.names += len(error_type)
+        for names, others in ((self.models, other.models), (self.error_types, other.error_types),
+                              (self.agents, other.agents)):
+            for name, end_ns in others.items():
+                self.names += _name(names, name, end_ns)
         for tool, count in other.tools.items():
             if tool in self.tools:
                 self.tools[tool] += count
             elif len(self.tools) < MAX_LIST:
                 self.tools[tool] = count
                 self.names += len(tool)
-        for agent in other.agents:
-            if agent not in self.agents and len(self.agents) < MAX_LIST:
-                self.agents.append(agent)
-                self.names += len(agent)
-        self.first_input = self.first_input or other.first_input
-        self.last_output = other.last_output or self.last_output
-        self.first_error = self.first_error or other.first_error
-        self.stacktrace = self.stacktrace or other.stacktrace
+        if other.first_input is not None and (self.first_input is None
+                                              or other.first_input_ns < self.first_input_ns):
+            self.first_input, self.first_input_ns = other.first_input, other.first_input_ns
+        if other.last_output is not None and (self.last_output is None
+                                              or other.last_output_ns >= self.last_output_ns):
+            self.last_output, self.last_output_ns = other.last_output, other.last_output_ns
+        if other.first_error is not None and (self.first_error is None
+                                              or other.first_error_ns < self.first_error_ns):
+            self.first_error, self.first_error_ns = other.first_error, other.first_error_ns
+        if other.stacktrace is not None and (self.stacktrace is None
+                                             or other.stacktrace_ns < self.stacktrace_ns):
+            self.stacktrace, self.stacktrace_ns = other.stacktrace, other.stacktrace_ns
         self.tool_calls += other.tool_calls
         self.spans += other.spans
         self.names += _merge_outcomes(self.tool_outcomes, other.tool_outcomes)
         self.names += _merge_outcomes(self.model_outcomes, other.model_outcomes)
+
+
+def _name(names: dict[str, int], name: str, end_ns: int) -> int:
+    """Note ``name`` seen in a span that ended at ``end_ns`` (kept with the earliest such
+    end, at most ``MAX_LIST`` names); returns its characters if newly kept."""
+    seen = names.get(name)
+    if seen is None:
+        if len(names) >= MAX_LIST:
+            return 0
+        names[name] = end_ns
+        return len(name)
+    if end_ns < seen:
+        names[name] = end_ns
+    return 0
+
+
+def in_order(names: dict[str, int]) -> list[str]:
+    """The names of a :class:`ChildSummary` field in the order their spans ended."""
+    return sorted(names, key=names.__getitem__)
 
 
 def _outcome(outcomes: dict[str, list[int]], name: str, failed: bool, end_ns: int) -> int:

@@ -105,7 +105,7 @@ def test_secrets_in_failed_tools_and_models_names_reach_no_file_or_model(
     with serve_asgi(chat) as chat_url:
         pipeline = build_pipeline(Settings(dir=tmp_path / "kb", index=False,
                                            reflection_url=chat_url + "/v1"), GENAI)
-        children = ChildSummary(failed_spans=2, error_types=["TimeoutError"],
+        children = ChildSummary(failed_spans=2, error_types={"TimeoutError": 0},
                                 tool_outcomes={f"deploy {tool_secret}": [10, 20]},
                                 model_outcomes={model_secret: [30, -1], "small": [-1, 40]})
         record = SpanRecord(trace_id=7, span_id=9, name="invoke_agent", start_ns=END_NS - 10**9,

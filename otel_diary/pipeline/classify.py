@@ -22,6 +22,7 @@ from otel_diary.record import (
     as_list,
     as_text,
     first,
+    in_order,
     redact_tail,
 )
 
@@ -178,7 +179,7 @@ def classify(record: SpanRecord, children: ChildSummary | None,
 
     file_ops = as_int(first(attrs, conv.file_operations))
     model = text(first(attrs, conv.model), 256)
-    models = tuple(children.models)
+    models = tuple(in_order(children.models))
     if model is None and models:
         model = models[0]
 
@@ -191,7 +192,8 @@ def classify(record: SpanRecord, children: ChildSummary | None,
         # graph's, an agent workflow's) says more about who did the work.
         service = text(record.name, 256) or service
     agent = (text(first(attrs, conv.agent), 256)
-             or next((text(name, 256) for name in children.agents if conv.child_agent), None)
+             or next((text(name, 256) for name in in_order(children.agents)
+                   if conv.child_agent), None)
              or service
              or "unknown")
     question = (user_message(first(attrs, conv.input_messages) or children.first_input)
@@ -233,7 +235,8 @@ def classify(record: SpanRecord, children: ChildSummary | None,
         stderr_tail=stderr_tail,
         related=as_list(first(attrs, conv.related), redact),
         failed_children=children.failed_spans if conv.recover_on_child_errors else 0,
-        child_error_types=tuple(children.error_types) if conv.recover_on_child_errors else (),
+        child_error_types=(tuple(in_order(children.error_types))
+                           if conv.recover_on_child_errors else ()),
         tool_calls=children.tool_calls,
         tools=(tuple(sorted(children.tools.items(), key=lambda item: (-item[1], item[0])))
                if conv.tool_name else ()),
