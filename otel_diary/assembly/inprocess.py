@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from otel_diary.assembly.batch import estimate
 from otel_diary.assembly.table import TraceTable
 from otel_diary.conventions import Conventions
-from otel_diary.record import ChildSummary, Ready, SpanRecord
+from otel_diary.record import ChildSummary, Ready, SpanRecord, error_details
 
 MAX_BUCKETS = 256
 """Distinct parents summarized per trace; beyond it contributions share one bucket."""
@@ -34,6 +34,14 @@ def _text_size(summary: ChildSummary) -> int:
     """Characters of text and names a summary keeps (its counts are not counted)."""
     return (len(summary.first_input or "") + len(summary.last_output or "")
             + len(summary.first_error or "") + len(summary.stacktrace or "") + summary.names)
+
+
+def _facts(task: SpanRecord) -> Mapping[str, object]:
+    """What a nested task span contributes to the run it is part of: its attributes and,
+    when it failed, its status description (as ``serve`` reads it)."""
+    if not task.is_error:
+        return task.attributes
+    return {**task.attributes, **error_details(None, task.status_message)}
 
 
 @dataclass
@@ -236,7 +244,7 @@ class TraceAssembler:
             task = entry.pending.get(task_id)
             if task is not None:
                 own = ChildSummary()
-                own.add(task.attributes, task.is_error, self._conventions, task.end_ns,
+                own.add(_facts(task), task.is_error, self._conventions, task.end_ns,
                         entry.buckets.get(task_id))
                 under.add_counts(own)
         return under
@@ -266,7 +274,7 @@ class TraceAssembler:
             nested = entry.unwait(nested_id)
             if nested is not None:
                 inner = entry.take(nested.span_id, rest=False)
-                inner.add(nested.attributes, nested.is_error, self._conventions,
+                inner.add(_facts(nested), nested.is_error, self._conventions,
                           nested.end_ns, below=inner)
                 outer = entry.bucket(record.span_id)
                 before = _text_size(outer)
