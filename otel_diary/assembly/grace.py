@@ -100,6 +100,8 @@ class _View:
     seen: int = 0
     """How many of the trace's contributions are in ``items``; the trace's lists keep
     those taken until :meth:`TraceStore._settle`."""
+    absorbed: bool = False
+    """Whether the nested task spans not decided yet were taken in (before a root task)."""
 
 
 class TraceStore:
@@ -444,23 +446,21 @@ class TraceStore:
         if view is None:
             view = self._views[trace_id] = _View(entry, self._ancestry(entry, done))
             self._read += entry.link_count + len(entry.task_spans) + len(entry.contributions)
-        if view.ancestry.nested(record.parent_span_id):
-            self.nested_tasks += 1  # its parent task's diary covers it, and takes its facts
-            keys = self.conventions.child_keys  # what a decoded contribution keeps too
-            markers = self.conventions.task_markers  # it was a run of its own
-            facts: dict[str, object] = {key: value for key, value in record.attributes.items()
-                                        if key in keys or key in markers}
-            if record.is_error:
-                facts.update(error_details(None, record.status_message))
-            nested = Contribution(facts, record.is_error, record.end_ns)
-            if not gc.is_tracked(entry.contributions):  # see Part: a new tuple is tracked
-                entry.contributions = list(entry.contributions)
-            entry.contributions.append(nested)
-            entry.contribution_ids.append(record.span_id.to_bytes(8, "big"))
-            entry.size += nested.size
-            self.bytes += nested.size
-            self.spans += 1
+        nested = view.ancestry.nested
+        if nested(record.parent_span_id):
+            self._absorb(entry, record)
         else:
+            if entry.tasks and not view.absorbed:
+                # A nested task span that came after this one, within its grace, is part of
+                # this run: it is taken in now, as if it had come first.
+                view.absorbed = True
+                for other in [other for other, (task, _) in entry.tasks.items()
+                              if nested(task.parent_span_id)]:
+                    task, size = entry.tasks.pop(other)
+                    self.spans -= 1
+                    self._release(entry, size)
+                    done.add(other)
+                    self._absorb(entry, task)
             self.root_tasks += 1
             ready.append((record, self._summary(entry, task_id, view)))
         if not entry.tasks:
@@ -468,6 +468,25 @@ class TraceStore:
             del self._views[trace_id]  # nothing more to decide: let it go
             self._close(trace_id, entry)
         return ready
+
+    def _absorb(self, entry: _Trace, record: SpanRecord) -> None:
+        """Take the nested task span ``record`` in as a contribution: its parent task's
+        diary covers it, and takes its facts."""
+        self.nested_tasks += 1
+        keys = self.conventions.child_keys  # what a decoded contribution keeps too
+        markers = self.conventions.task_markers  # it was a run of its own
+        facts: dict[str, object] = {key: value for key, value in record.attributes.items()
+                                    if key in keys or key in markers}
+        if record.is_error:
+            facts.update(error_details(None, record.status_message))
+        nested = Contribution(facts, record.is_error, record.end_ns)
+        if not gc.is_tracked(entry.contributions):  # see Part: a new tuple is tracked
+            entry.contributions = list(entry.contributions)
+        entry.contributions.append(nested)
+        entry.contribution_ids.append(record.span_id.to_bytes(8, "big"))
+        entry.size += nested.size
+        self.bytes += nested.size
+        self.spans += 1
 
     def _end_views(self) -> None:
         """The call's decisions are done: each trace's lists keep what is left of them."""
