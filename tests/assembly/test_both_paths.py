@@ -1,0 +1,133 @@
+"""In process and in ``serve``, one run gives one diary, byte for byte: random GenAI runs
+(model calls, tool calls, sub-agents, plain spans between them, failures anywhere, calls
+side by side) go through a real ``TracerProvider`` with the diary processor, and the same
+spans, encoded by the OTLP exporter's encoder, through ``serve``'s decoding and assembly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from random import Random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Status, StatusCode
+
+from otel_diary import GENAI, DiarySpanProcessor, Settings
+from otel_diary.assembly.grace import TraceStore
+from otel_diary.receiver.decode import PROTOBUF, decode
+from otel_diary.testing import InMemorySink
+from otel_diary.wiring import build_pipeline
+
+START_NS = 1_790_000_000_000_000_000
+KINDS: dict[str, dict[str, str | int]] = {
+    "step": {},
+    "chat": {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m-1",
+             "gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 3},
+    "summary": {"gen_ai.usage.input_tokens": 25, "gen_ai.usage.output_tokens": 5},
+    "search": {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"},
+    "read": {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "read"},
+    "helper": {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"},
+}
+
+ROOT: dict[str, str | int] = {"gen_ai.operation.name": "invoke_agent",
+                              "gen_ai.conversation.id": "c-1", "gen_ai.agent.name": "coder"}
+
+
+@dataclass
+class Node:
+    kind: str
+    failed: bool
+    under: list[Node] = field(default_factory=list)
+    start: int = 0
+    end: int = 0
+
+
+@st.composite
+def nodes(draw: st.DrawFn, depth: int = 0) -> Node:
+    node = Node(draw(st.sampled_from(sorted(KINDS))), draw(st.booleans()))
+    if depth < 3 and node.kind in ("step", "helper", "search", "summary"):
+        node.under = draw(st.lists(nodes(depth + 1), max_size=3))
+    return node
+
+
+def lay_out(node: Node, clock: list[int], draw: st.DrawFn) -> None:
+    """Give ``node`` and those under it times (ms): every span ends at an instant of its
+    own, after the spans under it and its earlier siblings; a span with nothing under it
+    starts up to 25 ms before it ends, so that siblings may run side by side."""
+    for child in node.under:
+        lay_out(child, clock, draw)
+    clock[0] += 10
+    node.end = clock[0]
+    node.start = min([node.end - draw(st.integers(1, 25)),
+                      *(child.start - 1 for child in node.under)])
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> Node:
+    root = Node("run", draw(st.booleans()), draw(st.lists(nodes(), min_size=1, max_size=4)))
+    lay_out(root, [100], draw)
+    return root
+
+
+def in_process(root: Node) -> tuple[list[str], list[ReadableSpan]]:
+    """The diaries the processor writes for ``root``, and the spans the app ended."""
+    sink, exported = InMemorySink(), InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
+                              shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, sinks=[sink], conventions="genai")
+    provider.add_span_processor(processor)
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    tracer = provider.get_tracer("agent")
+    started: list[tuple[int, Node, trace.Span]] = []
+
+    def start(node: Node, parent: trace.Span | None) -> None:
+        attributes = ROOT if node is root else KINDS[node.kind]
+        context = None if parent is None else trace.set_span_in_context(parent)
+        span = tracer.start_span(node.kind, context, attributes=attributes,
+                                 start_time=START_NS + node.start * 1_000_000)
+        started.append((node.end, node, span))
+        for child in node.under:
+            start(child, span)
+
+    start(root, None)
+    for end, node, span in sorted(started, key=lambda item: item[0]):
+        if node.failed:
+            span.set_status(Status(StatusCode.ERROR, f"{node.kind} failed"))
+        span.end(START_NS + end * 1_000_000)
+    assert processor.force_flush(10_000)
+    provider.shutdown()
+    return [diary.content for diary in sink.diaries], list(exported.get_finished_spans())
+
+
+def through_serve(spans: list[ReadableSpan], shuffle: Random | None = None) -> list[str]:
+    """The diaries ``serve`` writes for ``spans`` sent in one OTLP request, or with
+    ``shuffle`` in any order over two requests."""
+    sink = InMemorySink()
+    pipeline = build_pipeline(Settings(dir=None, index=False), GENAI, sinks=[sink])
+    traces = TraceStore(GENAI, grace=0)
+    parts = [spans]
+    if shuffle is not None:
+        spans = shuffle.sample(spans, len(spans))
+        cut = shuffle.randint(0, len(spans))
+        parts = [spans[:cut], spans[cut:]]
+    for part in parts:
+        traces.add(decode(encode_spans(part).SerializeToString(), PROTOBUF, GENAI), now=0)
+    for ready in traces.drain():
+        pipeline.handle(ready)
+    pipeline.close()
+    return [diary.content for diary in sink.diaries]
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(runs(), st.randoms(use_true_random=False))
+def test_a_run_gives_the_same_diary_in_process_and_in_serve(root: Node,
+                                                            shuffle: Random) -> None:
+    diaries, spans = in_process(root)
+    assert through_serve(spans) == diaries
+    assert through_serve(spans, shuffle) == diaries
