@@ -89,6 +89,8 @@ class Conventions:
     """Every operation value that makes a span a tool call."""
     usage_keys: frozenset[str] = field(init=False)
     """The token usage attributes (input and output) a child span may report."""
+    content_keys: frozenset[str] = field(init=False)
+    """The captured messages a contributing span may carry (they alone contribute nothing)."""
 
     def __post_init__(self) -> None:
         keys = {
@@ -103,6 +105,8 @@ class Conventions:
         object.__setattr__(self, "child_keys", frozenset(keys))
         object.__setattr__(self, "usage_keys",
                            frozenset((*self.input_tokens, *self.output_tokens)))
+        object.__setattr__(self, "content_keys",
+                           frozenset((*self.input_messages, *self.output_messages)) - keys)
         object.__setattr__(self, "task_markers", frozenset(
             {self.task_marker, *(profile.task_marker for profile in self.profiles)}))
         object.__setattr__(self, "tool_operations", frozenset(

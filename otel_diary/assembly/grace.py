@@ -475,8 +475,9 @@ class TraceStore:
         self.nested_tasks += 1
         keys = self.conventions.child_keys  # what a decoded contribution keeps too
         markers = self.conventions.task_markers  # it was a run of its own
+        content = self.conventions.content_keys
         facts: dict[str, object] = {key: value for key, value in record.attributes.items()
-                                    if key in keys or key in markers}
+                                    if key in keys or key in markers or key in content}
         if record.is_error:
             facts.update(error_details(None, record.status_message))
         nested = Contribution(facts, record.is_error, record.end_ns)
@@ -535,6 +536,10 @@ class TraceStore:
         for _, contribution in owned:
             self.spans -= 1
             self._release(entry, contribution.size)
+        if self.conventions.content_keys:  # a span with messages alone contributes nothing
+            keys = self.conventions.child_keys
+            owned = [item for item in owned
+                     if item[1].is_error or not keys.isdisjoint(item[1].attributes)]
         below = covered(owned, view.ancestry, task_id, self.conventions)
         for span_id, contribution in owned:
             summary.add(contribution.attributes, contribution.is_error, self.conventions,

@@ -58,9 +58,11 @@ class Links:
 
 def kept_keys(conventions: Conventions) -> tuple[str, ...]:
     """The attribute keys whose values decoding keeps: the task marker, then the keys of
-    what a span contributes to its task (and any other task marker)."""
+    what a span contributes to its task (and any other task marker), and the messages it
+    may carry (see :attr:`Conventions.content_keys`)."""
     marker = conventions.task_marker
-    return (marker, *sorted((conventions.child_keys | conventions.task_markers) - {marker}))
+    return (marker, *sorted((conventions.child_keys | conventions.task_markers
+                             | conventions.content_keys) - {marker}))
 
 
 def span_record(trace_id: bytes, span_id: bytes, name: str, start_ns: int, end_ns: int,
