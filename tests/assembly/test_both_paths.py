@@ -18,25 +18,56 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from otel_diary import GENAI, DiarySpanProcessor, Settings
+from otel_diary import DiarySpanProcessor, Settings
 from otel_diary.assembly.grace import TraceStore
+from otel_diary.conventions import load_conventions
 from otel_diary.receiver.decode import PROTOBUF, decode
 from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
 
 START_NS = 1_790_000_000_000_000_000
-KINDS: dict[str, dict[str, str | int]] = {
-    "step": {},
-    "chat": {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m-1",
-             "gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 3},
-    "summary": {"gen_ai.usage.input_tokens": 25, "gen_ai.usage.output_tokens": 5},
-    "search": {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"},
-    "read": {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "read"},
-    "helper": {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"},
+Attributes = dict[str, str | int]
+PROFILES: dict[str, dict[str, Attributes]] = {
+    "genai": {
+        "run": {"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": "c-1",
+                "gen_ai.agent.name": "coder"},
+        "step": {},
+        "chat": {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m-1",
+                 "gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 3},
+        "reply": {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m-2"},
+        "summary": {"gen_ai.usage.input_tokens": 25, "gen_ai.usage.output_tokens": 5},
+        "search": {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"},
+        "read": {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "read"},
+        "helper": {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"},
+    },
+    "openinference": {
+        "run": {"openinference.span.kind": "AGENT", "session.id": "s-1",
+                "agent.name": "coder"},
+        "step": {},
+        "chat": {"openinference.span.kind": "LLM", "llm.model_name": "m-1",
+                 "llm.token_count.prompt": 10, "llm.token_count.completion": 3},
+        "reply": {"openinference.span.kind": "LLM", "llm.model_name": "m-2"},
+        "summary": {"openinference.span.kind": "CHAIN"},
+        "search": {"openinference.span.kind": "TOOL", "tool.name": "search"},
+        "read": {"openinference.span.kind": "TOOL", "tool.name": "read"},
+        "helper": {"openinference.span.kind": "AGENT", "agent.name": "helper"},
+    },
 }
+"""Each profile's spans by kind: the run (its task span), a plain span, model calls (one
+reporting usage, one whose prompt and answer are captured), a span adding up usage (a
+chain under OpenInference: a task span nested in the run), tool calls, a sub-agent."""
+MESSAGES = {"genai": ("gen_ai.input.messages", "gen_ai.output.messages"),
+            "openinference": ("input.value", "output.value")}
+KINDS = sorted(PROFILES["genai"].keys() - {"run"})
 
-ROOT: dict[str, str | int] = {"gen_ai.operation.name": "invoke_agent",
-                              "gen_ai.conversation.id": "c-1", "gen_ai.agent.name": "coder"}
+
+def attributes(profile: str, node: Node) -> Attributes:
+    """The attributes of ``node``'s span: a reply's messages name when it ended."""
+    found = PROFILES[profile][node.kind]
+    if node.kind == "reply":
+        asked, answered = MESSAGES[profile]
+        found = {**found, asked: f"Question {node.end}?", answered: f"Answer {node.end}."}
+    return found
 
 
 @dataclass
@@ -50,7 +81,7 @@ class Node:
 
 @st.composite
 def nodes(draw: st.DrawFn, depth: int = 0) -> Node:
-    node = Node(draw(st.sampled_from(sorted(KINDS))), draw(st.booleans()))
+    node = Node(draw(st.sampled_from(KINDS)), draw(st.booleans()))
     if depth < 3 and node.kind in ("step", "helper", "search", "summary"):
         node.under = draw(st.lists(nodes(depth + 1), max_size=3))
     return node
@@ -75,21 +106,20 @@ def runs(draw: st.DrawFn) -> Node:
     return root
 
 
-def in_process(root: Node) -> tuple[list[str], list[ReadableSpan]]:
+def in_process(profile: str, root: Node) -> tuple[list[str], list[ReadableSpan]]:
     """The diaries the processor writes for ``root``, and the spans the app ended."""
     sink, exported = InMemorySink(), InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
                               shutdown_on_exit=False)
-    processor = DiarySpanProcessor(enabled=True, sinks=[sink], conventions="genai")
+    processor = DiarySpanProcessor(enabled=True, sinks=[sink], conventions=profile)
     provider.add_span_processor(processor)
     provider.add_span_processor(SimpleSpanProcessor(exported))
     tracer = provider.get_tracer("agent")
     started: list[tuple[int, Node, trace.Span]] = []
 
     def start(node: Node, parent: trace.Span | None) -> None:
-        attributes = ROOT if node is root else KINDS[node.kind]
         context = None if parent is None else trace.set_span_in_context(parent)
-        span = tracer.start_span(node.kind, context, attributes=attributes,
+        span = tracer.start_span(node.kind, context, attributes=attributes(profile, node),
                                  start_time=START_NS + node.start * 1_000_000)
         started.append((node.end, node, span))
         for child in node.under:
@@ -105,19 +135,21 @@ def in_process(root: Node) -> tuple[list[str], list[ReadableSpan]]:
     return [diary.content for diary in sink.diaries], list(exported.get_finished_spans())
 
 
-def through_serve(spans: list[ReadableSpan], shuffle: Random | None = None) -> list[str]:
+def through_serve(profile: str, spans: list[ReadableSpan],
+                  shuffle: Random | None = None) -> list[str]:
     """The diaries ``serve`` writes for ``spans`` sent in one OTLP request, or with
     ``shuffle`` in any order over two requests."""
-    sink = InMemorySink()
-    pipeline = build_pipeline(Settings(dir=None, index=False), GENAI, sinks=[sink])
-    traces = TraceStore(GENAI, grace=0)
+    sink, conventions = InMemorySink(), load_conventions(profile)
+    pipeline = build_pipeline(Settings(dir=None, index=False), conventions, sinks=[sink])
+    traces = TraceStore(conventions, grace=0)
     parts = [spans]
     if shuffle is not None:
         spans = shuffle.sample(spans, len(spans))
         cut = shuffle.randint(0, len(spans))
         parts = [spans[:cut], spans[cut:]]
     for part in parts:
-        traces.add(decode(encode_spans(part).SerializeToString(), PROTOBUF, GENAI), now=0)
+        traces.add(decode(encode_spans(part).SerializeToString(), PROTOBUF, conventions),
+                   now=0)
     for ready in traces.drain():
         pipeline.handle(ready)
     pipeline.close()
@@ -125,9 +157,9 @@ def through_serve(spans: list[ReadableSpan], shuffle: Random | None = None) -> l
 
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(runs(), st.randoms(use_true_random=False))
-def test_a_run_gives_the_same_diary_in_process_and_in_serve(root: Node,
+@given(st.sampled_from(sorted(PROFILES)), runs(), st.randoms(use_true_random=False))
+def test_a_run_gives_the_same_diary_in_process_and_in_serve(profile: str, root: Node,
                                                             shuffle: Random) -> None:
-    diaries, spans = in_process(root)
-    assert through_serve(spans) == diaries
-    assert through_serve(spans, shuffle) == diaries
+    diaries, spans = in_process(profile, root)
+    assert through_serve(profile, spans) == diaries
+    assert through_serve(profile, spans, shuffle) == diaries
