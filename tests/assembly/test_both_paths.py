@@ -1,4 +1,4 @@
-"""In process and in ``serve``, one run gives one diary, byte for byte: random GenAI runs
+"""In process and in ``serve``, one run gives one diary, byte for byte: random agent runs
 (model calls, tool calls, sub-agents, plain spans between them, failures anywhere, calls
 side by side) go through a real ``TracerProvider`` with the diary processor, and the same
 spans, encoded by the OTLP exporter's encoder, through ``serve``'s decoding and assembly."""
@@ -53,11 +53,20 @@ PROFILES: dict[str, dict[str, Attributes]] = {
         "helper": {"openinference.span.kind": "AGENT", "agent.name": "helper"},
     },
 }
+PROFILES["orchestrator"] = {
+    **PROFILES["genai"],
+    "run": {"orchestrator.task.id": "T-1", "orchestrator.agent.name": "coder",
+            "orchestrator.escalation_count": 1},
+    "helper": {"orchestrator.task.id": "T-1.1", "gen_ai.agent.name": "helper"},
+}
+PROFILES["auto"] = PROFILES["genai"]
 """Each profile's spans by kind: the run (its task span), a plain span, model calls (one
 reporting usage, one whose prompt and answer are captured), a span adding up usage (a
 chain under OpenInference: a task span nested in the run), tool calls, a sub-agent."""
 MESSAGES = {"genai": ("gen_ai.input.messages", "gen_ai.output.messages"),
-            "openinference": ("input.value", "output.value")}
+            "openinference": ("input.value", "output.value"),
+            "orchestrator": ("gen_ai.input.messages", "gen_ai.output.messages"),
+            "auto": ("gen_ai.input.messages", "gen_ai.output.messages")}
 KINDS = sorted(PROFILES["genai"].keys() - {"run"})
 
 
