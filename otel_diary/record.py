@@ -309,16 +309,16 @@ class ChildSummary:
             error_type = named or UNNAMED_ERROR
             self.names += _name(self.error_types, error_type, end_ns)
             if self.first_error is None or end_ns < self.first_error_ns:
-                self.first_error_ns = end_ns
                 message = attributes.get(EXCEPTION_MESSAGE)
                 if not (isinstance(message, str) and message.strip()):
                     message = attributes.get(STATUS_DESCRIPTION)
                 if not isinstance(message, str) or error_name(message) in (named, None):
-                    self.first_error = named  # no message, or one that only names the class
+                    told = named  # no message, or one that only names the class
                 else:
                     text = _whole_words(message)
-                    self.first_error = (f"{named}: {text}" if named
-                                        and not text.startswith(named) else text)
+                    told = f"{named}: {text}" if named and not text.startswith(named) else text
+                if told is not None:  # the first failure that says something
+                    self.first_error, self.first_error_ns = told, end_ns
             trace = attributes.get(EXCEPTION_STACKTRACE)
             if (self.stacktrace is None or end_ns < self.stacktrace_ns) \
                     and isinstance(trace, str) and trace.strip():

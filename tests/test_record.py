@@ -5,6 +5,7 @@ every list stops at its bound."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from random import Random
 
 import pytest
 from hypothesis import given, settings
@@ -13,10 +14,13 @@ from hypothesis import strategies as st
 from otel_diary.conventions import PROFILES, Conventions
 from otel_diary.pipeline.redact import redact
 from otel_diary.record import (
+    EXCEPTION_MESSAGE,
+    EXCEPTION_STACKTRACE,
     EXCEPTION_TYPE,
     MAX_LIST,
     MAX_TEXT,
     REDACT_WINDOW,
+    STATUS_DESCRIPTION,
     UNNAMED_ERROR,
     ChildSummary,
     as_int,
@@ -112,6 +116,50 @@ def test_each_role_is_read_by_its_first_name_present(
         case: tuple[Conventions, list[tuple[dict[str, object], bool]]]) -> None:
     conventions, spans = case
     assert summarized(spans, conventions) == expected(spans, conventions)
+
+
+def _ended_spans(conventions: Conventions) -> st.SearchStrategy[
+        list[tuple[dict[str, object], bool, int]]]:
+    """Up to six spans (attributes, failed, end) ending at distinct instants, with the
+    conventions' names for every role, messages and error details among them."""
+    names = sorted(conventions.child_keys | conventions.content_keys
+                   | {EXCEPTION_TYPE, EXCEPTION_MESSAGE, EXCEPTION_STACKTRACE,
+                      STATUS_DESCRIPTION})
+    values: st.SearchStrategy[object] = st.one_of(
+        st.sampled_from(["a", "b", "c", "execute_tool", "AGENT", "TOOL", "invoke_agent",
+                         "Boom: it broke", ""]),
+        st.integers(0, 50))
+    span = st.tuples(st.dictionaries(st.sampled_from(names), values, max_size=6),
+                     st.booleans())
+    return st.lists(span, max_size=6).flatmap(lambda spans: st.permutations(
+        range(1, len(spans) + 1)).map(lambda ends: [
+            (attributes, failed, end * 1000) for (attributes, failed), end
+            in zip(spans, ends, strict=True)]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(CONVENTIONS).flatmap(
+    lambda conventions: st.tuples(st.just(conventions), _ended_spans(conventions),
+                                  st.randoms(use_true_random=False), st.integers(0, 6))))
+def test_a_summary_is_the_same_whatever_order_its_spans_come_in(
+        case: tuple[Conventions, list[tuple[dict[str, object], bool, int]], Random, int],
+) -> None:
+    """Firsts, lasts and the order of names go by when spans ended: adding the spans in
+    another order, or two parts of them merged, gives the same summary."""
+    conventions, spans, shuffle, cut = case
+
+    def summary(items: Sequence[tuple[dict[str, object], bool, int]]) -> ChildSummary:
+        made = ChildSummary()
+        for attributes, failed, end in items:
+            made.add(attributes, failed, conventions, end)
+        return made
+
+    whole = summary(spans)
+    shuffled = shuffle.sample(spans, len(spans))
+    assert summary(shuffled) == whole
+    later, earlier = summary(shuffled[cut:]), summary(shuffled[:cut])
+    later.merge(earlier)
+    assert later == whole
 
 
 @settings(max_examples=50, deadline=None)
