@@ -90,13 +90,17 @@ class Node:
     kind: str
     failed: bool
     under: list[Node] = field(default_factory=list)
+    raised: str = ""
+    """Of a failed span: how it records why (an exception event, an ``error.type``, or
+    only its status description)."""
     start: int = 0
     end: int = 0
 
 
 @st.composite
 def nodes(draw: st.DrawFn, depth: int = 0) -> Node:
-    node = Node(draw(st.sampled_from(KINDS)), draw(st.booleans()))
+    node = Node(draw(st.sampled_from(KINDS)), draw(st.booleans()),
+                raised=draw(st.sampled_from(["", "exception", "error.type"])))
     if depth < 3 and node.kind in ("step", "helper", "search", "summary"):
         node.under = draw(st.lists(nodes(depth + 1), max_size=3))
     return node
@@ -147,6 +151,11 @@ def in_process(profile: str, root: Node) -> tuple[list[str], list[ReadableSpan]]
     start(root, None)
     for end, node, span in sorted(started, key=lambda item: item[0]):
         if node.failed:
+            if node.raised == "exception":
+                span.record_exception(TimeoutError(f"{node.kind} timed out at {end}"),
+                                      timestamp=START_NS + end * 1_000_000)
+            elif node.raised == "error.type":
+                span.set_attribute("error.type", f"{node.kind.title()}Error")
             span.set_status(Status(StatusCode.ERROR, f"{node.kind} failed"))
         span.end(START_NS + end * 1_000_000)
     assert processor.force_flush(10_000)
