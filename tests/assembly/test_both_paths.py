@@ -5,6 +5,7 @@ spans, encoded by the OTLP exporter's encoder, through ``serve``'s decoding and 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from random import Random
 
@@ -21,9 +22,10 @@ from opentelemetry.trace import Status, StatusCode
 from otel_diary import DiarySpanProcessor, Settings
 from otel_diary.assembly.grace import TraceStore
 from otel_diary.conventions import load_conventions
-from otel_diary.receiver.decode import PROTOBUF, decode
+from otel_diary.receiver.decode import JSON, PROTOBUF, decode
 from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
+from tests.support.otlp_build import json_of
 
 START_NS = 1_790_000_000_000_000_000
 Attributes = dict[str, str | int]
@@ -165,8 +167,8 @@ def in_process(profile: str, root: Node) -> tuple[list[str], list[ReadableSpan]]
 
 def through_serve(profile: str, spans: list[ReadableSpan],
                   shuffle: Random | None = None) -> list[str]:
-    """The diaries ``serve`` writes for ``spans`` sent in one OTLP request, or with
-    ``shuffle`` in any order over two requests."""
+    """The diaries ``serve`` writes for ``spans`` sent in one OTLP/protobuf request, or
+    with ``shuffle`` in any order over two requests, in OTLP/JSON or protobuf."""
     sink, conventions = InMemorySink(), load_conventions(profile)
     pipeline = build_pipeline(Settings(dir=None, index=False), conventions, sinks=[sink])
     traces = TraceStore(conventions, grace=0)
@@ -176,8 +178,11 @@ def through_serve(profile: str, spans: list[ReadableSpan],
         cut = shuffle.randint(0, len(spans))
         parts = [spans[:cut], spans[cut:]]
     for part in parts:
-        traces.add(decode(encode_spans(part).SerializeToString(), PROTOBUF, conventions),
-                   now=0)
+        message = encode_spans(part)
+        batch = (decode(json.dumps(json_of(message)).encode(), JSON, conventions)
+                 if shuffle is not None and shuffle.random() < 0.5
+                 else decode(message.SerializeToString(), PROTOBUF, conventions))
+        traces.add(batch, now=0)
     for ready in traces.drain():
         pipeline.handle(ready)
     pipeline.close()

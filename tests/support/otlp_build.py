@@ -92,7 +92,12 @@ def protobuf_body(spans: Iterable[Span]) -> bytes:
 
 def json_document(spans: Iterable[Span]) -> dict[str, Any]:
     """OTLP/JSON as the specification has it: hex ids, lowerCamelCase, integer enums."""
-    document = json_format.MessageToDict(request(spans), use_integers_for_enums=True)
+    return json_of(request(spans))
+
+
+def json_of(message: ExportTraceServiceRequest) -> dict[str, Any]:
+    """``message`` in OTLP/JSON (see :func:`json_document`)."""
+    document = json_format.MessageToDict(message, use_integers_for_enums=True)
     for resource_spans in document.get("resourceSpans", []):
         for scope_spans in resource_spans.get("scopeSpans", []):
             for item in scope_spans.get("spans", []):
