@@ -92,6 +92,8 @@ class Node:
     kind: str
     failed: bool
     under: list[Node] = field(default_factory=list)
+    remote: bool = False
+    """Of the trace's first span: started under a caller in another service."""
     raised: str = ""
     """Of a failed span: how it records why (an exception event, an ``error.type``, or
     only its status description)."""
@@ -123,10 +125,11 @@ def lay_out(node: Node, clock: list[int], draw: st.DrawFn) -> None:
 @st.composite
 def runs(draw: st.DrawFn) -> Node:
     """A run, or one or two runs one after another under a request span (their local
-    root, which ends last)."""
+    root, which ends last); either may have been called from another service."""
     made = [Node("run", draw(st.booleans()), draw(st.lists(nodes(), min_size=1, max_size=4)))
             for _ in range(draw(st.integers(1, 2)))]
     root = Node("request", False, made) if len(made) > 1 or draw(st.booleans()) else made[0]
+    root.remote = draw(st.booleans())
     lay_out(root, [100], draw)
     return root
 
@@ -150,7 +153,8 @@ def in_process(profile: str, root: Node) -> tuple[list[str], list[ReadableSpan]]
         for child in node.under:
             start(child, span)
 
-    start(root, None)
+    start(root, trace.NonRecordingSpan(trace.SpanContext(
+        0x5EED, 0xCA11, is_remote=True)) if root.remote else None)
     for end, node, span in sorted(started, key=lambda item: item[0]):
         if node.failed:
             if node.raised == "exception":
