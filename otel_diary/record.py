@@ -292,14 +292,16 @@ class ChildSummary:
                     self.names += _name(self.agents, agent, end_ns)
                 break
         if conventions.input_messages and (self.first_input is None
-                                           or end_ns < self.first_input_ns):
+                                           or end_ns <= self.first_input_ns):
             content = _content(first(attributes, conventions.input_messages))
-            if content is not None:
+            if content is not None and _before(content, end_ns, self.first_input,
+                                               self.first_input_ns):
                 self.first_input, self.first_input_ns = content, end_ns
         if conventions.output_messages and (self.last_output is None
                                             or end_ns >= self.last_output_ns):
             content = _content(first(attributes, conventions.output_messages))
-            if content is not None:
+            if content is not None and _after(content, end_ns, self.last_output,
+                                              self.last_output_ns):
                 self.last_output, self.last_output_ns = content, end_ns
         if is_error:
             if failure:
@@ -308,7 +310,7 @@ class ChildSummary:
                      or error_name(attributes.get(EXCEPTION_TYPE)))
             error_type = named or UNNAMED_ERROR
             self.names += _name(self.error_types, error_type, end_ns)
-            if self.first_error is None or end_ns < self.first_error_ns:
+            if self.first_error is None or end_ns <= self.first_error_ns:
                 message = attributes.get(EXCEPTION_MESSAGE)
                 if not (isinstance(message, str) and message.strip()):
                     message = attributes.get(STATUS_DESCRIPTION)
@@ -317,16 +319,22 @@ class ChildSummary:
                 else:
                     text = _whole_words(message)
                     told = f"{named}: {text}" if named and not text.startswith(named) else text
-                if told is not None:  # the first failure that says something
+                # the first failure that says something
+                if told is not None and _before(told, end_ns, self.first_error,
+                                                self.first_error_ns):
                     self.first_error, self.first_error_ns = told, end_ns
             trace = attributes.get(EXCEPTION_STACKTRACE)
-            if (self.stacktrace is None or end_ns < self.stacktrace_ns) \
+            if (self.stacktrace is None or end_ns <= self.stacktrace_ns) \
                     and isinstance(trace, str) and trace.strip():
-                self.stacktrace, self.stacktrace_ns = _whole_words(trace, from_end=True), end_ns
+                kept = _whole_words(trace, from_end=True)
+                if _before(kept, end_ns, self.stacktrace, self.stacktrace_ns):
+                    self.stacktrace, self.stacktrace_ns = kept, end_ns
         if agent_run and end_ns >= self.last_run_end_ns:
-            self.last_run_end_ns = end_ns
-            self.last_run_failed = is_error or (  # or a step of it failed, nothing after
+            failed = is_error or (  # or a step of it failed, nothing after
                 below is not None and below.last_step_failure_ns > below.last_ok_ns)
+            # of runs ending at the same instant (coarse clocks), a failed one counts
+            tied = end_ns == self.last_run_end_ns and self.last_run_failed
+            self.last_run_end_ns, self.last_run_failed = end_ns, failed or tied
 
     def add_counts(self, other: ChildSummary) -> None:
         """Add ``other``'s token and failure counts and when its last failure and last
@@ -341,8 +349,9 @@ class ChildSummary:
 
     def merge(self, other: ChildSummary) -> None:
         if other.last_run_end_ns >= 0 and other.last_run_end_ns >= self.last_run_end_ns:
+            tied = other.last_run_end_ns == self.last_run_end_ns and self.last_run_failed
             self.last_run_end_ns = other.last_run_end_ns
-            self.last_run_failed = other.last_run_failed
+            self.last_run_failed = other.last_run_failed or tied
         self.add_counts(other)
         self.has_tokens = self.has_tokens or other.has_tokens
         for names, others in ((self.models, other.models), (self.error_types, other.error_types),
@@ -355,17 +364,17 @@ class ChildSummary:
             elif len(self.tools) < MAX_LIST:
                 self.tools[tool] = count
                 self.names += len(tool)
-        if other.first_input is not None and (self.first_input is None
-                                              or other.first_input_ns < self.first_input_ns):
+        if other.first_input is not None and _before(
+                other.first_input, other.first_input_ns, self.first_input, self.first_input_ns):
             self.first_input, self.first_input_ns = other.first_input, other.first_input_ns
-        if other.last_output is not None and (self.last_output is None
-                                              or other.last_output_ns >= self.last_output_ns):
+        if other.last_output is not None and _after(
+                other.last_output, other.last_output_ns, self.last_output, self.last_output_ns):
             self.last_output, self.last_output_ns = other.last_output, other.last_output_ns
-        if other.first_error is not None and (self.first_error is None
-                                              or other.first_error_ns < self.first_error_ns):
+        if other.first_error is not None and _before(
+                other.first_error, other.first_error_ns, self.first_error, self.first_error_ns):
             self.first_error, self.first_error_ns = other.first_error, other.first_error_ns
-        if other.stacktrace is not None and (self.stacktrace is None
-                                             or other.stacktrace_ns < self.stacktrace_ns):
+        if other.stacktrace is not None and _before(
+                other.stacktrace, other.stacktrace_ns, self.stacktrace, self.stacktrace_ns):
             self.stacktrace, self.stacktrace_ns = other.stacktrace, other.stacktrace_ns
         self.tool_calls += other.tool_calls
         self.spans += other.spans
@@ -388,8 +397,21 @@ def _name(names: dict[str, int], name: str, end_ns: int) -> int:
 
 
 def in_order(names: dict[str, int]) -> list[str]:
-    """The names of a :class:`ChildSummary` field in the order their spans ended."""
-    return sorted(names, key=names.__getitem__)
+    """The names of a :class:`ChildSummary` field in the order their spans ended (spans
+    that ended at the same instant, as coarse clocks have it: by name)."""
+    return sorted(names, key=lambda name: (names[name], name))
+
+
+def _before(text: str, end_ns: int, kept: str | None, kept_ns: int) -> bool:
+    """Whether ``text`` of a span that ended at ``end_ns`` comes before ``kept`` (of one
+    that ended at ``kept_ns``): the same instant goes by the text, so that whatever order
+    spans come in, the same one is kept."""
+    return kept is None or end_ns < kept_ns or (end_ns == kept_ns and text < kept)
+
+
+def _after(text: str, end_ns: int, kept: str | None, kept_ns: int) -> bool:
+    """Whether ``text`` comes after ``kept``, as :func:`_before` tells."""
+    return kept is None or end_ns > kept_ns or (end_ns == kept_ns and text > kept)
 
 
 def _outcome(outcomes: dict[str, list[int]], name: str, failed: bool, end_ns: int) -> int:

@@ -27,7 +27,6 @@ from otel_diary.record import (
     as_text,
     error_name,
     first,
-    in_order,
     redact_tail,
 )
 
@@ -97,7 +96,7 @@ def summarized(spans: Sequence[tuple[Mapping[str, object], bool]],
     for attributes, is_error in spans:
         summary.add(attributes, is_error, conventions)
     assert summary.spans == len(spans)
-    return {key: in_order(value) if isinstance(value := getattr(summary, key), dict)
+    return {key: list(value) if isinstance(value := getattr(summary, key), dict)
             and key != "tools" else value for key in expected([], conventions)}
 
 
@@ -120,8 +119,8 @@ def test_each_role_is_read_by_its_first_name_present(
 
 def _ended_spans(conventions: Conventions) -> st.SearchStrategy[
         list[tuple[dict[str, object], bool, int]]]:
-    """Up to six spans (attributes, failed, end) ending at distinct instants, with the
-    conventions' names for every role, messages and error details among them."""
+    """Up to six spans (attributes, failed, end), some ending at the same instant (coarse
+    clocks), with the conventions' names for every role, messages and error details."""
     names = sorted(conventions.child_keys | conventions.content_keys
                    | {EXCEPTION_TYPE, EXCEPTION_MESSAGE, EXCEPTION_STACKTRACE,
                       STATUS_DESCRIPTION})
@@ -131,10 +130,8 @@ def _ended_spans(conventions: Conventions) -> st.SearchStrategy[
         st.integers(0, 50))
     span = st.tuples(st.dictionaries(st.sampled_from(names), values, max_size=6),
                      st.booleans())
-    return st.lists(span, max_size=6).flatmap(lambda spans: st.permutations(
-        range(1, len(spans) + 1)).map(lambda ends: [
-            (attributes, failed, end * 1000) for (attributes, failed), end
-            in zip(spans, ends, strict=True)]))
+    return st.lists(st.tuples(span, st.integers(1, 4)), max_size=6).map(lambda spans: [
+        (attributes, failed, end * 1000) for (attributes, failed), end in spans])
 
 
 @settings(max_examples=300, deadline=None)
@@ -144,8 +141,9 @@ def _ended_spans(conventions: Conventions) -> st.SearchStrategy[
 def test_a_summary_is_the_same_whatever_order_its_spans_come_in(
         case: tuple[Conventions, list[tuple[dict[str, object], bool, int]], Random, int],
 ) -> None:
-    """Firsts, lasts and the order of names go by when spans ended: adding the spans in
-    another order, or two parts of them merged, gives the same summary."""
+    """Firsts, lasts and the order of names go by when spans ended (and at the same
+    instant by their text): adding the spans in another order, or two parts of them
+    merged, gives the same summary."""
     conventions, spans, shuffle, cut = case
 
     def summary(items: Sequence[tuple[dict[str, object], bool, int]]) -> ChildSummary:

@@ -110,13 +110,14 @@ def nodes(draw: st.DrawFn, depth: int = 0) -> Node:
     return node
 
 
-def lay_out(node: Node, clock: list[int], draw: st.DrawFn) -> None:
-    """Give ``node`` and those under it times (ms): every span ends at an instant of its
-    own, after the spans under it and its earlier siblings; a span with nothing under it
-    starts up to 25 ms before it ends, so that siblings may run side by side."""
+def lay_out(node: Node, clock: list[int], draw: st.DrawFn, ties: bool) -> None:
+    """Give ``node`` and those under it times (ms): every span ends after the spans under
+    it and its earlier siblings, or at the same instant (a coarse clock); a span with
+    nothing under it starts up to 25 ms before it ends, so that siblings may run side by
+    side. Without ``ties``, every span ends at an instant of its own."""
     for child in node.under:
-        lay_out(child, clock, draw)
-    clock[0] += 10
+        lay_out(child, clock, draw, ties)
+    clock[0] += draw(st.sampled_from([10, 10, 10, 0])) if ties else 10
     node.end = clock[0]
     node.start = min([node.end - draw(st.integers(1, 25)),
                       *(child.start - 1 for child in node.under)])
@@ -130,7 +131,9 @@ def runs(draw: st.DrawFn) -> Node:
             for _ in range(draw(st.integers(1, 2)))]
     root = Node("request", False, made) if len(made) > 1 or draw(st.booleans()) else made[0]
     root.remote = draw(st.booleans())
-    lay_out(root, [100], draw)
+    # two runs of one trace that end at the same instant as each other's calls are two
+    # runs at the same time, whose calls serve tells apart by when they ended
+    lay_out(root, [100], draw, ties=len(made) == 1)
     return root
 
 
@@ -155,7 +158,9 @@ def in_process(profile: str, root: Node) -> tuple[list[str], list[ReadableSpan]]
 
     start(root, trace.NonRecordingSpan(trace.SpanContext(
         0x5EED, 0xCA11, is_remote=True)) if root.remote else None)
-    for end, node, span in sorted(started, key=lambda item: item[0]):
+    # in the order they end: at the same instant, the span started last first (a child
+    # before its parent)
+    for end, node, span in sorted(started, key=lambda item: item[0], reverse=True)[::-1]:
         if node.failed:
             if node.raised == "exception":
                 span.record_exception(TimeoutError(f"{node.kind} timed out at {end}"),
