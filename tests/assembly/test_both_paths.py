@@ -66,9 +66,8 @@ PROFILES["auto"] = PROFILES["genai"]
 reporting usage, one whose prompt and answer are captured), a span adding up usage (a
 chain under OpenInference: a task span nested in the run), tool calls, a sub-agent."""
 MESSAGES = {"genai": ("gen_ai.input.messages", "gen_ai.output.messages"),
-            "openinference": ("input.value", "output.value"),
-            "orchestrator": ("gen_ai.input.messages", "gen_ai.output.messages"),
-            "auto": ("gen_ai.input.messages", "gen_ai.output.messages")}
+            "openinference": ("input.value", "output.value")}
+MESSAGES["orchestrator"] = MESSAGES["auto"] = MESSAGES["genai"]
 TASK_IDS = {"gen_ai.conversation.id", "session.id", "orchestrator.task.id"}
 KINDS = sorted(PROFILES["genai"].keys() - {"run"})
 
@@ -160,7 +159,7 @@ def in_process(profile: str, root: Node) -> tuple[list[str], list[ReadableSpan]]
         0x5EED, 0xCA11, is_remote=True)) if root.remote else None)
     # in the order they end: at the same instant, the span started last first (a child
     # before its parent)
-    for end, node, span in sorted(started, key=lambda item: item[0], reverse=True)[::-1]:
+    for end, node, span in sorted(reversed(started), key=lambda item: item[0]):
         if node.failed:
             if node.raised == "exception":
                 span.record_exception(TimeoutError(f"{node.kind} timed out at {end}"),
