@@ -536,10 +536,6 @@ class TraceStore:
         for _, contribution in owned:
             self.spans -= 1
             self._release(entry, contribution.size)
-        if self.conventions.content_keys:  # a span with messages alone contributes nothing
-            keys = self.conventions.child_keys
-            owned = [item for item in owned
-                     if item[1].is_error or not keys.isdisjoint(item[1].attributes)]
         below = covered(owned, view.ancestry, task_id, self.conventions)
         for span_id, contribution in owned:
             summary.add(contribution.attributes, contribution.is_error, self.conventions,

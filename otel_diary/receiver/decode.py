@@ -69,6 +69,7 @@ from otel_diary.receiver.records import (
     STATUS_ERROR,
     ZERO_ID,
     Links,
+    contributes,
     kept_keys,
     span_record,
     valid_ids,
@@ -335,6 +336,10 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
                 is_error = child_errors and span.status.code == STATUS_ERROR
                 if found is None and not is_error:
                     continue
+                task = (found is not None and (marker in found or detecting)
+                        and conventions.is_task(found))
+                if not task and not contributes(conventions, found or {}, is_error):
+                    continue
                 if part is None or part.trace_id != trace_id:
                     part = Part(trace_id, [], [], [], 0)  # its size is set below
                     parts.append(part)
@@ -344,8 +349,7 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
                     continue
                 part_ids.add(span_id)
                 held += 1
-                if (found is not None and (marker in found or detecting)
-                        and conventions.is_task(found)):
+                if task:
                     if resource is None:
                         resource = attributes(resource_spans.resource.attributes)
                         resource_size = estimate(resource)
@@ -382,7 +386,8 @@ def scan(body: bytes, conventions: Conventions, *, validate: bool = False) -> Ba
         parts, held, valid, rejected, duplicates, size, links = _otlpscan.scan(
             body, keys, conventions.task_marker_values, conventions.recover_on_child_errors,
             Contribution, Part, _decode_value, CONTRIBUTION_BYTES, ATTRIBUTE_BYTES,
-            TASK_BYTES, WIRE_RULES if validate else None, error_details)
+            TASK_BYTES, WIRE_RULES if validate else None, error_details,
+            bytes(key in conventions.child_keys for key in keys))
     except (ValueError, _ProtobufDecodeError) as exc:
         raise DecodeError(str(exc)) from None
     for part in parts:

@@ -25,6 +25,7 @@ from otel_diary.receiver.records import (
     STATUS_ERROR,
     ZERO_ID,
     Links,
+    contributes,
     kept_keys,
     span_record,
     valid_ids,
@@ -278,6 +279,10 @@ def read_document(data: dict[str, Any], conventions: Conventions) -> Batch:
                 is_error = child_errors and code == STATUS_ERROR
                 if found is None and not is_error:
                     continue
+                task = (found is not None and (marker in found or detecting)
+                        and conventions.is_task(found))
+                if not task and not contributes(conventions, found or {}, is_error):
+                    continue
                 if part is None or part.trace_id != trace_id:
                     part = Part(trace_id, [], [], [], 0)
                     parts.append(part)
@@ -289,8 +294,7 @@ def read_document(data: dict[str, Any], conventions: Conventions) -> Batch:
                 held += 1
                 end = _integer(_field(span, "endTimeUnixNano", "end_time_unix_nano"), _UINT64,
                                "endTimeUnixNano")
-                if (found is not None and (marker in found or detecting)
-                        and conventions.is_task(found)):
+                if task:
                     if resource is None:
                         resource = attributes(_messages(resource_message, "attributes",
                                                         "attributes", where_r))

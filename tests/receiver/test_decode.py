@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import otel_diary
 from otel_diary import ORCHESTRATOR, SpanRecord
 from otel_diary.assembly.batch import Contribution, estimate, weight
-from otel_diary.conventions import AUTO, Conventions
+from otel_diary.conventions import AUTO, GENAI, Conventions
 from otel_diary.errors import DecodeError, TooLarge
 from otel_diary.receiver.decode import (
     JSON,
@@ -78,6 +78,30 @@ def test_contributing_spans_keep_only_the_attributes_that_matter() -> None:
     [part] = decode(body, PROTOBUF, counting).parts
     assert part.span_ids == [b"\x01" * 8, b"\x04" * 8]
     assert part.contributions[1] == Contribution({}, True, failed.end_time_unix_nano)
+
+
+@pytest.mark.parametrize("reader", ["native", "python", "json"])
+def test_a_span_with_nothing_to_contribute_is_only_counted(reader: str) -> None:
+    """Captured messages are kept with what a span contributes, but alone they contribute
+    nothing, nor does a task marker that marks no task: such a span is counted, not held,
+    in every reader (as the processor reads it)."""
+    trace_id = new_trace_id()
+    messages: dict[str, object] = {"gen_ai.input.messages": '[{"role": "user"}]',
+                                   "gen_ai.output.messages": '[{"role": "assistant"}]'}
+    model: dict[str, object] = {"gen_ai.request.model": "m"}
+    chat = span(trace_id, b"\x01" * 8, b"\x02" * 8, attributes={**messages, **model})
+    quiet = span(trace_id, b"\x03" * 8, b"\x02" * 8, attributes=messages)
+    unmarked = span(trace_id, b"\x04" * 8, b"\x02" * 8,
+                    attributes={"orchestrator.task.id": "", **messages})
+    spans = [chat, quiet, unmarked]
+    body = json_body(spans) if reader == "json" else protobuf_body(spans)
+    for conventions, kept in ((GENAI, {**messages, **model}), (AUTO, {**messages, **model}),
+                              (ORCHESTRATOR, model)):
+        batch = decode(body, JSON if reader == "json" else PROTOBUF, conventions,
+                       native=reader == "native")
+        [part] = batch.parts
+        assert (batch.held, batch.valid, part.span_ids) == (1, 3, [b"\x01" * 8])
+        assert part.contributions == [Contribution(kept, False, chat.end_time_unix_nano)]
 
 
 def test_requests_without_any_key_that_matters_are_only_counted() -> None:

@@ -368,6 +368,12 @@ def test_bad_arguments_are_type_errors() -> None:
         with pytest.raises(TypeError):
             call(body, keys, contribution, part)
     call(b"", ("k",))
+    for contributing in (b"", b"\x01\x01", "\x01", [1]):  # bytes, one per key
+        with pytest.raises(TypeError, match="contributing"):
+            _otlpscan.scan(b"", ("k",), None, False, Contribution, Part, _otlp._decode_value,
+                           1, 1, 1, None, None, contributing)
+    _otlpscan.scan(b"", ("k",), None, False, Contribution, Part, _otlp._decode_value,
+                   1, 1, 1, None, None, b"\x00")
 
 
 def test_what_protobuf_accepts_and_the_reader_refuses_takes_the_python_path() -> None:

@@ -25,14 +25,16 @@
 
 PyDoc_STRVAR(scan_doc,
 "scan(body, keys, marker_values, child_errors, contribution, part, decode_any,\n"
-"     contribution_bytes, attribute_bytes, task_bytes, schema=None, error_details=None)\n"
+"     contribution_bytes, attribute_bytes, task_bytes, schema=None, error_details=None,\n"
+"     contributing=None)\n"
 "--\n\n"
 "The spans of an OTLP ExportTraceServiceRequest ``body`` that matter to assembly.\n\n"
-"A span is kept when it has an attribute whose key is in ``keys`` (a tuple of str, the\n"
-"task marker first), or when ``child_errors`` and its status is ERROR. It is a task span\n"
-"when its marker is set (to one of ``marker_values`` unless that is None), as\n"
-"Conventions.is_task has it. Returns ``(parts, held, valid, rejected, duplicates,\n"
-"size, links)``.\n\n"
+"A span is kept when it is a task span: its marker (the first of ``keys``, a tuple of\n"
+"str) is set, to one of ``marker_values`` unless that is None, as Conventions.is_task\n"
+"has it; when ``child_errors`` and its status is ERROR; or when it has an attribute\n"
+"whose key contributes. ``contributing`` (bytes, one per key, not zero for a key that\n"
+"contributes) says which do; None: every key does. Returns ``(parts, held, valid,\n"
+"rejected, duplicates, size, links)``.\n\n"
 "Kept spans of one trace that follow each other make a ``part(trace id, span ids,\n"
 "contributions, tasks, contributions' size)``; ``contribution(attributes, is_error,\n"
 "end_ns)`` keeps only the attributes in ``keys``, one per span id. ``tasks`` holds\n"
@@ -72,14 +74,14 @@ scan(PyObject *Py_UNUSED(module), PyObject *args)
     Py_buffer body;
     Wanted wanted = {0};
     PyObject *result = NULL;
-    PyObject *schema_capsule = Py_None;
+    PyObject *schema_capsule = Py_None, *contributing = Py_None;
     wanted.error_details = Py_None;
-    if (!PyArg_ParseTuple(args, "y*O!OpO!O!OLLL|OO:scan", &body, &PyTuple_Type, &wanted.tuple,
+    if (!PyArg_ParseTuple(args, "y*O!OpO!O!OLLL|OOO:scan", &body, &PyTuple_Type, &wanted.tuple,
                           &wanted.marker_values, &wanted.child_errors, &PyType_Type,
                           &wanted.contribution, &PyType_Type, &wanted.part,
                           &wanted.decode_any, &wanted.contribution_bytes,
                           &wanted.attribute_bytes, &wanted.task_bytes, &schema_capsule,
-                          &wanted.error_details))
+                          &wanted.error_details, &contributing))
         return NULL;
     Scan state = {0};
     Texts texts = {{0}};
@@ -97,6 +99,13 @@ scan(PyObject *Py_UNUSED(module), PyObject *args)
     if (wanted.count == 0) {
         PyErr_SetString(PyExc_TypeError, "keys must hold the task marker at least");
         goto done;
+    }
+    if (contributing != Py_None) {
+        if (!PyBytes_Check(contributing) || PyBytes_GET_SIZE(contributing) != wanted.count) {
+            PyErr_SetString(PyExc_TypeError, "contributing must be bytes, one per key");
+            goto done;
+        }
+        wanted.contributing = PyBytes_AS_STRING(contributing);
     }
     wanted.utf8 = PyMem_New(const char *, wanted.count ? wanted.count : 1);
     wanted.sizes = PyMem_New(Py_ssize_t, wanted.count ? wanted.count : 1);

@@ -283,6 +283,8 @@ typedef struct {
 typedef struct {
     PyObject *tuple;           /* the keys, a tuple of str: they stay alive while it does */
     PyObject *marker_values;   /* what the marker (the first key) must be, or None */
+    const char *contributing;  /* per key, whether it makes a span contribute, or NULL:
+                                  every key does */
     Py_ssize_t count;
     const char **utf8;
     Py_ssize_t *sizes;

@@ -17,10 +17,11 @@ wanted_index(const Wanted *wanted, const uint8_t *key, size_t size)
     return -1;
 }
 
-/* Adds a KeyValue to *found when its key is wanted; *found is created on the first one. */
+/* Adds a KeyValue to *found when its key is wanted; *found is created on the first one.
+   Sets *has_marker for the task marker, *contributes for a key that contributes. */
 static int
 take_attribute(const Wanted *wanted, const uint8_t *data, size_t size, PyObject **found,
-               int *has_marker)
+               int *has_marker, int *contributes)
 {
     Pair pair;
     if (read_pair(data, size, &pair, wanted->schema, SPAN_DEPTH + 1) < 0)
@@ -32,6 +33,8 @@ take_attribute(const Wanted *wanted, const uint8_t *data, size_t size, PyObject 
         return -1;
     if (index == 0)
         *has_marker = 1;
+    if (wanted->contributing == NULL || wanted->contributing[index])
+        *contributes = 1;
     return set_pair(wanted, *found, PyTuple_GET_ITEM(wanted->tuple, index), data, size,
                     &pair);
 }
@@ -303,7 +306,7 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
     static const uint8_t nothing[1];
     Field field = {0};
     Fields fields = fields_of(data, size);
-    int got, has_marker = 0;
+    int got, has_marker = 0, contributes = 0;
     const uint8_t *trace_id = nothing, *span_id = nothing, *parent = nothing;
     const uint8_t *name = nothing, *message = nothing;
     size_t trace_size = 0, span_size = 0, parent_size = 0, name_size = 0, message_size = 0;
@@ -325,7 +328,8 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
         case 16: if (field.wire == I32) flags = field.varint; break;
         case 9:
             if (field.wire == LEN &&
-                take_attribute(wanted, field.data, field.size, &found, &has_marker) < 0)
+                take_attribute(wanted, field.data, field.size, &found, &has_marker,
+                               &contributes) < 0)
                 goto error;
             break;
         case 15:
@@ -381,6 +385,10 @@ scan_span(Scan *scan, const Wanted *wanted, const uint8_t *data, size_t size)
     int task = has_marker ? is_task(wanted, found) : 0;
     if (task < 0)
         goto error;
+    if (!task && !is_error && !contributes) {  /* say, captured messages alone */
+        Py_DECREF(found);
+        return 0;
+    }
     PyObject *part = part_for(scan, wanted, trace_id);
     PyObject *span = part ? PyBytes_FromStringAndSize((const char *)span_id, SPAN_ID) : NULL;
     int copy = span ? id_seen(&scan->ids, span) : -1;
