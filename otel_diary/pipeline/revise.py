@@ -12,12 +12,12 @@ import json
 import re
 from collections.abc import Sequence
 
+from otel_diary.index.rules import MAX_RULE_CHARS
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.llm import LLMReflector, prompt
 from otel_diary.text import one_line
 
 MAX_OPERATIONS = 4
-MAX_RULE_CHARS = 300
 Operation = tuple[str, str, str]
 """``(op, text of the rule it names, new text)``; ``ADD`` names none, ``AGREE`` and
 ``REMOVE`` give no new text."""
