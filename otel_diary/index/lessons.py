@@ -179,6 +179,7 @@ class Lesson:
             self.seen.append(seen.error_line)
         if seen.recovery:
             tally(self.rules, seen.recovery, seen.id)
+            self.rank_rules()  # after each vote, as each update writes them
         self.newest = [{"id": seen.id, "title": seen.title, "created": seen.created,
                         "path": seen.path, "learned": seen.learned},
                        *self.newest][:MAX_NEWEST]

@@ -219,6 +219,25 @@ def test_reindex_rebuilds_lessons_from_the_diaries(tmp_path: Path) -> None:
     assert stray.read_text(encoding="utf-8") == "my own notes\n"
 
 
+def test_a_rebuild_writes_the_lessons_the_runs_wrote_byte_for_byte(tmp_path: Path) -> None:
+    """Rebuilding from the diaries gives each lesson file exactly as the runs left it:
+    rules tied in votes in the same order, the same rules let go when more than fit."""
+    pipeline = kb_pipeline(tmp_path)
+    file = tmp_path / lesson_path(TS_SIGNATURE)
+    # Ties after 4 runs; then twelve rules more than fit, and votes for the kept ones.
+    for runs in (["", "b", "b", ""], [*(f"r{n}" for n in range(12)), "c", "b", ""]):
+        for route in runs:
+            n = len(scan_diaries(tmp_path))
+            extra = {"orchestrator.escalation_count": 1, "orchestrator.route": route} \
+                if route else {}
+            write(pipeline, ts_run(n, extra=extra))
+        written = file.read_bytes()
+        assert LessonBook(tmp_path).rebuild(scan_diaries(tmp_path)) == 1
+        assert file.read_bytes() == written
+    pipeline.close()
+    assert len(lesson_front(tmp_path)["rules"]) == 10  # some were let go
+
+
 def test_a_rebuild_keeps_a_diary_written_while_it_scanned(tmp_path: Path) -> None:
     """A run counted in after the rebuild's scan is still in the lesson it writes."""
     pipeline = kb_pipeline(tmp_path)
