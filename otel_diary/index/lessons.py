@@ -67,6 +67,8 @@ MAX_EVIDENCE = 200
 MAX_SEEN = 5
 """Distinct first error lines kept, as they were seen."""
 MAX_NEWEST = 5
+NEWEST_KEYS = ("id", "title", "created", "path", "learned")
+"""What a lesson keeps of each of its newest diaries, in the order its file lists them."""
 MAX_AGENTS = 20
 MAX_CACHED = 256
 """Lessons a process keeps parsed in memory."""
@@ -202,7 +204,8 @@ class Lesson:
             "seen": self.seen,
             "rules": [{"text": r.text, "votes": r.votes, "evidence": r.evidence}
                       for r in self.rules],
-            "newest": self.newest,
+            "newest": [{key: item[key] for key in NEWEST_KEYS if key in item} | item
+                       for item in self.newest],  # one order, whatever kept the state
         }
         lines = [f"# {title}", "",
                  f"Met in {self.runs} run(s) by {len(self.agents)} agent(s), "

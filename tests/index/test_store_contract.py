@@ -13,7 +13,7 @@ from otel_diary import ORCHESTRATOR, ChildSummary, Diary, Settings, SpanRecord
 from otel_diary.index.base import DiaryStore
 from otel_diary.index.documents import entry_from_parts, primary_signature
 from otel_diary.index.folder import FolderStore
-from otel_diary.index.lessons import lesson_id, sighting
+from otel_diary.index.lessons import lesson_id, lesson_path, sighting
 from otel_diary.index.related import CANDIDATES
 from otel_diary.pipeline.core import MAX_RELATED
 from otel_diary.testing import InMemorySink
@@ -195,6 +195,32 @@ def test_related_is_the_same_in_both_stores(seed: int, tmp_path: Path,
             assert folder == postgres, entry
             found += len(folder) == MAX_RELATED
         assert found > 40
+    finally:
+        for store in stores:
+            store.close()
+
+
+def test_lessons_are_the_same_files_in_both_stores(tmp_path: Path, postgres_url: str) -> None:
+    """The same runs, kept in the folder store and in PostgreSQL (which keeps a lesson's
+    state as JSON), give the same lessons, down to the bytes of each lesson's document."""
+    from otel_diary.index.postgres import PostgresStore
+
+    rng = random.Random(7)
+    errors = [TS_STDERR, PY_STDERR, "src/b.ts(2,3): error TS2322: Type 'y: \"q\"' is wrong"]
+    stores: list[DiaryStore] = [FolderStore(tmp_path / "kb"), PostgresStore(postgres_url)]
+    try:
+        for n in range(40):
+            extra = {"orchestrator.escalation_count": rng.randint(0, 2),
+                     "orchestrator.route": rng.choice(["paid_model", "local", "a: b"])}
+            diary = render(task_record(n, f"T-{n % 5}", stderr=rng.choice(errors),
+                                       agent=rng.choice(["coder", "fixer"]), extra=extra))
+            for store in stores:
+                keep(store, diary)
+        folder, postgres = (store.lessons() for store in stores)
+        assert folder == postgres and len(folder) == 3
+        for lesson in folder:
+            path = lesson_path(lesson.signature)
+            assert stores[0].document(path) == stores[1].document(path) is not None
     finally:
         for store in stores:
             store.close()
