@@ -1,4 +1,5 @@
-"""A real OpenTelemetry Collector (``collector/manifest.yaml``) running ``collector-config/``.
+"""A real OpenTelemetry Collector (``collector/manifest.yaml``) running ``collector-config/``,
+and one that also writes what it receives to a file for ``otel-diary replay``.
 
 The ``otelcol`` fixture builds the Collector with ``bash collector/build.sh`` (``make
 collector``), which reuses a cached build of the same manifest at once. Without Go and no
@@ -24,7 +25,7 @@ import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_diary.pipeline.render import parse_front_matter
 from otel_diary.receiver.metrics import metric_values
@@ -440,3 +441,88 @@ def test_replicas_behind_loadbalancing_share_one_postgresql_store(
     assert done.returncode == 0, done.stderr
     found = {hit["id"] for hit in json.loads(done.stdout)["results"]}
     assert found == set(home)
+
+
+ARCHIVE_CONFIG = """
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: ${env:OTELCOL_GRPC_ENDPOINT}
+processors:
+  batch:
+exporters:
+  otlp_http/diary:
+    endpoint: ${env:OTEL_DIARY_ENDPOINT}
+    compression: gzip
+  file/archive:
+    path: ${env:ARCHIVE_PATH}
+service:
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [otlp_http/diary, file/archive]
+  telemetry:
+    metrics:
+      level: none
+"""
+
+
+def test_what_the_collector_files_replays_to_the_diaries_serve_wrote(
+        otelcol: Path, tmp_path: Path) -> None:
+    """One Collector sends an app's runs to ``serve`` and writes them to a file with its
+    file exporter; ``otel-diary replay`` of that file writes the same diaries and lessons,
+    byte for byte (runs that recover from one error relate to each other)."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+    from tests.support.kb import PY_STDERR, TS_STDERR
+
+    config, archive = tmp_path / "archive.yaml", tmp_path / "traces.jsonl"
+    config.write_text(ARCHIVE_CONFIG)
+    runs = 12
+    with ExitStack() as stack:
+        [diary] = start_serves(stack, (tmp_path / "serve", ()))
+        collector = Otelcol(otelcol, config, tmp_path / "otelcol.log", {
+            "OTEL_DIARY_ENDPOINT": diary.url, "ARCHIVE_PATH": str(archive)})
+        stack.callback(collector.stop)
+        provider = TracerProvider(resource=Resource.create({"service.name": "archived"}),
+                                  shutdown_on_exit=False)
+        provider.add_span_processor(BatchSpanProcessor(
+            OTLPSpanExporter(endpoint=f"127.0.0.1:{collector.grpc_port}", insecure=True),
+            schedule_delay_millis=200))
+        tracer = provider.get_tracer("orchestrator")
+        for n in range(runs + 1):
+            failure: dict[str, str | int] = {
+                "orchestrator.build_verify.attempts": 2,
+                "orchestrator.build_verify.stderr_tail": (TS_STDERR, PY_STDERR)[n % 2]}
+            with tracer.start_as_current_span("orchestrator.task", attributes={
+                    "orchestrator.task.id": f"T-{n % 4}", "orchestrator.agent.name": "archived",
+                    **(failure if n % 3 else {})}) as task:
+                with tracer.start_as_current_span("chat", attributes={
+                        "gen_ai.request.model": "m-1", "gen_ai.usage.input_tokens": 10 + n}):
+                    pass
+                if n == runs:  # a failed run: no diary on either path
+                    task.set_status(StatusCode.ERROR, "gave up")
+        assert provider.force_flush(30_000)
+        provider.shutdown()
+        wait_until(lambda: diary.metrics().get("otel_diary_diaries_written_total", 0) >= runs,
+                   60, f"{runs} diaries from the Collector", collector.log_text)
+        collector.stop()  # the file exporter writes out what it holds
+        assert diary.stop() == 0
+    replayed = tmp_path / "replayed"
+    done = subprocess.run([sys.executable, "-m", "otel_diary.cli", "replay", str(archive),
+                           "--dir", str(replayed), "--json"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["diaries_written"] == runs
+
+    def knowledge(root: Path) -> dict[str, bytes]:
+        return {str(path.relative_to(root)): path.read_bytes()
+                for path in sorted((root / "diaries").rglob("*.md"))}
+
+    served = knowledge(diary.root / "kb")
+    assert len([path for path in served if path.startswith("diaries/agents/")]) == runs
+    assert len([path for path in served if path.startswith("diaries/lessons/")]) == 2
+    assert any(b"\n## Related\n- " in text for text in served.values())
+    assert knowledge(replayed) == served
