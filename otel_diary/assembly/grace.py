@@ -355,8 +355,8 @@ class TraceStore:
                 continue
             trace_id, entry = traces.oldest()
             self.evicted += 1
-            for task_id in list(entry.tasks):
-                ready.extend(self._decide(trace_id, entry, task_id))
+            while entry.tasks:  # deciding the root task takes in the tasks nested in it
+                ready.extend(self._decide(trace_id, entry, next(iter(entry.tasks))))
             if trace_id in traces:
                 self._close(trace_id, entry)
         return ready
@@ -400,17 +400,16 @@ class TraceStore:
         return bool(self._deadlines) and self._deadlines[0][0] <= now
 
     def expire(self, now: float) -> None:
-        """Forget traces idle for ``trace_timeout`` (their root task never came)."""
+        """Forget traces idle for ``trace_timeout`` (their root task never came). A trace
+        with a task span waiting for its grace period (a grace longer than the timeout)
+        is kept: its task is decided when the grace ends, as any other."""
         traces = self._traces
-        try:
-            while traces.idle(now, self.trace_timeout):
-                trace_id, entry = traces.oldest()
-                for task_id in list(entry.tasks):  # only while grace >= timeout; keep nothing
-                    self._decide(trace_id, entry, task_id)
-                if trace_id in traces:
-                    self._close(trace_id, entry)
-        finally:
-            self._end_views()
+        while traces.idle(now, self.trace_timeout):
+            trace_id, entry = traces.oldest()
+            if entry.tasks:
+                traces.touch(trace_id, entry, now)
+            else:
+                self._close(trace_id, entry)
 
     def drain(self, *, shutdown: bool = False) -> list[Ready]:
         """Decide every waiting task span now and forget the rest (end of input, shutdown).

@@ -461,6 +461,40 @@ def test_rootless_trace_expires_and_is_counted() -> None:
     assert (len(traces), traces.rootless_expired, traces.spans) == (0, 1, 0)
 
 
+def test_a_run_with_a_nested_task_decided_early_by_the_trace_bound_is_whole() -> None:
+    """Past max_traces, the oldest trace's root task is decided early with the task span
+    nested in it, whichever of them came first."""
+    for first in ("OUTER", "INNER"):
+        trace_id = new_trace_id()
+        outer = task_trace("OUTER", chats=1, trace_id=trace_id)
+        inner = task_trace("INNER", chats=2, trace_id=trace_id, parent=outer[0].span_id)
+        traces = store(max_traces=1)
+        assert traces.add(batch_of(outer + inner if first == "OUTER" else inner + outer),
+                          now=0) == []
+        [ready] = traces.add(batch_of(task_trace("NEXT", chats=1)), now=1)
+        assert ready[0].attributes["orchestrator.task.id"] == "OUTER"
+        assert tokens(ready) == 3 * 120
+        assert (traces.root_tasks, traces.nested_tasks, len(traces)) == (1, 1, 1)
+
+
+def test_a_task_waiting_past_the_trace_timeout_is_still_written() -> None:
+    """With a grace period longer than the trace timeout, a trace whose task spans wait
+    (a root task and one nested in it) is not forgotten when it times out: the run is
+    decided when its grace ends, with every span it had."""
+    trace_id = new_trace_id()
+    outer = task_trace("OUTER", chats=1, trace_id=trace_id)
+    inner = task_trace("INNER", chats=2, trace_id=trace_id, parent=outer[0].span_id)
+    traces = TraceStore(ORCHESTRATOR, grace=100, trace_timeout=60)
+    traces.add(batch_of(inner + outer), now=0)
+    traces.expire(60)
+    assert (len(traces), traces.rootless_expired) == (1, 0)
+    [ready] = traces.due(100)
+    assert ready[0].attributes["orchestrator.task.id"] == "OUTER"
+    assert tokens(ready) == 3 * 120
+    traces.expire(200)
+    assert (len(traces), traces.spans, traces.rootless_expired) == (0, 0, 0)
+
+
 def test_children_after_the_decision_are_counted_late() -> None:
     """A child arriving after its task's diary was decided is late, not a rootless trace."""
     spans = task_trace("T-late", chats=2)
