@@ -1,12 +1,15 @@
 """In process and in ``serve``, one run gives one diary, byte for byte: random agent runs
 (model calls, tool calls, sub-agents, plain spans between them, failures anywhere, calls
 side by side) go through a real ``TracerProvider`` with the diary processor, and the same
-spans, encoded by the OTLP exporter's encoder, through ``serve``'s decoding and assembly."""
+spans, encoded by the OTLP exporter's encoder, through ``serve``'s decoding and assembly,
+also when ``serve`` ended before deciding them and takes them back from its journal."""
 
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from random import Random
 
 from hypothesis import HealthCheck, given, settings
@@ -21,7 +24,9 @@ from opentelemetry.trace import Status, StatusCode
 
 from otel_diary import DiarySpanProcessor, Settings
 from otel_diary.assembly.grace import TraceStore
+from otel_diary.assembly.journal import Journal
 from otel_diary.conventions import load_conventions
+from otel_diary.receiver.admission import Collector
 from otel_diary.receiver.decode import JSON, PROTOBUF, decode
 from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
@@ -204,3 +209,40 @@ def test_a_run_gives_the_same_diary_in_process_and_in_serve(profile: str, root: 
     diaries, spans = in_process(profile, root)
     assert through_serve(profile, spans) == diaries
     assert sorted(through_serve(profile, spans, shuffle)) == sorted(diaries)
+
+
+def after_a_restart(profile: str, spans: list[ReadableSpan], shuffle: Random) -> list[str]:
+    """The diaries ``serve`` writes for ``spans``, sent in any order over two requests and
+    journaled, when it ended before deciding any and took them back on its next start."""
+    conventions = load_conventions(profile)
+    spans = shuffle.sample(spans, len(spans))
+    cut = shuffle.randint(0, len(spans))
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "journal.sqlite3"
+
+        def service(sink: InMemorySink, *, start: bool) -> Collector:
+            pipeline = build_pipeline(Settings(dir=None, index=False), conventions,
+                                      sinks=[sink])
+            return Collector(TraceStore(conventions, grace=0), pipeline,
+                             journal=Journal(path), start=start)
+
+        first = service(InMemorySink(), start=False)  # nothing decides: the journal alone
+        assert first.journal is not None
+        first.journal.start()
+        for part in (spans[:cut], spans[cut:]):
+            _, durable = first.offer(decode(encode_spans(part).SerializeToString(), PROTOBUF,
+                                            conventions))
+            if durable is not None:  # something in it to hold
+                durable.result(10)
+        first.journal.close()  # as if the process had been killed
+        sink = InMemorySink()
+        assert service(sink, start=True).close(10)
+    return [diary.content for diary in sink.diaries]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(PROFILES)), runs(), st.randoms(use_true_random=False))
+def test_a_run_gives_the_same_diary_after_serve_takes_it_back_from_its_journal(
+        profile: str, root: Node, shuffle: Random) -> None:
+    diaries, spans = in_process(profile, root)
+    assert sorted(after_a_restart(profile, spans, shuffle)) == sorted(diaries)
