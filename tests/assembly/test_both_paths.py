@@ -6,7 +6,6 @@ also when ``serve`` ended before deciding them and takes them back from its jour
 
 from __future__ import annotations
 
-import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,10 +26,10 @@ from otel_diary.assembly.grace import TraceStore
 from otel_diary.assembly.journal import Journal
 from otel_diary.conventions import load_conventions
 from otel_diary.receiver.admission import Collector
-from otel_diary.receiver.decode import JSON, PROTOBUF, decode
+from otel_diary.receiver.decode import PROTOBUF, decode
 from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
-from tests.support.otlp_build import json_of
+from tests.support.serve_path import serve_diaries
 
 START_NS = 1_790_000_000_000_000_000
 Attributes = dict[str, str | int]
@@ -178,37 +177,13 @@ def in_process(profile: str, root: Node) -> tuple[list[str], list[ReadableSpan]]
     return [diary.content for diary in sink.diaries], list(exported.get_finished_spans())
 
 
-def through_serve(profile: str, spans: list[ReadableSpan],
-                  shuffle: Random | None = None) -> list[str]:
-    """The diaries ``serve`` writes for ``spans`` sent in one OTLP/protobuf request, or
-    with ``shuffle`` in any order over two requests, in OTLP/JSON or protobuf."""
-    sink, conventions = InMemorySink(), load_conventions(profile)
-    pipeline = build_pipeline(Settings(dir=None, index=False), conventions, sinks=[sink])
-    traces = TraceStore(conventions, grace=0)
-    parts = [spans]
-    if shuffle is not None:
-        spans = shuffle.sample(spans, len(spans))
-        cut = shuffle.randint(0, len(spans))
-        parts = [spans[:cut], spans[cut:]]
-    for part in parts:
-        message = encode_spans(part)
-        batch = (decode(json.dumps(json_of(message)).encode(), JSON, conventions)
-                 if shuffle is not None and shuffle.random() < 0.5
-                 else decode(message.SerializeToString(), PROTOBUF, conventions))
-        traces.add(batch, now=0)
-    for ready in traces.drain():
-        pipeline.handle(ready)
-    pipeline.close()
-    return [diary.content for diary in sink.diaries]
-
-
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(sorted(PROFILES)), runs(), st.randoms(use_true_random=False))
 def test_a_run_gives_the_same_diary_in_process_and_in_serve(profile: str, root: Node,
                                                             shuffle: Random) -> None:
     diaries, spans = in_process(profile, root)
-    assert through_serve(profile, spans) == diaries
-    assert sorted(through_serve(profile, spans, shuffle)) == sorted(diaries)
+    assert serve_diaries(profile, spans) == diaries
+    assert sorted(serve_diaries(profile, spans, shuffle)) == sorted(diaries)
 
 
 def after_a_restart(profile: str, spans: list[ReadableSpan], shuffle: Random) -> list[str]:

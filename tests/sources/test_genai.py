@@ -16,10 +16,12 @@ from opentelemetry.trace import Status, StatusCode, Tracer
 from otel_diary import GENAI, Diary, DiarySpanProcessor
 from otel_diary.pipeline.render import parse_front_matter
 from otel_diary.testing import InMemorySink
+from tests.support.serve_path import SameInServe
 
 
 class GenAIHarness:
-    """A provider whose diary processor uses the `genai` profile."""
+    """A provider whose diary processor uses the `genai` profile; after each test,
+    ``serve`` must write the same diaries from the spans it ended."""
 
     def __init__(self) -> None:
         self.sink = InMemorySink()
@@ -28,6 +30,7 @@ class GenAIHarness:
         self.processor = DiarySpanProcessor(enabled=True, sinks=[self.sink],
                                             conventions="genai")
         self.provider.add_span_processor(self.processor)
+        self.serve = SameInServe(self.provider, "genai")
         self.tracer: Tracer = self.provider.get_tracer("tests")
 
     def diaries(self) -> list[Diary]:
@@ -65,6 +68,7 @@ def genai() -> Iterator[GenAIHarness]:
     harness = GenAIHarness()
     yield harness
     harness.provider.shutdown()
+    harness.serve.check(harness.sink.diaries)
 
 
 def test_profile_is_selected_by_name(genai: GenAIHarness) -> None:

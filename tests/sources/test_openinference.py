@@ -26,6 +26,7 @@ from otel_diary.pipeline.render import parse_front_matter
 from otel_diary.testing import InMemorySink
 from tests.cli.test_serve import Serve
 from tests.support.loopback import ChatServer, ToolCall, serve_asgi
+from tests.support.serve_path import SameInServe
 
 MODEL = "gpt-test"
 CALL_TOKENS = 11 + 7
@@ -33,7 +34,8 @@ CALL_TOKENS = 11 + 7
 
 
 class Harness:
-    """A provider whose diary processor uses the `openinference` profile (or another)."""
+    """A provider whose diary processor uses the `openinference` profile (or another);
+    after each test, ``serve`` must write the same diaries from the spans it ended."""
 
     def __init__(self, conventions: str = "openinference") -> None:
         self.sink = InMemorySink()
@@ -42,6 +44,7 @@ class Harness:
         self.processor = DiarySpanProcessor(enabled=True, sinks=[self.sink],
                                             conventions=conventions)
         self.provider.add_span_processor(self.processor)
+        self.serve = SameInServe(self.provider, conventions)
 
     def diaries(self) -> list[Diary]:
         assert self.processor.force_flush(10_000)
@@ -53,6 +56,7 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
     made = Harness(getattr(request, "param", "openinference"))
     yield made
     made.provider.shutdown()
+    made.serve.check(made.sink.diaries)
 
 
 @pytest.fixture(autouse=True)

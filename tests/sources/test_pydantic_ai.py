@@ -14,6 +14,7 @@ from otel_diary.pipeline.render import parse_front_matter
 from otel_diary.testing import InMemorySink
 from tests.sources.test_openinference import readme_snippet
 from tests.support.loopback import ChatServer, ToolCall, serve_asgi
+from tests.support.serve_path import SameInServe
 
 pytest.importorskip("pydantic_ai", reason="pydantic-ai 2 needs Python 3.11 or later")
 
@@ -34,6 +35,7 @@ def test_an_agent_run_is_one_diary() -> None:
                               shutdown_on_exit=False)
     processor = DiarySpanProcessor(enabled=True, sinks=[sink], conventions="genai")
     provider.add_span_processor(processor)
+    serve = SameInServe(provider, "genai")
     lookups: list[str] = []
     lookup_call = ToolCall("lookup", '{"term": "release"}')
     server = ChatServer(script=[lookup_call, lookup_call, "The release moved. Details follow."],
@@ -69,6 +71,7 @@ def test_an_agent_run_is_one_diary() -> None:
     assert "1 failed call(s) (pydantic_ai.exceptions.ToolRetryError)" in diary.body
     assert ("First error: pydantic_ai.exceptions.ToolRetryError: lookup timed out, try again"
             in diary.body)
+    serve.check(sink.diaries)
 
 
 def test_the_readme_snippet_gives_one_diary(tmp_path: Path,

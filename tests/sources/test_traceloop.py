@@ -32,6 +32,7 @@ from tests.sources.test_openinference import (
 )
 from tests.support.apps import genai_agent
 from tests.support.loopback import ChatServer, ToolCall, serve_asgi
+from tests.support.serve_path import SameInServe
 
 TRACELOOP = Path(sys.prefix) / "traceloop"
 """Where ``make`` installs the pinned traceloop instrumentations (see the Makefile)."""
@@ -56,7 +57,8 @@ def dummy_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class Harness:
-    """A provider whose diary processor uses the `genai` profile."""
+    """A provider whose diary processor uses the `genai` profile; after each test,
+    ``serve`` must write the same diaries from the spans it ended."""
 
     def __init__(self) -> None:
         self.sink = InMemorySink()
@@ -64,6 +66,7 @@ class Harness:
                                        shutdown_on_exit=False)
         self.provider.add_span_processor(
             DiarySpanProcessor(enabled=True, sinks=[self.sink], conventions="genai"))
+        self.serve = SameInServe(self.provider, "genai")
 
     def diaries(self) -> list[Diary]:
         assert self.provider.force_flush(10_000)
@@ -75,6 +78,7 @@ def harness() -> Iterator[Harness]:
     made = Harness()
     yield made
     made.provider.shutdown()
+    made.serve.check(made.sink.diaries)
 
 
 def instrumented(instrumentor: Any, harness: Harness) -> Iterator[None]:
