@@ -14,6 +14,7 @@ from otel_diary import DiarySpanProcessor
 from otel_diary.testing import InMemorySink
 from tests.support.loopback import hub  # noqa: F401  (fixture)
 from tests.support.postgres import postgres_cluster, postgres_url  # noqa: F401  (fixtures)
+from tests.support.serve_path import SameInServe
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +30,8 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 class Harness:
-    """A provider, its diary processor and an in-memory sink."""
+    """A provider, its diary processor and an in-memory sink; after each test that uses
+    the fixture, ``serve`` must write the same diaries from the spans the provider ended."""
 
     def __init__(self, **settings: Any) -> None:
         self.sink = InMemorySink()
@@ -37,6 +39,7 @@ class Harness:
                                        shutdown_on_exit=False)
         self.processor = DiarySpanProcessor(sinks=[self.sink], **{"enabled": True, **settings})
         self.provider.add_span_processor(self.processor)
+        self.serve = SameInServe(self.provider, str(settings.get("conventions", "orchestrator")))
         self.tracer = self.provider.get_tracer("tests")
 
     def flush(self) -> None:
@@ -48,3 +51,4 @@ def harness() -> Iterator[Harness]:
     h = Harness()
     yield h
     h.provider.shutdown()
+    h.serve.check(h.sink.diaries)

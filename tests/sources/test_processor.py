@@ -908,6 +908,7 @@ def test_spans_without_sdk_internals_are_read_through_the_public_api(harness: Ha
                         end_time=2_000_001)
     harness.processor.on_end(child)
     harness.processor.on_end(task)
+    harness.serve.exported.export([child, task])  # ended by hand, not by the provider
     harness.flush()
     [diary] = harness.sink.diaries
     assert diary.trace_id == f"{7:032x}" and "Tokens: 4." in diary.body
