@@ -4,12 +4,13 @@ for, or with what it should not."""
 from __future__ import annotations
 
 import gzip
+import random
 from typing import Any
 
 import pytest
 
 from otel_diary.pipeline.redact import SecretRedactor
-from otel_diary.sinks.hub.client import Attempt, HubClient, Outcome
+from otel_diary.sinks.hub.client import Attempt, Backoff, HubClient, Outcome
 from tests.support.raw_http import RawServer, head
 
 BODY_BYTES = 120
@@ -109,3 +110,17 @@ def test_a_web_page_answered_with_200_is_not_a_delivery(kind: str | None, answer
     assert (attempt.outcome is Outcome.DELIVERED) is delivered
     if not delivered:
         assert attempt.outcome is Outcome.RETRY and "Sign in to continue" in attempt.detail
+
+
+def test_the_backoff_jitter_leaves_the_apps_random_sequence_alone() -> None:
+    """Delays grow within their bounds, drawn from the OS's randomness: an app that seeded
+    ``random`` gets the same sequence whatever the hub's retries drew meanwhile."""
+    random.seed(7)
+    expected = [random.random() for _ in range(3)]
+    random.seed(7)
+    backoff = Backoff(1.0, 8.0)
+    delays = [backoff.next() for _ in range(6)]
+    assert [random.random() for _ in range(3)] == expected
+    for delay, ceiling in zip(delays, (1, 2, 4, 8, 8, 8), strict=True):
+        assert ceiling / 2 <= delay <= ceiling
+    assert backoff.next(retry_after=30) == 30

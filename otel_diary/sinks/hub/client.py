@@ -202,11 +202,16 @@ def _read_answer(response: httpx.Response) -> str:
     return data.decode("utf-8", "replace")
 
 
+_JITTER = random.SystemRandom()
+"""The jitter's source: the OS's, so the app's own ``random`` sequence is left alone and
+forked workers do not wait alike."""
+
+
 class Backoff:
     """Exponential backoff with equal jitter: ``d/2 + U(0, d/2)``, ``d`` doubling to a cap."""
 
     def __init__(self, initial_s: float = 1.0, maximum_s: float = 60.0,
-                 rng: Callable[[], float] = random.random) -> None:
+                 rng: Callable[[], float] = _JITTER.random) -> None:
         if initial_s <= 0 or maximum_s <= 0:
             raise ValueError("backoff delays must be positive")
         self.initial_s = initial_s
