@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +123,12 @@ class Conventions:
         if self.task_marker_values is None:
             return value is not None and value != ""
         return isinstance(value, str) and value in self.task_marker_values
+
+    def contributes(self, keys: Iterable[str], is_error: bool) -> bool:
+        """Whether a span that is no task span, with attributes of ``keys``, adds to its
+        task's diary: it failed, or has a key of what spans contribute (captured messages
+        alone, or a task marker that marks no task, do not)."""
+        return is_error or not self.child_keys.isdisjoint(keys)
 
     def is_agent_run(self, attributes: object) -> bool:
         """True when ``attributes`` (a mapping) mark an agent's own run (see

@@ -69,7 +69,6 @@ from otel_diary.receiver.records import (
     STATUS_ERROR,
     ZERO_ID,
     Links,
-    contributes,
     kept_keys,
     span_record,
     valid_ids,
@@ -338,7 +337,7 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
                     continue
                 task = (found is not None and (marker in found or detecting)
                         and conventions.is_task(found))
-                if not task and not contributes(conventions, found or {}, is_error):
+                if not task and not conventions.contributes(found or (), is_error):
                     continue
                 if part is None or part.trace_id != trace_id:
                     part = Part(trace_id, [], [], [], 0)  # its size is set below
@@ -387,7 +386,7 @@ def scan(body: bytes, conventions: Conventions, *, validate: bool = False) -> Ba
             body, keys, conventions.task_marker_values, conventions.recover_on_child_errors,
             Contribution, Part, _decode_value, CONTRIBUTION_BYTES, ATTRIBUTE_BYTES,
             TASK_BYTES, WIRE_RULES if validate else None, error_details,
-            bytes(key in conventions.child_keys for key in keys))
+            bytes(key in conventions.child_keys for key in keys))  # Conventions.contributes
     except (ValueError, _ProtobufDecodeError) as exc:
         raise DecodeError(str(exc)) from None
     for part in parts:

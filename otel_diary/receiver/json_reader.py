@@ -25,7 +25,6 @@ from otel_diary.receiver.records import (
     STATUS_ERROR,
     ZERO_ID,
     Links,
-    contributes,
     kept_keys,
     span_record,
     valid_ids,
@@ -281,7 +280,7 @@ def read_document(data: dict[str, Any], conventions: Conventions) -> Batch:
                     continue
                 task = (found is not None and (marker in found or detecting)
                         and conventions.is_task(found))
-                if not task and not contributes(conventions, found or {}, is_error):
+                if not task and not conventions.contributes(found or (), is_error):
                     continue
                 if part is None or part.trace_id != trace_id:
                     part = Part(trace_id, [], [], [], 0)

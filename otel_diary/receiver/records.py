@@ -65,13 +65,6 @@ def kept_keys(conventions: Conventions) -> tuple[str, ...]:
                              | conventions.content_keys) - {marker}))
 
 
-def contributes(conventions: Conventions, found: Mapping[str, object], is_error: bool) -> bool:
-    """Whether a span that is no task span, with the kept attributes ``found``, contributes
-    to its task: it failed or has a key of what spans contribute (so captured messages
-    alone, or a task marker that marks no task, do not), as the processor reads it."""
-    return is_error or not conventions.child_keys.isdisjoint(found)
-
-
 def span_record(trace_id: bytes, span_id: bytes, name: str, start_ns: int, end_ns: int,
                 parent: bytes, flags: int, code: int, message: str,
                 span_attributes: Mapping[str, object],

@@ -563,6 +563,7 @@ class DiarySpanProcessor(SpanProcessor):
                     if assembler.late_nested != late and record.parent_span_id is not None:
                         awaited.pop(record.parent_span_id, None)  # that parent ended already
                     continue
+                # Conventions.contributes, inline: a call per span costs the worker 0.1 %
                 contributes = is_error or not child_keys.isdisjoint(attributes)
                 if contributes:
                     contributed: Mapping[str, object] = attributes
