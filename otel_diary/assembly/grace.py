@@ -430,10 +430,15 @@ class TraceStore:
             self._close(trace_id, entry, notify=not shutdown)
         return ready
 
-    def _decide(self, trace_id: bytes, entry: _Trace, task_id: int) -> list[Ready]:
+    def _take_task(self, entry: _Trace, task_id: int) -> SpanRecord:
+        """The waiting task span ``task_id`` of ``entry``, no longer held."""
         record, size = entry.tasks.pop(task_id)
         self.spans -= 1
         self._release(entry, size)
+        return record
+
+    def _decide(self, trace_id: bytes, entry: _Trace, task_id: int) -> list[Ready]:
+        record = self._take_task(entry, task_id)
         done = self._done.get(trace_id)
         if done is None:
             done = self._done[trace_id] = set()
@@ -455,11 +460,8 @@ class TraceStore:
                 view.absorbed = True
                 for other in [other for other, (task, _) in entry.tasks.items()
                               if nested(task.parent_span_id)]:
-                    task, size = entry.tasks.pop(other)
-                    self.spans -= 1
-                    self._release(entry, size)
                     done.add(other)
-                    self._absorb(entry, task)
+                    self._absorb(entry, self._take_task(entry, other))
             self.root_tasks += 1
             ready.append((record, self._summary(entry, task_id, view)))
         if not entry.tasks:
