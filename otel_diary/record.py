@@ -150,7 +150,8 @@ class ChildSummary:
     whatever its own status says. An agent run under which a step of a run failed after
     the last span under it that ended OK (see ``last_step_failure_ns``, ``last_ok_ns``)
     failed too, whatever its status (OpenInference ends an OpenAI Agents run a guardrail stopped
-    OK, and only the agent's turn in error)."""
+    OK, and only the agent's turn in error), unless it recorded an answer (its captured
+    output: a LangGraph node OpenInference calls an agent, which caught the failure)."""
     last_failure_ns: int = -1
     """When the failed span that ended last ended (-1: none)."""
     last_step_failure_ns: int = -1
@@ -330,8 +331,9 @@ class ChildSummary:
                 if _before(kept, end_ns, self.stacktrace, self.stacktrace_ns):
                     self.stacktrace, self.stacktrace_ns = kept, end_ns
         if agent_run and end_ns >= self.last_run_end_ns:
-            failed = is_error or (  # or a step of it failed, nothing after
-                below is not None and below.last_step_failure_ns > below.last_ok_ns)
+            failed = is_error or (  # or a step of it failed, nothing after, no answer
+                below is not None and below.last_step_failure_ns > below.last_ok_ns
+                and _content(first(attributes, conventions.output_messages)) is None)
             # of runs ending at the same instant (coarse clocks), a failed one counts
             tied = end_ns == self.last_run_end_ns and self.last_run_failed
             self.last_run_end_ns, self.last_run_failed = end_ns, failed or tied

@@ -384,12 +384,14 @@ def test_langgraph_run_is_one_recovered_diary(harness: Harness) -> None:
     assert_langgraph_diary(diary)
 
 
+@pytest.mark.parametrize("node", ["polish", "agent"])
 @pytest.mark.usefixtures("instrumented_langchain")
 def test_a_langgraph_run_whose_last_node_got_past_a_failed_chain_is_recovered(
-        harness: Harness) -> None:
+        harness: Harness, node: str) -> None:
     """A run whose last step catches a failed runnable (a CHAIN span in error that nothing
     follows) and keeps what it had is got past: the graph answered, so the run is
-    recovered (no agent's run is there to have failed)."""
+    recovered. OpenInference makes a node named ``agent`` an ``AGENT`` span: an agent's
+    run that recorded its answer got past what failed under it."""
     from typing import TypedDict
 
     from langchain_core.runnables import RunnableLambda
@@ -418,10 +420,10 @@ def test_a_langgraph_run_whose_last_node_got_past_a_failed_chain_is_recovered(
 
         graph = StateGraph(State)
         graph.add_node("answer", answer)
-        graph.add_node("polish", polish)
+        graph.add_node(node, polish)
         graph.add_edge(START, "answer")
-        graph.add_edge("answer", "polish")
-        graph.add_edge("polish", END)
+        graph.add_edge("answer", node)
+        graph.add_edge(node, END)
         assert graph.compile().invoke({"question": "What changed?"})["answer"] == "draft"
     [diary] = harness.diaries()
     assert diary.outcome == "recovered"
