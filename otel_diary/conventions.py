@@ -254,9 +254,18 @@ def _detecting(*profiles: Conventions) -> Conventions:
                        agent_from_span_name=False, profiles=profiles)
 
 
-AUTO = _detecting(ORCHESTRATOR, GENAI, OPENINFERENCE)
+TRACELOOP_RUNS = dataclasses.replace(GENAI, task_marker="traceloop.span.kind",
+                                     task_marker_values=frozenset({"workflow", "agent"}),
+                                     agent_run_values=frozenset({"agent"}))
+"""Of ``auto`` only: ``genai`` read from traceloop's own marks (``traceloop.span.kind``),
+whose OpenAI Agents SDK instrumentation puts a run's agents under a ``workflow`` span with
+no GenAI operation: that span is the run, so a handoff is one diary. Alone it would miss
+the ``invoke_agent`` spans an app opens itself."""
+
+AUTO = _detecting(ORCHESTRATOR, GENAI, OPENINFERENCE, TRACELOOP_RUNS)
 """Detect the profile per run: a span marked a task by ``orchestrator``, ``genai`` or
-``openinference`` (tried in that order) is a task span, read with the profile that marks it,
+``openinference`` (tried in that order), or a traceloop workflow or agent span, is a task
+span, read with the profile that marks it,
 so an ``orchestrator`` run's own facts and outcome read as under ``orchestrator``. Child spans
 are read under every profile's names, so an orchestrator run that also holds OpenInference
 spans counts their tokens too: for that reason ``auto`` is not the default. Claude Code is

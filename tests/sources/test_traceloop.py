@@ -57,16 +57,16 @@ def dummy_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class Harness:
-    """A provider whose diary processor uses the `genai` profile; after each test,
-    ``serve`` must write the same diaries from the spans it ended."""
+    """A provider whose diary processor uses the `genai` profile (or ``profile``); after
+    each test, ``serve`` must write the same diaries from the spans it ended."""
 
-    def __init__(self) -> None:
+    def __init__(self, profile: str = "genai") -> None:
         self.sink = InMemorySink()
         self.provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
                                        shutdown_on_exit=False)
         self.provider.add_span_processor(
-            DiarySpanProcessor(enabled=True, sinks=[self.sink], conventions="genai"))
-        self.serve = SameInServe(self.provider, "genai")
+            DiarySpanProcessor(enabled=True, sinks=[self.sink], conventions=profile))
+        self.serve = SameInServe(self.provider, profile)
 
     def diaries(self) -> list[Diary]:
         assert self.provider.force_flush(10_000)
@@ -74,8 +74,8 @@ class Harness:
 
 
 @pytest.fixture
-def harness() -> Iterator[Harness]:
-    made = Harness()
+def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
+    made = Harness(getattr(request, "param", "genai"))
     yield made
     made.provider.shutdown()
     made.serve.check(made.sink.diaries)
@@ -145,6 +145,33 @@ def test_agents_sdk_run_is_one_recovered_diary(harness: Harness) -> None:
     assert "2 failed call(s)" in error_section(diary)
     # that instrumentation records no usage for a Chat Completions model: no tokens, not 0
     assert "tokens" not in front and "Tokens:" not in diary.body
+
+
+def handoff_run(url: str) -> str:
+    """A triage agent that hands the question over to a specialist, which answers."""
+    client = openai.AsyncOpenAI(base_url=url + "/v1", max_retries=0)
+    model = agents.OpenAIChatCompletionsModel(model=MODEL, openai_client=client)
+    specialist = agents.Agent(name="specialist", instructions="Answer.", model=model)
+    triage = agents.Agent(name="triage", instructions="Hand over.", model=model,
+                          handoffs=[specialist])
+    return str(agents.Runner.run_sync(triage, "What changed?").final_output)
+
+
+@pytest.mark.parametrize("harness", ["auto"], indirect=True)
+@pytest.mark.usefixtures("instrumented_agents")
+def test_a_handoff_under_auto_is_one_diary(harness: Harness) -> None:
+    """That instrumentation puts the agents of a run under a workflow span of its own
+    (``traceloop.span.kind: workflow``), with no GenAI operation: ``auto`` takes it for the
+    run, so a handoff is one diary, by the agent that ran first (``genai`` gives one per
+    agent)."""
+    server = ChatServer(script=[ToolCall("transfer_to_specialist", "{}"), "The release moved."],
+                        model=MODEL)
+    with serve_asgi(server) as url:
+        assert handoff_run(url) == "The release moved."
+    [diary] = harness.diaries()
+    front = parse_front_matter(diary.content)
+    assert (diary.agent, diary.outcome, front["model"]) == ("triage", "completed", MODEL)
+    assert diary.title == "What changed?"  # the first user message it captured
 
 
 @pytest.mark.parametrize("label", ["traceloop's OpenLLMetry",
