@@ -196,10 +196,12 @@ def classify(record: SpanRecord, children: ChildSummary | None,
                    if conv.child_agent), None)
              or service
              or "unknown")
-    question = (user_message(first(attrs, conv.input_messages) or children.first_input)
-                if conv.input_messages else None)
-    answer = (first_sentence(final_answer(first(attrs, conv.output_messages)
-                                          or children.last_output))
+    # the task span's own messages, else (none, or none in what it recorded: a graph's
+    # state, an agent's call arguments) those of the spans under it
+    question = ((user_message(first(attrs, conv.input_messages))
+                 or user_message(children.first_input)) if conv.input_messages else None)
+    answer = (first_sentence(final_answer(first(attrs, conv.output_messages))
+                             or final_answer(children.last_output))
               if conv.output_messages else None)
     stderr = first(attrs, conv.stderr_tail)
     stderr_tail = None

@@ -430,6 +430,40 @@ def test_a_langgraph_run_whose_last_node_got_past_a_failed_chain_is_recovered(
     assert "1 failed call(s)" in error_section(diary)
 
 
+@pytest.mark.usefixtures("instrumented_langchain")
+def test_a_langgraph_run_whose_input_holds_no_message_is_titled_by_its_first_question(
+        harness: Harness) -> None:
+    """A graph whose state is not messages (``{"question", "audience"}``) records it as
+    the run's input and output: the diary's title is then the first user message the run
+    captured, the question its model call was asked, not the graph's name, and its answer
+    the model's last."""
+    from typing import TypedDict
+
+    from langchain_openai import ChatOpenAI
+    from langgraph.graph import END, START, StateGraph
+
+    class State(TypedDict, total=False):
+        question: str
+        audience: str
+        answer: str
+
+    with serve_asgi(ChatServer(script=["The release moved."], model=MODEL)) as url:
+        model = ChatOpenAI(model=MODEL, base_url=url + "/v1", max_retries=0)
+
+        def answer(state: State) -> State:
+            return {"answer": str(model.invoke(state["question"]).content)}
+
+        graph = StateGraph(State)
+        graph.add_node("answer", answer)
+        graph.add_edge(START, "answer")
+        graph.add_edge("answer", END)
+        graph.compile().invoke({"question": "What changed in the release?",
+                                "audience": "support"})
+    [diary] = harness.diaries()
+    assert diary.title == "What changed in the release?"
+    assert 'The final answer began: "The release moved."' in diary.body  # the model's
+
+
 @pytest.fixture
 def genai_semconv(monkeypatch: pytest.MonkeyPatch) -> None:
     """OpenInference's own switch (read when an instrumentor is made) for GenAI attributes."""
