@@ -178,6 +178,35 @@ def agent_run(url: str, lookups: list[str]) -> str:
     return str(agents.Runner.run_sync(agent, "What changed?").final_output)
 
 
+def handoff_run(url: str) -> str:
+    """A triage agent that hands the question over to a specialist, which answers."""
+    client = openai.AsyncOpenAI(base_url=url + "/v1", max_retries=0)
+    model = agents.OpenAIChatCompletionsModel(model=MODEL, openai_client=client)
+    specialist = agents.Agent(name="specialist", instructions="Answer.", model=model)
+    triage = agents.Agent(name="triage", instructions="Hand over.", model=model,
+                          handoffs=[specialist])
+    return str(agents.Runner.run_sync(triage, "What changed?").final_output)
+
+
+def handoff_script() -> ChatServer:
+    return ChatServer(script=[ToolCall("transfer_to_specialist", "{}"), "The release moved."],
+                      model=MODEL)
+
+
+@pytest.mark.usefixtures("instrumented_agents")
+def test_a_handoff_is_one_diary(harness: Harness) -> None:
+    """That instrumentation makes the run's workflow an ``AGENT`` span over both agents'
+    spans: a triage agent handing over to a specialist is one diary."""
+    with serve_asgi(handoff_script()) as url:
+        assert handoff_run(url) == "The release moved."
+    [diary] = harness.diaries()
+    front = parse_front_matter(diary.content)
+    assert (diary.outcome, front["model"], front["tokens"]) == ("completed", MODEL,
+                                                                2 * CALL_TOKENS)
+    assert (diary.agent, diary.title) == ("triage", "What changed?")
+    assert 'The final answer began: "The release moved."' in diary.body
+
+
 @pytest.mark.usefixtures("instrumented_agents")
 def test_agents_sdk_run_is_one_recovered_diary(harness: Harness) -> None:
     """An agent loop with a failed model call retried, a failed tool call repeated and a

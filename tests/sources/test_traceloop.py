@@ -28,6 +28,8 @@ from tests.sources.test_openinference import (
     MODEL,
     agent_run,
     error_section,
+    handoff_run,
+    handoff_script,
     readme_lines_run,
 )
 from tests.support.apps import genai_agent
@@ -147,16 +149,6 @@ def test_agents_sdk_run_is_one_recovered_diary(harness: Harness) -> None:
     assert "tokens" not in front and "Tokens:" not in diary.body
 
 
-def handoff_run(url: str) -> str:
-    """A triage agent that hands the question over to a specialist, which answers."""
-    client = openai.AsyncOpenAI(base_url=url + "/v1", max_retries=0)
-    model = agents.OpenAIChatCompletionsModel(model=MODEL, openai_client=client)
-    specialist = agents.Agent(name="specialist", instructions="Answer.", model=model)
-    triage = agents.Agent(name="triage", instructions="Hand over.", model=model,
-                          handoffs=[specialist])
-    return str(agents.Runner.run_sync(triage, "What changed?").final_output)
-
-
 @pytest.mark.parametrize("harness", ["auto"], indirect=True)
 @pytest.mark.usefixtures("instrumented_agents")
 def test_a_handoff_under_auto_is_one_diary(harness: Harness) -> None:
@@ -164,9 +156,7 @@ def test_a_handoff_under_auto_is_one_diary(harness: Harness) -> None:
     (``traceloop.span.kind: workflow``), with no GenAI operation: ``auto`` takes it for the
     run, so a handoff is one diary, by the agent that ran first (``genai`` gives one per
     agent)."""
-    server = ChatServer(script=[ToolCall("transfer_to_specialist", "{}"), "The release moved."],
-                        model=MODEL)
-    with serve_asgi(server) as url:
+    with serve_asgi(handoff_script()) as url:
         assert handoff_run(url) == "The release moved."
     [diary] = harness.diaries()
     front = parse_front_matter(diary.content)
