@@ -17,8 +17,7 @@ from otel_diary.cli.common import (
     root_of,
 )
 from otel_diary.errors import IndexUnavailable
-from otel_diary.index.documents import scan_diaries
-from otel_diary.index.lessons import LessonBook
+from otel_diary.index.lessons import LessonBook, entry_diary
 from otel_diary.index.store import DiaryIndex
 
 
@@ -37,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
         except IndexUnavailable as exc:
             return fail("reindex", str(exc), 1)
         try:
-            lessons = LessonBook(root).rebuild(scan_diaries(root))
+            lessons = LessonBook(root).rebuild([entry_diary(entry)
+                                                for entry in report.entries])
         except OSError as exc:
             return fail("reindex", f"cannot write the lessons under {root}: {exc}", 1)
         seconds = time.perf_counter() - started

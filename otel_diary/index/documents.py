@@ -329,6 +329,33 @@ def read_entry(root: Path, path: str, base: Path) -> Entry:
                                                max_bytes=MAX_DOCUMENT_BYTES))
 
 
+def scan_entries(root: Path, folder: Path, unreadable: Unreadable | None = None,
+                 ) -> tuple[list[Entry], set[str]]:
+    """The entry of every diary in ``folder`` under ``root`` (sorted by path, the first of
+    a duplicate id kept), and the paths of the other files (each told to ``unreadable``
+    with the reason)."""
+    entries: list[Entry] = []
+    seen: dict[str, str] = {}
+    refused: set[str] = set()
+    base = (root / KB_FOLDER).resolve()
+    for file in knowledge_files(folder, base):
+        path = file.relative_to(root).as_posix()
+        try:
+            entry = read_entry(root, path, base)
+            why = f"a second copy of {entry.id} (kept: {seen[entry.id]})" \
+                if entry.id in seen else ""
+        except (OSError, ValueError, TypeError) as exc:
+            why = why_unreadable(exc)
+        if why:
+            refused.add(path)
+            if unreadable is not None:
+                unreadable(path, why)
+            continue
+        seen[entry.id] = path
+        entries.append(entry)
+    return entries, refused
+
+
 def unlisted_entries(root: Path, folder: Path, entries: Sequence[Entry], refused: Set[str],
                      paths: Iterable[str]) -> list[Entry]:
     """The entries of the diaries at ``paths`` (relative to ``root``, in ``folder``) that

@@ -21,6 +21,7 @@ from typing import Any
 from otel_diary.counters import Counters, LogOnce
 from otel_diary.errors import UnsafePathError
 from otel_diary.index.documents import (
+    Entry,
     primary_signature,
     section_signatures,
     sections,
@@ -138,6 +139,14 @@ def sighting(path: str, front: Mapping[str, Any], content: str) -> tuple[str, Si
         recovery=one_line(parts.get("How it was recovered", ""), MAX_RULE_CHARS),
         learned=one_line(parts.get("What was learned", ""), 400),
     )
+
+
+def entry_diary(entry: Entry) -> tuple[str, Mapping[str, Any], str]:
+    """What :func:`sighting` reads of a diary (path, front matter, text), from its index
+    entry: a rebuild reads the folder once. (An unquoted date in a hand-edited front
+    matter reads in ISO form here, as the index keeps it.)"""
+    return entry.path, {"id": entry.id, "title": entry.title, "agent": entry.agent,
+                        "created": entry.created, "outcome": entry.outcome}, entry.body
 
 
 @dataclass

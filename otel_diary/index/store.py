@@ -28,9 +28,8 @@ from otel_diary.index.documents import (
     Entry,
     Unreadable,
     entry_from_document,
-    read_entry,
+    scan_entries,
     unlisted_entries,
-    why_unreadable,
 )
 from otel_diary.index.query import QUERY_ERRORS, Hit, SearchResult, fts_terms
 from otel_diary.index.related import Candidates, keys
@@ -55,9 +54,8 @@ from otel_diary.index.schema import (
 )
 from otel_diary.index.writing import Writer
 from otel_diary.pipeline.core import MAX_RELATED
-from otel_diary.pipeline.render import DIARY_ROOT, KB_FOLDER
+from otel_diary.pipeline.render import DIARY_ROOT
 from otel_diary.runner import renew_after_fork
-from otel_diary.text import knowledge_files
 
 try:
     import fcntl
@@ -80,6 +78,8 @@ class RebuildReport:
 
     indexed: int
     skipped: int
+    entries: Sequence[Entry] = ()
+    """The diaries indexed (the lessons are rebuilt from them: the folder is read once)."""
 
 
 _CREATING = threading.Lock()
@@ -245,7 +245,7 @@ class DiaryIndex:
         if filled is conn:
             return conn
         if conn.execute("SELECT 1 FROM meta WHERE key = 'filled'").fetchone() is None:
-            entries, _ = self.scan()
+            entries, _ = scan_entries(self.root, self.folder)
             with write(conn):
                 if conn.execute("SELECT 1 FROM meta WHERE key = 'filled'").fetchone() is None:
                     self._replace_all(conn, entries)
@@ -269,30 +269,6 @@ class DiaryIndex:
         self.close()
 
     # -- writing -----------------------------------------------------------------------
-
-    def scan(self, unreadable: Unreadable | None = None) -> tuple[list[Entry], set[str]]:
-        """Every diary in the folder (sorted by path, first of a duplicate id wins), and the
-        paths of the other files (each told to ``unreadable`` with the reason)."""
-        entries: list[Entry] = []
-        seen: dict[str, str] = {}
-        refused: set[str] = set()
-        base = (self.root / KB_FOLDER).resolve()
-        for file in knowledge_files(self.folder, base):
-            path = file.relative_to(self.root).as_posix()
-            try:
-                entry = read_entry(self.root, path, base)
-                why = f"a second copy of {entry.id} (kept: {seen[entry.id]})" \
-                    if entry.id in seen else ""
-            except (OSError, ValueError, TypeError) as exc:
-                why = why_unreadable(exc)
-            if why:
-                refused.add(path)
-                if unreadable is not None:
-                    unreadable(path, why)
-                continue
-            seen[entry.id] = path
-            entries.append(entry)
-        return entries, refused
 
     def add(self, entry: Entry) -> None:
         """Index (or re-index) one diary; it replaces any entry with its id or its path.
@@ -363,7 +339,7 @@ class DiaryIndex:
         """Replace the index with what the folder holds (and what an app indexed since it was
         read); a damaged database is recreated. ``IndexUnavailable`` for any other error
         (a writer locking it past the busy timeout, a full disk): the database stays as is."""
-        entries, refused = self.scan(unreadable)
+        entries, refused = scan_entries(self.root, self.folder, unreadable)
         try:
             conn = self._connection()
             if conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
@@ -395,7 +371,7 @@ class DiaryIndex:
                 raise IndexUnavailable(f"cannot rebuild the index {self.path}: {again}") \
                     from again
         self._local.filled = conn
-        return RebuildReport(indexed=len(entries), skipped=len(refused))
+        return RebuildReport(indexed=len(entries), skipped=len(refused), entries=entries)
 
     def _discard(self) -> None:
         """Delete the database files (after damage); other processes reconnect by themselves."""

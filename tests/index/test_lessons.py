@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -219,7 +219,20 @@ def test_reindex_rebuilds_lessons_from_the_diaries(tmp_path: Path) -> None:
     assert stray.read_text(encoding="utf-8") == "my own notes\n"
 
 
-def test_a_rebuild_writes_the_lessons_the_runs_wrote_byte_for_byte(tmp_path: Path) -> None:
+def rebuild_by_reindex(root: Path) -> int:
+    """``otel-diary reindex``'s way: the lessons from the index's entries, the folder read
+    once; how many lessons there are."""
+    from otel_diary.cli import main
+
+    assert main(["reindex", "--dir", str(root)]) == 0
+    return len(list((root / "diaries" / "lessons").glob("*.md")))
+
+
+@pytest.mark.parametrize("rebuild", [
+    lambda root: LessonBook(root).rebuild(scan_diaries(root)), rebuild_by_reindex],
+    ids=["front-matter", "reindex"])
+def test_a_rebuild_writes_the_lessons_the_runs_wrote_byte_for_byte(
+        tmp_path: Path, rebuild: Callable[[Path], int]) -> None:
     """Rebuilding from the diaries gives each lesson file exactly as the runs left it:
     rules tied in votes in the same order, the same rules let go when more than fit."""
     pipeline = kb_pipeline(tmp_path)
@@ -232,7 +245,7 @@ def test_a_rebuild_writes_the_lessons_the_runs_wrote_byte_for_byte(tmp_path: Pat
                 if route else {}
             write(pipeline, ts_run(n, extra=extra))
         written = file.read_bytes()
-        assert LessonBook(tmp_path).rebuild(scan_diaries(tmp_path)) == 1
+        assert rebuild(tmp_path) == 1
         assert file.read_bytes() == written
     pipeline.close()
     assert len(lesson_front(tmp_path)["rules"]) == 10  # some were let go

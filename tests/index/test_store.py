@@ -23,6 +23,7 @@ from otel_diary.index.documents import (
     entry_from_diary,
     entry_from_document,
     error_signatures,
+    scan_entries,
     sections,
 )
 from otel_diary.index.lessons import lesson_id
@@ -195,7 +196,8 @@ def test_a_rebuild_waiting_too_long_for_another_writer_fails_and_deletes_nothing
     with DiaryIndex(tmp_path) as other, DiaryIndex(tmp_path, busy_timeout_s=0.1) as index:
         assert index.rebuild().indexed == 1
         other.hold()
-        other.add(replace(other.scan()[0][0], id="kh-held", path="diaries/held.md"))
+        other.add(replace(scan_entries(tmp_path, other.folder)[0][0], id="kh-held",
+                          path="diaries/held.md"))
         with pytest.raises(IndexUnavailable, match="another connection is writing"):
             index.rebuild()
         with pytest.raises(IndexUnavailable, match="within a transaction"):
@@ -383,7 +385,8 @@ def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
         def child() -> bool:
             fresh = index._connection() is not inherited
             found = len(index.search("TS2345").hits) == 1
-            index.add(replace(index.scan()[0][0], id="kh-child", path="diaries/child.md"))
+            index.add(replace(scan_entries(tmp_path, index.folder)[0][0], id="kh-child",
+                              path="diaries/child.md"))
             return fresh and found
 
         assert in_forked_child(child) == 0
