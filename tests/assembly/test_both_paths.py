@@ -66,12 +66,20 @@ PROFILES["orchestrator"] = {
     "helper": {"orchestrator.task.id": "T-1.1", "gen_ai.agent.name": "helper"},
 }
 PROFILES["auto"] = PROFILES["genai"]
+PROFILES["traceloop"] = {  # read under ``auto``
+    **PROFILES["genai"],
+    "run": {"traceloop.span.kind": "workflow", "traceloop.workflow.name": "Agent Workflow"},
+    "helper": {"traceloop.span.kind": "agent", "gen_ai.operation.name": "invoke_agent",
+               "gen_ai.agent.name": "helper"},
+}
 """Each profile's spans by kind: the run (its task span), a plain span, model calls (one
 reporting usage, one whose prompt and answer are captured), a span adding up usage (a
 chain under OpenInference: a task span nested in the run), tool calls, a sub-agent."""
+CONVENTIONS = {"traceloop": "auto"}
+"""The conventions a profile's spans are read with, when not the profile's own name."""
 MESSAGES = {"genai": ("gen_ai.input.messages", "gen_ai.output.messages"),
             "openinference": ("input.value", "output.value")}
-MESSAGES["orchestrator"] = MESSAGES["auto"] = MESSAGES["genai"]
+MESSAGES["orchestrator"] = MESSAGES["auto"] = MESSAGES["traceloop"] = MESSAGES["genai"]
 TASK_IDS = {"gen_ai.conversation.id", "session.id", "orchestrator.task.id"}
 KINDS = sorted(PROFILES["genai"].keys() - {"run"})
 
@@ -145,7 +153,8 @@ def in_process(profile: str, root: Node) -> tuple[list[str], list[ReadableSpan]]
     sink, exported = InMemorySink(), InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
                               shutdown_on_exit=False)
-    processor = DiarySpanProcessor(enabled=True, sinks=[sink], conventions=profile)
+    processor = DiarySpanProcessor(enabled=True, sinks=[sink],
+                                   conventions=CONVENTIONS.get(profile, profile))
     provider.add_span_processor(processor)
     provider.add_span_processor(SimpleSpanProcessor(exported))
     tracer = provider.get_tracer("agent")
@@ -182,14 +191,15 @@ def in_process(profile: str, root: Node) -> tuple[list[str], list[ReadableSpan]]
 def test_a_run_gives_the_same_diary_in_process_and_in_serve(profile: str, root: Node,
                                                             shuffle: Random) -> None:
     diaries, spans = in_process(profile, root)
-    assert serve_diaries(profile, spans) == diaries
-    assert sorted(serve_diaries(profile, spans, shuffle)) == sorted(diaries)
+    conventions = CONVENTIONS.get(profile, profile)
+    assert serve_diaries(conventions, spans) == diaries
+    assert sorted(serve_diaries(conventions, spans, shuffle)) == sorted(diaries)
 
 
 def after_a_restart(profile: str, spans: list[ReadableSpan], shuffle: Random) -> list[str]:
     """The diaries ``serve`` writes for ``spans``, sent in any order over two requests and
     journaled, when it ended before deciding any and took them back on its next start."""
-    conventions = load_conventions(profile)
+    conventions = load_conventions(CONVENTIONS.get(profile, profile))
     spans = shuffle.sample(spans, len(spans))
     cut = shuffle.randint(0, len(spans))
     with tempfile.TemporaryDirectory() as folder:
