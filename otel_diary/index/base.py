@@ -17,9 +17,6 @@ from otel_diary.index.lessons import Lesson, Sighting
 from otel_diary.index.query import Hit, SearchResult
 from otel_diary.pipeline.core import MAX_RELATED
 
-STORE_SCHEMES = ("postgresql", "postgres")
-"""URL schemes that name a PostgreSQL store."""
-
 
 @runtime_checkable
 class DiaryStore(Protocol):
@@ -68,8 +65,3 @@ class DiaryStore(Protocol):
         """Every lesson, the most recently met first."""
 
     def close(self) -> None: ...
-
-
-def is_store_url(location: str | None) -> bool:
-    """True when ``location`` is a PostgreSQL URL (``postgresql://…``)."""
-    return bool(location) and str(location).partition("://")[0].lower() in STORE_SCHEMES
