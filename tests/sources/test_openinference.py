@@ -413,6 +413,7 @@ def test_langgraph_run_is_one_recovered_diary(harness: Harness) -> None:
     assert_langgraph_diary(diary)
 
 
+@pytest.mark.parametrize("harness", ["openinference", "auto"], indirect=True)
 @pytest.mark.parametrize("node", ["polish", "agent"])
 @pytest.mark.usefixtures("instrumented_langchain")
 def test_a_langgraph_run_whose_last_node_got_past_a_failed_chain_is_recovered(
