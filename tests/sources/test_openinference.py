@@ -346,9 +346,11 @@ def test_an_agents_sdk_run_a_guardrail_stops_writes_no_diary_through_serve(
 # -- openinference-instrumentation-langchain with LangGraph ------------------------------
 
 
-def langgraph_run(url: str, lookups: list[str], question: str = "What changed?") -> str:
+def langgraph_run(url: str, lookups: list[str], question: str = "What changed?",
+                  stream: bool = False) -> str:
     """A LangGraph ReAct agent with one tool that fails on its first call; the tool node
-    hands the error to the model, which calls the tool again."""
+    hands the error to the model, which calls the tool again. With ``stream``, the model
+    streams its answers (with their usage) and the app streams the graph's messages."""
     from langchain_core.tools import tool
     from langchain_openai import ChatOpenAI
     from langgraph.prebuilt import ToolNode, create_react_agent
@@ -361,11 +363,18 @@ def langgraph_run(url: str, lookups: list[str], question: str = "What changed?")
             raise TimeoutError("lookup timed out")
         return f"notes about {term}"
 
-    model = ChatOpenAI(model=MODEL, base_url=url + "/v1", max_retries=0)
+    model = ChatOpenAI(model=MODEL, base_url=url + "/v1", max_retries=0, streaming=stream,
+                       stream_usage=stream)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # create_react_agent's move to langchain.agents
         graph = create_react_agent(model, ToolNode([lookup], handle_tool_errors=True),
                                    name="researcher")
+    if stream:
+        from langchain_core.messages import AIMessageChunk
+
+        return "".join(str(message.content) for message, _ in graph.stream(
+            {"messages": [("user", question)]}, stream_mode="messages")
+            if isinstance(message, AIMessageChunk))
     result = graph.invoke({"messages": [("user", question)]})
     return str(result["messages"][-1].content)
 
@@ -401,13 +410,15 @@ def assert_langgraph_diary(diary: Diary) -> None:
     assert 'The final answer began: "The release moved."' in diary.body
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
 @pytest.mark.usefixtures("instrumented_langchain")
-def test_langgraph_run_is_one_recovered_diary(harness: Harness) -> None:
+def test_langgraph_run_is_one_recovered_diary(harness: Harness, stream: bool) -> None:
     """A LangGraph run (a CHAIN root over nested AGENT and CHAIN node spans) is one diary
-    with the model, the summed tokens, the tool counts, recovered, naming the error."""
+    with the model, the summed tokens, the tool counts, recovered, naming the error; the
+    same when the model and the graph stream."""
     lookups: list[str] = []
     with serve_asgi(langgraph_script()) as url:
-        assert langgraph_run(url, lookups) == "The release moved. Details follow."
+        assert langgraph_run(url, lookups, stream=stream) == "The release moved. Details follow."
     assert lookups == ["release", "release"]
     [diary] = harness.diaries()
     assert_langgraph_diary(diary)

@@ -3,6 +3,7 @@ against the local OpenAI-compatible server."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -26,10 +27,17 @@ from pydantic_ai.providers.openai import OpenAIProvider
 MODEL = "gpt-test"
 
 
-def test_an_agent_run_is_one_diary() -> None:
+async def streamed(agent: Agent[None, str], question: str) -> str:
+    async with agent.run_stream(question) as result:
+        return await result.get_output()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
+def test_an_agent_run_is_one_diary(stream: bool) -> None:
     """A Pydantic AI agent run with a tool the model calls twice (the first call asks for a
     retry) is one recovered diary: the agent's name, the model, the summed tokens, the tool
-    by name, the error class, the question as title and the final answer."""
+    by name, the error class, the question as title and the final answer; the same when
+    the run streams its answer."""
     sink = InMemorySink()
     provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
                               shutdown_on_exit=False)
@@ -55,7 +63,9 @@ def test_an_agent_run_is_one_diary() -> None:
 
         Agent.instrument_all(InstrumentationSettings(tracer_provider=provider))
         try:
-            assert agent.run_sync("What changed?").output == "The release moved. Details follow."
+            answer = (asyncio.run(streamed(agent, "What changed?")) if stream
+                      else agent.run_sync("What changed?").output)
+            assert answer == "The release moved. Details follow."
         finally:
             Agent.instrument_all(False)
     assert processor.force_flush(10_000)

@@ -113,7 +113,8 @@ class ChatServer:
     Each request takes the next entry of ``script`` (the last one repeats): a string is
     the answer's content, an int an error status, ``"hang"`` sleeps ``hang_s`` seconds,
     a :class:`ToolCall` asks for a tool call. Every answer comes ``delay_s`` seconds
-    after its request (a slow model).
+    after its request (a slow model). A request with ``"stream": true`` gets its answer as
+    server-sent chunks, the usage in a last chunk when asked (``stream_options``).
     """
 
     script: list[str | int | ToolCall] = field(default_factory=lambda: ["A useful insight."])
@@ -158,16 +159,40 @@ class ChatServer:
                 message = {"role": "assistant", "content": None, "tool_calls": [{
                     "id": f"call-{len(self.requests)}", "type": "function",
                     "function": {"name": step.name, "arguments": step.arguments}}]}
+            usage = {"prompt_tokens": self.input_tokens,
+                     "completion_tokens": self.output_tokens,
+                     "total_tokens": self.input_tokens + self.output_tokens}
+            answer = {"id": f"chatcmpl-{len(self.requests)}", "created": int(time.time()),
+                      "model": self.model}
+            asked = self.requests[-1].json()
+            if asked.get("stream"):
+                with_usage = (asked.get("stream_options") or {}).get("include_usage")
+                await self._stream(send, answer, message, finish, usage if with_usage else None)
+                return
             await send_json(send, 200, {
-                "id": f"chatcmpl-{len(self.requests)}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": self.model,
+                **answer, "object": "chat.completion",
                 "choices": [{"index": 0, "finish_reason": finish, "message": message}],
-                "usage": {"prompt_tokens": self.input_tokens,
-                          "completion_tokens": self.output_tokens,
-                          "total_tokens": self.input_tokens + self.output_tokens},
+                "usage": usage,
             })
+
+    @staticmethod
+    async def _stream(send: Send, answer: dict[str, Any], message: dict[str, Any],
+                      finish: str, usage: dict[str, int] | None) -> None:
+        chunk = {**answer, "object": "chat.completion.chunk"}
+        if message.get("tool_calls"):  # a delta's calls say where they go
+            message = {**message, "tool_calls": [{"index": n, **call} for n, call
+                                                 in enumerate(message["tool_calls"])]}
+        events = [{**chunk, "choices": [{"index": 0, "delta": message,
+                                         "finish_reason": None}]},
+                  {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}]
+        if usage is not None:
+            events.append({**chunk, "choices": [], "usage": usage})
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})
+        for event in events:
+            await send({"type": "http.response.body", "more_body": True,
+                        "body": f"data: {json.dumps(event)}\n\n".encode()})
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
 
 
 HubStep = int | str | tuple[int, dict[str, str]]
