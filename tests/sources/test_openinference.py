@@ -3,6 +3,7 @@ client and the OpenAI Agents SDK, against an OpenAI-compatible server on 127.0.0
 
 from __future__ import annotations
 
+import asyncio
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -155,9 +156,10 @@ def test_agents_sdk_exports_nowhere_else() -> None:
     assert [type(p) for p in processors] == [OpenInferenceTracingProcessor]
 
 
-def agent_run(url: str, lookups: list[str]) -> str:
+def agent_run(url: str, lookups: list[str], stream: bool = False) -> str:
     """An Agents SDK agent with one tool that fails on its first call; the model call that
-    meets a server error is retried by the runner."""
+    meets a server error is retried by the runner. With ``stream``, the run and its model
+    calls stream (asking for their usage)."""
 
     @agents.function_tool
     def lookup(term: str) -> str:
@@ -174,8 +176,17 @@ def agent_run(url: str, lookups: list[str]) -> str:
     agent = agents.Agent(
         name="researcher", instructions="Be brief.", tools=[lookup],
         model=agents.OpenAIChatCompletionsModel(model=MODEL, openai_client=client),
-        model_settings=agents.ModelSettings(retry=retry))
-    return str(agents.Runner.run_sync(agent, "What changed?").final_output)
+        model_settings=agents.ModelSettings(retry=retry, include_usage=True if stream else None))
+    if not stream:
+        return str(agents.Runner.run_sync(agent, "What changed?").final_output)
+
+    async def streamed() -> str:
+        result = agents.Runner.run_streamed(agent, "What changed?")
+        async for _ in result.stream_events():
+            pass
+        return str(result.final_output)
+
+    return asyncio.run(streamed())
 
 
 def handoff_run(url: str) -> str:
@@ -207,16 +218,17 @@ def test_a_handoff_is_one_diary(harness: Harness) -> None:
     assert 'The final answer began: "The release moved."' in diary.body
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
 @pytest.mark.usefixtures("instrumented_agents")
-def test_agents_sdk_run_is_one_recovered_diary(harness: Harness) -> None:
+def test_agents_sdk_run_is_one_recovered_diary(harness: Harness, stream: bool) -> None:
     """An agent loop with a failed model call retried, a failed tool call repeated and a
     final answer is one diary: the session, the model, the summed tokens, two tool calls,
-    recovered."""
+    recovered; the same when the run streams."""
     lookup = ToolCall("lookup", '{"term": "release"}')
     server = ChatServer(script=[500, lookup, lookup, "final"], model=MODEL)
     lookups: list[str] = []
     with serve_asgi(server) as url, using_session("s-1"):
-        assert agent_run(url, lookups) == "final"
+        assert agent_run(url, lookups, stream) == "final"
     assert lookups == ["release", "release"]
     [diary] = harness.diaries()
     front = parse_front_matter(diary.content)
@@ -226,7 +238,8 @@ def test_agents_sdk_run_is_one_recovered_diary(harness: Harness) -> None:
     assert (diary.agent, diary.title) == ("researcher", "What changed?")
     assert "2 failed call(s)" in error_section(diary), diary.body
     # that instrumentation records only a status description: it is the first error
-    assert ("First error: Error getting response: {'error': 'Error code: 500 - status 500'}"
+    doing = "streaming" if stream else "getting"
+    assert (f"First error: Error {doing} response: {{'error': 'Error code: 500 - status 500'}}"
             in error_section(diary))
 
 
