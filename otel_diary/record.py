@@ -147,11 +147,13 @@ class ChildSummary:
     the conventions read as an agent's own run (``Conventions.agent_run_values``)."""
     last_run_failed: bool = False
     """Whether that agent run failed: no agent succeeded after it, so the task failed
-    whatever its own status says. An agent run under which a step of a run failed after
-    the last span under it that ended OK (see ``last_step_failure_ns``, ``last_ok_ns``)
-    failed too, whatever its status (OpenInference ends an OpenAI Agents run a guardrail stopped
-    OK, and only the agent's turn in error), unless it recorded an answer (its captured
-    output: a LangGraph node OpenInference calls an agent, which caught the failure)."""
+    whatever its own status says, unless something went on after it (``last_ok_ns``: the
+    task's own agent answered past its sub-agent). An agent run under which a step of a
+    run failed after the last span under it that ended OK (see ``last_step_failure_ns``,
+    ``last_ok_ns``) failed too, whatever its status (OpenInference ends an OpenAI Agents
+    run a guardrail stopped OK, and only the agent's turn in error), unless it recorded
+    an answer (its captured output: a LangGraph node OpenInference calls an agent, which
+    caught the failure)."""
     last_failure_ns: int = -1
     """When the failed span that ended last ended (-1: none)."""
     last_step_failure_ns: int = -1

@@ -20,26 +20,37 @@ _log_once = LogOnce()
 
 def _watched(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id: int,
              conventions: Conventions) -> tuple[int, set[int]] | None:
-    """When a failed one of ``owned`` has a failed one or an agent's run above it (below
-    ``task_id``): when the first failed one ended, and the span ids of the failed ones and
-    the agents' runs. Each span is walked once."""
-    failed = [(int.from_bytes(span_id, "big"), contribution.end_ns)
-              for span_id, contribution in owned if contribution.is_error]
+    """When a failed one of ``owned`` has a failed one or an agent's run above it, or a
+    failed agent's run has any one above it (below ``task_id``; whether that one went on
+    past the failure is read): when the first failed one ended, and the span ids of the
+    failed ones and the agents' runs. Each span is walked once."""
+    failed: list[tuple[bool, int, int]] = []  # (not an agent's run, span id, end)
+    watched: set[int] = set()
+    for span_id, contribution in owned:
+        run = conventions.is_agent_run(contribution.attributes)
+        if contribution.is_error or run:
+            span = int.from_bytes(span_id, "big")
+            watched.add(span)
+            if contribution.is_error:
+                failed.append((not run, span, contribution.end_ns))
     if not failed:
         return None
-    watched = {int.from_bytes(span_id, "big") for span_id, contribution in owned
-               if contribution.is_error or conventions.is_agent_run(contribution.attributes)}
-    if len(watched) < 2:
+    failed.sort()  # failed runs first: nothing found above them, nothing watched either
+    runs = not failed[0][0]
+    if len(watched) < 2 and not runs:
         return None
+    contributions = {int.from_bytes(span_id, "big") for span_id, _ in owned} \
+        if runs else watched
     parents = ancestry.parents()
     walked: set[int] = set()  # found with nothing watched above (a cycle ends there too)
     steps = ancestry.steps
-    for span, _ in failed:
+    for not_run, span, _ in failed:
         up = parents.get(span)
+        seen = watched if not_run else contributions
         while up is not None and up != task_id and up not in walked:
-            if up in watched:
+            if up in seen:
                 ancestry.steps = steps
-                return min(end for _, end in failed), watched
+                return min(end for _, _, end in failed), watched
             steps -= 1
             if steps < 0:
                 _too_deep(ancestry)
@@ -63,14 +74,16 @@ def covered(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id
             conventions: Conventions) -> dict[bytes, ChildSummary]:
     """What the contributions under each of ``owned`` (span id, contribution) add up to,
     for those above others that report token usage or failed (or that ended at or after
-    the first failure, when a failed one has a failed one or an agent's run above it:
-    whether that one got past the failure is read from the spans under it): the ``below`` of
+    the first failure, when a failed one has a failed one or an agent's run above it, or a
+    failed agent's run has any one above it: whether that one got past the failure is
+    read from the spans under it): the ``below`` of
     :meth:`ChildSummary.add`, as the in-process assembler finds it in the bucket of the
     span's children. Parent links are followed up to ``task_id`` through the spans between;
     each span is walked once."""
     keys = conventions.usage_keys
     # Whether a span got past a failure under it is read, when it matters (a failure
-    # under a failed span or an agent's run), from the failed spans, the agents' runs and
+    # under a failed span or an agent's run, a failed agent's run under any span, which
+    # went on past it or not), from the failed spans, the agents' runs and
     # the spans that went on at or after the first failure (one that ended before every
     # failure went on before each: it tells nothing).
     watch = (_watched(owned, ancestry, task_id, conventions)

@@ -149,8 +149,9 @@ def classify(record: SpanRecord, children: ChildSummary | None,
     if not succeeded(record, conv):
         return None
     children = children or ChildSummary()
-    if conv.recover_on_child_errors and children.last_run_failed:
-        return None  # the agent that ran last under it failed: nothing recovered
+    if conv.recover_on_child_errors and children.last_run_failed \
+            and children.last_ok_ns <= children.last_run_end_ns:
+        return None  # the agent that ran last under it failed, and nothing went on after
     text = partial(as_text, redact=redact)
 
     escalations = max(as_int(first(attrs, conv.escalations)) or 0, 0)

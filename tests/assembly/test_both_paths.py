@@ -196,6 +196,18 @@ def test_a_run_gives_the_same_diary_in_process_and_in_serve(profile: str, root: 
     assert sorted(serve_diaries(conventions, spans, shuffle)) == sorted(diaries)
 
 
+def test_a_step_ended_ok_around_a_failed_sub_agent_is_no_run_going_on() -> None:
+    """A chain that ended OK around a sub-agent's failed run, with nothing after, is not
+    the run going on past it: no diary, in process and in ``serve`` (which read the chain
+    as going on: nothing under it was looked at)."""
+    helper = Node("helper", True, start=109, end=110)
+    root = Node("run", False, [Node("summary", False, [helper], start=108, end=120)],
+                start=107, end=130)
+    diaries, spans = in_process("openinference", root)
+    assert diaries == []
+    assert serve_diaries("openinference", spans) == []
+
+
 def after_a_restart(profile: str, spans: list[ReadableSpan], shuffle: Random) -> list[str]:
     """The diaries ``serve`` writes for ``spans``, sent in any order over two requests and
     journaled, when it ended before deciding any and took them back on its next start."""

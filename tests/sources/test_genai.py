@@ -219,6 +219,26 @@ def test_an_agent_run_a_step_of_which_failed_last_fails_its_task(
     assert [diary.outcome for diary in genai.diaries()] == ["recovered", "recovered"]
 
 
+def test_an_agent_that_went_on_after_its_sub_agent_failed_recovered(
+        genai: GenAIHarness) -> None:
+    """An agent whose sub-agent failed, and which then called its model itself and
+    answered, got past the failure: the run is recovered. The same run with nothing after
+    the sub-agent failed (as the OpenAI Agents SDK's workflow around a failed agent)."""
+    with genai.agent("lead"):
+        with genai.agent("helper") as helper:
+            genai.chat()
+            helper.set_status(Status(StatusCode.ERROR, "helper gave up"))
+        genai.chat()
+    [diary] = genai.diaries()
+    assert (diary.agent, diary.outcome) == ("lead", "recovered")
+    assert "1 failed call(s)" in diary.body
+    with genai.agent("lead"):
+        genai.chat()
+        with genai.agent("helper") as helper:
+            helper.set_status(Status(StatusCode.ERROR, "helper gave up"))
+    assert len(genai.diaries()) == 1
+
+
 def test_a_step_that_ended_ok_around_a_failure_did_not_go_on(genai: GenAIHarness) -> None:
     """A step that ended OK while a failure went up through it (OpenInference ends an
     agent's turn so around a sub-agent whose guardrail stopped it, the app gets the
