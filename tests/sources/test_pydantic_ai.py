@@ -84,6 +84,50 @@ def test_an_agent_run_is_one_diary(stream: bool) -> None:
     serve.check(sink.diaries)
 
 
+def test_an_agent_that_answered_after_its_delegate_failed_is_recovered() -> None:
+    """A lead agent whose tool delegates to another agent, which fails (its tool raised),
+    catches the failure and answers itself: one recovered diary, the lead's. The failed
+    agent's run is not the run's end: the lead's own model call went on after it."""
+    sink = InMemorySink()
+    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
+                              shutdown_on_exit=False)
+    processor = DiarySpanProcessor(enabled=True, sinks=[sink], conventions="genai")
+    provider.add_span_processor(processor)
+    serve = SameInServe(provider, "genai")
+    script: list[str | int | ToolCall] = [ToolCall("delegate", '{"question": "release?"}'),
+                                          ToolCall("lookup", '{"term": "release"}'),
+                                          "The release moved."]
+    with serve_asgi(ChatServer(script=script, model=MODEL)) as url:
+        model = OpenAIChatModel(MODEL, provider=OpenAIProvider(base_url=url + "/v1",
+                                                                api_key="test-key"))
+        searcher, lead = Agent(model, name="searcher"), Agent(model, name="lead")
+
+        @searcher.tool_plain  # type: ignore[untyped-decorator, unused-ignore]  # (3.10: no stubs)
+        def lookup(term: str) -> str:
+            """Look a term up."""
+            raise RuntimeError("search index offline")
+
+        @lead.tool_plain  # type: ignore[untyped-decorator, unused-ignore]
+        async def delegate(question: str) -> str:
+            """Ask the searcher."""
+            try:
+                return (await searcher.run(question)).output
+            except RuntimeError as exc:
+                return f"the searcher failed: {exc}"
+
+        Agent.instrument_all(InstrumentationSettings(tracer_provider=provider))
+        try:
+            assert lead.run_sync("What changed?").output == "The release moved."
+        finally:
+            Agent.instrument_all(False)
+    assert processor.force_flush(10_000)
+    provider.shutdown()
+    [diary] = sink.diaries
+    assert (diary.agent, diary.outcome, diary.title) == ("lead", "recovered", "What changed?")
+    assert "First error: RuntimeError: search index offline" in diary.body
+    serve.check(sink.diaries)
+
+
 def test_the_readme_snippet_gives_one_diary(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The README's Pydantic AI lines, run as written on an app's provider, give the run
