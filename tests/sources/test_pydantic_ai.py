@@ -4,18 +4,17 @@ against the local OpenAI-compatible server."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from otel_diary import DiarySpanProcessor
 from otel_diary.pipeline.render import parse_front_matter
-from otel_diary.testing import InMemorySink
+from tests.sources.test_genai import GenAIHarness
 from tests.sources.test_openinference import readme_snippet
 from tests.support.loopback import ChatServer, ToolCall, serve_asgi
-from tests.support.serve_path import SameInServe
 
 pytest.importorskip("pydantic_ai", reason="pydantic-ai 2 needs Python 3.11 or later")
 
@@ -27,30 +26,45 @@ from pydantic_ai.providers.openai import OpenAIProvider
 MODEL = "gpt-test"
 
 
+class Harness(GenAIHarness):
+    """The `genai` harness, with Pydantic AI's models."""
+
+    @contextmanager
+    def model(self, script: list[str | int | ToolCall]) -> Iterator[OpenAIChatModel]:
+        """A model on a local server answering ``script``, with Pydantic AI's
+        instrumentation on this provider meanwhile."""
+        with serve_asgi(ChatServer(script=script, model=MODEL)) as url:
+            Agent.instrument_all(InstrumentationSettings(tracer_provider=self.provider))
+            try:
+                yield OpenAIChatModel(MODEL, provider=OpenAIProvider(base_url=url + "/v1",
+                                                                      api_key="test-key"))
+            finally:
+                Agent.instrument_all(False)
+
+
+@pytest.fixture
+def harness() -> Iterator[Harness]:
+    made = Harness()
+    yield made
+    made.provider.shutdown()
+    made.serve.check(made.sink.diaries)
+
+
 async def streamed(agent: Agent[None, str], question: str) -> str:
     async with agent.run_stream(question) as result:
         return await result.get_output()
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
-def test_an_agent_run_is_one_diary(stream: bool) -> None:
+def test_an_agent_run_is_one_diary(harness: Harness, stream: bool) -> None:
     """A Pydantic AI agent run with a tool the model calls twice (the first call asks for a
     retry) is one recovered diary: the agent's name, the model, the summed tokens, the tool
     by name, the error class, the question as title and the final answer; the same when
     the run streams its answer."""
-    sink = InMemorySink()
-    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
-                              shutdown_on_exit=False)
-    processor = DiarySpanProcessor(enabled=True, sinks=[sink], conventions="genai")
-    provider.add_span_processor(processor)
-    serve = SameInServe(provider, "genai")
     lookups: list[str] = []
     lookup_call = ToolCall("lookup", '{"term": "release"}')
-    server = ChatServer(script=[lookup_call, lookup_call, "The release moved. Details follow."],
-                        model=MODEL)
-    with serve_asgi(server) as url:
-        model = OpenAIChatModel(MODEL, provider=OpenAIProvider(base_url=url + "/v1",
-                                                                api_key="test-key"))
+    with harness.model([lookup_call, lookup_call, "The release moved. Details follow."]) \
+            as model:
         agent = Agent(model, name="researcher")
 
         @agent.tool_plain  # type: ignore[untyped-decorator, unused-ignore]  # (3.10: no stubs)
@@ -61,16 +75,10 @@ def test_an_agent_run_is_one_diary(stream: bool) -> None:
                 raise ModelRetry("lookup timed out, try again")
             return f"notes about {term}"
 
-        Agent.instrument_all(InstrumentationSettings(tracer_provider=provider))
-        try:
-            answer = (asyncio.run(streamed(agent, "What changed?")) if stream
-                      else agent.run_sync("What changed?").output)
-            assert answer == "The release moved. Details follow."
-        finally:
-            Agent.instrument_all(False)
-    assert processor.force_flush(10_000)
-    provider.shutdown()
-    [diary] = sink.diaries
+        answer = (asyncio.run(streamed(agent, "What changed?")) if stream
+                  else agent.run_sync("What changed?").output)
+        assert answer == "The release moved. Details follow."
+    [diary] = harness.diaries()
     front = parse_front_matter(diary.content)
     assert (diary.agent, front["model"], front["tokens"]) == ("researcher", MODEL, 3 * 18)
     assert diary.title == "What changed?"
@@ -81,25 +89,16 @@ def test_an_agent_run_is_one_diary(stream: bool) -> None:
     assert "1 failed call(s) (pydantic_ai.exceptions.ToolRetryError)" in diary.body
     assert ("First error: pydantic_ai.exceptions.ToolRetryError: lookup timed out, try again"
             in diary.body)
-    serve.check(sink.diaries)
 
 
-def test_an_agent_that_answered_after_its_delegate_failed_is_recovered() -> None:
+def test_an_agent_that_answered_after_its_delegate_failed_is_recovered(
+        harness: Harness) -> None:
     """A lead agent whose tool delegates to another agent, which fails (its tool raised),
     catches the failure and answers itself: one recovered diary, the lead's. The failed
     agent's run is not the run's end: the lead's own model call went on after it."""
-    sink = InMemorySink()
-    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
-                              shutdown_on_exit=False)
-    processor = DiarySpanProcessor(enabled=True, sinks=[sink], conventions="genai")
-    provider.add_span_processor(processor)
-    serve = SameInServe(provider, "genai")
-    script: list[str | int | ToolCall] = [ToolCall("delegate", '{"question": "release?"}'),
-                                          ToolCall("lookup", '{"term": "release"}'),
-                                          "The release moved."]
-    with serve_asgi(ChatServer(script=script, model=MODEL)) as url:
-        model = OpenAIChatModel(MODEL, provider=OpenAIProvider(base_url=url + "/v1",
-                                                                api_key="test-key"))
+    with harness.model([ToolCall("delegate", '{"question": "release?"}'),
+                        ToolCall("lookup", '{"term": "release"}'), "The release moved."]) \
+            as model:
         searcher, lead = Agent(model, name="searcher"), Agent(model, name="lead")
 
         @searcher.tool_plain  # type: ignore[untyped-decorator, unused-ignore]  # (3.10: no stubs)
@@ -115,17 +114,10 @@ def test_an_agent_that_answered_after_its_delegate_failed_is_recovered() -> None
             except RuntimeError as exc:
                 return f"the searcher failed: {exc}"
 
-        Agent.instrument_all(InstrumentationSettings(tracer_provider=provider))
-        try:
-            assert lead.run_sync("What changed?").output == "The release moved."
-        finally:
-            Agent.instrument_all(False)
-    assert processor.force_flush(10_000)
-    provider.shutdown()
-    [diary] = sink.diaries
+        assert lead.run_sync("What changed?").output == "The release moved."
+    [diary] = harness.diaries()
     assert (diary.agent, diary.outcome, diary.title) == ("lead", "recovered", "What changed?")
     assert "First error: RuntimeError: search index offline" in diary.body
-    serve.check(sink.diaries)
 
 
 def test_the_readme_snippet_gives_one_diary(tmp_path: Path,
