@@ -8,8 +8,6 @@ time in every ``opentelemetry-instrument`` run next to ``opentelemetry-instrumen
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,23 +30,15 @@ from tests.sources.test_openinference import (
     handoff_script,
     readme_lines_run,
 )
+from tests.support.apart import on_path
 from tests.support.apps import genai_agent
 from tests.support.loopback import ChatServer, ToolCall, serve_asgi
 from tests.support.serve_path import SameInServe
 
-TRACELOOP = Path(sys.prefix) / "traceloop"
-"""Where ``make`` installs the pinned traceloop instrumentations (see the Makefile)."""
-
 
 @pytest.fixture(scope="module", autouse=True)
 def traceloop_on_path() -> Iterator[None]:
-    if not TRACELOOP.is_dir():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{TRACELOOP} is missing: `make` installs traceloop's instrumentations")
-        pytest.skip(f"{TRACELOOP} is missing: `make` installs it with the test set-up")
-    sys.path.append(str(TRACELOOP))
-    yield
-    sys.path.remove(str(TRACELOOP))
+    yield from on_path("traceloop")
 
 
 @pytest.fixture(autouse=True)
