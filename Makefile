@@ -11,6 +11,13 @@ DEMO_DIR ?= ./demo-kb
 TRACELOOP := opentelemetry-instrumentation-openai==0.62.4 \
 	opentelemetry-instrumentation-openai-agents==0.62.4 opentelemetry-semantic-conventions-ai==0.5.1
 
+# Strands Agents, tested in tests/sources/test_strands.py, with the packages it imports that
+# the environment lacks, in a folder of its own too: it asks for mcp<2.2 and openai<3, older
+# than the environment's MCP SDK and openai, and runs on those here.
+STRANDS := strands-agents==1.62.0 docstring-parser==0.17.0 watchdog==6.0.0 \
+	opentelemetry-instrumentation-threading==0.66b1 boto3==1.44.18 botocore==1.44.18 \
+	s3transfer==0.19.3 jmespath==1.1.0 python-dateutil==2.9.0.post0 six==1.17.0
+
 # The C reader's translation units and header (setup.py lists the same sources).
 OTLPSCAN_DIR := otel_diary/receiver/_otlpscan_c
 OTLPSCAN     := $(wildcard $(OTLPSCAN_DIR)/*.c $(OTLPSCAN_DIR)/*.h)
@@ -23,6 +30,8 @@ $(STAMP): pyproject.toml setup.py Makefile $(OTLPSCAN)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
 		--target $(VENV)/traceloop $(TRACELOOP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
+		--target $(VENV)/strands $(STRANDS)
 	touch $(STAMP)
 
 # The demo's diaries go to $(DEMO_DIR) in the checkout (git-ignored), rewritten each run.

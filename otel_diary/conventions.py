@@ -162,7 +162,8 @@ GENAI = Conventions(
     model=("gen_ai.request.model", "gen_ai.response.model"),
     tokens=(),
     task_marker="gen_ai.operation.name",
-    task_marker_values=frozenset({"invoke_agent", "invoke_workflow"}),
+    task_marker_values=frozenset({"invoke_agent", "invoke_workflow",
+                                  "invoke_swarm", "invoke_graph"}),
     recover_on_child_errors=True,
     agent_run_values=frozenset({"invoke_agent"}),
     tool_name=("gen_ai.tool.name",),
@@ -170,9 +171,10 @@ GENAI = Conventions(
     input_messages=("gen_ai.input.messages",),
     output_messages=("gen_ai.output.messages",),
 )
-"""OpenTelemetry GenAI conventions: an ``invoke_agent``/``invoke_workflow`` span whose parent
-is not one is the task; tokens and models come from its child spans; a run that succeeded
-after failed child spans is recovered. The task id is ``gen_ai.conversation.id``, else the
+"""OpenTelemetry GenAI conventions: an ``invoke_agent``/``invoke_workflow`` span (or a Strands
+Agents swarm or graph: ``invoke_swarm``, ``invoke_graph``) whose parent is not one is the
+task; tokens and models come from its child spans; a run that succeeded after failed child
+spans is recovered. The task id is ``gen_ai.conversation.id``, else the
 span id. Current and older attribute names are read (``gen_ai.provider.name`` or
 ``gen_ai.system``; ``gen_ai.usage.input_tokens`` or ``gen_ai.usage.prompt_tokens``).
 Tools are named by ``gen_ai.tool.name``; captured messages (``gen_ai.input.messages``,

@@ -65,7 +65,8 @@ def test_builtin_profiles_by_name() -> None:
     assert load_conventions("orchestrator") is ORCHESTRATOR
     assert load_conventions(" GenAI ") is GENAI
     assert GENAI.task_marker == "gen_ai.operation.name"
-    assert GENAI.task_marker_values == frozenset({"invoke_agent", "invoke_workflow"})
+    assert GENAI.task_marker_values == frozenset({"invoke_agent", "invoke_workflow",
+                                                  "invoke_swarm", "invoke_graph"})
     assert GENAI.recover_on_child_errors
 
 

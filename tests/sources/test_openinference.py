@@ -605,13 +605,14 @@ def test_langgraph_run_through_serve_is_one_recovered_diary(tmp_path: Path,
 # -- the README's snippets, run as written -----------------------------------------------
 
 
-def readme_snippet(label: str) -> str:
-    """The python block after ``**<label>**`` in the README's "Agent frameworks" section."""
+def readme_snippet(label: str, language: str = "python") -> str:
+    """The ``language`` block after ``**<label>**`` in the README's "Agent frameworks"
+    section."""
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     start = readme.index("## Agent frameworks\n")
     section = readme[start:readme.index("\n## ", start + 1)]
     after = section[section.index(f"**{label}**"):]
-    return after.split("```python\n", 1)[1].split("```", 1)[0]
+    return after.split(f"```{language}\n", 1)[1].split("```", 1)[0]
 
 
 @contextmanager
