@@ -75,11 +75,14 @@ PROFILES["traceloop"] = {  # read under ``auto``
 """Each profile's spans by kind: the run (its task span), a plain span, model calls (one
 reporting usage, one whose prompt and answer are captured), a span adding up usage (a
 chain under OpenInference: a task span nested in the run), tool calls, a sub-agent."""
-CONVENTIONS = {"traceloop": "auto"}
+PROFILES["strands"] = {  # a Strands Agents swarm, read under ``genai``
+    **PROFILES["genai"], "run": {"gen_ai.operation.name": "invoke_swarm"}}
+CONVENTIONS = {"traceloop": "auto", "strands": "genai"}
 """The conventions a profile's spans are read with, when not the profile's own name."""
 MESSAGES = {"genai": ("gen_ai.input.messages", "gen_ai.output.messages"),
             "openinference": ("input.value", "output.value")}
-MESSAGES["orchestrator"] = MESSAGES["auto"] = MESSAGES["traceloop"] = MESSAGES["genai"]
+MESSAGES["orchestrator"] = MESSAGES["auto"] = MESSAGES["traceloop"] = MESSAGES["strands"] = \
+    MESSAGES["genai"]
 TASK_IDS = {"gen_ai.conversation.id", "session.id", "orchestrator.task.id"}
 KINDS = sorted(PROFILES["genai"].keys() - {"run"})
 
