@@ -264,10 +264,17 @@ whose OpenAI Agents SDK instrumentation puts a run's agents under a ``workflow``
 no GenAI operation: that span is the run, so a handoff is one diary. Alone it would miss
 the ``invoke_agent`` spans an app opens itself."""
 
-AUTO = _detecting(ORCHESTRATOR, GENAI, OPENINFERENCE, TRACELOOP_RUNS)
+WORKFLOW_RUNS = dataclasses.replace(GENAI, task_marker="workflow.name", task_marker_values=None,
+                                    agent_run_values=frozenset())
+"""Of ``auto`` only: ``genai`` read from Microsoft Agent Framework's workflow runs (the
+``workflow.run`` span, marked by its ``workflow.name``, with no GenAI operation): that span
+is the run, so a workflow of agents is one diary. Alone it would miss the agents run
+outside a workflow."""
+
+AUTO = _detecting(ORCHESTRATOR, GENAI, OPENINFERENCE, TRACELOOP_RUNS, WORKFLOW_RUNS)
 """Detect the profile per run: a span marked a task by ``orchestrator``, ``genai`` or
-``openinference`` (tried in that order), or a traceloop workflow or agent span, is a task
-span, read with the profile that marks it,
+``openinference`` (tried in that order), a traceloop workflow or agent span, or a Microsoft
+Agent Framework workflow run, is a task span, read with the profile that marks it,
 so an ``orchestrator`` run's own facts and outcome read as under ``orchestrator``. Child spans
 are read under every profile's names, so an orchestrator run that also holds OpenInference
 spans counts their tokens too: for that reason ``auto`` is not the default. Claude Code is

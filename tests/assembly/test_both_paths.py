@@ -77,12 +77,14 @@ reporting usage, one whose prompt and answer are captured), a span adding up usa
 chain under OpenInference: a task span nested in the run), tool calls, a sub-agent."""
 PROFILES["strands"] = {  # a Strands Agents swarm, read under ``genai``
     **PROFILES["genai"], "run": {"gen_ai.operation.name": "invoke_swarm"}}
-CONVENTIONS = {"traceloop": "auto", "strands": "genai"}
+PROFILES["agent-framework"] = {  # a Microsoft Agent Framework workflow, read under ``auto``
+    **PROFILES["genai"], "run": {"workflow.name": "Flow", "workflow.id": "w-1"}}
+CONVENTIONS = {"traceloop": "auto", "strands": "genai", "agent-framework": "auto"}
 """The conventions a profile's spans are read with, when not the profile's own name."""
 MESSAGES = {"genai": ("gen_ai.input.messages", "gen_ai.output.messages"),
             "openinference": ("input.value", "output.value")}
-MESSAGES["orchestrator"] = MESSAGES["auto"] = MESSAGES["traceloop"] = MESSAGES["strands"] = \
-    MESSAGES["genai"]
+for profile in ("orchestrator", "auto", "traceloop", "strands", "agent-framework"):
+    MESSAGES[profile] = MESSAGES["genai"]
 TASK_IDS = {"gen_ai.conversation.id", "session.id", "orchestrator.task.id"}
 KINDS = sorted(PROFILES["genai"].keys() - {"run"})
 

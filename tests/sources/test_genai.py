@@ -20,17 +20,17 @@ from tests.support.serve_path import SameInServe
 
 
 class GenAIHarness:
-    """A provider whose diary processor uses the `genai` profile; after each test,
-    ``serve`` must write the same diaries from the spans it ended."""
+    """A provider whose diary processor uses the `genai` profile (or ``profile``); after
+    each test, ``serve`` must write the same diaries from the spans it ended."""
 
-    def __init__(self) -> None:
+    def __init__(self, profile: str = "genai") -> None:
         self.sink = InMemorySink()
         self.provider = TracerProvider(resource=Resource.create({"service.name": "svc"}),
                                        shutdown_on_exit=False)
         self.processor = DiarySpanProcessor(enabled=True, sinks=[self.sink],
-                                            conventions="genai")
+                                            conventions=profile)
         self.provider.add_span_processor(self.processor)
-        self.serve = SameInServe(self.provider, "genai")
+        self.serve = SameInServe(self.provider, profile)
         self.tracer: Tracer = self.provider.get_tracer("tests")
 
     def diaries(self) -> list[Diary]:
