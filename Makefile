@@ -18,6 +18,11 @@ STRANDS := strands-agents==1.62.0 docstring-parser==0.17.0 watchdog==6.0.0 \
 	opentelemetry-instrumentation-threading==0.66b1 boto3==1.44.18 botocore==1.44.18 \
 	s3transfer==0.19.3 jmespath==1.1.0 python-dateutil==2.9.0.post0 six==1.17.0
 
+# AutoGen AgentChat, tested in tests/sources/test_autogen.py, apart too: it asks for
+# protobuf 5, older than the environment's, and runs on it here.
+AUTOGEN := autogen-agentchat==0.7.5 autogen-core==0.7.5 autogen-ext==0.7.5 jsonref==1.1.0 \
+	pillow==11.3.0 aiofiles==25.1.0
+
 # The C reader's translation units and header (setup.py lists the same sources).
 OTLPSCAN_DIR := otel_diary/receiver/_otlpscan_c
 OTLPSCAN     := $(wildcard $(OTLPSCAN_DIR)/*.c $(OTLPSCAN_DIR)/*.h)
@@ -32,6 +37,8 @@ $(STAMP): pyproject.toml setup.py Makefile $(OTLPSCAN)
 		--target $(VENV)/traceloop $(TRACELOOP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
 		--target $(VENV)/strands $(STRANDS)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
+		--target $(VENV)/autogen $(AUTOGEN)
 	touch $(STAMP)
 
 # The demo's diaries go to $(DEMO_DIR) in the checkout (git-ignored), rewritten each run.
