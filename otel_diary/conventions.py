@@ -174,9 +174,9 @@ GENAI = Conventions(
 """OpenTelemetry GenAI conventions: an ``invoke_agent``/``invoke_workflow`` span (or a Strands
 Agents swarm or graph: ``invoke_swarm``, ``invoke_graph``) whose parent is not one is the
 task; tokens and models come from its child spans; a run that succeeded after failed child
-spans is recovered. The task id is ``gen_ai.conversation.id``, else the
-span id. Current and older attribute names are read (``gen_ai.provider.name`` or
-``gen_ai.system``; ``gen_ai.usage.input_tokens`` or ``gen_ai.usage.prompt_tokens``).
+spans is recovered. The task id is ``gen_ai.conversation.id``, else the span id. Current
+and older attribute names are read (``gen_ai.provider.name`` or ``gen_ai.system``;
+``gen_ai.usage.input_tokens`` or ``gen_ai.usage.prompt_tokens``).
 Tools are named by ``gen_ai.tool.name``; captured messages (``gen_ai.input.messages``,
 ``gen_ai.output.messages``) give the title and the final answer."""
 
@@ -268,8 +268,8 @@ WORKFLOW_RUNS = dataclasses.replace(GENAI, task_marker="workflow.name", task_mar
                                     agent_run_values=frozenset())
 """Of ``auto`` only: ``genai`` read from Microsoft Agent Framework's workflow runs (the
 ``workflow.run`` span, marked by its ``workflow.name``, with no GenAI operation): that span
-is the run, so a workflow of agents is one diary. Alone it would miss the agents run
-outside a workflow."""
+is the run, so a workflow of agents is one diary. Any span with a ``workflow.name`` is a
+run under ``auto``. Alone it would miss the agents run outside a workflow."""
 
 AUTO = _detecting(ORCHESTRATOR, GENAI, OPENINFERENCE, TRACELOOP_RUNS, WORKFLOW_RUNS)
 """Detect the profile per run: a span marked a task by ``orchestrator``, ``genai`` or
