@@ -135,7 +135,9 @@ class ChildSummary:
     tools: dict[str, int] = field(default_factory=dict)
     """Tool calls by tool name (at most ``MAX_LIST`` names)."""
     agents: dict[str, int] = field(default_factory=dict)
-    """Names of agents that ran under the task (nested agent spans), as ``models``."""
+    """Names of agents that ran under the task (nested agent spans), as ``models``, but
+    for a nested task span (an agent's own run) by when it started: an agent ranks before
+    those it ran (an agent used as another's tool ends first)."""
     first_input: str | None = None
     """The captured input messages of the first span that had them (not yet redacted)."""
     first_input_ns: int = 0
@@ -182,9 +184,9 @@ class ChildSummary:
 
     def add(self, attributes: Mapping[str, object], is_error: bool,
             conventions: Conventions, end_ns: int = 0,
-            below: ChildSummary | None = None) -> None:
+            below: ChildSummary | None = None, started_ns: int | None = None) -> None:
         """Fold one child span's attributes into the summary (``end_ns``: when it ended,
-        if known).
+        if known; ``started_ns``: when it started, of a nested task span).
 
         ``below`` is what the spans under this one contributed, if any. A span's token
         usage covers theirs (two instrumentations of one model call, an agent's span
@@ -292,7 +294,8 @@ class ChildSummary:
             if agent is not None:
                 agent = as_text(agent, 256)
                 if agent:
-                    self.names += _name(self.agents, agent, end_ns)
+                    self.names += _name(self.agents, agent,
+                                        end_ns if started_ns is None else started_ns)
                 break
         if conventions.input_messages and (self.first_input is None
                                            or end_ns <= self.first_input_ns):

@@ -62,6 +62,9 @@ class _Trace:
     links: list[bytes] = field(default_factory=list)
     """Parent links of the trace's spans (see :class:`~otel_diary.assembly.table.Ancestry`)."""
     link_count: int = 0
+    starts: dict[bytes, int] | None = None
+    """When each nested task span taken in as a contribution started, by span id (its
+    agent ranks by it: see ``ChildSummary.agents``); within the contribution's size."""
 
 
 MAX_LINKS = 2**17
@@ -485,7 +488,11 @@ class TraceStore:
         if not gc.is_tracked(entry.contributions):  # see Part: a new tuple is tracked
             entry.contributions = list(entry.contributions)
         entry.contributions.append(nested)
-        entry.contribution_ids.append(record.span_id.to_bytes(8, "big"))
+        span_id = record.span_id.to_bytes(8, "big")
+        entry.contribution_ids.append(span_id)
+        if entry.starts is None:
+            entry.starts = {}
+        entry.starts[span_id] = record.start_ns
         entry.size += nested.size
         self.bytes += nested.size
         self.spans += 1
@@ -538,9 +545,11 @@ class TraceStore:
             self.spans -= 1
             self._release(entry, contribution.size)
         below = covered(owned, view.ancestry, task_id, self.conventions)
+        starts = entry.starts  # handed over with their contributions
         for span_id, contribution in owned:
             summary.add(contribution.attributes, contribution.is_error, self.conventions,
-                        contribution.end_ns, below.get(span_id) if below else None)
+                        contribution.end_ns, below.get(span_id) if below else None,
+                        starts.pop(span_id, None) if starts else None)
         return summary
 
     def _group(self, entry: _Trace, view: _View, ends: list[tuple[int, int]],

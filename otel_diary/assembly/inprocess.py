@@ -275,7 +275,7 @@ class TraceAssembler:
             if nested is not None:
                 inner = entry.take(nested.span_id, rest=False)
                 inner.add(_facts(nested), nested.is_error, self._conventions,
-                          nested.end_ns, below=inner)
+                          nested.end_ns, below=inner, started_ns=nested.start_ns)
                 outer = entry.bucket(record.span_id)
                 before = _text_size(outer)
                 outer.merge(inner)

@@ -218,6 +218,27 @@ def test_a_handoff_is_one_diary(harness: Harness) -> None:
     assert 'The final answer began: "The release moved."' in diary.body
 
 
+@pytest.mark.usefixtures("instrumented_agents")
+def test_an_agent_another_uses_as_a_tool_is_part_of_its_diary(harness: Harness) -> None:
+    """A lead agent calling a translator agent as its tool (``as_tool``) is one diary, by
+    the lead: the agent that started first, not the translator, whose run ended first."""
+    script = ChatServer(script=[ToolCall("translate", '{"input": "What changed?"}'),
+                                "Qu'est-ce qui a change ?", "Translated."], model=MODEL)
+    with serve_asgi(script) as url:
+        client = openai.AsyncOpenAI(base_url=url + "/v1", max_retries=0)
+        model = agents.OpenAIChatCompletionsModel(model=MODEL, openai_client=client)
+        translator = agents.Agent(name="translator", instructions="Translate.", model=model)
+        lead = agents.Agent(name="lead", instructions="Use your tools.", model=model,
+                            tools=[translator.as_tool(tool_name="translate",
+                                                      tool_description="Translate.")])
+        assert agents.Runner.run_sync(lead, "What changed?").final_output == "Translated."
+    [diary] = harness.diaries()
+    front = parse_front_matter(diary.content)
+    assert (diary.agent, diary.outcome, diary.title) == ("lead", "completed", "What changed?")
+    assert front["tokens"] == 3 * CALL_TOKENS
+    assert "translate (1)" in diary.body
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
 @pytest.mark.usefixtures("instrumented_agents")
 def test_agents_sdk_run_is_one_recovered_diary(harness: Harness, stream: bool) -> None:
