@@ -140,8 +140,9 @@ def test_the_pool_lines_of_an_app_are_left_as_they_are(
     closed = free_port()
     url = f"postgresql://app:pw@127.0.0.1:{closed}/app"
     with caplog.at_level(logging.WARNING, logger="psycopg.pool"):
-        with pytest.raises(IndexUnavailable, match="cannot reach"):
-            PostgresStore(url, timeout_s=0.5).count()
+        with PostgresStore(url, timeout_s=0.5) as store, \
+                pytest.raises(IndexUnavailable, match="cannot reach"):
+            store.count()
         with ConnectionPool(url, min_size=0, max_size=1, name=POOL_NAME, timeout=0.5,
                             reconnect_timeout=0.5) as pool, pytest.raises(PoolTimeout):
             pool.getconn()
@@ -215,11 +216,12 @@ def test_a_password_libpq_takes_unencoded_is_never_shown(password: str) -> None:
     name kept the start of the password, in every message. (libpq misreads a ``/`` there:
     the password is still never shown.)"""
     port = free_port()
-    store = PostgresStore(f"postgresql://diary:{password}@127.0.0.1:{port}/kb", timeout_s=0.5)
-    if "/" not in password:
-        assert store.where == f"postgresql://127.0.0.1:{port}/kb"
-    with pytest.raises(IndexUnavailable) as failed:
-        store.count()
+    with PostgresStore(f"postgresql://diary:{password}@127.0.0.1:{port}/kb",
+                       timeout_s=0.5) as store:
+        if "/" not in password:
+            assert store.where == f"postgresql://127.0.0.1:{port}/kb"
+        with pytest.raises(IndexUnavailable) as failed:
+            store.count()
     for shown in (store.where, str(failed.value)):
         assert "Sec" not in shown and "ret-991" not in shown
 

@@ -68,8 +68,9 @@ def test_a_lesson_locked_by_a_stalled_writer_fails_that_lesson_only(
         with psycopg.connect(postgres_url) as stalled:
             stalled.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                             (f"lesson:{signature}",))
-            with pytest.raises(IndexUnavailable, match="lock another writer holds"):
-                PostgresStore(postgres_url, timeout_s=0.5).add_lesson(signature, seen)
+            with PostgresStore(postgres_url, timeout_s=0.5) as other, \
+                    pytest.raises(IndexUnavailable, match="lock another writer holds"):
+                other.add_lesson(signature, seen)
             assert filled_store.count() == 4
             assert filled_store.search("task").hits
             stalled.rollback()
