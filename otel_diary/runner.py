@@ -139,9 +139,14 @@ class Runner:
         self._thread: threading.Thread | None = None
         self._started = False
         self._stopped = False
+        self._done = False
+        """Whether the thread is past its last round (set with ``_ended_lock`` held)."""
         self._renew()
 
     def _renew(self) -> None:
+        self._then: Callable[[], None] | None = None
+        """What :meth:`stop` left for the thread to call as it ends."""
+        self._ended_lock = threading.Lock()
         self._wake = threading.Event()
         self._rounds = threading.Condition()
         self._begun = 0
@@ -161,6 +166,7 @@ class Runner:
         if self.alive or self._stopped:
             return
         self._started = True
+        self._done = False
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
@@ -177,19 +183,26 @@ class Runner:
             return self._rounds.wait_for(lambda: self._ended >= target or not self.alive,
                                          max(timeout_s, 0.0))
 
-    def stop(self, timeout_s: float) -> bool:
+    def stop(self, timeout_s: float, then: Callable[[], None] | None = None) -> bool:
         """Run the last rounds (until the work is finished or ``timeout_s`` passed) and end
-        the thread; True when it ended in time. Idempotent."""
+        the thread; True when it ended in time. Idempotent. ``then`` is called once the
+        thread has ended: here, or by the thread as it ends when it is still in a round
+        (a call that outlasts the timeout), so what the work uses is released after it."""
         if not self._stopped:
             self._stopped = True
             self.deadline = time.monotonic() + max(timeout_s, 0.0)
             self.stopping = True
             self._wake.set()
         thread = self._thread
-        if thread is None or not thread.is_alive():
-            return True
-        thread.join(max(self.deadline - time.monotonic(), 0.0) + 0.05)
-        return not thread.is_alive()
+        if thread is not None and thread.is_alive():
+            thread.join(max(self.deadline - time.monotonic(), 0.0) + 0.05)
+        with self._ended_lock:
+            ended = thread is None or self._done
+            if not ended:
+                self._then = then
+        if ended and then is not None:
+            then()
+        return ended
 
     def join(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for the thread of a stopped runner to end, past the
@@ -213,6 +226,21 @@ class Runner:
     # -- thread ---------------------------------------------------------------------------
 
     def _run(self) -> None:
+        try:
+            self._rounds_until_stopped()
+        finally:
+            with self._ended_lock:  # ended, for stop(): from here it calls ``then`` itself
+                then, self._then = self._then, None
+                self._done = True
+            if then is not None:
+                try:
+                    with suppressed():
+                        then()
+                except Exception:
+                    logger.debug("otel-diary %s: releasing after the last round failed",
+                                 self.name, exc_info=True)
+
+    def _rounds_until_stopped(self) -> None:
         with suppressed():
             delay: float | None = 0.0
             while True:

@@ -98,6 +98,38 @@ def test_stop_runs_rounds_until_the_work_is_finished_or_the_deadline() -> None:
     assert 1 < slow.rounds.count(True) < 1000
 
 
+def test_what_stop_releases_waits_for_a_round_that_outlasts_it() -> None:
+    """``then`` is called once the thread is done: by ``stop`` when it ended in time, by
+    the thread as it ends when a round outlasted the timeout (what the round uses is not
+    released under it), and once."""
+    calls: list[str] = []
+    idle = Runner("test-runner", Recorder(), interval_s=60.0)
+    idle.start()
+    assert idle.stop(5.0, then=lambda: calls.append(threading.current_thread().name))
+    assert calls == [threading.current_thread().name]
+
+    in_round, release, released = threading.Event(), threading.Event(), threading.Event()
+
+    def busy(stopping: bool) -> float | None:
+        in_round.set()
+        release.wait(30)
+        return None
+
+    def then() -> None:
+        calls.append(threading.current_thread().name)
+        released.set()
+
+    runner = Runner("test-busy", busy, interval_s=60.0)
+    runner.start()
+    assert in_round.wait(10)
+    assert not runner.stop(0.0, then=then)  # the round goes on
+    assert not released.is_set()
+    release.set()
+    assert released.wait(10)
+    assert calls[1:] == ["test-busy"]  # by the runner's thread, once it was done
+    assert runner.join(10) and calls[1:] == ["test-busy"]
+
+
 def test_a_failing_round_is_counted_and_the_runner_goes_on() -> None:
     """An exception in the work is logged and counted; the next round runs as usual."""
     errors: list[int] = []

@@ -314,13 +314,15 @@ class HubSink:
         if self._closed:
             return
         self._closed = True
-        stopped = self._runner.stop(min(max(timeout_s, 0.0), self.shutdown_timeout_s))
+        # The client is closed once the delivery thread is done with it: a call that
+        # outlasts the timeout ends first (a store's pool left open would make whoever
+        # collects it wait on its threads).
+        self._runner.stop(min(max(timeout_s, 0.0), self.shutdown_timeout_s),
+                          then=self._client.close)
         waiting = len(self.spool)
         if waiting:
             logger.warning("otel-diary stopped with %d diaries for %s in %s; the next "
                            "start delivers them", waiting, self.label, self.spool.directory)
-        if stopped:
-            self._client.close()
 
     # -- delivery thread --------------------------------------------------------------------
 
