@@ -225,6 +225,24 @@ def test_a_hanging_hub_times_out_and_the_diary_is_retried(
     assert sink.stats.retries == 1
 
 
+def test_a_request_under_way_at_close_closes_the_client_when_it_ends(
+        hub: tuple[HubServer, str], sinks: Sinks) -> None:
+    """Closed while the hub holds a request past the shutdown timeout, the sink leaves the
+    client to the delivery thread, which closes it once that request ended: not under the
+    request, and not never (a store's pool left open stalled whoever collected it)."""
+    server, url = hub
+    server.script = ["hang"]
+    server.hang_s = 1.0
+    sink = sinks(url, timeout_s=5.0, shutdown_timeout_s=0.1)
+    sink.write(make_diary(1))
+    assert wait_until(lambda: len(server.posts()) == 1)
+    client = sink._client._client  # the HTTP client
+    sink.close()
+    assert not client.is_closed  # the request goes on
+    assert wait_until(lambda: client.is_closed)
+    assert len(sink.spool) == 1  # the hub never answered: the diary waits for a next start
+
+
 def test_a_hub_outage_does_not_stall_folder_writes(hub: tuple[HubServer, str],
                                                    tmp_path: Path) -> None:
     """With the hub hanging, diaries still reach the folder; shutdown leaves them spooled."""
