@@ -10,7 +10,6 @@ here gives the framework its harness's provider instead.
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,14 +22,18 @@ from agent_framework.openai import OpenAIChatCompletionClient
 from otel_diary.pipeline.render import parse_front_matter
 from tests.sources.test_genai import GenAIHarness
 from tests.sources.test_openinference import readme_snippet
+from tests.support.build_run import (
+    ANSWER,
+    CALL_TOKENS,
+    MODEL,
+    QUESTION,
+    SCRIPT,
+    assert_recovered,
+    build,
+)
 from tests.support.loopback import ChatServer, ToolCall, serve_asgi
-from tests.support.zero_code import APPS, clean_env, diaries, explain, run
+from tests.support.zero_code import run_agent_app
 
-MODEL = "gpt-test"
-CALL_TOKENS = 11 + 7
-"""The tokens the local server reports for each call."""
-QUESTION = "Fix the types in the orders api"
-ANSWER = "Fixed the types; the build passes."
 PLAN = "Plan: fix the types."
 
 
@@ -75,27 +78,11 @@ def test_an_agent_that_got_past_a_failed_tool_is_recovered(harness: Harness) -> 
     """An agent whose tool raised, then succeeded when the model called it again, is one
     recovered diary: titled by the question, with each call's tokens once (the agent span
     also carries their sum), the tool's error and the answer."""
-
-    def build(target: str) -> str:
-        """Build a target."""
-        if target == "orders":
-            raise RuntimeError("TS2345: Argument of type 'string' is not assignable")
-        return "built"
-
-    script: list[str | int | ToolCall] = [ToolCall("build", '{"target": "orders"}'),
-                                          ToolCall("build", '{"target": "orders-fixed"}'),
-                                          ANSWER]
-    with harness.clients(script) as client:
+    with harness.clients(SCRIPT) as client:
         agent = Agent(client=client(), name="builder", tools=[tool(build)])
         assert asyncio.run(answer(agent, QUESTION)) == ANSWER
     [diary] = harness.diaries()
-    front = parse_front_matter(diary.content)
-    assert (diary.agent, diary.outcome, diary.title) == ("builder", "recovered", QUESTION)
-    assert (front["model"], front["tokens"]) == (MODEL, 3 * CALL_TOKENS)
-    assert "Made 2 tool call(s): build (2)." in diary.content
-    assert "First error: RuntimeError: TS2345" in diary.content
-    assert "A call to the build tool failed; a later one succeeded." in diary.content
-    assert f'The final answer began: "{ANSWER}"' in diary.content
+    assert_recovered(diary)
 
 
 def test_a_workflow_of_agents_is_one_diary(harness: Harness) -> None:
@@ -124,12 +111,10 @@ def test_a_workflow_whose_last_agent_failed_writes_nothing(harness: Harness) -> 
 def test_the_readme_line_gives_one_diary_per_run(tmp_path: Path) -> None:
     """The README's line, run as written on an unmodified app (a workflow of two agents),
     gives one diary in the folder, titled by the task, with every call's tokens."""
-    shutil.copy(APPS / "agent_framework_flow.py", tmp_path / "agent.py")
-    with serve_asgi(ChatServer(script=[PLAN, ANSWER], model=MODEL)) as url:
-        env = clean_env(tmp_path, OPENAI_BASE_URL=url + "/v1", OPENAI_API_KEY="test-key")
-        result = run(readme_snippet("Microsoft Agent Framework", "sh").strip(), tmp_path, env)
-    assert result.returncode == 0, explain(result)
-    [front] = diaries(tmp_path / "kb").values()
+    found = run_agent_app("agent_framework_flow.py",
+                          readme_snippet("Microsoft Agent Framework", "sh").strip(),
+                          [PLAN, ANSWER], MODEL, tmp_path)
+    [front] = found.values()
     assert (front["agent"], front["outcome"], front["title"]) == ("planner", "completed",
                                                                   QUESTION)
     assert front["tokens"] == 2 * CALL_TOKENS

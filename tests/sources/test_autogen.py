@@ -9,7 +9,6 @@ Makefile).
 
 from __future__ import annotations
 
-import shutil
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -20,16 +19,14 @@ import pytest
 
 from tests.sources.test_openinference import readme_snippet
 from tests.support.apart import on_path
-from tests.support.loopback import ChatServer, ToolCall, serve_asgi
-from tests.support.zero_code import APPS, clean_env, diaries, explain, run
+from tests.support.build_run import CALL_TOKENS, QUESTION
+from tests.support.loopback import ToolCall
+from tests.support.zero_code import APPS, run_agent_app
 
 pytestmark = pytest.mark.slow  # each test starts an instrumented app
 
 LABEL = "AutoGen AgentChat"
 MODEL = "gpt-4o"  # a model AutoGen's client knows
-CALL_TOKENS = 11 + 7
-"""The tokens the local server reports for each call."""
-TASK = "Fix the types in the orders api"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -41,15 +38,10 @@ def run_app(mode: str, script: list[str | int | ToolCall], tmp_path: Path) -> \
         dict[str, dict[str, Any]]:
     """The diaries (front matter by task id) of the app in ``mode``, run with the README's
     command against a server answering ``script``."""
-    shutil.copy(APPS / "autogen_team.py", tmp_path / "agent.py")
     command = readme_snippet(LABEL, "sh").strip().replace("agent.py", f"agent.py {mode}")
-    with serve_asgi(ChatServer(script=script, model=MODEL)) as url:
-        env = clean_env(tmp_path, OPENAI_BASE_URL=url + "/v1", OPENAI_API_KEY="test-key",
-                        PYTHONPATH=str(Path(sys.prefix) / "autogen"),
-                        OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="openai_agents")
-        result = run(command, tmp_path, env)
-    assert result.returncode == 0, explain(result)
-    return diaries(tmp_path / "kb")
+    return run_agent_app("autogen_team.py", command, script, MODEL, tmp_path,
+                         PYTHONPATH=str(Path(sys.prefix) / "autogen"),
+                         OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="openai_agents")
 
 
 def test_the_app_runs_the_readme_lines() -> None:
@@ -67,7 +59,7 @@ def test_a_team_run_in_the_readme_span_is_one_diary(tmp_path: Path) -> None:
     last one's answer."""
     found = run_app("team", ["Plan: fix the types.", "Fixed the types."], tmp_path)
     [front] = found.values()
-    assert (front["agent"], front["outcome"], front["title"]) == ("planner", "completed", TASK)
+    assert (front["agent"], front["outcome"], front["title"]) == ("planner", "completed", QUESTION)
     assert (front["model"], front["tokens"]) == (MODEL, 2 * CALL_TOKENS)
     assert 'The final answer began: "Fixed the types."' in front["body"]
 
@@ -78,6 +70,6 @@ def test_an_agent_that_got_past_a_failed_tool_is_recovered(tmp_path: Path) -> No
     found = run_app("agent", [ToolCall("build", '{"target": "orders"}'), "Fixed the types."],
                     tmp_path)
     [front] = found.values()
-    assert (front["agent"], front["outcome"], front["title"]) == ("builder", "recovered", TASK)
+    assert (front["agent"], front["outcome"], front["title"]) == ("builder", "recovered", QUESTION)
     assert front["tokens"] == 2 * CALL_TOKENS
     assert "First error: RuntimeError: TS2345" in front["body"]

@@ -26,12 +26,9 @@ from otel_diary.conventions import OPENINFERENCE
 from otel_diary.pipeline.render import parse_front_matter
 from otel_diary.testing import InMemorySink
 from tests.cli.test_serve import Serve
+from tests.support.build_run import CALL_TOKENS, MODEL
 from tests.support.loopback import ChatServer, ToolCall, serve_asgi
 from tests.support.serve_path import SameInServe
-
-MODEL = "gpt-test"
-CALL_TOKENS = 11 + 7
-"""Prompt plus completion tokens the server reports for every successful call."""
 
 
 class Harness:

@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from otel_diary.pipeline.render import parse_front_matter
 from tests.sources.test_genai import GenAIHarness
 from tests.sources.test_openinference import readme_snippet
+from tests.support.build_run import MODEL
 from tests.support.loopback import ChatServer, ToolCall, serve_asgi
 
 pytest.importorskip("pydantic_ai", reason="pydantic-ai 2 needs Python 3.11 or later")
@@ -22,8 +23,6 @@ from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.models.instrumented import InstrumentationSettings
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
-
-MODEL = "gpt-test"
 
 
 class Harness(GenAIHarness):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,14 +23,18 @@ from otel_diary.pipeline.render import parse_front_matter
 from tests.sources.test_genai import GenAIHarness
 from tests.sources.test_openinference import readme_snippet
 from tests.support.apart import on_path
+from tests.support.build_run import (
+    ANSWER,
+    CALL_TOKENS,
+    MODEL,
+    QUESTION,
+    SCRIPT,
+    assert_recovered,
+    build,
+)
 from tests.support.loopback import ChatServer, ToolCall, serve_asgi
-from tests.support.zero_code import APPS, clean_env, diaries, explain, run
+from tests.support.zero_code import run_agent_app
 
-MODEL = "gpt-test"
-CALL_TOKENS = 11 + 7
-"""The tokens the local server reports for each call."""
-QUESTION = "Fix the types in the orders api"
-ANSWER = "Fixed the types; the build passes."
 README_LINE = readme_snippet("Strands Agents", "sh").strip()
 OPT_IN = re.search(r"OTEL_SEMCONV_STABILITY_OPT_IN=(\S+)", README_LINE)[1]  # type: ignore[index]
 """Strands' own settings the README gives: messages on its spans, each run's own tokens."""
@@ -100,26 +103,11 @@ def test_an_agent_that_got_past_a_failed_tool_is_recovered(harness: Harness) -> 
     also carries their sum), the tool's error and the answer."""
     from strands import Agent, tool
 
-    def build(target: str) -> str:
-        """Build a target."""
-        if target == "orders":
-            raise RuntimeError("TS2345: Argument of type 'string' is not assignable")
-        return "built"
-
-    script: list[str | int | ToolCall] = [ToolCall("build", '{"target": "orders"}'),
-                                          ToolCall("build", '{"target": "orders-fixed"}'),
-                                          ANSWER]
-    with harness.models(script) as model:
+    with harness.models(SCRIPT) as model:
         agent = Agent(model=model(), tools=[tool(build)], name="builder", callback_handler=None)
         assert str(agent(QUESTION)).strip() == ANSWER
     [diary] = harness.diaries()
-    front = parse_front_matter(diary.content)
-    assert (diary.agent, diary.outcome, diary.title) == ("builder", "recovered", QUESTION)
-    assert (front["model"], front["tokens"]) == (MODEL, 3 * CALL_TOKENS)
-    assert "Made 2 tool call(s): build (2)." in diary.content
-    assert "First error: RuntimeError: TS2345" in diary.content
-    assert "A call to the build tool failed; a later one succeeded." in diary.content
-    assert f'The final answer began: "{ANSWER}"' in diary.content
+    assert_recovered(diary)
 
 
 @pytest.mark.parametrize(("kind", "script"), [
@@ -175,13 +163,9 @@ def test_each_run_of_an_agent_has_its_own_tokens(harness: Harness) -> None:
 def test_the_readme_line_gives_one_diary_per_run(tmp_path: Path) -> None:
     """The README's line, run as written on an unmodified Strands app (a swarm), gives one
     diary in the folder, titled by the task, with every call's tokens."""
-    shutil.copy(APPS / "strands_team.py", tmp_path / "agent.py")
-    with serve_asgi(ChatServer(script=[HANDOFF, "Handed over.", ANSWER], model=MODEL)) as url:
-        env = clean_env(tmp_path, OPENAI_BASE_URL=url + "/v1", OPENAI_API_KEY="test-key",
-                        PYTHONPATH=str(Path(sys.prefix) / "strands"))
-        result = run(README_LINE, tmp_path, env)
-    assert result.returncode == 0, explain(result)
-    [front] = diaries(tmp_path / "kb").values()
+    found = run_agent_app("strands_team.py", README_LINE, [HANDOFF, "Handed over.", ANSWER],
+                          MODEL, tmp_path, PYTHONPATH=str(Path(sys.prefix) / "strands"))
+    [front] = found.values()
     assert (front["agent"], front["outcome"], front["title"]) == ("triage", "completed",
-                                                                  "Fix the types in the orders api")
+                                                                  QUESTION)
     assert front["tokens"] == 3 * CALL_TOKENS

@@ -22,8 +22,6 @@ from otel_diary import Diary, DiarySpanProcessor
 from otel_diary.pipeline.render import parse_front_matter
 from otel_diary.testing import InMemorySink
 from tests.sources.test_openinference import (
-    CALL_TOKENS,
-    MODEL,
     agent_run,
     error_section,
     handoff_run,
@@ -32,6 +30,7 @@ from tests.sources.test_openinference import (
 )
 from tests.support.apart import on_path
 from tests.support.apps import genai_agent
+from tests.support.build_run import CALL_TOKENS, MODEL
 from tests.support.loopback import ChatServer, ToolCall, serve_asgi
 from tests.support.serve_path import SameInServe
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -18,7 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from otel_diary.pipeline.render import parse_front_matter
-from tests.support.loopback import Receive, Recorded, Scope, Send, serve_asgi
+from tests.support.loopback import (
+    ChatServer,
+    Receive,
+    Recorded,
+    Scope,
+    Send,
+    ToolCall,
+    serve_asgi,
+)
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parents[1]
@@ -97,6 +106,20 @@ def explain(result: subprocess.CompletedProcess[str]) -> str:
     """The tail of a child's output, for assertion messages."""
     return f"exit {result.returncode}\nstdout:\n{result.stdout[-3000:]}\n" \
            f"stderr:\n{result.stderr[-3000:]}"
+
+
+def run_agent_app(app: str, command: str, script: list[str | int | ToolCall], model: str,
+                  tmp: Path, **env: str) -> dict[str, dict[str, Any]]:
+    """The diaries (front matter by task id) ``command`` leaves, a README line run as
+    written in ``tmp`` on the app ``apps/<app>`` copied to ``agent.py``, against a model
+    server answering ``script`` as ``model`` (in ``OPENAI_BASE_URL``); ``env`` adds to
+    the child's environment. Fails unless the command succeeded."""
+    shutil.copy(APPS / app, tmp / "agent.py")
+    with serve_asgi(ChatServer(script=script, model=model)) as url:
+        result = run(command, tmp, clean_env(tmp, OPENAI_BASE_URL=url + "/v1",
+                                             OPENAI_API_KEY="test-key", **env))
+    assert result.returncode == 0, explain(result)
+    return diaries(tmp / "kb")
 
 
 @dataclass
