@@ -8,6 +8,9 @@ time in every ``opentelemetry-instrument`` run next to ``opentelemetry-instrumen
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,34 @@ from tests.support.serve_path import SameInServe
 @pytest.fixture(scope="module", autouse=True)
 def traceloop_on_path() -> Iterator[None]:
     yield from on_path("traceloop")
+
+
+def client_methods() -> dict[tuple[type, str], Any]:
+    """Every method of the OpenAI client's resource classes, by class and name."""
+    import openai.resources
+
+    for found in pkgutil.walk_packages(openai.resources.__path__, "openai.resources."):
+        importlib.import_module(found.name)
+    return {(cls, name): method
+            for module_name, module in list(sys.modules.items())
+            if module_name.startswith("openai.resources.")
+            for cls in vars(module).values()
+            if isinstance(cls, type) and cls.__module__ == module_name
+            for name, method in vars(cls).items() if callable(method)}
+
+
+@pytest.fixture(autouse=True)
+def client_unwrapped() -> Iterator[None]:
+    """traceloop's ``uninstrument`` leaves the client wrapped: its ``unwrap`` calls pass a
+    module's path where this ``opentelemetry-instrumentation`` takes a class's, so none
+    unwraps anything. The methods it wrapped are put back after each test; the tests after
+    it in the same process would otherwise see each call two more times."""
+    before = client_methods()
+    yield
+    for (cls, name), method in before.items():
+        if vars(cls).get(name) is not method:
+            setattr(cls, name, method)
+    assert client_methods() == before
 
 
 @pytest.fixture(autouse=True)
