@@ -228,7 +228,8 @@ class TraceStore:
                 if isinstance(ids, set):
                     ids.add(span_id)
                 entry.tasks[task_id] = (record, task_size)
-                entry.task_spans[task_id] = (record.parent_span_id, record.end_ns)
+                entry.task_spans[task_id] = (record.parent_span_id,
+                                             record.end_ns or record.start_ns)
                 self._deadlines.append((now + self.grace, trace_id, task_id))
                 held += 1
                 entry.size += task_size
@@ -484,7 +485,7 @@ class TraceStore:
                                     if key in keys or key in markers or key in content}
         if record.is_error:
             facts.update(error_details(None, record.status_message))
-        nested = Contribution(facts, record.is_error, record.end_ns)
+        nested = Contribution(facts, record.is_error, record.end_ns or record.start_ns)
         if not gc.is_tracked(entry.contributions):  # see Part: a new tuple is tracked
             entry.contributions = list(entry.contributions)
         entry.contributions.append(nested)

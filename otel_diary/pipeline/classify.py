@@ -7,6 +7,7 @@ child spans where the conventions say so), otherwise *completed*.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -85,7 +86,7 @@ class TaskRun:
     agent: str
     outcome: Outcome
     end_ns: int
-    latency_ms: int
+    latency_ms: int | None
     trigger: str | None = None
     workflow: str | None = None
     route: str | None = None
@@ -174,9 +175,14 @@ def classify(record: SpanRecord, children: ChildSummary | None,
         else:
             tokens = None
 
+    # A span sent without its times (0: unset, as a broken exporter may send it) is dated
+    # by its start, else by now, and its latency is unknown: not 1970, nor 0 ms, nor the
+    # 56 years since 1970 when only the start is missing.
+    start_ns, end_ns = record.start_ns, record.end_ns
+    ended_ns = end_ns if end_ns > 0 else start_ns if start_ns > 0 else time.time_ns()
     latency = as_int(first(attrs, conv.latency_ms))
     if latency is None or latency < 0:
-        latency = max(record.end_ns - record.start_ns, 0) // 1_000_000
+        latency = (end_ns - start_ns) // 1_000_000 if 0 < start_ns <= end_ns else None
 
     file_ops = as_int(first(attrs, conv.file_operations))
     model = text(first(attrs, conv.model), 256)
@@ -223,7 +229,7 @@ def classify(record: SpanRecord, children: ChildSummary | None,
                or text(record.name, 512) or "task"),
         agent=agent,
         outcome="recovered" if recovered else "completed",
-        end_ns=record.end_ns,
+        end_ns=ended_ns,
         latency_ms=latency,
         trigger=text(first(attrs, conv.trigger), 256),
         workflow=text(first(attrs, conv.workflow), 256),

@@ -111,7 +111,8 @@ def what_was_done(run: TaskRun) -> str:
         first.append(f"Model: {one_line(run.model, 120)}.")
     if run.tokens is not None:
         first.append(f"Tokens: {run.tokens}.")
-    first.append(f"Latency: {run.latency_ms}ms.")
+    if run.latency_ms is not None:
+        first.append(f"Latency: {run.latency_ms}ms.")
     second: list[str] = []
     if run.file_operations is not None:
         second.append(f"Applied {_plural(run.file_operations, 'file operation')}.")
@@ -124,10 +125,8 @@ def what_was_done(run: TaskRun) -> str:
         second.append(f"Also used {', '.join(others)}.")
     if run.build_attempts is not None:
         second.append(f"Build verified in {_plural(run.build_attempts, 'attempt')}.")
-    lines = [" ".join(first)]
-    if second:
-        lines.append(" ".join(second))
-    return "\n".join(lines)
+    lines = [" ".join(part) for part in (first, second) if part]
+    return "\n".join(lines) or "Its span recorded no model, tokens, latency or tool calls."
 
 
 def named_errors(run: TaskRun) -> list[str]:

@@ -78,7 +78,7 @@ def span_record(trace_id: bytes, span_id: bytes, name: str, start_ns: int, end_n
         int.from_bytes(span_id, "big"),  # span_id
         name,
         start_ns,
-        end_ns or start_ns,  # end_ns
+        end_ns,  # 0 when unset: the diary is dated by the start then
         int.from_bytes(parent, "big") or None,  # parent_span_id
         bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),  # parent_is_remote
         code == STATUS_ERROR,  # is_error

@@ -65,6 +65,16 @@ def test_recovered_diary_matches_golden_file() -> None:
     check_golden("recovered.md", diary.content)
 
 
+def test_a_run_that_recorded_nothing_of_how_it_ran_says_so() -> None:
+    """No model, tokens, latency or tool call: the section says so, and claims no 0 ms."""
+    bare = TaskRun(trace_id=1, span_id=2, task_id="T-1", title="t", agent="a",
+                   outcome="completed", end_ns=END_NS, latency_ms=None)
+    diary = render(bare, "x")
+    assert sections(diary.body)["What was done"] == (
+        "Its span recorded no model, tokens, latency or tool calls.")
+    assert "latency_ms" not in parse_front_matter(diary.content)
+
+
 def test_stub_reflection_of_a_failed_call_blames_the_call_not_the_agent() -> None:
     """A run recovered only from failed calls (a server error the client retried) reads as
     calls that failed and were got past, not as an agent that got the task wrong; an
@@ -118,6 +128,7 @@ def test_stub_reflection_repeats_no_figure_and_no_stock_advice(run: TaskRun) -> 
     """What was learned repeats no token count, latency or file count, and no sentence
     that every diary would carry."""
     learned = StubReflector().reflect(run)
+    assert run.latency_ms is not None
     for figure in (str(run.tokens), f"{run.latency_ms / 1000:.1f}s", "file operation"):
         assert figure not in learned
     for stock in ("first try", "baseline", "tasks like this one", "budget time"):

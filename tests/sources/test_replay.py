@@ -6,12 +6,14 @@ import gzip
 import json
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from otel_diary.cli import main
-from tests.support.otlp_build import json_document, new_trace_id, task_trace
+from otel_diary.pipeline.render import parse_front_matter
+from tests.support.otlp_build import T0, json_document, new_trace_id, task_trace
 
 
 def write_lines(path: Path, documents: list[object]) -> Path:
@@ -157,3 +159,27 @@ def test_document_whose_first_lines_together_pass_the_cap_is_too_large(
     report = summary(capsys)
     assert (report["files"], report["documents"], report["diaries_written"]) == (2, 2, 1)
     assert report["skipped"] == {"documents too large": 1}
+
+
+@pytest.mark.parametrize(("start", "end", "dated"), [
+    (T0, 0, "2026-09-21"),  # by its start
+    (0, T0 + 900_000_000, "2026-09-21"),  # by its end
+    (0, 0, None),  # by when it was read: today
+], ids=["no end", "no start", "neither"])
+def test_a_task_span_sent_without_its_times_is_dated_by_what_it_has(
+        tmp_path: Path, start: int, end: int, dated: str | None) -> None:
+    """A task span whose start or end is 0 (unset: a broken exporter's) gets a diary
+    dated by the time it has, else by today, and no latency: not 1970, not 0 ms, not the
+    years since 1970."""
+    spans = task_trace("Z-1")
+    spans[0].start_time_unix_nano, spans[0].end_time_unix_nano = start, end
+    before = datetime.now(timezone.utc).date().isoformat()
+    path = write_lines(tmp_path / "traces.jsonl", [json_document(spans)])
+    assert main(["replay", str(path), "--dir", str(tmp_path / "kb")]) == 0
+    after = datetime.now(timezone.utc).date().isoformat()
+    [diary] = (tmp_path / "kb" / "diaries").rglob("*.md")
+    assert diary.name in {f"{day}-Z-1.md" for day in ((dated,) if dated else (before, after))}
+    front = parse_front_matter(diary.read_text())
+    assert str(front["created"]).startswith(diary.name[:10])
+    assert "latency_ms" not in front and "Latency" not in diary.read_text()
+    assert "Tokens: 240." in diary.read_text()
