@@ -59,6 +59,9 @@ class Conventions:
     user message titles a run whose task span has no title."""
     output_messages: tuple[str, ...] = ()
     """What a span answered, when captured: the first sentence of the run's final answer."""
+    tool_arguments: tuple[str, ...] = ()
+    """Of a tool call's span, when captured: what the tool was given. A run that got past a
+    failed call says what the failed call and the one that succeeded after it were given."""
 
     task_marker: str = "orchestrator.task.id"
     """The attribute whose presence marks a task span."""
@@ -90,7 +93,8 @@ class Conventions:
     usage_keys: frozenset[str] = field(init=False)
     """The token usage attributes (input and output) a child span may report."""
     content_keys: frozenset[str] = field(init=False)
-    """The captured messages a contributing span may carry (they alone contribute nothing)."""
+    """The captured content (messages, tool arguments) a contributing span may carry (it
+    alone contributes nothing)."""
 
     def __post_init__(self) -> None:
         keys = {
@@ -105,8 +109,8 @@ class Conventions:
         object.__setattr__(self, "child_keys", frozenset(keys))
         object.__setattr__(self, "usage_keys",
                            frozenset((*self.input_tokens, *self.output_tokens)))
-        object.__setattr__(self, "content_keys",
-                           frozenset((*self.input_messages, *self.output_messages)) - keys)
+        object.__setattr__(self, "content_keys", frozenset(
+            (*self.input_messages, *self.output_messages, *self.tool_arguments)) - keys)
         object.__setattr__(self, "task_markers", frozenset(
             {self.task_marker, *(profile.task_marker for profile in self.profiles)}))
         object.__setattr__(self, "tool_operations", frozenset(
@@ -170,6 +174,7 @@ GENAI = Conventions(
     child_agent=("gen_ai.agent.name",),
     input_messages=("gen_ai.input.messages",),
     output_messages=("gen_ai.output.messages",),
+    tool_arguments=("gen_ai.tool.call.arguments",),
 )
 """OpenTelemetry GenAI conventions: an ``invoke_agent``/``invoke_workflow`` span (or a Strands
 Agents swarm or graph: ``invoke_swarm``, ``invoke_graph``) whose parent is not one is the
@@ -178,7 +183,9 @@ spans is recovered. The task id is ``gen_ai.conversation.id``, else the span id.
 and older attribute names are read (``gen_ai.provider.name`` or ``gen_ai.system``;
 ``gen_ai.usage.input_tokens`` or ``gen_ai.usage.prompt_tokens``).
 Tools are named by ``gen_ai.tool.name``; captured messages (``gen_ai.input.messages``,
-``gen_ai.output.messages``) give the title and the final answer."""
+``gen_ai.output.messages``) give the title and the final answer, and captured tool
+arguments (``gen_ai.tool.call.arguments``) what a failed call and a later successful one
+were given."""
 
 OPENINFERENCE = Conventions(
     task_id=("session.id",),
@@ -200,6 +207,7 @@ OPENINFERENCE = Conventions(
     child_agent=("agent.name",),
     input_messages=("input.value",),
     output_messages=("output.value",),
+    tool_arguments=("input.value",),
 )
 """OpenInference conventions (Arize's instrumentations for OpenAI, OpenAI Agents, LangChain
 and others): the outermost ``AGENT`` or ``CHAIN`` span (``openinference.span.kind``) is the
@@ -209,7 +217,8 @@ root) are one diary each; ``TOOL`` children are tool calls; model and tokens com
 span's own ``llm.token_count.total`` wins). The task id is ``session.id``, else the span id;
 a run that succeeded after failed child spans is recovered. Tools are named by
 ``tool.name``, a nested ``AGENT``'s ``agent.name`` names the agent, and captured content
-(``input.value``, ``output.value``) gives the title and the final answer."""
+(``input.value``, ``output.value``) gives the title and the final answer (and, of a
+``TOOL`` span, what the tool was given)."""
 
 CLAUDE_CODE = Conventions(
     task_id=("session.id",),

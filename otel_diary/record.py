@@ -176,6 +176,9 @@ class ChildSummary:
     """Of each tool called (at most ``MAX_LIST``): when its first failed call ended and
     when its last successful one did (-1: none). Kept under conventions that read child
     failures (``recover_on_child_errors``), to tell how a run got past them."""
+    tool_inputs: dict[str, list[str | None]] = field(default_factory=dict)
+    """Of each tool in ``tool_outcomes``, what those two calls were given, when captured
+    (``Conventions.tool_arguments``; not yet redacted)."""
     model_outcomes: dict[str, list[int]] = field(default_factory=dict)
     """The same of each model called (calls that are not tool calls)."""
     names: int = 0
@@ -284,7 +287,12 @@ class ChildSummary:
                 if end_ns > self.last_progress_ns and clean:
                     self.last_progress_ns = end_ns
             if called and tool:
-                self.names += _outcome(self.tool_outcomes, tool, is_error, end_ns)
+                given = None  # what it was given, of every call where it may be captured
+                if conventions.tool_arguments:
+                    given = _content(first(attributes, conventions.tool_arguments))
+                self.names += _outcome(self.tool_outcomes, tool, is_error, end_ns,
+                                       self.tool_inputs if conventions.tool_arguments
+                                       else None, given)
             elif model_call:
                 named = as_text(model, 256)  # a model's call, not an agent's run
                 if named:
@@ -385,7 +393,9 @@ class ChildSummary:
             self.stacktrace, self.stacktrace_ns = other.stacktrace, other.stacktrace_ns
         self.tool_calls += other.tool_calls
         self.spans += other.spans
-        self.names += _merge_outcomes(self.tool_outcomes, other.tool_outcomes)
+        self.names += _merge_outcomes(self.tool_outcomes, other.tool_outcomes,
+                                      self.tool_inputs if other.tool_inputs else None,
+                                      other.tool_inputs)
         self.names += _merge_outcomes(self.model_outcomes, other.model_outcomes)
 
 
@@ -421,9 +431,11 @@ def _after(text: str, end_ns: int, kept: str | None, kept_ns: int) -> bool:
     return kept is None or end_ns > kept_ns or (end_ns == kept_ns and text > kept)
 
 
-def _outcome(outcomes: dict[str, list[int]], name: str, failed: bool, end_ns: int) -> int:
-    """Note a call to ``name`` that ended at ``end_ns`` (see ``ChildSummary.tool_outcomes``);
-    returns the characters of the name if newly kept."""
+def _outcome(outcomes: dict[str, list[int]], name: str, failed: bool, end_ns: int,
+             inputs: dict[str, list[str | None]] | None = None, given: str | None = None) -> int:
+    """Note a call to ``name`` that ended at ``end_ns`` (see ``ChildSummary.tool_outcomes``)
+    and, with ``inputs``, what it was given (calls that ended at once go by that text, as
+    :func:`_before` has it); returns the characters newly kept."""
     kept = 0
     ends = outcomes.get(name)
     if ends is None:
@@ -431,28 +443,32 @@ def _outcome(outcomes: dict[str, list[int]], name: str, failed: bool, end_ns: in
             return 0
         ends = outcomes[name] = [-1, -1]
         kept = len(name)
-    if failed:
-        if ends[0] < 0 or end_ns < ends[0]:
-            ends[0] = end_ns
-    elif end_ns > ends[1]:
-        ends[1] = end_ns
+    seen = inputs.setdefault(name, [None, None]) if inputs is not None else None
+    at = 0 if failed else 1  # the first failed call, and the last that succeeded
+    was, text, other = ends[at], given or "", (seen[at] or "") if seen is not None else ""
+    if not (was < 0 or (end_ns < was if failed else end_ns > was)
+            or (end_ns == was and seen is not None and (text < other if failed
+                                                         else text > other))):
+        return kept
+    ends[at] = end_ns
+    if seen is not None:
+        kept += len(text) - len(other)
+        seen[at] = given
     return kept
 
 
-def _merge_outcomes(mine: dict[str, list[int]], theirs: dict[str, list[int]]) -> int:
-    """Fold ``theirs`` into ``mine``; returns the characters of the names newly kept."""
+def _merge_outcomes(mine: dict[str, list[int]], theirs: dict[str, list[int]],
+                    my_inputs: dict[str, list[str | None]] | None = None,
+                    their_inputs: dict[str, list[str | None]] | None = None) -> int:
+    """Fold ``theirs`` into ``mine`` (and what those calls were given, with the inputs);
+    returns the characters newly kept."""
     kept = 0
-    for name, (failed, succeeded) in theirs.items():
-        ends = mine.get(name)
-        if ends is None:
-            if len(mine) < MAX_LIST:
-                mine[name] = [failed, succeeded]
-                kept += len(name)
-            continue
-        if failed >= 0 and (ends[0] < 0 or failed < ends[0]):
-            ends[0] = failed
-        if succeeded > ends[1]:
-            ends[1] = succeeded
+    for name, ends in theirs.items():
+        given = their_inputs.get(name, (None, None)) if their_inputs is not None else None
+        for at, end_ns in enumerate(ends):
+            if end_ns >= 0:
+                kept += _outcome(mine, name, at == 0, end_ns, my_inputs,
+                                 given[at] if given is not None else None)
     return kept
 
 
@@ -568,19 +584,3 @@ def as_bool(value: object) -> bool | None:
     if isinstance(value, int):
         return value != 0
     return None
-
-
-def as_list(value: object,
-            redact: Callable[[str], str] | None = None) -> tuple[str, ...]:
-    """Strings from a string list (or one string), each single-line, at most ``MAX_LIST``
-    (each redacted first with ``redact``, as in :func:`as_text`)."""
-    if isinstance(value, str):
-        items: list[object] = [value]
-    elif isinstance(value, (list, tuple)):
-        items = list(value)
-    else:
-        return ()
-    texts = (as_text(item, 256, redact) for item in items[:MAX_LIST])
-    return tuple(dict.fromkeys(text for text in texts if text))
-
-

@@ -99,14 +99,17 @@ def test_no_generated_secret_reaches_the_file_the_hub_or_the_model(tmp_path: Pat
 def test_secrets_in_failed_tools_and_models_names_reach_no_file_or_model(
         tmp_path: Path) -> None:
     """The names of the tools and models whose calls failed, which "How it was recovered"
-    and the model's facts give, are redacted too."""
+    and the model's facts give, are redacted too, and so is what the tool was given."""
     chat = ChatServer()
     tool_secret, model_secret = "sk-" + "T" * 40, "ghp_" + "M" * 36
+    given_secret = "xoxb-" + "1" * 12 + "-" + "G" * 24
     with serve_asgi(chat) as chat_url:
         pipeline = build_pipeline(Settings(dir=tmp_path / "kb", index=False,
                                            reflection_url=chat_url + "/v1"), GENAI)
         children = ChildSummary(failed_spans=2, error_types={"TimeoutError": 0},
                                 tool_outcomes={f"deploy {tool_secret}": [10, 20]},
+                                tool_inputs={f"deploy {tool_secret}": [
+                                    f'{{"token": "{given_secret}"}}', '{"dry_run": true}']},
                                 model_outcomes={model_secret: [30, -1], "small": [-1, 40]})
         record = SpanRecord(trace_id=7, span_id=9, name="invoke_agent", start_ns=END_NS - 10**9,
                             end_ns=END_NS, attributes={"gen_ai.operation.name": "invoke_agent"})
@@ -117,9 +120,13 @@ def test_secrets_in_failed_tools_and_models_names_reach_no_file_or_model(
     assert recovered == (
         "A call to the deploy [REDACTED:api_key] tool failed; a later one succeeded. "
         "After a call to [REDACTED:github_token] failed, the agent went on with small.")
+    done = diary.body.split("## What was done\n", 1)[1].split("\n\n", 1)[0]
+    assert ("The call to the deploy [REDACTED:api_key] tool that failed was given "
+            '`{"token": "[REDACTED:slack_token]"}`; the one that succeeded, '
+            '`{"dry_run": true}`.') in done
     sent = "\n".join(strings(chat.requests[-1].json()))
-    assert "[REDACTED:github_token]" in sent
-    for secret in (tool_secret, model_secret):
+    assert "[REDACTED:github_token]" in sent and "[REDACTED:slack_token]" in sent
+    for secret in (tool_secret, model_secret, given_secret):
         assert secret not in next((tmp_path / "kb").rglob("*.md")).read_text("utf-8")
         assert secret not in sent
 

@@ -311,3 +311,31 @@ def test_the_agent_run_that_ended_last_decides_whatever_the_order_read() -> None
     earlier.add(agent, False, OPENINFERENCE, 4)
     earlier.merge(late_failure)
     assert earlier.last_run_failed
+
+
+def test_what_a_tool_was_given_is_the_same_whatever_the_order_read_or_merged() -> None:
+    """Of calls that ended at once, the first failed one kept is the least text and the
+    last successful one the greatest, however they come in or are merged: ``serve`` reads
+    spans in any order. What is kept counts toward the summary's size."""
+    from itertools import permutations
+
+    from otel_diary.conventions import GENAI
+
+    calls = [(True, 5, '{"q": "b"}'), (True, 5, '{"q": "a"}'), (True, 6, '{"q": "c"}'),
+             (False, 9, '{"q": "y"}'), (False, 9, '{"q": "z"}'), (False, 7, '{"q": "x"}')]
+    kept = {"search": ['{"q": "a"}', '{"q": "z"}']}
+    for order in permutations(calls):
+        halves = ChildSummary(), ChildSummary()
+        for n, (failed, end, arguments) in enumerate(order):
+            halves[n % 2].add({"gen_ai.operation.name": "execute_tool",
+                               "gen_ai.tool.name": "search",
+                               "gen_ai.tool.call.arguments": arguments}, failed, GENAI, end)
+        halves[0].merge(halves[1])
+        assert halves[0].tool_outcomes == {"search": [5, 9]}
+        assert halves[0].tool_inputs == kept, order
+    whole, bare = ChildSummary(), ChildSummary()
+    for failed, end, arguments in calls:
+        call = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"}
+        whole.add({**call, "gen_ai.tool.call.arguments": arguments}, failed, GENAI, end)
+        bare.add(call, failed, GENAI, end)
+    assert whole.names == bare.names + len('{"q": "a"}') + len('{"q": "z"}')

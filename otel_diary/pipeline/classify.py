@@ -16,11 +16,11 @@ from typing import Literal, NamedTuple
 from otel_diary.conventions import Conventions
 from otel_diary.pipeline.content import final_answer, first_sentence, user_message
 from otel_diary.record import (
+    MAX_LIST,
     ChildSummary,
     SpanRecord,
     as_bool,
     as_int,
-    as_list,
     as_text,
     first,
     in_order,
@@ -37,6 +37,8 @@ MAX_ANSWER = 300
 """Longest first sentence of a final answer kept (cut after redaction)."""
 MAX_CHILD_ERROR = 300
 """Longest first error of a failed call kept (class and message, cut after redaction)."""
+MAX_ARGUMENTS = 200
+"""Characters of what a tool call was given that a diary quotes."""
 MAX_RECOVERIES = 3
 """Failed tools and models a diary tells how the run got past, the first to fail first."""
 
@@ -51,11 +53,18 @@ class Recovery(NamedTuple):
     running beside it: spans tell when calls ended, not why)."""
     instead: str | None = None
     """Of a model not called again: the model whose call succeeded last after it failed."""
+    failed_with: str | None = None
+    """Of a tool, when its calls' arguments were captured: what its first failed call was
+    given (redacted, one line)."""
+    succeeded_with: str | None = None
+    """The same of its last call that succeeded, when it was called again with success."""
 
 
-def recoveries(children: ChildSummary) -> tuple[Recovery, ...]:
+def recoveries(children: ChildSummary,
+               text: Callable[[object, int], str | None]) -> tuple[Recovery, ...]:
     """How the run got past its failed tool and model calls, as far as their spans tell:
-    whether each was called again with success, or (a model) another took over."""
+    whether each was called again with success, or (a model) another took over; with what
+    a tool's calls were given, made one line by ``text``."""
     models = children.model_outcomes
     found: list[tuple[int, str, str, Recovery]] = []
     kinds: tuple[tuple[Literal["tool", "model"], dict[str, list[int]]], ...] = (
@@ -70,7 +79,11 @@ def recoveries(children: ChildSummary) -> tuple[Recovery, ...]:
                 later = [(ends[1], other) for other, ends in models.items()
                          if other != name and ends[1] > failed]
                 instead = max(later)[1] if later else None
-            found.append((failed, kind, name, Recovery(kind, name, again, instead)))
+            given = children.tool_inputs.get(name) if kind == "tool" else None
+            failed_with, succeeded_with = given or (None, None)
+            found.append((failed, kind, name, Recovery(
+                kind, name, again, instead, text(failed_with, MAX_ARGUMENTS),
+                text(succeeded_with, MAX_ARGUMENTS) if again else None)))
     found.sort(key=lambda item: item[:3])
     return tuple(item[3] for item in found[:MAX_RECOVERIES])
 
@@ -128,6 +141,20 @@ Code's ``user_prompt`` without ``OTEL_LOG_USER_PROMPTS=1``): no title."""
 
 def _not_withheld(title: str | None) -> str | None:
     return None if title == WITHHELD else title
+
+
+def as_list(value: object,
+            redact: Callable[[str], str] | None = None) -> tuple[str, ...]:
+    """Strings from a string list (or one string), each single-line, at most ``MAX_LIST``
+    (each redacted first with ``redact``, as in :func:`as_text`)."""
+    if isinstance(value, str):
+        items: list[object] = [value]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        return ()
+    texts = (as_text(item, 256, redact) for item in items[:MAX_LIST])
+    return tuple(dict.fromkeys(text for text in texts if text))
 
 
 def succeeded(record: SpanRecord, conventions: Conventions) -> bool:
@@ -249,7 +276,7 @@ def classify(record: SpanRecord, children: ChildSummary | None,
         tool_calls=children.tool_calls,
         tools=(tuple(sorted(children.tools.items(), key=lambda item: (-item[1], item[0])))
                if conv.tool_name else ()),
-        recoveries=recoveries(children) if conv.recover_on_child_errors else (),
+        recoveries=recoveries(children, text) if conv.recover_on_child_errors else (),
         answer=text(answer, MAX_ANSWER),
         child_error=child_error,
         stderr_is_stacktrace=from_stacktrace and stderr_tail is not None,

@@ -24,7 +24,7 @@ from otel_diary.counters import Counters, LogOnce
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.redact import SecretRedactor, display_url
 from otel_diary.pipeline.reflect import MAX_LEARNED
-from otel_diary.pipeline.render import got_past, tail
+from otel_diary.pipeline.render import given_to, got_past, tail
 from otel_diary.runner import renew_after_fork, suppressed
 from otel_diary.sinks import outbound
 from otel_diary.text import check_header_value, cut
@@ -77,6 +77,9 @@ def facts(run: TaskRun) -> list[str]:
         ("first error", run.child_error),
         ("tools called", ", ".join(f"{tool} ({count})" for tool, count in run.tools) or None),
         ("how the run got past them", " ".join(map(got_past, run.recoveries)) or None),
+        ("what the calls were given", " ".join(given_to(recovery) for recovery
+                                               in run.recoveries if recovery.failed_with)
+         or None),
         ("final answer begins", run.answer),
     ]
     return [f"- {name}: {' '.join(str(value).split())[:300]}"

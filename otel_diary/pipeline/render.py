@@ -125,6 +125,7 @@ def what_was_done(run: TaskRun) -> str:
         second.append(f"Also used {', '.join(others)}.")
     if run.build_attempts is not None:
         second.append(f"Build verified in {_plural(run.build_attempts, 'attempt')}.")
+    second += [given_to(recovery) for recovery in run.recoveries if recovery.failed_with]
     lines = [" ".join(part) for part in (first, second) if part]
     return "\n".join(lines) or "Its span recorded no model, tokens, latency or tool calls."
 
@@ -184,6 +185,20 @@ def called(recovery: Recovery) -> str:
     """What a failed call was made to, as a sentence names it: the tool or the model."""
     name = one_line(recovery.name, 80)
     return f"the {name} tool" if recovery.kind == "tool" else name
+
+
+def given_to(recovery: Recovery) -> str:
+    """What the failed call to a tool was given, and the call that succeeded after it."""
+    def quoted(text: str) -> str:
+        return "`" + one_line(text, 200).replace("`", "'") + "`"
+
+    told = (f"The call to {called(recovery)} that failed was given "
+            f"{quoted(recovery.failed_with or '')}")
+    if recovery.succeeded_with == recovery.failed_with:
+        told += "; the one that succeeded was given the same"
+    elif recovery.succeeded_with:
+        told += f"; the one that succeeded, {quoted(recovery.succeeded_with)}"
+    return told + "."
 
 
 def got_past(recovery: Recovery) -> str:

@@ -83,8 +83,11 @@ CONVENTIONS = {"traceloop": "auto", "strands": "genai", "agent-framework": "auto
 """The conventions a profile's spans are read with, when not the profile's own name."""
 MESSAGES = {"genai": ("gen_ai.input.messages", "gen_ai.output.messages"),
             "openinference": ("input.value", "output.value")}
+ARGUMENTS = {"genai": "gen_ai.tool.call.arguments", "openinference": "input.value"}
+"""What a tool call was given, when captured."""
 for profile in ("orchestrator", "auto", "traceloop", "strands", "agent-framework"):
     MESSAGES[profile] = MESSAGES["genai"]
+    ARGUMENTS[profile] = ARGUMENTS["genai"]
 TASK_IDS = {"gen_ai.conversation.id", "session.id", "orchestrator.task.id"}
 KINDS = sorted(PROFILES["genai"].keys() - {"run"})
 
@@ -100,6 +103,8 @@ def attributes(profile: str, node: Node) -> Attributes:
     elif node.kind == "reply":
         asked, answered = MESSAGES[profile]
         found = {**found, asked: f"Question {node.end}?", answered: f"Answer {node.end}."}
+    elif node.given:
+        found = {**found, ARGUMENTS[profile]: node.given}
     return found
 
 
@@ -115,12 +120,16 @@ class Node:
     only its status description)."""
     start: int = 0
     end: int = 0
+    given: str = ""
+    """Of a tool call: what it was given, when captured."""
 
 
 @st.composite
 def nodes(draw: st.DrawFn, depth: int = 0) -> Node:
     node = Node(draw(st.sampled_from(KINDS)), draw(st.booleans()),
                 raised=draw(st.sampled_from(["", "exception", "error.type"])))
+    if node.kind in ("search", "read"):  # two calls may end at once: told by this
+        node.given = draw(st.sampled_from(["", '{"q": "a"}', '{"q": "b"}']))
     if depth < 3 and node.kind in ("step", "helper", "search", "summary"):
         node.under = draw(st.lists(nodes(depth + 1), max_size=3))
     return node

@@ -56,9 +56,12 @@ class GenAIHarness:
             if error is not None:
                 span.set_status(Status(StatusCode.ERROR, error))
 
-    def tool(self, name: str = "search", failed: bool = False) -> None:
-        with self.tracer.start_as_current_span(f"execute_tool {name}", attributes={
-                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}) as span:
+    def tool(self, name: str = "search", failed: bool = False, given: str | None = None) -> None:
+        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
+        if given is not None:
+            attributes["gen_ai.tool.call.arguments"] = given
+        with self.tracer.start_as_current_span(f"execute_tool {name}",
+                                               attributes=attributes) as span:
             if failed:
                 span.set_status(Status(StatusCode.ERROR, f"{name} failed"))
 
@@ -136,6 +139,37 @@ def test_how_the_run_got_past_each_failed_tool_and_model_call(genai: GenAIHarnes
         "A call to the search tool failed; a later one succeeded. "
         "After a call to big-model failed, the agent went on with small-model. "
         "After a call to the fetch tool failed, the agent went on without it.")
+
+
+def test_what_the_failed_call_and_the_last_one_that_succeeded_were_given(
+        genai: GenAIHarness) -> None:
+    """Of a tool whose calls' arguments were captured: "What was done" says what its first
+    failed call was given and, when a later call succeeded, what the last one that did
+    was given; "How it was recovered" is unchanged (a lesson's rule, the same whatever the
+    arguments). A tool's call that never succeeded after it failed has its failed call's;
+    a call given the same input as the failed one says so (a retry worked)."""
+    with genai.agent():
+        genai.tool("search", given='{"q": "ordrs"}')
+        genai.tool("search", failed=True, given='{"q": "order"}')
+        genai.tool("search", failed=True, given='{"q": "orders by day"}')
+        genai.tool("search", given='{"q": "orders"}')
+        genai.tool("search", given='{"q": "orders per day"}')
+        genai.tool("fetch", failed=True, given='{"url": "/orders"}')
+        genai.tool("read", failed=True, given='{"path": "a.ts"}')
+        genai.tool("read", given='{"path": "a.ts"}')
+    [diary] = genai.diaries()
+    done = diary.body.split("## What was done\n", 1)[1].split("\n\n", 1)[0]
+    assert done.endswith(
+        "Made 8 tool call(s): search (5), read (2), fetch (1). "
+        'The call to the search tool that failed was given `{"q": "order"}`; the one that '
+        'succeeded, `{"q": "orders per day"}`. '
+        'The call to the fetch tool that failed was given `{"url": "/orders"}`. '
+        'The call to the read tool that failed was given `{"path": "a.ts"}`; the one that '
+        "succeeded was given the same."), done
+    assert recovery_section(diary) == (
+        "A call to the search tool failed; a later one succeeded. "
+        "After a call to the fetch tool failed, the agent went on without it. "
+        "A call to the read tool failed; a later one succeeded.")
 
 
 def test_a_failed_agent_with_a_model_is_no_failed_model_call(genai: GenAIHarness) -> None:

@@ -269,7 +269,8 @@ def assert_counted_once(content: str) -> None:
     assert front["tokens"] == 3 * CALL_TOKENS, content  # not 6 (each call twice)
     # the failed model call is one failure in both spans, the failed tool call another
     assert "2 failed call(s)" in content, content
-    assert "Made 2 tool call(s): lookup (2)." in content
+    assert ("Made 2 tool call(s): lookup (2). The call to the lookup tool that failed was "
+            'given `{"term": "release"}`; the one that succeeded was given the same.') in content
     recovery = content.split("## How it was recovered\n", 1)[1].split("\n\n", 1)[0]
     assert recovery == ("A call to gpt-test failed; a later one succeeded. "
                         "A call to the lookup tool failed; a later one succeeded.")
