@@ -10,7 +10,7 @@ import re
 from typing import Protocol, runtime_checkable
 
 from otel_diary.pipeline.classify import TaskRun
-from otel_diary.pipeline.render import called, named_errors
+from otel_diary.pipeline.render import called, code, named_errors
 from otel_diary.text import cut, one_line
 
 MAX_LEARNED = 800
@@ -98,6 +98,13 @@ def _past(run: TaskRun) -> str:
     if not run.recoveries:
         return "the agent got past them and completed the task"
     first = run.recoveries[0]
+    if first.again and first.failed_with and first.succeeded_with == first.failed_with:
+        return (f"the same call to {called(first)} succeeded when made again, and the agent "
+                "completed the task")
+    if first.again and first.failed_with and first.succeeded_with:
+        return (f"a later call to {called(first)} given {code(first.succeeded_with, 100)} "
+                f"instead of {code(first.failed_with, 100)} succeeded, and the agent completed "
+                "the task")
     if first.again:
         return f"a later call to {called(first)} succeeded, and the agent completed the task"
     if first.instead:

@@ -187,17 +187,19 @@ def called(recovery: Recovery) -> str:
     return f"the {name} tool" if recovery.kind == "tool" else name
 
 
+def code(text: str, limit: int) -> str:
+    """``text`` as inline code of one line, at most ``limit`` characters inside."""
+    return "`" + one_line(text, limit).replace("`", "'") + "`"
+
+
 def given_to(recovery: Recovery) -> str:
     """What the failed call to a tool was given, and the call that succeeded after it."""
-    def quoted(text: str) -> str:
-        return "`" + one_line(text, 200).replace("`", "'") + "`"
-
     told = (f"The call to {called(recovery)} that failed was given "
-            f"{quoted(recovery.failed_with or '')}")
+            f"{code(recovery.failed_with or '', 200)}")
     if recovery.succeeded_with == recovery.failed_with:
         told += "; the one that succeeded was given the same"
     elif recovery.succeeded_with:
-        told += f"; the one that succeeded, {quoted(recovery.succeeded_with)}"
+        told += f"; the one that succeeded, {code(recovery.succeeded_with, 200)}"
     return told + "."
 
 

@@ -107,6 +107,29 @@ def test_a_run_past_a_failed_tool_call_says_how_in_both_sections() -> None:
         "succeeded, and the agent completed the task.")
 
 
+@pytest.mark.parametrize(("succeeded_with", "learned"), [
+    ('{"id": 42}', "a later call to the lookup tool given `{\"id\": 42}` instead of "
+                   "`{\"id\": \"42\"}` succeeded"),
+    ('{"id": "42"}', "the same call to the lookup tool succeeded when made again"),
+    (None, "a later call to the lookup tool succeeded"),
+], ids=["other input", "same input", "not captured"])
+def test_what_a_failed_tool_call_was_given_says_what_got_past_it(
+        succeeded_with: str | None, learned: str) -> None:
+    """With its calls' arguments, the stub's "What was learned" says what input the call
+    that got past the failure was given, or that the same input worked when made again;
+    "How it was recovered" stays the lesson's rule, whatever the input."""
+    run = replace(RECOVERED, escalations=0, build_attempts=None, stderr_tail=None,
+                  failed_children=1, child_error_types=("TypeError",),
+                  recoveries=(Recovery("tool", "lookup", True, None, '{"id": "42"}',
+                                       succeeded_with),))
+    found = sections(render(run, StubReflector().reflect(run)).body)
+    assert found["How it was recovered"] == (
+        "A call to the lookup tool failed; a later one succeeded.")
+    assert found["What was learned"] == (
+        f"1 call(s) under this task failed (TypeError); {learned}, and the agent completed "
+        "the task.")
+
+
 @pytest.mark.parametrize(("changes", "recovered"), [
     ({}, "After 2 escalation(s), the build passed on attempt 3 (route paid_model, model "
          "anthropic/claude-sonnet-4-7)."),

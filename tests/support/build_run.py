@@ -39,4 +39,6 @@ def assert_recovered(diary: Diary, agent: str = "builder") -> None:
     assert "A call to the build tool failed; a later one succeeded." in diary.content
     assert ('The call to the build tool that failed was given `{"target": "orders"}`; the '
             'one that succeeded, `{"target": "orders-fixed"}`.') in diary.content
+    assert ('a later call to the build tool given `{"target": "orders-fixed"}` instead of '
+            '`{"target": "orders"}` succeeded') in diary.content  # what was learned
     assert f'The final answer began: "{ANSWER}"' in diary.content
