@@ -81,7 +81,9 @@ def test_an_agent_run_is_one_diary(harness: Harness, stream: bool) -> None:
     front = parse_front_matter(diary.content)
     assert (diary.agent, front["model"], front["tokens"]) == ("researcher", MODEL, 3 * 18)
     assert diary.title == "What changed?"
-    assert "Made 2 tool call(s): lookup (2)." in diary.body
+    assert ("Made 2 tool call(s): lookup (2). The call to the lookup tool that failed was "
+            'given `{"term":"release"}`; the one that succeeded was given the same.'
+            in diary.body)  # a retry with the same input worked
     assert 'The final answer began: "The release moved."' in diary.body
     # The tool call that asked for a retry is a failed span with an exception event.
     assert diary.outcome == "recovered"
