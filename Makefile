@@ -23,6 +23,13 @@ STRANDS := strands-agents==1.62.0 docstring-parser==0.17.0 watchdog==6.0.0 \
 AUTOGEN := autogen-agentchat==0.7.5 autogen-core==0.7.5 autogen-ext==0.7.5 jsonref==1.1.0 \
 	pillow==11.3.0 aiofiles==25.1.0
 
+# smolagents and its OpenInference instrumentation, tested in tests/sources/test_smolagents.py,
+# apart too: in the environment, that instrumentation's entry point would import smolagents
+# in every `opentelemetry-instrument` run.
+SMOLAGENTS := smolagents==1.26.0 openinference-instrumentation-smolagents==0.1.43 \
+	huggingface-hub==2.4.0 filelock==4.1.0 tqdm==4.70.1 rich==15.0.0 markdown-it-py==4.3.0 \
+	mdurl==0.1.2 jinja2==3.1.6 markupsafe==3.0.4 pillow==11.3.0
+
 # The C reader's translation units and header (setup.py lists the same sources).
 OTLPSCAN_DIR := otel_diary/receiver/_otlpscan_c
 OTLPSCAN     := $(wildcard $(OTLPSCAN_DIR)/*.c $(OTLPSCAN_DIR)/*.h)
@@ -39,6 +46,8 @@ $(STAMP): pyproject.toml setup.py Makefile $(OTLPSCAN)
 		--target $(VENV)/strands $(STRANDS)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
 		--target $(VENV)/autogen $(AUTOGEN)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
+		--target $(VENV)/smolagents $(SMOLAGENTS)
 	touch $(STAMP)
 
 # The demo's diaries go to $(DEMO_DIR) in the checkout (git-ignored), rewritten each run.

@@ -3,10 +3,11 @@
 Instrumentations that capture content put a span's messages in one attribute, as JSON or
 plain text: GenAI's ``gen_ai.input.messages`` (``[{"role": "user", "parts": [{"type":
 "text", "content": …}]}]``), OpenInference's ``input.value`` (the messages, a LangGraph
-state such as ``{"messages": [["user", …]]}``, or the input itself). :func:`user_message`
-finds the first user message, :func:`final_answer` the last assistant message, and
-:func:`first_sentence` cuts an answer to its first sentence. Nothing is guessed: a value
-that holds no such message gives ``None``.
+state such as ``{"messages": [["user", …]]}``, an agent's arguments such as smolagents'
+``{"task": …}``, or the input itself). :func:`user_message` finds the first user message
+(else the task an agent's run was called with), :func:`final_answer` the last
+assistant message, and :func:`first_sentence` cuts an answer to its first sentence.
+Nothing is guessed: a value that holds no such message gives ``None``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ MAX_VALUE = 256 * 1024
 """Longest value parsed; a longer one is read as plain text only when it is not JSON."""
 
 _USER = frozenset({"user", "human"})
+_ASKED = ("task",)
+"""Of a call's arguments with no message in them: what an agent's run was asked
+(smolagents' ``agent.run(task=…)``)."""
 _ASSISTANT = frozenset({"assistant", "ai", "model"})
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 
@@ -58,9 +62,14 @@ def _read(value: object, roles: frozenset[str], *, last: bool) -> str | None:
     if isinstance(data, str):
         return data.strip() or None
     found = list(_messages(data, roles, 0))
-    if not found:
-        return None
-    return found[-1] if last else found[0]
+    if found:
+        return found[-1] if last else found[0]
+    if roles is _USER and isinstance(data, dict):
+        for key in _ASKED:
+            asked = data.get(key)
+            if isinstance(asked, str) and asked.strip():
+                return asked.strip()
+    return None
 
 
 def _messages(data: object, roles: frozenset[str], depth: int) -> list[str]:

@@ -18,10 +18,25 @@ LANGCHAIN = json.dumps({"messages": [{"lc": 1, "type": "constructor", "kwargs": 
     "type": "human", "content": "Fix the build"}}]})
 
 
-@pytest.mark.parametrize("value", [GENAI, OPENAI, LANGGRAPH, LANGCHAIN, "Fix the build"])
+SMOLAGENTS = json.dumps({"task": "Fix the build", "stream": False, "reset": True})
+
+
+@pytest.mark.parametrize("value", [GENAI, OPENAI, LANGGRAPH, LANGCHAIN, SMOLAGENTS,
+                                   "Fix the build"])
 def test_the_first_user_message_is_found(value: str) -> None:
-    """Each recorded form gives the user's words."""
+    """Each recorded form gives the user's words: a message, else the task an agent's run
+    was called with."""
     assert user_message(value) == "Fix the build"
+
+
+def test_a_message_comes_before_the_task_and_no_task_is_an_answer() -> None:
+    """A user message in the arguments wins over their ``task``; a task is no answer, and
+    only a task that is text is one."""
+    both = json.dumps({"task": "Summarize", "messages": [["user", "Fix the build"]]})
+    assert user_message(both) == "Fix the build"
+    assert final_answer(SMOLAGENTS) is None
+    assert user_message(json.dumps({"task": {"text": "nested"}})) is None
+    assert user_message(json.dumps({"input": "Fix the build"})) is None
 
 
 @pytest.mark.parametrize("value", [None, 3, "", json.dumps({"messages": []}),

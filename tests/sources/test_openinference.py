@@ -537,6 +537,23 @@ def test_a_langgraph_run_whose_input_holds_no_message_is_titled_by_its_first_que
     assert 'The final answer began: "The release moved."' in diary.body  # the model's
 
 
+@pytest.mark.usefixtures("instrumented_langchain")
+def test_a_chain_called_with_an_input_is_titled_by_it(harness: Harness) -> None:
+    """A LangChain chain (a prompt template, then a model) called with ``{"input": …}``:
+    the run's title is that input, which the template made into the model's question."""
+    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_openai import ChatOpenAI
+
+    with serve_asgi(ChatServer(script=["The release moved."], model=MODEL)) as url:
+        model = ChatOpenAI(model=MODEL, base_url=url + "/v1", max_retries=0)
+        chain = ChatPromptTemplate.from_messages([("system", "Answer for support."),
+                                                  ("user", "{input}")]) | model
+        chain.invoke({"input": "What changed in the release?"})
+    [diary] = harness.diaries()
+    assert diary.title == "What changed in the release?"
+    assert 'The final answer began: "The release moved."' in diary.body
+
+
 @pytest.fixture
 def genai_semconv(monkeypatch: pytest.MonkeyPatch) -> None:
     """OpenInference's own switch (read when an instrumentor is made) for GenAI attributes."""

@@ -13,13 +13,24 @@ import pytest
 
 
 def on_path(name: str) -> Iterator[None]:
-    """``<venv>/<name>`` on ``sys.path`` meanwhile (for a fixture to yield from); when it is
-    missing, the test fails in CI and is skipped elsewhere."""
+    """``<venv>/<name>`` on ``sys.path`` meanwhile (for a fixture to yield from), and on the
+    path of each package already imported that it adds modules to (``openinference.
+    instrumentation``: a package of the environment's, whose path was set when it was
+    imported); when it is missing, the test fails in CI and is skipped elsewhere."""
     folder = Path(sys.prefix) / name
     if not folder.is_dir():
         if os.environ.get("CI") == "true":
             pytest.fail(f"{folder} is missing: `make` installs it with the test set-up")
         pytest.skip(f"{folder} is missing: `make` installs it with the test set-up")
     sys.path.append(str(folder))
+    extended: list[tuple[list[str], str]] = []
+    for package_name, package in list(sys.modules.items()):
+        inside = str(folder.joinpath(*package_name.split(".")))
+        paths = getattr(package, "__path__", None)
+        if isinstance(paths, list) and os.path.isdir(inside) and inside not in paths:
+            paths.append(inside)
+            extended.append((paths, inside))
     yield
+    for paths, inside in extended:
+        paths.remove(inside)
     sys.path.remove(str(folder))
