@@ -251,10 +251,15 @@ class Connections:
         return token
 
     def _watching(self) -> None:
+        """Hang up on overdue calls while any is watched; then end (the next call watched
+        starts another), so that a store no longer used, or closed, keeps no thread."""
         while True:
             time.sleep(min(1.0, self.timeout_s / 2))
             now = time.monotonic()
             with self._lock:
+                if not self._watched:
+                    self._watcher = None
+                    return
                 overdue = [(token, conn) for token, (until, conn) in self._watched.items()
                            if until < now and token not in self._hung]
                 self._hung.update(token for token, _ in overdue)

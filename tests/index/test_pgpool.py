@@ -84,6 +84,20 @@ def test_a_busy_pool_fails_the_call_not_the_store(postgres_url: str) -> None:
         store.close()
 
 
+def test_a_store_with_no_call_under_way_keeps_no_watchdog(postgres_url: str) -> None:
+    """The thread that hangs up on calls the server stopped answering ends once no call is
+    under way, after each call: a store closed, or no longer used, kept one waking each
+    second for the process's life."""
+    store = PostgresStore(postgres_url, timeout_s=0.5)
+    try:
+        for _ in range(2):
+            assert store.count() == 0
+            # it ends within a second of the call (set to None as it returns)
+            assert wait_until(lambda: store._db._watcher is None)
+    finally:
+        store.close()
+
+
 def test_a_call_closed_under_it_fails_alone(postgres_url: str) -> None:
     """A call waiting for a connection when the store is closed fails, saying so; the store
     is not taken as away (it read as an outage for 10 s): the next call is answered."""
