@@ -223,8 +223,9 @@ def classify(record: SpanRecord, children: ChildSummary | None,
     if conv.agent_from_span_name and service is not None \
             and service.startswith("unknown_service"):
         # The SDK's stand-in when no service name was set: the span's own name (a LangGraph
-        # graph's, an agent workflow's) says more about who did the work.
-        service = text(record.name, 256) or service
+        # graph's, an agent workflow's; smolagents names an agent's ``<agent>.run``) says
+        # more about who did the work.
+        service = text(record.name.removesuffix(".run"), 256) or service
     agent = (text(first(attrs, conv.agent), 256)
              or next((text(name, 256) for name in in_order(children.agents)
                    if conv.child_agent), None)

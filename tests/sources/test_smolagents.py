@@ -14,12 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 
+from otel_diary import DiarySpanProcessor
 from otel_diary.pipeline.render import parse_front_matter
+from otel_diary.testing import InMemorySink
 from tests.sources.test_openinference import Harness, readme_lines_run
 from tests.support.apart import on_path
 from tests.support.build_run import ANSWER, CALL_TOKENS, MODEL, QUESTION, build
 from tests.support.loopback import ChatServer, ToolCall, serve_asgi
+from tests.support.serve_path import SameInServe
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -81,6 +85,28 @@ def test_an_agent_that_got_past_a_failed_tool_is_recovered(harness: Harness) -> 
     assert "First error: RuntimeError: TS2345" in diary.content
     assert "A call to the build tool failed; a later one succeeded." in diary.content
     assert f'The final answer began: "{ANSWER}"' in diary.content
+
+
+def test_without_a_service_name_the_agent_names_the_diary() -> None:
+    """With no service name (the SDK's stand-in ``unknown_service``), the run's span name
+    names the agent: ``builder``, not ``builder.run``; ``serve`` agrees."""
+    from openinference.instrumentation.smolagents import SmolagentsInstrumentor
+
+    sink = InMemorySink()
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(DiarySpanProcessor(enabled=True, sinks=[sink],
+                                                   conventions="openinference"))
+    serve = SameInServe(provider, "openinference")
+    SmolagentsInstrumentor().instrument(tracer_provider=provider)
+    try:
+        run_agent([ToolCall("final_answer", f'{{"answer": "{ANSWER}"}}')])
+    finally:
+        SmolagentsInstrumentor().uninstrument()
+    provider.shutdown()
+    [diary] = sink.diaries
+    assert (diary.agent, diary.title) == ("builder", QUESTION)
+    assert diary.path.startswith("diaries/agents/builder/")
+    serve.check(sink.diaries)
 
 
 def test_a_run_whose_model_kept_failing_writes_nothing(harness: Harness) -> None:
