@@ -172,6 +172,17 @@ def test_what_the_failed_call_and_the_last_one_that_succeeded_were_given(
         "A call to the read tool failed; a later one succeeded.")
 
 
+def test_arguments_too_large_to_keep_are_not_quoted(genai: GenAIHarness) -> None:
+    """A failed call given more than a summary keeps of a captured value (64 KiB) has no
+    arguments to quote; the one that succeeded after it is not quoted alone either."""
+    with genai.agent():
+        genai.tool("search", failed=True, given='{"q": "' + "x" * 70_000 + '"}')
+        genai.tool("search", given='{"q": "orders"}')
+    [diary] = genai.diaries()
+    assert "that failed was given" not in diary.body and "x" * 100 not in diary.body
+    assert recovery_section(diary) == "A call to the search tool failed; a later one succeeded."
+
+
 def test_a_failed_agent_with_a_model_is_no_failed_model_call(genai: GenAIHarness) -> None:
     """A sub-agent span naming its model that failed because its tool call did is an agent
     run, not a call to the model: only the tool's failure is told."""
