@@ -9,6 +9,7 @@ in the environment, its instrumentation's entry point would import smolagents in
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -109,13 +110,21 @@ def test_without_a_service_name_the_agent_names_the_diary() -> None:
     serve.check(sink.diaries)
 
 
-def test_a_run_whose_model_kept_failing_writes_nothing(harness: Harness) -> None:
-    """A run that raised (its model answered 500 each time) writes no diary."""
+def test_a_run_that_raised_writes_nothing_and_the_next_run_its_diary(
+        harness: Harness) -> None:
+    """A run whose model answered 500 each time raises and writes nothing. That
+    instrumentation leaves the span of a run that raised open and current, so every later
+    run in the same thread would be part of it, and write nothing: run in a context of
+    its own each, as the README says, the next run writes its diary."""
     from smolagents.utils import AgentGenerationError
 
     with pytest.raises(AgentGenerationError):
-        run_agent([500] * 4)
+        contextvars.copy_context().run(run_agent, [500] * 4)
     assert harness.diaries() == []
+    contextvars.copy_context().run(
+        run_agent, [ToolCall("final_answer", f'{{"answer": "{ANSWER}"}}')])
+    [diary] = harness.diaries()
+    assert (diary.outcome, diary.title) == ("completed", QUESTION)
 
 
 def test_the_readme_lines_give_one_diary_per_run(tmp_path: Path,
