@@ -287,12 +287,12 @@ class ChildSummary:
                 if end_ns > self.last_progress_ns and clean:
                     self.last_progress_ns = end_ns
             if called and tool:
-                given = None  # what it was given, of every call where it may be captured
+                inputs = given = None  # what it was given, where that may be captured
                 if conventions.tool_arguments:
+                    inputs = self.tool_inputs
                     given = _content(first(attributes, conventions.tool_arguments))
-                self.names += _outcome(self.tool_outcomes, tool, is_error, end_ns,
-                                       self.tool_inputs if conventions.tool_arguments
-                                       else None, given)
+                self.names += _outcome(self.tool_outcomes, tool, is_error, end_ns, inputs,
+                                       given)
             elif model_call:
                 named = as_text(model, 256)  # a model's call, not an agent's run
                 if named:
@@ -446,9 +446,7 @@ def _outcome(outcomes: dict[str, list[int]], name: str, failed: bool, end_ns: in
     seen = inputs.setdefault(name, [None, None]) if inputs is not None else None
     at = 0 if failed else 1  # the first failed call, and the last that succeeded
     was, text, other = ends[at], given or "", (seen[at] or "") if seen is not None else ""
-    if not (was < 0 or (end_ns < was if failed else end_ns > was)
-            or (end_ns == was and seen is not None and (text < other if failed
-                                                         else text > other))):
+    if not (_before if failed else _after)(text, end_ns, other if was >= 0 else None, was):
         return kept
     ends[at] = end_ns
     if seen is not None:
@@ -464,11 +462,11 @@ def _merge_outcomes(mine: dict[str, list[int]], theirs: dict[str, list[int]],
     returns the characters newly kept."""
     kept = 0
     for name, ends in theirs.items():
-        given = their_inputs.get(name, (None, None)) if their_inputs is not None else None
+        given = their_inputs.get(name) if their_inputs else None
         for at, end_ns in enumerate(ends):
             if end_ns >= 0:
                 kept += _outcome(mine, name, at == 0, end_ns, my_inputs,
-                                 given[at] if given is not None else None)
+                                 given[at] if given else None)
     return kept
 
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from otel_diary.pipeline.classify import Recovery, TaskRun
+from otel_diary.pipeline.classify import MAX_ARGUMENTS, Recovery, TaskRun
 from otel_diary.record import UNNAMED_ERROR
 from otel_diary.text import clean, one_line, sha256_hex, utc_stamp
 
@@ -195,11 +195,11 @@ def code(text: str, limit: int) -> str:
 def given_to(recovery: Recovery) -> str:
     """What the failed call to a tool was given, and the call that succeeded after it."""
     told = (f"The call to {called(recovery)} that failed was given "
-            f"{code(recovery.failed_with or '', 200)}")
+            f"{code(recovery.failed_with or '', MAX_ARGUMENTS)}")
     if recovery.succeeded_with == recovery.failed_with:
         told += "; the one that succeeded was given the same"
     elif recovery.succeeded_with:
-        told += f"; the one that succeeded, {code(recovery.succeeded_with, 200)}"
+        told += f"; the one that succeeded, {code(recovery.succeeded_with, MAX_ARGUMENTS)}"
     return told + "."
 
 
