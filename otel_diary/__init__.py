@@ -16,6 +16,7 @@ from otel_diary.version import __version__ as __version__
 
 if TYPE_CHECKING:
     from otel_diary.assembly.inprocess import TraceAssembler
+    from otel_diary.assembly.summary import ChildSummary
     from otel_diary.conventions import GENAI, ORCHESTRATOR, Conventions, load_conventions
     from otel_diary.errors import ConventionsError, DiaryError, SpoolFullError, UnsafePathError
     from otel_diary.pipeline.classify import TaskRun, classify
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from otel_diary.pipeline.reflect import Reflector, StubReflector
     from otel_diary.pipeline.render import Diary, render
     from otel_diary.pipeline.stats import Stats
-    from otel_diary.record import ChildSummary, SpanRecord
+    from otel_diary.record import SpanRecord
     from otel_diary.settings import Settings
     from otel_diary.sinks.base import Sink
     from otel_diary.sinks.folder import FolderSink
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from otel_diary.sources.processor import DiarySpanProcessor
 
 _EXPORTS = {
-    "ChildSummary": "otel_diary.record",
+    "ChildSummary": "otel_diary.assembly.summary",
     "Conventions": "otel_diary.conventions",
     "ConventionsError": "otel_diary.errors",
     "Diary": "otel_diary.pipeline.render",

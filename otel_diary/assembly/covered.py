@@ -10,10 +10,10 @@ contribution to the nearest one above it, and adds up what is under each, for wh
 from __future__ import annotations
 
 from otel_diary.assembly.batch import Contribution
+from otel_diary.assembly.summary import ChildSummary
 from otel_diary.assembly.table import Ancestry
 from otel_diary.conventions import Conventions
 from otel_diary.counters import LogOnce
-from otel_diary.record import ChildSummary
 
 _log_once = LogOnce()
 

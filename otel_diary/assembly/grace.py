@@ -36,9 +36,10 @@ from dataclasses import dataclass, field
 
 from otel_diary.assembly.batch import Batch, Contribution
 from otel_diary.assembly.covered import covered
+from otel_diary.assembly.summary import ChildSummary, Ready
 from otel_diary.assembly.table import LINK_BYTES, LINKS_OVERHEAD, Ancestry, TraceTable
 from otel_diary.conventions import Conventions
-from otel_diary.record import ChildSummary, Ready, SpanRecord, error_details
+from otel_diary.record import SpanRecord, error_details
 
 logger = logging.getLogger("otel_diary")
 

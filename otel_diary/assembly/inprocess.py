@@ -22,9 +22,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from otel_diary.assembly.batch import estimate
+from otel_diary.assembly.summary import ChildSummary, Ready
 from otel_diary.assembly.table import TraceTable
 from otel_diary.conventions import Conventions
-from otel_diary.record import ChildSummary, Ready, SpanRecord, error_details
+from otel_diary.record import SpanRecord, error_details
 
 MAX_BUCKETS = 256
 """Distinct parents summarized per trace; beyond it contributions share one bucket."""

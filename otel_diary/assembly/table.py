@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Protocol, TypeVar
 
-from otel_diary.record import Ready
+from otel_diary.assembly.summary import Ready
 
 
 class OpenTrace(Protocol):

@@ -13,19 +13,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Literal, NamedTuple
 
+from otel_diary.assembly.summary import MAX_LIST, ChildSummary, in_order
 from otel_diary.conventions import Conventions
 from otel_diary.pipeline.content import final_answer, first_sentence, user_message
-from otel_diary.record import (
-    MAX_LIST,
-    ChildSummary,
-    SpanRecord,
-    as_bool,
-    as_int,
-    as_text,
-    first,
-    in_order,
-    redact_tail,
-)
+from otel_diary.record import SpanRecord, as_bool, as_int, as_text, first, redact_tail
 
 Outcome = Literal["completed", "recovered"]
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
+from otel_diary.assembly.summary import Ready
 from otel_diary.conventions import Conventions
 from otel_diary.counters import LogOnce
 from otel_diary.errors import FolderUnwritable
@@ -21,7 +22,6 @@ from otel_diary.pipeline.redact import SecretRedactor
 from otel_diary.pipeline.reflect import MAX_LEARNED, Reflector, StubReflector
 from otel_diary.pipeline.render import Diary, render
 from otel_diary.pipeline.stats import Stats
-from otel_diary.record import Ready
 from otel_diary.sinks.base import Sink
 from otel_diary.sinks.folder import log_unwritable
 from otel_diary.text import check_trace_url_template, cut

@@ -26,9 +26,9 @@ from concurrent.futures import Future
 from otel_diary.assembly.batch import Batch, Part, weight
 from otel_diary.assembly.grace import TraceStore
 from otel_diary.assembly.journal import Journal, Mark, encode
+from otel_diary.assembly.summary import Ready
 from otel_diary.counters import Counters, LogOnce
 from otel_diary.pipeline.core import Pipeline
-from otel_diary.record import Ready
 from otel_diary.runner import RETRY_FIRST_S, RetrySchedule, Runner
 
 logger = logging.getLogger("otel_diary")

@@ -24,9 +24,10 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_diary.assembly.batch import estimate
+from otel_diary.assembly.summary import Ready
 from otel_diary.conventions import Conventions, conventions_for
 from otel_diary.pipeline.stats import Stats
-from otel_diary.record import Ready, error_details
+from otel_diary.record import error_details
 from otel_diary.runner import CUT_SHORT_S, RetrySchedule, Runner, renew_after_fork
 from otel_diary.sources.spans import (
     ERROR,

@@ -13,12 +13,12 @@ from otel_diary import GENAI, ORCHESTRATOR, Diary, Settings
 from otel_diary.assembly import grace
 from otel_diary.assembly.batch import Batch
 from otel_diary.assembly.grace import TraceStore
+from otel_diary.assembly.summary import Ready
 from otel_diary.assembly.table import LINKS_OVERHEAD, Ancestry
 from otel_diary.receiver import admission
 from otel_diary.receiver.admission import Admission, Collector
 from otel_diary.receiver.decode import JSON, PROTOBUF, decode
 from otel_diary.receiver.metrics import metric_values, metrics_text
-from otel_diary.record import Ready
 from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
 from tests.support.otlp_build import (

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from otel_diary import ORCHESTRATOR, Diary
+from otel_diary.assembly.summary import ChildSummary
 from otel_diary.index.store import INDEX_FILE, DiaryIndex
 from otel_diary.pipeline import core
 from otel_diary.pipeline.core import Pipeline
-from otel_diary.record import ChildSummary, SpanRecord
+from otel_diary.record import SpanRecord
 from otel_diary.testing import InMemorySink
 from tests.support.kb import PY_STDERR, TS_STDERR, kb_pipeline, task_record
 

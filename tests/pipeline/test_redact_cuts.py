@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from otel_diary import ORCHESTRATOR
+from otel_diary.assembly.summary import ChildSummary
 from otel_diary.pipeline.classify import MAX_ANSWER, MAX_QUESTION, MAX_STDERR
 from otel_diary.pipeline.core import Pipeline
 from otel_diary.pipeline.llm import LLMReflector
@@ -30,7 +31,6 @@ from otel_diary.record import (
     EXCEPTION_TYPE,
     MAX_ERROR_TEXT,
     MAX_TEXT,
-    ChildSummary,
     SpanRecord,
     error_details,
 )

@@ -1,0 +1,272 @@
+"""ChildSummary.add: each role is read by the first of its names present, as the
+conventions list them (built-in profiles and a custom one), whatever the values' types;
+every list stops at its bound."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from random import Random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from otel_diary.assembly.summary import MAX_LIST, ChildSummary
+from otel_diary.conventions import PROFILES, Conventions
+from otel_diary.record import (
+    EXCEPTION_MESSAGE,
+    EXCEPTION_STACKTRACE,
+    EXCEPTION_TYPE,
+    MAX_TEXT,
+    STATUS_DESCRIPTION,
+    UNNAMED_ERROR,
+    as_int,
+    as_text,
+    error_name,
+    first,
+)
+
+CUSTOM = Conventions(  # names of a user's own profile, an agent role and an empty role
+    input_tokens=("app.in", "app.in2"), output_tokens=("app.out",), model=("app.model",),
+    tool_name=("app.tool",), operation=(), child_agent=("app.agent", "app.agent2"),
+    error_type=("app.error", "error.type"))
+CONVENTIONS = [*sorted(PROFILES.values(), key=lambda conventions: conventions.task_marker),
+               CUSTOM]
+NAMES = sorted({name for conventions in CONVENTIONS for name in conventions.child_keys}
+               | {EXCEPTION_TYPE})
+VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 10**20), st.floats(allow_nan=True),
+    st.sampled_from(["execute_tool", " execute_tool\n", "execute\ttool", "chat", "tool",
+                     "7", " 12 ", "-3", "", "  ", "<class 'a.B'>", "EXECUTE_TOOL", "é",
+                     "x" * (MAX_TEXT + 5), "execute_tool " + "y" * MAX_TEXT,
+                     "agent " * 60]),
+    st.text(max_size=20), st.binary(max_size=4),
+    st.lists(st.sampled_from(["execute_tool", "m"]), max_size=2).map(tuple),
+    st.lists(st.sampled_from(["execute_tool", "m"]), max_size=2))
+
+
+def _listed(items: list[str], item: str | None) -> None:
+    if item and item not in items and len(items) < MAX_LIST:
+        items.append(item)
+
+
+def expected(spans: Sequence[tuple[Mapping[str, object], bool]],
+             conventions: Conventions) -> dict[str, object]:
+    """What the spans add up to, each role read with ``first`` and ``as_text``, each list
+    capped at ``MAX_LIST`` names (a tool already counted goes on being counted)."""
+    tokens = [0, 0]
+    has_tokens = False
+    models: list[str] = []
+    agents: list[str] = []
+    errors: list[str] = []
+    tools: dict[str, int] = {}
+    calls = failed = 0
+    for attributes, is_error in spans:
+        for role, names in enumerate((conventions.input_tokens, conventions.output_tokens)):
+            value = as_int(first(attributes, names))
+            if value is not None and value >= 0:
+                tokens[role] += value
+                has_tokens = True
+        _listed(models, as_text(first(attributes, conventions.model)))
+        _listed(agents, as_text(first(attributes, conventions.child_agent), 256))
+        tool = as_text(first(attributes, conventions.tool_name), 256)
+        operation = as_text(first(attributes, conventions.operation))
+        if (operation in conventions.tool_operations if conventions.operation
+                else tool is not None):
+            calls += 1
+            if tool and (tool in tools or len(tools) < MAX_LIST):
+                tools[tool] = tools.get(tool, 0) + 1
+        if is_error:
+            failed += 1
+            named = (error_name(first(attributes, conventions.error_type))
+                     or error_name(attributes.get(EXCEPTION_TYPE)))
+            _listed(errors, named or UNNAMED_ERROR)
+    return {"input_tokens": tokens[0], "output_tokens": tokens[1], "has_tokens": has_tokens,
+            "models": models, "agents": agents, "tool_calls": calls, "tools": tools,
+            "failed_spans": failed, "error_types": errors}
+
+
+def summarized(spans: Sequence[tuple[Mapping[str, object], bool]],
+               conventions: Conventions) -> dict[str, object]:
+    summary = ChildSummary()
+    for attributes, is_error in spans:
+        summary.add(attributes, is_error, conventions)
+    assert summary.spans == len(spans)
+    return {key: list(value) if isinstance(value := getattr(summary, key), dict)
+            and key != "tools" else value for key in expected([], conventions)}
+
+
+def spans_for(conventions: Conventions) -> st.SearchStrategy[
+        tuple[Conventions, list[tuple[dict[str, object], bool]]]]:
+    """Child spans with the conventions' own names mostly, other profiles' now and then."""
+    own = sorted(conventions.child_keys | {EXCEPTION_TYPE})
+    keys = st.one_of(st.sampled_from(own), st.sampled_from(own), st.sampled_from(NAMES))
+    return st.tuples(st.just(conventions), st.lists(
+        st.tuples(st.dictionaries(keys, VALUES, max_size=6), st.booleans()), max_size=5))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.sampled_from(CONVENTIONS).flatmap(spans_for))
+def test_each_role_is_read_by_its_first_name_present(
+        case: tuple[Conventions, list[tuple[dict[str, object], bool]]]) -> None:
+    conventions, spans = case
+    assert summarized(spans, conventions) == expected(spans, conventions)
+
+
+def _ended_spans(conventions: Conventions) -> st.SearchStrategy[
+        list[tuple[dict[str, object], bool, int]]]:
+    """Up to six spans (attributes, failed, end), some ending at the same instant (coarse
+    clocks), with the conventions' names for every role, messages and error details."""
+    names = sorted(conventions.child_keys | conventions.content_keys
+                   | {EXCEPTION_TYPE, EXCEPTION_MESSAGE, EXCEPTION_STACKTRACE,
+                      STATUS_DESCRIPTION})
+    values: st.SearchStrategy[object] = st.one_of(
+        st.sampled_from(["a", "b", "c", "execute_tool", "AGENT", "TOOL", "invoke_agent",
+                         "Boom: it broke", ""]),
+        st.integers(0, 50))
+    span = st.tuples(st.dictionaries(st.sampled_from(names), values, max_size=6),
+                     st.booleans())
+    return st.lists(st.tuples(span, st.integers(1, 4)), max_size=6).map(lambda spans: [
+        (attributes, failed, end * 1000) for (attributes, failed), end in spans])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(CONVENTIONS).flatmap(
+    lambda conventions: st.tuples(st.just(conventions), _ended_spans(conventions),
+                                  st.randoms(use_true_random=False), st.integers(0, 6))))
+def test_a_summary_is_the_same_whatever_order_its_spans_come_in(
+        case: tuple[Conventions, list[tuple[dict[str, object], bool, int]], Random, int],
+) -> None:
+    """Firsts, lasts and the order of names go by when spans ended (and at the same
+    instant by their text): adding the spans in another order, or two parts of them
+    merged, gives the same summary."""
+    conventions, spans, shuffle, cut = case
+
+    def summary(items: Sequence[tuple[dict[str, object], bool, int]]) -> ChildSummary:
+        made = ChildSummary()
+        for attributes, failed, end in items:
+            made.add(attributes, failed, conventions, end)
+        return made
+
+    whole = summary(spans)
+    shuffled = shuffle.sample(spans, len(spans))
+    assert summary(shuffled) == whole
+    later, earlier = summary(shuffled[cut:]), summary(shuffled[:cut])
+    later.merge(earlier)
+    assert later == whole
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.sampled_from(CONVENTIONS), st.integers(MAX_LIST - 2, 3 * MAX_LIST))
+def test_every_list_stops_at_its_bound(conventions: Conventions, distinct: int) -> None:
+    """Past ``MAX_LIST`` distinct models, agents, tools and errors the lists stop growing;
+    tools already listed go on being counted, and tokens and calls are all summed."""
+    spans = []
+    for n in range(distinct):
+        attributes: dict[str, object] = {EXCEPTION_TYPE: f"E{n}"}
+        for role, value in ((conventions.model, f"m{n}"), (conventions.child_agent, f"a{n}"),
+                            (conventions.tool_name, f"t{n % (MAX_LIST + 3)}"),
+                            (conventions.operation, conventions.tool_operation),
+                            (conventions.input_tokens, n), (conventions.output_tokens, 1)):
+            if role:
+                attributes[role[-1]] = value
+        spans.append((attributes, n % 2 == 0))
+    summary = summarized(spans, conventions)
+    assert summary == expected(spans, conventions)
+    assert len(summary["models"]) == min(distinct, MAX_LIST)  # type: ignore[arg-type]
+    assert summary["input_tokens"] == distinct * (distinct - 1) // 2
+
+
+def test_an_operation_is_read_as_single_line_text() -> None:
+    """An operation is compared once made single-line: whitespace around it counts, a word
+    that is not a tool operation never does, nor does a value that is not text."""
+    conventions = PROFILES["genai"]
+    summary = ChildSummary()
+    for operation in ("execute_tool", " execute_tool\n", "chat", "Execute", ("execute_tool",),
+                      ["execute_tool"], b"execute_tool", 7):
+        summary.add({"gen_ai.operation.name": operation, "gen_ai.tool.name": "grep"}, False,
+                    conventions)
+    assert (summary.tool_calls, summary.tools) == (2, {"grep": 2})
+
+
+def test_an_operation_name_is_compared_as_single_line_text_too() -> None:
+    """A configured operation with inner whitespace is matched as the reader folds it, so
+    the raw value never matches it (as ``as_text`` has always read it)."""
+    conventions = Conventions(tool_operation="run  tool")
+    summary = ChildSummary()
+    summary.add({"gen_ai.operation.name": "run  tool"}, False, conventions)
+    summary.add({"gen_ai.operation.name": "x" * (MAX_TEXT + 1)}, False,
+                Conventions(tool_operation="x" * (MAX_TEXT + 1)))
+    assert summary.tool_calls == 0
+
+
+def test_agent_and_tool_names_are_cut_at_256_characters() -> None:
+    """Agent and tool names are kept to 256 characters, cut between words."""
+    conventions = PROFILES["genai"]
+    long_name = "planner " * 40  # 320 characters
+    summary = ChildSummary()
+    summary.add({"gen_ai.agent.name": long_name, "gen_ai.tool.name": long_name,
+                 "gen_ai.operation.name": "execute_tool"}, False, conventions)
+    [agent] = summary.agents
+    assert agent == ("planner " * 32).strip() and list(summary.tools) == [agent]
+    for name, kept in (("x" * 256 + " y", "x" * 256), ("x" * 257, None)):
+        summary = ChildSummary()
+        summary.add({"gen_ai.agent.name": name, "gen_ai.tool.name": name,
+                     "gen_ai.operation.name": "execute_tool"}, False, conventions)
+        assert (list(summary.agents), list(summary.tools)) == ([kept] if kept else [],) * 2
+
+
+def test_the_first_stack_trace_is_kept() -> None:
+    """Of the failed spans' stack traces, the first one recorded is kept."""
+    summary = ChildSummary()
+    summary.add({"exception.stacktrace": "  "}, True, PROFILES["genai"])
+    for trace in ("Traceback: first", "Traceback: second"):
+        summary.add({"exception.stacktrace": trace}, True, PROFILES["genai"])
+    assert summary.stacktrace == "Traceback: first" and summary.failed_spans == 3
+
+
+def test_the_agent_run_that_ended_last_decides_whatever_the_order_read() -> None:
+    """An agent that failed, then one that succeeded later, leave the task recovered, in
+    whatever order they are read or merged; a failed agent run ending last fails it."""
+    from otel_diary.conventions import OPENINFERENCE
+
+    agent = {"openinference.span.kind": "AGENT", "agent.name": "researcher"}
+    chain = {"openinference.span.kind": "CHAIN"}
+    for order in ((1, 2), (2, 1)):
+        summary = ChildSummary()
+        for end in order:
+            summary.add(agent, end == 1, OPENINFERENCE, end)
+        summary.add(chain, False, OPENINFERENCE, 3)  # a chain around it is no agent run
+        assert not summary.last_run_failed
+    late_failure, earlier = ChildSummary(), ChildSummary()
+    late_failure.add(agent, True, OPENINFERENCE, 5)
+    earlier.add(agent, False, OPENINFERENCE, 4)
+    earlier.merge(late_failure)
+    assert earlier.last_run_failed
+
+
+def test_what_a_tool_was_given_is_the_same_whatever_the_order_read_or_merged() -> None:
+    """Of calls that ended at once, the first failed one kept is the least text and the
+    last successful one the greatest, however they come in or are merged: ``serve`` reads
+    spans in any order. What is kept counts toward the summary's size."""
+    from itertools import permutations
+
+    from otel_diary.conventions import GENAI
+
+    calls = [(True, 5, '{"q": "b"}'), (True, 5, '{"q": "a"}'), (True, 6, '{"q": "c"}'),
+             (False, 9, '{"q": "y"}'), (False, 9, '{"q": "z"}'), (False, 7, '{"q": "x"}')]
+    kept = {"search": ['{"q": "a"}', '{"q": "z"}']}
+    for order in permutations(calls):
+        halves = ChildSummary(), ChildSummary()
+        for n, (failed, end, arguments) in enumerate(order):
+            halves[n % 2].add({"gen_ai.operation.name": "execute_tool",
+                               "gen_ai.tool.name": "search",
+                               "gen_ai.tool.call.arguments": arguments}, failed, GENAI, end)
+        halves[0].merge(halves[1])
+        assert halves[0].tool_outcomes == {"search": [5, 9]}
+        assert halves[0].tool_inputs == kept, order
+    whole, bare = ChildSummary(), ChildSummary()
+    for failed, end, arguments in calls:
+        call = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"}
+        whole.add({**call, "gen_ai.tool.call.arguments": arguments}, failed, GENAI, end)
+        bare.add(call, failed, GENAI, end)
+    assert whole.names == bare.names + len('{"q": "a"}') + len('{"q": "z"}')
