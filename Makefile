@@ -30,6 +30,17 @@ SMOLAGENTS := smolagents==1.26.0 openinference-instrumentation-smolagents==0.1.4
 	huggingface-hub==2.4.0 filelock==4.1.0 tqdm==4.70.1 rich==15.0.0 markdown-it-py==4.3.0 \
 	mdurl==0.1.2 jinja2==3.1.6 markupsafe==3.0.4 pillow==11.3.0
 
+# LlamaIndex's agents and its OpenInference instrumentation, tested in
+# tests/sources/test_llamaindex.py, apart too: that instrumentation's entry point would
+# import LlamaIndex (and numpy) in every `opentelemetry-instrument` run.
+LLAMAINDEX := llama-index-core==0.14.25 llama-index-instrumentation==0.6.0 \
+	llama-index-workflows==2.26.1 llama-index-llms-openai==0.8.3 \
+	llama-index-llms-openai-like==0.8.1 openinference-instrumentation-llama-index==4.6.1 \
+	deprecated==1.3.1 filetype==1.2.0 \
+	dataclasses-json==0.6.7 marshmallow==3.26.2 typing-inspect==0.9.0 pillow==11.3.0 \
+	platformdirs==4.12.4 tinytag==2.3.2 numpy==2.2.6 banks==2.5.1 jinja2==3.1.6 \
+	markupsafe==3.0.4 tqdm==4.70.1 fsspec==2026.9.0 sqlalchemy==2.0.58 greenlet==3.5.6
+
 # The C reader's translation units and header (setup.py lists the same sources).
 OTLPSCAN_DIR := otel_diary/receiver/_otlpscan_c
 OTLPSCAN     := $(wildcard $(OTLPSCAN_DIR)/*.c $(OTLPSCAN_DIR)/*.h)
@@ -48,6 +59,8 @@ $(STAMP): pyproject.toml setup.py Makefile $(OTLPSCAN)
 		--target $(VENV)/autogen $(AUTOGEN)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
 		--target $(VENV)/smolagents $(SMOLAGENTS)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
+		--target $(VENV)/llamaindex $(LLAMAINDEX)
 	touch $(STAMP)
 
 # The demo's diaries go to $(DEMO_DIR) in the checkout (git-ignored), rewritten each run.

@@ -21,6 +21,10 @@ from typing import Any
 
 from otel_diary.errors import ConventionsError
 
+FLAT_MESSAGES = 4
+"""How many of a model call's flattened messages are read: in a run's first call, the first
+user message follows a system prompt at most."""
+
 
 @dataclass(frozen=True)
 class Conventions:
@@ -62,6 +66,15 @@ class Conventions:
     tool_arguments: tuple[str, ...] = ()
     """Of a tool call's span, when captured: what the tool was given. A run that got past a
     failed call says what the failed call and the one that succeeded after it were given."""
+    flat_input_messages: tuple[str, ...] = ()
+    """Where an instrumentation flattens a model call's messages into attributes, one per
+    field (OpenInference's ``llm.input_messages.<i>.message.role`` and ``.content``): their
+    prefixes. Of the first :data:`FLAT_MESSAGES` messages, the first user message of the
+    call that ended first titles a run that nothing above names (LlamaIndex records an
+    agent's run and its steps with no message in their input)."""
+    flat_output_messages: tuple[str, ...] = ()
+    """The same of what a model call answered: the last assistant message with text of the
+    call that ended last is the final answer when nothing above says one."""
 
     task_marker: str = "orchestrator.task.id"
     """The attribute whose presence marks a task span."""
@@ -96,6 +109,11 @@ class Conventions:
     content_keys: frozenset[str] = field(init=False)
     """The captured content (messages, tool arguments) a contributing span may carry (it
     alone contributes nothing)."""
+    flat_inputs: tuple[tuple[str, str], ...] = field(init=False)
+    """The role and content attributes of each of the first :data:`FLAT_MESSAGES` messages
+    under each ``flat_input_messages`` prefix."""
+    flat_outputs: tuple[tuple[str, str], ...] = field(init=False)
+    """The same of ``flat_output_messages``."""
 
     def __post_init__(self) -> None:
         keys = {
@@ -110,8 +128,16 @@ class Conventions:
         object.__setattr__(self, "child_keys", frozenset(keys))
         object.__setattr__(self, "usage_keys",
                            frozenset((*self.input_tokens, *self.output_tokens)))
+        flat = {"flat_inputs": self.flat_input_messages,
+                "flat_outputs": self.flat_output_messages}
+        for name, prefixes in flat.items():
+            object.__setattr__(self, name, tuple(
+                (f"{prefix}.{at}.message.role", f"{prefix}.{at}.message.content")
+                for prefix in prefixes for at in range(FLAT_MESSAGES)))
         object.__setattr__(self, "content_keys", frozenset(
-            (*self.input_messages, *self.output_messages, *self.tool_arguments)) - keys)
+            (*self.input_messages, *self.output_messages, *self.tool_arguments,
+             *(key for pair in (*self.flat_inputs, *self.flat_outputs) for key in pair)))
+            - keys)
         object.__setattr__(self, "task_markers", frozenset(
             {self.task_marker, *(profile.task_marker for profile in self.profiles)}))
         object.__setattr__(self, "tool_operations", frozenset(
@@ -209,6 +235,8 @@ OPENINFERENCE = Conventions(
     input_messages=("input.value",),
     output_messages=("output.value",),
     tool_arguments=("input.value",),
+    flat_input_messages=("llm.input_messages",),
+    flat_output_messages=("llm.output_messages",),
 )
 """OpenInference conventions (Arize's instrumentations for OpenAI, OpenAI Agents, LangChain
 and others): the outermost ``AGENT`` or ``CHAIN`` span (``openinference.span.kind``) is the
@@ -219,7 +247,8 @@ span's own ``llm.token_count.total`` wins). The task id is ``session.id``, else 
 a run that succeeded after failed child spans is recovered. Tools are named by
 ``tool.name``, a nested ``AGENT``'s ``agent.name`` names the agent, and captured content
 (``input.value``, ``output.value``) gives the title and the final answer (and, of a
-``TOOL`` span, what the tool was given)."""
+``TOOL`` span, what the tool was given), else a model call's messages do
+(``llm.input_messages.<i>.message.*``, ``llm.output_messages.<i>.message.*``)."""
 
 CLAUDE_CODE = Conventions(
     task_id=("session.id",),

@@ -4,6 +4,7 @@ makes foreign attribute names produce the very diary the default names do."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -367,3 +368,12 @@ def test_auto_is_not_a_base_for_a_mapping_file(tmp_path: Path) -> None:
     """A mapping file cannot extend ``auto`` (it tells profiles apart, it renames nothing)."""
     with pytest.raises(ConventionsError, match="extends must be one of orchestrator"):
         load_conventions(write(tmp_path, "a.toml", 'extends = "auto"\n'))
+
+
+def test_the_readme_lists_every_fact_a_mapping_may_rename() -> None:
+    """The README's list of facts is the one a mapping file is checked against."""
+    from otel_diary.conventions import FACTS
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    listed = readme.split("The facts are ", 1)[1].split("`[task]`", 1)[0]
+    assert set(re.findall(r"`(\w+)`", listed)) == set(FACTS)

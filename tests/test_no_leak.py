@@ -24,6 +24,7 @@ from otel_diary import (
     SpanRecord,
     classify,
 )
+from otel_diary.conventions import OPENINFERENCE
 from otel_diary.pipeline.llm import LLMReflector
 from otel_diary.sinks.hub.sink import HubSink
 from otel_diary.wiring import build_pipeline
@@ -129,6 +130,29 @@ def test_secrets_in_failed_tools_and_models_names_reach_no_file_or_model(
     for secret in (tool_secret, model_secret, given_secret):
         assert secret not in next((tmp_path / "kb").rglob("*.md")).read_text("utf-8")
         assert secret not in sent
+
+
+def test_secrets_in_a_model_calls_messages_reach_no_file_or_model(tmp_path: Path) -> None:
+    """A title and an answer taken from a model call's flattened messages (what titles a
+    LlamaIndex run) are redacted as any other, in the file and in the model's prompt."""
+    chat = ChatServer()
+    asked_secret, answered_secret = "sk-" + "Q" * 40, "ghp_" + "A" * 36
+    with serve_asgi(chat) as chat_url:
+        pipeline = build_pipeline(Settings(dir=tmp_path / "kb", index=False,
+                                           reflection_url=chat_url + "/v1"), OPENINFERENCE)
+        children = ChildSummary(asked=f"Deploy with {asked_secret}",
+                                answered=f"Deployed with {answered_secret}. Done.")
+        record = SpanRecord(trace_id=7, span_id=9, name="FunctionAgent.run",
+                            start_ns=END_NS - 10**9, end_ns=END_NS,
+                            attributes={"openinference.span.kind": "CHAIN"})
+        diary = pipeline.handle((record, children))
+        pipeline.close()
+    assert diary is not None and diary.title == "Deploy with [REDACTED:api_key]"
+    written = next((tmp_path / "kb").rglob("*.md")).read_text("utf-8")
+    sent = "\n".join(strings(chat.requests[-1].json()))
+    assert "[REDACTED:api_key]" in sent and "[REDACTED:github_token]" in sent
+    for secret in (asked_secret, answered_secret):
+        assert secret not in written and secret not in sent
 
 
 def test_delivering_diaries_creates_no_spans_with_httpx_instrumented(tmp_path: Path) -> None:

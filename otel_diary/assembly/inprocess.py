@@ -34,6 +34,7 @@ MAX_BUCKETS = 256
 def _text_size(summary: ChildSummary) -> int:
     """Characters of text and names a summary keeps (its counts are not counted)."""
     return (len(summary.first_input or "") + len(summary.last_output or "")
+            + len(summary.asked or "") + len(summary.answered or "")
             + len(summary.first_error or "") + len(summary.stacktrace or "") + summary.names)
 
 

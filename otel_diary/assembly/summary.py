@@ -33,6 +33,21 @@ def _content(value: object) -> str | None:
     return value if isinstance(value, str) and 0 < len(value) <= MAX_CONTENT else None
 
 
+def _flat(attributes: Mapping[str, object], messages: tuple[tuple[str, str], ...],
+          role: str, *, last: bool) -> str | None:
+    """The content of the first (``last``: the last) of ``messages`` (their role and
+    content attributes) whose role is ``role`` and whose content has text."""
+    found = None
+    for role_key, content_key in messages:
+        if attributes.get(role_key) == role:
+            content = _content(attributes.get(content_key))
+            if content is not None and content.strip():
+                if not last:
+                    return content
+                found = content
+    return found
+
+
 def _whole_words(text: str, from_end: bool = False) -> str:
     """``text`` without the word (the line, ``from_end``) a cut at :data:`MAX_ERROR_TEXT`
     may have split, so no fragment of a secret is left for redaction to miss."""
@@ -80,6 +95,14 @@ class ChildSummary:
     last_output: str | None = None
     """The captured output of the last span that had one (not yet redacted)."""
     last_output_ns: int = 0
+    asked: str | None = None
+    """The first user message a model call's flattened messages held, of the call that
+    ended first (``Conventions.flat_input_messages``; not yet redacted)."""
+    asked_ns: int = 0
+    answered: str | None = None
+    """The last assistant message with text a model call answered, of the call that ended
+    last (``Conventions.flat_output_messages``; not yet redacted)."""
+    answered_ns: int = 0
     last_run_end_ns: int = -1
     """When the agent run under the task that ended last ended (-1: none): a child span
     the conventions read as an agent's own run (``Conventions.agent_run_values``)."""
@@ -253,6 +276,15 @@ class ChildSummary:
             if content is not None and _after(content, end_ns, self.last_output,
                                               self.last_output_ns):
                 self.last_output, self.last_output_ns = content, end_ns
+        if conventions.flat_inputs and (self.asked is None or end_ns <= self.asked_ns):
+            content = _flat(attributes, conventions.flat_inputs, "user", last=False)
+            if content is not None and _before(content, end_ns, self.asked, self.asked_ns):
+                self.asked, self.asked_ns = content, end_ns
+        if conventions.flat_outputs and (self.answered is None or end_ns >= self.answered_ns):
+            content = _flat(attributes, conventions.flat_outputs, "assistant", last=True)
+            if content is not None and _after(content, end_ns, self.answered,
+                                              self.answered_ns):
+                self.answered, self.answered_ns = content, end_ns
         if is_error:
             if failure:
                 self.failed_spans += 1
@@ -321,6 +353,12 @@ class ChildSummary:
         if other.last_output is not None and _after(
                 other.last_output, other.last_output_ns, self.last_output, self.last_output_ns):
             self.last_output, self.last_output_ns = other.last_output, other.last_output_ns
+        if other.asked is not None and _before(other.asked, other.asked_ns, self.asked,
+                                               self.asked_ns):
+            self.asked, self.asked_ns = other.asked, other.asked_ns
+        if other.answered is not None and _after(other.answered, other.answered_ns,
+                                                 self.answered, self.answered_ns):
+            self.answered, self.answered_ns = other.answered, other.answered_ns
         if other.first_error is not None and _before(
                 other.first_error, other.first_error_ns, self.first_error, self.first_error_ns):
             self.first_error, self.first_error_ns = other.first_error, other.first_error_ns

@@ -223,12 +223,14 @@ def classify(record: SpanRecord, children: ChildSummary | None,
              or service
              or "unknown")
     # the task span's own messages, else (none, or none in what it recorded: a graph's
-    # state, an agent's call arguments) those of the spans under it
+    # state, an agent's call arguments) those of the spans under it, else a model call's
     question = ((user_message(first(attrs, conv.input_messages))
-                 or user_message(children.first_input)) if conv.input_messages else None)
-    answer = (first_sentence(final_answer(first(attrs, conv.output_messages))
-                             or final_answer(children.last_output))
-              if conv.output_messages else None)
+                 or user_message(children.first_input)) if conv.input_messages else None) \
+        or (children.asked if conv.flat_input_messages else None)
+    answer = first_sentence(
+        ((final_answer(first(attrs, conv.output_messages))
+          or final_answer(children.last_output)) if conv.output_messages else None)
+        or (children.answered if conv.flat_output_messages else None))
     stderr = first(attrs, conv.stderr_tail)
     stderr_tail = None
     from_stacktrace = False

@@ -7,7 +7,8 @@ state such as ``{"messages": [["user", …]]}``, an agent's arguments such as sm
 ``{"task": …}``, or the input itself). :func:`user_message` finds the first user message
 (else the task an agent's run was called with), :func:`final_answer` the last
 assistant message, and :func:`first_sentence` cuts an answer to its first sentence.
-Nothing is guessed: a value that holds no such message gives ``None``.
+Nothing is guessed: a value that holds no such message gives ``None``, and so does a
+Python object's repr recorded as plain text.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ _ASKED = ("task",)
 """Of a call's arguments with no message in them: what an agent's run was asked
 (smolagents' ``agent.run(task=…)``)."""
 _ASSISTANT = frozenset({"assistant", "ai", "model"})
+_REPR = re.compile(r"[A-Za-z_][\w.]*\((?:[A-Za-z_]\w*=|\))")
+"""A Python object's repr (``StopEvent(result=…)``, ``AgentWorkflowStartEvent()``): what
+an instrumentation records of a value it cannot serialize (LlamaIndex's events), no
+message."""
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 
 
@@ -52,7 +57,7 @@ def _read(value: object, roles: frozenset[str], *, last: bool) -> str | None:
         return None
     stripped = value.strip()
     if stripped[0] not in "[{\"":
-        return stripped
+        return None if _REPR.match(stripped) else stripped
     if len(stripped) > MAX_VALUE:
         return None
     try:

@@ -270,3 +270,39 @@ def test_what_a_tool_was_given_is_the_same_whatever_the_order_read_or_merged() -
         whole.add({**call, "gen_ai.tool.call.arguments": arguments}, failed, GENAI, end)
         bare.add(call, failed, GENAI, end)
     assert whole.names == bare.names + len('{"q": "a"}') + len('{"q": "z"}')
+
+
+def test_flattened_messages_give_the_first_question_and_the_last_answer() -> None:
+    """Of model calls' flattened messages, the first user message of the call that ended
+    first and the last assistant message with text of the call that ended last are kept,
+    however the calls come in or are merged; a call that answered with a tool call only
+    (no text) answers nothing, and a role past the first four messages is not read."""
+    from itertools import permutations
+
+    from otel_diary.conventions import OPENINFERENCE
+
+    def call(*messages: tuple[str, str], out: str = "") -> dict[str, object]:
+        attributes: dict[str, object] = {"llm.model_name": "m"}
+        for at, (role, content) in enumerate(messages):
+            attributes[f"llm.input_messages.{at}.message.role"] = role
+            attributes[f"llm.input_messages.{at}.message.content"] = content
+        attributes["llm.output_messages.0.message.role"] = "assistant"
+        if out:
+            attributes["llm.output_messages.0.message.content"] = out
+        return attributes
+
+    calls = [
+        (4, call(("system", "Be brief."), ("user", "Fix the build"), out="Looking.")),
+        (4, call(("system", "Be brief."), ("user", "Check the build"), out="Checked.")),
+        (6, call(("user", "Later"), ("assistant", "x"))),  # a tool call: no text out
+        (5, call(("user", "Then"), out="Done. It passes.")),
+        (3, call(("system", "s"), ("system", "s"), ("system", "s"), ("system", "s"),
+                 ("user", "Past the fourth"))),
+    ]
+    for order in permutations(calls):
+        halves = ChildSummary(), ChildSummary()
+        for n, (end, attributes) in enumerate(order):
+            halves[n % 2].add(attributes, False, OPENINFERENCE, end)
+        halves[0].merge(halves[1])
+        assert (halves[0].asked, halves[0].answered) == ("Check the build",
+                                                         "Done. It passes."), order

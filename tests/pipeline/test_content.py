@@ -51,3 +51,18 @@ def test_the_final_answer_is_the_last_assistant_message() -> None:
     assert final_answer(OPENAI) == "Done. It passes."
     assert first_sentence(final_answer(OPENAI)) == "Done."
     assert first_sentence("3.5 is the answer. Next") == "3.5 is the answer."
+
+
+@pytest.mark.parametrize("value", [
+    "StopEvent(result=AgentOutput(response=ChatMessage(role=<MessageRole.ASSISTANT: "
+    "'assistant'>, blocks=[TextBlock(text='Done.')]))...",
+    "AgentWorkflowStartEvent()", "events.Done(ok=True)"])
+def test_a_python_repr_is_no_message(value: str) -> None:
+    """What an instrumentation records of a value it cannot serialize (LlamaIndex's events)
+    is neither a question nor an answer."""
+    assert user_message(value) is None and final_answer(value) is None
+
+
+@pytest.mark.parametrize("value", ["Done(ish).", "Fixed it (see the PR).", "print(x)"])
+def test_plain_text_with_brackets_is_still_a_message(value: str) -> None:
+    assert user_message(value) == value and final_answer(value) == value
