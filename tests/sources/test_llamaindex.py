@@ -85,6 +85,35 @@ def test_an_agent_that_got_past_a_failed_tool_is_recovered(harness: Harness) -> 
     assert "StopEvent" not in diary.content and "ChatMessage" not in diary.content
 
 
+def test_a_workflow_that_handed_off_is_one_diary(harness: Harness) -> None:
+    """An ``AgentWorkflow`` whose planner handed off to a builder, whose build failed
+    once, is one recovered diary of the whole run, titled by its question."""
+    from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent
+    from llama_index.core.tools import FunctionTool
+    from llama_index.llms.openai_like import OpenAILike
+
+    handoff = ToolCall("handoff", '{"to_agent": "builder", "reason": "a build"}')
+    with serve_asgi(ChatServer(script=[handoff, *SCRIPT], model=MODEL)) as url:
+        llm = OpenAILike(model=MODEL, api_base=url + "/v1", api_key="test-key",
+                         is_chat_model=True, is_function_calling_model=True, max_retries=0)
+        workflow = AgentWorkflow(root_agent="planner", agents=[
+            FunctionAgent(name="planner", description="Plans.", system_prompt="Plan.",
+                          llm=llm, can_handoff_to=["builder"], streaming=False),
+            FunctionAgent(name="builder", description="Builds.", system_prompt="Build.",
+                          llm=llm, tools=[FunctionTool.from_defaults(build, name="build")],
+                          streaming=False)])
+
+        async def run() -> str:
+            return str(await workflow.run(user_msg=QUESTION))
+
+        assert asyncio.run(run()) == ANSWER
+    [diary] = harness.diaries()
+    assert (diary.outcome, diary.title) == ("recovered", QUESTION)
+    assert parse_front_matter(diary.content)["tokens"] == 4 * CALL_TOKENS
+    assert "Made 3 tool call(s): build (2), handoff (1)." in diary.content
+    assert f'The final answer began: "{ANSWER}"' in diary.content
+
+
 @pytest.mark.parametrize("usage", [{}, {"stream_options": {"include_usage": True}}])
 def test_a_streamed_run_is_titled_and_answered_the_same(harness: Harness,
                                                         usage: dict[str, object]) -> None:
