@@ -31,11 +31,12 @@ def llamaindex_on_path() -> Iterator[None]:
 
 
 @pytest.fixture
-def harness() -> Iterator[Harness]:
-    """The OpenInference harness, with LlamaIndex instrumented on its provider."""
+def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
+    """The OpenInference harness (or another profile's), with LlamaIndex instrumented on
+    its provider."""
     from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 
-    made = Harness()
+    made = Harness(getattr(request, "param", "openinference"))
     LlamaIndexInstrumentor().instrument(tracer_provider=made.provider)
     yield made
     LlamaIndexInstrumentor().uninstrument()
@@ -66,6 +67,7 @@ def run_agent(script: list[str | int | ToolCall], question: str = QUESTION, *,
         return asyncio.run(run())
 
 
+@pytest.mark.parametrize("harness", ["openinference", "auto"], indirect=True)
 def test_an_agent_that_got_past_a_failed_tool_is_recovered(harness: Harness) -> None:
     """A function agent whose build failed on the first target and built the next is one
     recovered diary, titled by its question and answered as its model answered (its own
