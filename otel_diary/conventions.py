@@ -304,11 +304,13 @@ no GenAI operation: that span is the run, so a handoff is one diary. Alone it wo
 the ``invoke_agent`` spans an app opens itself."""
 
 WORKFLOW_RUNS = dataclasses.replace(GENAI, task_marker="workflow.name", task_marker_values=None,
-                                    agent_run_values=frozenset())
+                                    agent_run_values=frozenset(),
+                                    workflow=(*GENAI.workflow, "workflow.name"))
 """Of ``auto`` only: ``genai`` read from Microsoft Agent Framework's workflow runs (the
 ``workflow.run`` span, marked by its ``workflow.name``, with no GenAI operation): that span
-is the run, so a workflow of agents is one diary. Any span with a ``workflow.name`` is a
-run under ``auto``. Alone it would miss the agents run outside a workflow."""
+is the run, so a workflow of agents is one diary, whose workflow is that name. Any span
+with a ``workflow.name`` is a run under ``auto``. Alone it would miss the agents run
+outside a workflow."""
 
 AUTO = _detecting(ORCHESTRATOR, GENAI, OPENINFERENCE, TRACELOOP_RUNS, WORKFLOW_RUNS)
 """Detect the profile per run: a span marked a task by ``orchestrator``, ``genai`` or

@@ -66,11 +66,11 @@ async def answer(agent: Agent, question: str) -> str:
     return (await agent.run(question)).text
 
 
-def workflow(client: Callable[[], OpenAIChatCompletionClient]) -> Any:
-    """A planner agent, then a fixer agent."""
+def workflow(client: Callable[[], OpenAIChatCompletionClient], name: str | None = None) -> Any:
+    """A planner agent, then a fixer agent (``name``: the workflow's, else its own)."""
     planner = Agent(client=client(), name="planner", instructions="Plan the change.")
     fixer = Agent(client=client(), name="fixer", instructions="Make the change.")
-    return WorkflowBuilder(start_executor=planner).add_edge(planner, fixer).build()
+    return WorkflowBuilder(start_executor=planner, name=name).add_edge(planner, fixer).build()
 
 
 @pytest.mark.parametrize("harness", ["genai", "auto"], indirect=True)
@@ -87,14 +87,15 @@ def test_an_agent_that_got_past_a_failed_tool_is_recovered(harness: Harness) -> 
 
 def test_a_workflow_of_agents_is_one_diary(harness: Harness) -> None:
     """A workflow running one agent after the other is one diary under `auto` (not one per
-    agent): by the agent that ran first, titled by the task, with both agents' calls and
-    the last one's answer."""
+    agent): by the agent that ran first, of the workflow's name, titled by the task, with
+    both agents' calls and the last one's answer."""
     with harness.clients([PLAN, ANSWER]) as client:
-        outputs = asyncio.run(workflow(client).run(QUESTION)).get_outputs()
+        outputs = asyncio.run(workflow(client, name="orders-fix").run(QUESTION)).get_outputs()
     assert [output.text for output in outputs] == [PLAN, ANSWER]
     [diary] = harness.diaries()
     front = parse_front_matter(diary.content)
     assert (diary.agent, diary.outcome, diary.title) == ("planner", "completed", QUESTION)
+    assert front["workflow"] == "orders-fix" and "workflow:orders-fix" in front["tags"]
     assert (front["model"], front["tokens"]) == (MODEL, 2 * CALL_TOKENS)
     assert f'The final answer began: "{ANSWER}"' in diary.content
 
