@@ -3,6 +3,7 @@ pool's log lines."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
@@ -252,9 +253,22 @@ class StallingProxy:
         self._held: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
+    def close(self) -> None:
+        """Stops listening and hangs up on every connection (a caller still waiting on
+        one, the pool's worker opening one, gets its end)."""
+        self.stalled.set()
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes accept()
+        self._listener.close()
+        for held in self._held:
+            held.close()
+
     def _accept(self) -> None:
         while True:
-            client, _ = self._listener.accept()
+            try:
+                client, _ = self._listener.accept()
+            except OSError:  # closed
+                return
             server = socket.create_connection(("127.0.0.1", self.target))
             self._held += [client, server]
             for source, sink in ((client, server), (server, client)):
@@ -299,6 +313,7 @@ def test_a_call_the_server_stops_answering_is_hung_up_on(
         assert "no answer within 2.5s" in store._db.down_reason
     finally:
         store.close()
+        proxy.close()
 
 
 def test_connections_the_server_ended_while_idle_are_not_given_out(
@@ -361,3 +376,4 @@ def test_a_related_lookup_waiting_on_a_silent_store_ends_when_cut_short(
         assert [diary.task_id for diary in sink.diaries] == ["T-1"]
     finally:
         store.close()
+        proxy.close()

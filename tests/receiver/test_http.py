@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import pytest
 from google.rpc import status_pb2  # type: ignore[import-untyped]
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -317,11 +318,16 @@ def test_metrics_endpoint_counts_received_and_rejected() -> None:
 
 # -- fuzzing the handler in-process (the ASGI interface, no sockets) ----------------------
 
-_fuzz_sink = InMemorySink()
-_fuzz_collector = Collector(TraceStore(ORCHESTRATOR, grace=0),
-                            build_pipeline(Settings(index=False), ORCHESTRATOR,
-                                           sinks=[_fuzz_sink]))
-_fuzz_app = OtlpHttpApp(_fuzz_collector, ORCHESTRATOR, max_body_bytes=4096)
+@pytest.fixture(scope="module")
+def fuzz_app() -> Iterator[OtlpHttpApp]:
+    """One handler for every example, closed with its collector after them."""
+    collector = Collector(TraceStore(ORCHESTRATOR, grace=0),
+                          build_pipeline(Settings(index=False), ORCHESTRATOR,
+                                         sinks=[InMemorySink()]))
+    app = OtlpHttpApp(collector, ORCHESTRATOR, max_body_bytes=4096)
+    yield app
+    assert collector.close(10.0)
+    app.close()
 
 
 async def _call(app: OtlpHttpApp, method: str, path: str, headers: list[tuple[bytes, bytes]],
@@ -370,8 +376,8 @@ _bodies = st.one_of(
                      st.text(max_size=5)),
 )
 def test_handler_never_answers_5xx_to_arbitrary_requests(
-        method: str, path: str, content_type: str, encoding: str, gzip_it: bool, body: bytes,
-        split: int, length: str | None) -> None:
+        fuzz_app: OtlpHttpApp, method: str, path: str, content_type: str, encoding: str,
+        gzip_it: bool, body: bytes, split: int, length: str | None) -> None:
     """Arbitrary bodies, types, encodings and lengths get a 2xx/4xx, never a 5xx or a crash."""
     if gzip_it:
         body = gzip.compress(body)
@@ -382,5 +388,5 @@ def test_handler_never_answers_5xx_to_arbitrary_requests(
         headers.append((b"content-encoding", encoding.encode()))
     if length is not None:
         headers.append((b"content-length", length.encode("utf-8", "replace")))
-    status = asyncio.run(_call(_fuzz_app, method, path, headers, chunks))
+    status = asyncio.run(_call(fuzz_app, method, path, headers, chunks))
     assert 200 <= status < 500
