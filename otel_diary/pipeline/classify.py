@@ -15,7 +15,12 @@ from typing import Literal, NamedTuple
 
 from otel_diary.assembly.summary import MAX_LIST, ChildSummary, in_order
 from otel_diary.conventions import Conventions
-from otel_diary.pipeline.content import final_answer, first_sentence, user_message
+from otel_diary.pipeline.content import (
+    call_arguments,
+    final_answer,
+    first_sentence,
+    user_message,
+)
 from otel_diary.record import SpanRecord, as_bool, as_int, as_text, first, redact_tail
 
 Outcome = Literal["completed", "recovered"]
@@ -71,7 +76,8 @@ def recoveries(children: ChildSummary,
                          if other != name and ends[1] > failed]
                 instead = max(later)[1] if later else None
             given = children.tool_inputs.get(name) if kind == "tool" else None
-            failed_with, succeeded_with = given or (None, None)
+            failed_with, succeeded_with = (call_arguments(value) for value in
+                                           given or (None, None))
             found.append((failed, kind, name, Recovery(
                 kind, name, again, instead, text(failed_with, MAX_ARGUMENTS),
                 text(succeeded_with, MAX_ARGUMENTS) if again else None)))

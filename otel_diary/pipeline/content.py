@@ -30,6 +30,8 @@ _REPR = re.compile(r"[A-Za-z_][\w.]*\((?:[A-Za-z_]\w*=|\))")
 """A Python object's repr (``StopEvent(result=…)``, ``AgentWorkflowStartEvent()``): what
 an instrumentation records of a value it cannot serialize (LlamaIndex's events), no
 message."""
+_CALL_WRAPPER = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
+"""The keys of an instrumentation's record of a Python call's arguments."""
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 
 
@@ -43,6 +45,23 @@ def final_answer(value: object) -> str | None:
     """The text of the last assistant message in ``value``, or the value itself when it is
     plain text (not JSON)."""
     return _read(value, _ASSISTANT, last=True)
+
+
+def call_arguments(value: str | None) -> str | None:
+    """What a tool call was given, out of the wrapper some instrumentations record a
+    Python call's arguments in: ``{"kwargs": {…}}`` (LlamaIndex) or ``{"args": [],
+    "sanitize_inputs_outputs": …, "kwargs": {…}}`` (smolagents) gives ``{…}``; any other
+    value is left as it is."""
+    if not value or not value.startswith('{"') or len(value) > MAX_VALUE:
+        return value
+    try:
+        data = json.loads(value)
+    except (ValueError, RecursionError):
+        return value
+    if not (isinstance(data, dict) and isinstance(data.get("kwargs"), dict)
+            and data.keys() <= _CALL_WRAPPER and not data.get("args")):
+        return value
+    return json.dumps(data["kwargs"], ensure_ascii=False)
 
 
 def first_sentence(text: str | None) -> str | None:

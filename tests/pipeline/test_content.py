@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from otel_diary.pipeline.content import final_answer, first_sentence, user_message
+from otel_diary.pipeline.content import call_arguments, final_answer, first_sentence, user_message
 
 GENAI = json.dumps([{"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
                     {"role": "user", "parts": [{"type": "text", "content": "Fix the build"}]}])
@@ -66,3 +66,21 @@ def test_a_python_repr_is_no_message(value: str) -> None:
 @pytest.mark.parametrize("value", ["Done(ish).", "Fixed it (see the PR).", "print(x)"])
 def test_plain_text_with_brackets_is_still_a_message(value: str) -> None:
     assert user_message(value) == value and final_answer(value) == value
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ('{"kwargs": {"target": "orders"}}', '{"target": "orders"}'),
+    ('{"args": [], "sanitize_inputs_outputs": true, "kwargs": {"path": "é"}}',
+     '{"path": "é"}'),
+    ('{"args": ["x"], "kwargs": {"a": 1}}', '{"args": ["x"], "kwargs": {"a": 1}}'),
+    ('{"kwargs": {"a": 1}, "other": 2}', '{"kwargs": {"a": 1}, "other": 2}'),
+    ('{"kwargs": "a"}', '{"kwargs": "a"}'),
+    ('{"target": "orders"}', '{"target": "orders"}'),
+    ('{"kwargs": {', '{"kwargs": {'),
+    ("plain", "plain"), (None, None),
+])
+def test_call_arguments_come_out_of_a_python_calls_record(value: str | None,
+                                                          expected: str | None) -> None:
+    """LlamaIndex's and smolagents' record of a call's keyword arguments gives them; a
+    call with positional arguments, another shape, or no JSON is left as it is."""
+    assert call_arguments(value) == expected

@@ -21,7 +21,15 @@ import pytest
 from otel_diary.pipeline.render import parse_front_matter
 from tests.sources.test_openinference import Harness, readme_lines_run
 from tests.support.apart import on_path
-from tests.support.build_run import ANSWER, CALL_TOKENS, MODEL, QUESTION, SCRIPT, build
+from tests.support.build_run import (
+    ANSWER,
+    CALL_TOKENS,
+    MODEL,
+    QUESTION,
+    SCRIPT,
+    assert_recovered,
+    build,
+)
 from tests.support.loopback import ChatServer, ToolCall, serve_asgi
 
 
@@ -72,18 +80,10 @@ def test_an_agent_that_got_past_a_failed_tool_is_recovered(harness: Harness) -> 
     """A function agent whose build failed on the first target and built the next is one
     recovered diary, titled by its question and answered as its model answered (its own
     spans hold a workflow's state and reprs), with every model call's tokens, the tool's
-    error and what each call was given."""
+    error and what each call was given (its arguments, out of the call's record)."""
     assert run_agent(SCRIPT) == ANSWER
     [diary] = harness.diaries()
-    front = parse_front_matter(diary.content)
-    assert (diary.outcome, diary.title) == ("recovered", QUESTION)
-    assert (front["model"], front["tokens"]) == (MODEL, 3 * CALL_TOKENS)
-    assert "Made 2 tool call(s): build (2)." in diary.content
-    assert ('The call to the build tool that failed was given `{"kwargs": {"target": '
-            '"orders"}}`; the one that succeeded, `{"kwargs": {"target": "orders-fixed"}}`.'
-            ) in diary.content
-    assert "First error: RuntimeError: TS2345" in diary.content
-    assert f'The final answer began: "{ANSWER}"' in diary.content
+    assert_recovered(diary, "svc")  # what the calls were given, out of {"kwargs": …}
     assert "StopEvent" not in diary.content and "ChatMessage" not in diary.content
 
 
