@@ -32,6 +32,12 @@ from tests.support.build_run import (
 )
 from tests.support.loopback import ChatServer, ToolCall, serve_asgi
 
+# That instrumentation reads LlamaIndex's events' attributes through deprecated Pydantic
+# accessors (inspect.getmembers, .json()): hundreds of warnings of its own per run.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::pydantic.warnings.PydanticDeprecatedSince20",
+    "ignore::pydantic.warnings.PydanticDeprecatedSince211")
+
 
 @pytest.fixture(scope="module", autouse=True)
 def llamaindex_on_path() -> Iterator[None]:
