@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,27 +59,41 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
     made.serve.check(made.sink.diaries)
 
 
-def run_agent(script: list[str | int | ToolCall], question: str = QUESTION, *,
-              streaming: bool = False, usage: Mapping[str, object] = {}) -> str:
-    """What a LlamaIndex ``FunctionAgent`` with a ``build`` tool answers ``question``
-    with, its model a local server answering ``script`` (``usage``: the model's
+def local_model(url: str, usage: Mapping[str, object] | None = None) -> Any:
+    """LlamaIndex's client of the local server at ``url`` (``usage``: its
     ``additional_kwargs``)."""
-    from llama_index.core.agent.workflow import FunctionAgent
-    from llama_index.core.tools import FunctionTool
     from llama_index.llms.openai_like import OpenAILike
 
+    return OpenAILike(model=MODEL, api_base=url + "/v1", api_key="test-key",
+                      is_chat_model=True, is_function_calling_model=True, max_retries=0,
+                      additional_kwargs=dict(usage or {}))
+
+
+def answer(agent: Any, question: str = QUESTION) -> str:
+    """What an agent or workflow answers ``question`` with (its ``run`` needs a loop)."""
+    async def run() -> str:
+        return str(await agent.run(user_msg=question))
+
+    return asyncio.run(run())
+
+
+def build_tool() -> Any:
+    """The ``build`` tool, as LlamaIndex calls it."""
+    from llama_index.core.tools import FunctionTool
+
+    return FunctionTool.from_defaults(build, name="build")
+
+
+def run_agent(script: list[str | int | ToolCall], question: str = QUESTION, *,
+              streaming: bool = False, usage: Mapping[str, object] | None = None) -> str:
+    """What a LlamaIndex ``FunctionAgent`` with a ``build`` tool answers ``question``
+    with, its model a local server answering ``script``."""
+    from llama_index.core.agent.workflow import FunctionAgent
+
     with serve_asgi(ChatServer(script=script, model=MODEL)) as url:
-        agent = FunctionAgent(
-            name="builder", system_prompt="You build the app.", streaming=streaming,
-            tools=[FunctionTool.from_defaults(build, name="build")],
-            llm=OpenAILike(model=MODEL, api_base=url + "/v1", api_key="test-key",
-                           is_chat_model=True, is_function_calling_model=True,
-                           max_retries=0, additional_kwargs=dict(usage)))
-
-        async def run() -> str:
-            return str(await agent.run(user_msg=question))
-
-        return asyncio.run(run())
+        return answer(FunctionAgent(name="builder", system_prompt="You build the app.",
+                                    streaming=streaming, tools=[build_tool()],
+                                    llm=local_model(url, usage)), question)
 
 
 @pytest.mark.parametrize("harness", ["openinference", "auto"], indirect=True)
@@ -97,24 +112,16 @@ def test_a_workflow_that_handed_off_is_one_diary(harness: Harness) -> None:
     """An ``AgentWorkflow`` whose planner handed off to a builder, whose build failed
     once, is one recovered diary of the whole run, titled by its question."""
     from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent
-    from llama_index.core.tools import FunctionTool
-    from llama_index.llms.openai_like import OpenAILike
 
     handoff = ToolCall("handoff", '{"to_agent": "builder", "reason": "a build"}')
     with serve_asgi(ChatServer(script=[handoff, *SCRIPT], model=MODEL)) as url:
-        llm = OpenAILike(model=MODEL, api_base=url + "/v1", api_key="test-key",
-                         is_chat_model=True, is_function_calling_model=True, max_retries=0)
+        llm = local_model(url)
         workflow = AgentWorkflow(root_agent="planner", agents=[
             FunctionAgent(name="planner", description="Plans.", system_prompt="Plan.",
                           llm=llm, can_handoff_to=["builder"], streaming=False),
             FunctionAgent(name="builder", description="Builds.", system_prompt="Build.",
-                          llm=llm, tools=[FunctionTool.from_defaults(build, name="build")],
-                          streaming=False)])
-
-        async def run() -> str:
-            return str(await workflow.run(user_msg=QUESTION))
-
-        assert asyncio.run(run()) == ANSWER
+                          llm=llm, tools=[build_tool()], streaming=False)])
+        assert answer(workflow) == ANSWER
     [diary] = harness.diaries()
     assert (diary.outcome, diary.title) == ("recovered", QUESTION)
     assert parse_front_matter(diary.content)["tokens"] == 4 * CALL_TOKENS
