@@ -171,8 +171,11 @@ def test_a_new_call_cancels_the_call_waiting_longest_for_its_message() -> None:
             # the cancelled call holds a slot until its handler returns, which its client
             # hearing CANCELLED does not wait for
             assert wait_until(lambda: server.service._served == 1)
-            third = stream.future(rpc.held(release, body), timeout=20)
-            codes = _until_refused(server, body, third)
+            for _ in range(5):  # the third call can lose the free slot to a first export
+                third = stream.future(rpc.held(release, body), timeout=20)
+                codes = _until_refused(server, body, third)
+                if codes[-1] is grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    break
         finally:
             release.set()
         others = rpc.code(younger), rpc.code(third)
