@@ -92,7 +92,8 @@ class Conventions:
     """When true, a task span's name names its agent when no attribute does and the
     resource's ``service.name`` is the SDK's stand-in ``unknown_service…`` (OpenInference
     names the root span after the graph or agent: ``LangGraph``, ``qa``, smolagents'
-    ``builder.run``, whose ``.run`` is left out)."""
+    ``builder.run`` and a CrewAI crew's ``research.kickoff``, whose ``.run`` and
+    ``.kickoff`` are left out, as is the UUID of an unnamed crew's ``Crew_<uuid>``)."""
     profiles: tuple[Conventions, ...] = ()
     """Of ``auto`` only: the profiles it tells apart. A span is a task span when one of
     them marks it so, and is read with the first that does; child spans are read under

@@ -7,6 +7,7 @@ child spans where the conventions say so), otherwise *completed*.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from otel_diary.pipeline.content import (
     call_arguments,
     final_answer,
     first_sentence,
+    first_task,
     user_message,
 )
 from otel_diary.record import SpanRecord, as_bool, as_int, as_text, first, redact_tail
@@ -37,6 +39,13 @@ MAX_ARGUMENTS = 200
 """Characters of what a tool call was given that a diary quotes."""
 MAX_RECOVERIES = 3
 """Failed tools and models a diary tells how the run got past, the first to fail first."""
+_RUN_SUFFIXES = (".run", ".kickoff")
+"""What follows an agent's name in a span name that names it (smolagents' ``builder.run``,
+a CrewAI crew's ``research.kickoff``)."""
+_GENERATED_ID = re.compile(
+    r"[_-][0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
+"""A UUID an unnamed object's name ends with (an unnamed crew is ``Crew_<uuid>``): another
+each run, no name."""
 
 
 class Recovery(NamedTuple):
@@ -136,6 +145,16 @@ WITHHELD = "<REDACTED>"
 Code's ``user_prompt`` without ``OTEL_LOG_USER_PROMPTS=1``): no title."""
 
 
+def _named(span_name: str) -> str:
+    """The agent a task span's name names: ``builder.run`` -> ``builder``, an unnamed
+    crew's ``Crew_<uuid>.kickoff`` -> ``Crew``."""
+    for suffix in _RUN_SUFFIXES:
+        if span_name.endswith(suffix):
+            span_name = span_name[:-len(suffix)]
+            break
+    return _GENERATED_ID.sub("", span_name)
+
+
 def _not_withheld(title: str | None) -> str | None:
     return None if title == WITHHELD else title
 
@@ -220,17 +239,19 @@ def classify(record: SpanRecord, children: ChildSummary | None,
     if conv.agent_from_span_name and service is not None \
             and service.startswith("unknown_service"):
         # The SDK's stand-in when no service name was set: the span's own name (a LangGraph
-        # graph's, an agent workflow's; smolagents names an agent's ``<agent>.run``) says
-        # more about who did the work.
-        service = text(record.name.removesuffix(".run"), 256) or service
+        # graph's, an agent workflow's; smolagents names an agent's ``<agent>.run``, CrewAI
+        # a crew's ``<crew>.kickoff``) says more about who did the work.
+        service = text(_named(record.name), 256) or service
     agent = (text(first(attrs, conv.agent), 256)
              or next((text(name, 256) for name in in_order(children.agents)
                    if conv.child_agent), None)
              or service
              or "unknown")
-    # the task span's own messages, else (none, or none in what it recorded: a graph's
-    # state, an agent's call arguments) those of the spans under it, else a model call's
+    # the task span's own messages (else the first task a crew's output names), else
+    # (none, or none in what it recorded: a graph's state, an agent's call arguments)
+    # those of the spans under it, else a model call's
     question = ((user_message(first(attrs, conv.input_messages))
+                 or first_task(first(attrs, conv.output_messages))
                  or user_message(children.first_input)) if conv.input_messages else None) \
         or (children.asked if conv.flat_input_messages else None)
     answer = first_sentence(

@@ -6,7 +6,8 @@ plain text: GenAI's ``gen_ai.input.messages`` (``[{"role": "user", "parts": [{"t
 state such as ``{"messages": [["user", …]]}``, an agent's arguments such as smolagents'
 ``{"task": …}``, or the input itself). :func:`user_message` finds the first user message
 (else the task an agent's run was called with), :func:`final_answer` the last
-assistant message, and :func:`first_sentence` cuts an answer to its first sentence.
+assistant message, :func:`first_task` the task a CrewAI crew's output says it carried out
+first, and :func:`first_sentence` cuts an answer to its first sentence.
 Nothing is guessed: a value that holds no such message gives ``None``, and so does a
 Python object's repr recorded as plain text.
 """
@@ -22,9 +23,9 @@ MAX_VALUE = 256 * 1024
 """Longest value parsed; a longer one is read as plain text only when it is not JSON."""
 
 _USER = frozenset({"user", "human"})
-_ASKED = ("task",)
+_ASKED = ("task", "messages")
 """Of a call's arguments with no message in them: what an agent's run was asked
-(smolagents' ``agent.run(task=…)``)."""
+(smolagents' ``agent.run(task=…)``, a CrewAI agent's ``kickoff(messages=…)`` given text)."""
 _ASSISTANT = frozenset({"assistant", "ai", "model"})
 _REPR = re.compile(r"[A-Za-z_][\w.]*\((?:[A-Za-z_]\w*=|\))")
 """A Python object's repr (``StopEvent(result=…)``, ``AgentWorkflowStartEvent()``): what
@@ -45,6 +46,24 @@ def final_answer(value: object) -> str | None:
     """The text of the last assistant message in ``value``, or the value itself when it is
     plain text (not JSON)."""
     return _read(value, _ASSISTANT, last=True)
+
+
+def first_task(value: object) -> str | None:
+    """The description of the first task in a CrewAI crew's output, ``{"raw": …,
+    "tasks_output": [{"description": …}, …]}`` (with the crew's inputs filled in, unlike
+    the task list the crew's span records before its run)."""
+    if not isinstance(value, str) or len(value) > MAX_VALUE or '"tasks_output"' not in value:
+        return None
+    try:
+        data = json.loads(value)
+    except (ValueError, RecursionError):
+        return None
+    tasks = data.get("tasks_output") if isinstance(data, dict) else None
+    task = tasks[0] if isinstance(tasks, list) and tasks else None
+    described = task.get("description") if isinstance(task, dict) else None
+    if not isinstance(described, str):
+        return None
+    return described.strip() or None
 
 
 def call_arguments(value: str | None) -> str | None:

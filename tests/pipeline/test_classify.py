@@ -56,6 +56,25 @@ def test_without_a_service_name_an_openinference_root_names_the_agent(service: s
     assert (run := classify(named, None, OPENINFERENCE)) is not None and run.agent == "billing"
 
 
+@pytest.mark.parametrize(("span_name", "agent"), [
+    ("builder.run", "builder"),
+    ("orders-crew.kickoff", "orders-crew"),
+    ("Crew_4f375699-582e-480f-82e3-53e65498209f.kickoff", "Crew"),
+    ("WorkflowBuilder-4F375699-582E-480F-82E3-53E65498209F", "WorkflowBuilder"),
+    ("4f375699-582e-480f-82e3-53e65498209f", "4f375699-582e-480f-82e3-53e65498209f"),
+    ("run.kickoff.run", "run.kickoff"),
+])
+def test_a_root_s_name_names_its_agent_without_its_call_or_generated_id(
+        span_name: str, agent: str) -> None:
+    """Of the name that names the agent: the call (smolagents' ``.run``, a CrewAI crew's
+    ``.kickoff``) is left out, and so is the UUID that ends an unnamed object's name
+    (another each run); a name that is only a UUID stays."""
+    unnamed = SpanRecord(trace_id=1, span_id=2, name=span_name, start_ns=0, end_ns=1,
+                         attributes={"openinference.span.kind": "CHAIN"},
+                         resource={"service.name": "unknown_service"})
+    assert (run := classify(unnamed, None, OPENINFERENCE)) is not None and run.agent == agent
+
+
 def test_tokens_from_own_usage_then_children() -> None:
     """Tokens: the task's own total, else its gen_ai usage, else the children's sum."""
     children = ChildSummary()

@@ -7,7 +7,14 @@ import json
 
 import pytest
 
-from otel_diary.pipeline.content import call_arguments, final_answer, first_sentence, user_message
+from otel_diary.pipeline.content import (
+    MAX_VALUE,
+    call_arguments,
+    final_answer,
+    first_sentence,
+    first_task,
+    user_message,
+)
 
 GENAI = json.dumps([{"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
                     {"role": "user", "parts": [{"type": "text", "content": "Fix the build"}]}])
@@ -19,10 +26,11 @@ LANGCHAIN = json.dumps({"messages": [{"lc": 1, "type": "constructor", "kwargs": 
 
 
 SMOLAGENTS = json.dumps({"task": "Fix the build", "stream": False, "reset": True})
+CREWAI_AGENT = json.dumps({"messages": "Fix the build"})
 
 
 @pytest.mark.parametrize("value", [GENAI, OPENAI, LANGGRAPH, LANGCHAIN, SMOLAGENTS,
-                                   "Fix the build"])
+                                   CREWAI_AGENT, "Fix the build"])
 def test_the_first_user_message_is_found(value: str) -> None:
     """Each recorded form gives the user's words: a message, else the task an agent's run
     was called with."""
@@ -34,7 +42,7 @@ def test_a_message_comes_before_the_task_and_no_task_is_an_answer() -> None:
     only a task that is text is one."""
     both = json.dumps({"task": "Summarize", "messages": [["user", "Fix the build"]]})
     assert user_message(both) == "Fix the build"
-    assert final_answer(SMOLAGENTS) is None
+    assert final_answer(SMOLAGENTS) is None and final_answer(CREWAI_AGENT) is None
     assert user_message(json.dumps({"task": {"text": "nested"}})) is None
     assert user_message(json.dumps({"input": "Fix the build"})) is None
 
@@ -84,3 +92,29 @@ def test_call_arguments_come_out_of_a_python_calls_record(value: str | None,
     """LlamaIndex's and smolagents' record of a call's keyword arguments gives them; a
     call with positional arguments, another shape, or no JSON is left as it is."""
     assert call_arguments(value) == expected
+
+
+def test_a_crews_output_names_its_first_task() -> None:
+    """A CrewAI crew's output gives its first task's description (the crew's inputs filled
+    in), whatever its other tasks and its answer."""
+    output = json.dumps({"raw": "Done.", "tasks_output": [
+        {"description": "  Plan the fix of the orders api\n", "raw": "Planned."},
+        {"description": "Fix the types in the orders api", "raw": "Done."}]})
+    assert first_task(output) == "Plan the fix of the orders api"
+
+
+@pytest.mark.parametrize("value", [
+    json.dumps({"raw": "Done.", "tasks_output": []}),
+    json.dumps({"raw": "Done.", "tasks_output": [{"description": 3}]}),
+    json.dumps({"raw": "Done.", "tasks_output": [{"description": "  "}]}),
+    json.dumps({"raw": "Done.", "tasks_output": {"description": "a"}}),
+    json.dumps([{"tasks_output": [{"description": "a"}]}]),
+    '{"raw": "Done.", "tasks_output": [{"description": "a"',
+    json.dumps({"raw": "x" * MAX_VALUE, "tasks_output": [{"description": "a"}]}),
+    json.dumps({"messages": [{"role": "user", "content": "a"}]}),
+    "tasks_output", None, 3,
+])
+def test_nothing_else_names_a_first_task(value: object) -> None:
+    """No task list, an empty or malformed one, a value past the parsed length, or
+    anything but a crew's output gives no task."""
+    assert first_task(value) is None
