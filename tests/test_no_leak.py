@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,6 +154,29 @@ def test_secrets_in_a_model_calls_messages_reach_no_file_or_model(tmp_path: Path
     assert "[REDACTED:api_key]" in sent and "[REDACTED:github_token]" in sent
     for secret in (asked_secret, answered_secret):
         assert secret not in written and secret not in sent
+
+
+def test_a_secret_in_a_crews_first_task_reaches_no_file_or_model(tmp_path: Path) -> None:
+    """A title taken from a CrewAI crew's output (its first task) is redacted as any
+    other, in the file and in the model's prompt."""
+    chat = ChatServer()
+    secret = "sk-" + "C" * 40
+    output = json.dumps({"raw": "Done.", "tasks_output": [
+        {"description": f"Deploy with {secret}", "raw": "Done."}]})
+    with serve_asgi(chat) as chat_url:
+        pipeline = build_pipeline(Settings(dir=tmp_path / "kb", index=False,
+                                           reflection_url=chat_url + "/v1"), OPENINFERENCE)
+        record = SpanRecord(trace_id=7, span_id=9, name="Crew_1.kickoff",
+                            start_ns=END_NS - 10**9, end_ns=END_NS,
+                            attributes={"openinference.span.kind": "CHAIN",
+                                        "output.value": output})
+        diary = pipeline.handle((record, ChildSummary()))
+        pipeline.close()
+    assert diary is not None and diary.title == "Deploy with [REDACTED:api_key]"
+    written = next((tmp_path / "kb").rglob("*.md")).read_text("utf-8")
+    sent = "\n".join(strings(chat.requests[-1].json()))
+    assert "[REDACTED:api_key]" in sent
+    assert secret not in written and secret not in sent
 
 
 def test_delivering_diaries_creates_no_spans_with_httpx_instrumented(tmp_path: Path) -> None:
