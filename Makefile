@@ -41,6 +41,15 @@ LLAMAINDEX := llama-index-core==0.14.25 llama-index-instrumentation==0.6.0 \
 	platformdirs==4.12.4 tinytag==2.3.2 numpy==2.2.6 banks==2.5.1 jinja2==3.1.6 \
 	markupsafe==3.0.4 tqdm==4.70.1 fsspec==2026.9.0 sqlalchemy==2.0.58 greenlet==3.5.6
 
+# CrewAI and its OpenInference instrumentation, tested in tests/sources/test_crewai.py, apart
+# too: that instrumentation's entry point would import CrewAI (and chromadb) in every
+# `opentelemetry-instrument` run.
+CREWAI := crewai==1.15.30 crewai-core==1.15.30 openinference-instrumentation-crewai==1.1.21 \
+	chromadb==1.5.9 numpy==2.2.6 aiofiles==25.1.0 aiosqlite==0.22.1 appdirs==1.4.4 \
+	jinja2==3.1.6 markupsafe==3.0.4 json5==0.17.3 json-repair==0.64.6 jsonref==1.1.0 \
+	overrides==7.7.0 portalocker==4.4.2 pybase64==1.5.1 pydantic-settings==2.15.0 \
+	rich==15.0.0 tomli==2.5.0
+
 # The C reader's translation units and header (setup.py lists the same sources).
 OTLPSCAN_DIR := otel_diary/receiver/_otlpscan_c
 OTLPSCAN     := $(wildcard $(OTLPSCAN_DIR)/*.c $(OTLPSCAN_DIR)/*.h)
@@ -61,6 +70,8 @@ $(STAMP): pyproject.toml setup.py Makefile $(OTLPSCAN)
 		--target $(VENV)/smolagents $(SMOLAGENTS)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
 		--target $(VENV)/llamaindex $(LLAMAINDEX)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
+		--target $(VENV)/crewai $(CREWAI)
 	touch $(STAMP)
 
 # The demo's diaries go to $(DEMO_DIR) in the checkout (git-ignored), rewritten each run.

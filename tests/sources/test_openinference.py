@@ -655,7 +655,7 @@ def readme_snippet(label: str, language: str = "python") -> str:
 def readme_lines_run(label: str, tmp_path: Path,
                      monkeypatch: pytest.MonkeyPatch) -> Iterator[TracerProvider]:
     """An app's provider with the README's lines for ``label`` run on it as written
-    (diaries enabled, to ``tmp_path``); afterwards the instrumentation is removed and the
+    (diaries enabled, to ``tmp_path``); afterwards the instrumentations are removed and the
     one diary the run gave is checked: the model, and the question as title."""
     import otel_diary
 
@@ -665,12 +665,13 @@ def readme_lines_run(label: str, tmp_path: Path,
                               shutdown_on_exit=False)
     namespace: dict[str, object] = {"provider": provider, "otel_diary": otel_diary}
     exec(readme_snippet(label), namespace)  # the README's own lines
-    instrumentor = next(value for name, value in namespace.items()
-                        if name.endswith("Instrumentor"))
+    instrumentors = [value for name, value in namespace.items()
+                     if name.endswith("Instrumentor")]
     try:
         yield provider
     finally:
-        instrumentor().uninstrument()  # type: ignore[operator]
+        for instrumentor in instrumentors:
+            instrumentor().uninstrument()  # type: ignore[operator]
     assert provider.force_flush(10_000)
     provider.shutdown()
     paths = list((tmp_path / "diaries" / "agents").rglob("*.md"))
