@@ -66,6 +66,10 @@ class Conventions:
     tool_arguments: tuple[str, ...] = ()
     """Of a tool call's span, when captured: what the tool was given. A run that got past a
     failed call says what the failed call and the one that succeeded after it were given."""
+    tool_result: tuple[str, ...] = ()
+    """Of a tool call's span, when captured: what the tool returned. A result that hands
+    the call's error back to the model (Google ADK's ``ReflectAndRetryToolPlugin``) makes
+    it a failed call, though its span says it succeeded."""
     flat_input_messages: tuple[str, ...] = ()
     """Where an instrumentation flattens a model call's messages into attributes, one per
     field (OpenInference's ``llm.input_messages.<i>.message.role`` and ``.content``): their
@@ -137,6 +141,7 @@ class Conventions:
                 for prefix in prefixes for at in range(FLAT_MESSAGES)))
         object.__setattr__(self, "content_keys", frozenset(
             (*self.input_messages, *self.output_messages, *self.tool_arguments,
+             *self.tool_result,
              *(key for pair in (*self.flat_inputs, *self.flat_outputs) for key in pair)))
             - keys)
         object.__setattr__(self, "task_markers", frozenset(
@@ -203,6 +208,7 @@ GENAI = Conventions(
     input_messages=("gen_ai.input.messages",),
     output_messages=("gen_ai.output.messages",),
     tool_arguments=("gen_ai.tool.call.arguments",),
+    tool_result=("gen_ai.tool.call.result",),
 )
 """OpenTelemetry GenAI conventions: an ``invoke_agent``/``invoke_workflow`` span (or a Strands
 Agents swarm or graph: ``invoke_swarm``, ``invoke_graph``) whose parent is not one is the
@@ -211,9 +217,10 @@ spans is recovered. The task id is ``gen_ai.conversation.id``, else the span id.
 and older attribute names are read (``gen_ai.provider.name`` or ``gen_ai.system``;
 ``gen_ai.usage.input_tokens`` or ``gen_ai.usage.prompt_tokens``).
 Tools are named by ``gen_ai.tool.name``; captured messages (``gen_ai.input.messages``,
-``gen_ai.output.messages``) give the title and the final answer, and captured tool
+``gen_ai.output.messages``) give the title and the final answer, captured tool
 arguments (``gen_ai.tool.call.arguments``) what a failed call and a later successful one
-were given."""
+were given, and a captured result (``gen_ai.tool.call.result``) that hands a call's error
+back to the model makes that call a failed one."""
 
 OPENINFERENCE = Conventions(
     task_id=("session.id",),

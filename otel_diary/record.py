@@ -9,6 +9,7 @@ here, which never trust a value's type.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -79,6 +80,35 @@ def error_details(exception: Mapping[str, object] | None, status: str) -> dict[s
                                 else value[:MAX_ERROR_TEXT])
     if status.strip():
         details[STATUS_DESCRIPTION] = status[:MAX_ERROR_TEXT]
+    return details
+
+
+HANDED_BACK = "ERROR_HANDLED_BY_REFLECT_AND_RETRY_PLUGIN"
+"""The ``response_type`` of a tool call's result that says the call failed and its error
+went back to the model, the run going on (Google ADK's ``ReflectAndRetryToolPlugin``)."""
+MAX_RESULT = 64 * 1024
+"""Longest tool call result read for the error it hands back."""
+
+
+def handed_back(result: object) -> dict[str, object] | None:
+    """The error-detail attributes (type, message) of a failed tool call whose result
+    handed its error back to the model instead of raising it (``{"response_type":
+    "ERROR_HANDLED_BY_REFLECT_AND_RETRY_PLUGIN", "error_type": …, "error_details": …}``),
+    else ``None``: the call's span says it succeeded."""
+    if not (isinstance(result, str) and result.startswith("{")
+            and HANDED_BACK in result[:256] and len(result) <= MAX_RESULT):
+        return None
+    try:
+        data = json.loads(result)
+    except (ValueError, RecursionError):
+        return None
+    if not (isinstance(data, dict) and data.get("response_type") == HANDED_BACK):
+        return None
+    details: dict[str, object] = {}
+    for key, value in ((EXCEPTION_TYPE, data.get("error_type")),
+                       (EXCEPTION_MESSAGE, data.get("error_details"))):
+        if isinstance(value, str) and value.strip():
+            details[key] = value[:MAX_ERROR_TEXT]
     return details
 
 

@@ -3,10 +3,22 @@ around what is kept, with no fragment of a secret the cut crosses let out."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from otel_diary.pipeline.redact import redact
-from otel_diary.record import REDACT_WINDOW, as_text, redact_tail
+from otel_diary.record import (
+    EXCEPTION_MESSAGE,
+    EXCEPTION_TYPE,
+    HANDED_BACK,
+    MAX_ERROR_TEXT,
+    MAX_RESULT,
+    REDACT_WINDOW,
+    as_text,
+    handed_back,
+    redact_tail,
+)
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -71,3 +83,35 @@ def test_a_secret_crossing_the_tail_window_is_not_let_out(into: int) -> None:
                             padded_after=True)
     value = "head " * 9_000 + _TOKEN + tail
     assert "Zq7Zq7" not in redact_tail(value, keep, redact)
+
+
+def handed(**fields: object) -> str:
+    """A tool call's result as Google ADK's ReflectAndRetryToolPlugin records it."""
+    return json.dumps({"response_type": HANDED_BACK, **fields})
+
+
+def test_a_result_that_handed_an_error_back_tells_the_error() -> None:
+    """A result that hands the call's error back to the model gives its type and message
+    (the message cut like any other); one with neither gives no details, but is one."""
+    assert handed_back(handed(error_type="RuntimeError", error_details="TS2345: boom",
+                              retry_count=1, reflection_guidance="Try again.")) == {
+        EXCEPTION_TYPE: "RuntimeError", EXCEPTION_MESSAGE: "TS2345: boom"}
+    long = handed_back(handed(error_type="E", error_details="x" * (MAX_ERROR_TEXT + 9)))
+    assert long is not None and long[EXCEPTION_MESSAGE] == "x" * MAX_ERROR_TEXT
+    assert handed_back(handed(error_type=3, error_details=" ")) == {}
+
+
+@pytest.mark.parametrize("result", [
+    json.dumps({"result": "built"}),
+    json.dumps({"result": HANDED_BACK}),
+    json.dumps({"response_type": "OTHER", "error_type": "E"}),
+    json.dumps({"padding": "p" * 300, "response_type": HANDED_BACK}),
+    json.dumps({"response_type": HANDED_BACK, "error_details": "x" * MAX_RESULT}),
+    '{"response_type": "' + HANDED_BACK + '", "error_type": ',
+    json.dumps([{"response_type": HANDED_BACK}]),
+    HANDED_BACK, "", None, 7,
+])
+def test_any_other_result_is_a_call_that_succeeded(result: object) -> None:
+    """A result that only mentions the marker, another response type, one too long to
+    read, malformed JSON or no JSON object is no handed-back error."""
+    assert handed_back(result) is None

@@ -20,6 +20,7 @@ from otel_diary.record import (
     as_text,
     error_name,
     first,
+    handed_back,
 )
 
 MAX_LIST = 16
@@ -163,6 +164,14 @@ class ChildSummary:
         # counts, a model already listed, an operation that names no tool call) skip the
         # coercions, which would return them unchanged.
         self.spans += 1
+        if not is_error:
+            for name in conventions.tool_result:
+                result = attributes.get(name)
+                if result is not None:
+                    details = handed_back(result)
+                    if details is not None:  # a call that failed, its error given to the model
+                        attributes, is_error = {**attributes, **details}, True
+                    break
         get = attributes.get
         covered_in = covered_out = 0
         failure = is_error

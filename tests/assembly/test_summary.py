@@ -4,6 +4,7 @@ every list stops at its bound."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from random import Random
 
@@ -11,11 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_diary.assembly.summary import MAX_LIST, ChildSummary
-from otel_diary.conventions import PROFILES, Conventions
+from otel_diary.conventions import GENAI, ORCHESTRATOR, PROFILES, Conventions
 from otel_diary.record import (
     EXCEPTION_MESSAGE,
     EXCEPTION_STACKTRACE,
     EXCEPTION_TYPE,
+    HANDED_BACK,
     MAX_TEXT,
     STATUS_DESCRIPTION,
     UNNAMED_ERROR,
@@ -306,3 +308,28 @@ def test_flattened_messages_give_the_first_question_and_the_last_answer() -> Non
         halves[0].merge(halves[1])
         assert (halves[0].asked, halves[0].answered) == ("Check the build",
                                                          "Done. It passes."), order
+
+
+def test_a_tool_call_whose_result_handed_its_error_back_failed() -> None:
+    """A tool call whose span ended OK but whose captured result handed its error back to
+    the model (Google ADK's ReflectAndRetryToolPlugin) is a failed call, with that error's
+    type and message; counted once when its span failed too; under a profile that reads
+    no results, and with any other result, a call that succeeded."""
+    call = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "build",
+            "gen_ai.tool.call.result": json.dumps({
+                "response_type": HANDED_BACK, "error_type": "RuntimeError",
+                "error_details": "TS2345: boom", "reflection_guidance": "Try again."})}
+    summary = ChildSummary()
+    summary.add(call, False, GENAI, end_ns=10)
+    summary.add({**call, "gen_ai.tool.call.result": '{"result": "built"}'}, False, GENAI,
+                end_ns=20)
+    assert (summary.tool_calls, summary.failed_spans) == (2, 1)
+    assert (list(summary.error_types), summary.first_error) == (["RuntimeError"],
+                                                                "RuntimeError: TS2345: boom")
+    assert summary.last_ok_ns == 20 > summary.last_failure_ns == 10
+    raised = ChildSummary()
+    raised.add({**call, "error.type": "ToolError"}, True, GENAI, end_ns=10)
+    assert (raised.failed_spans, list(raised.error_types)) == (1, ["ToolError"])
+    unread = ChildSummary()
+    unread.add({**call, "orchestrator.tool": "build"}, False, ORCHESTRATOR, end_ns=10)
+    assert unread.failed_spans == 0 and unread.first_error is None
