@@ -50,6 +50,12 @@ CREWAI := crewai==1.15.30 crewai-core==1.15.30 openinference-instrumentation-cre
 	overrides==7.7.0 portalocker==4.4.2 pybase64==1.5.1 pydantic-settings==2.15.0 \
 	rich==15.0.0 tomli==2.5.0
 
+# Google's Agent Development Kit, tested in tests/sources/test_google_adk.py, apart too: it
+# asks for an OpenTelemetry SDK older than the environment's, and runs on it here. It needs
+# Python 3.11, and is left out on older ones.
+GOOGLE_ADK := google-adk==2.13.0 google-genai==2.34.0 google-auth==2.63.1 authlib==1.9.10 \
+	joserfc==1.8.0 fastapi==0.165.0 annotated-doc==0.0.7 graphviz==0.21 watchdog==6.0.0
+
 # The C reader's translation units and header (setup.py lists the same sources).
 OTLPSCAN_DIR := otel_diary/receiver/_otlpscan_c
 OTLPSCAN     := $(wildcard $(OTLPSCAN_DIR)/*.c $(OTLPSCAN_DIR)/*.h)
@@ -72,6 +78,9 @@ $(STAMP): pyproject.toml setup.py Makefile $(OTLPSCAN)
 		--target $(VENV)/llamaindex $(LLAMAINDEX)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
 		--target $(VENV)/crewai $(CREWAI)
+	if $(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \
+		$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
+			--target $(VENV)/google_adk $(GOOGLE_ADK); fi
 	touch $(STAMP)
 
 # The demo's diaries go to $(DEMO_DIR) in the checkout (git-ignored), rewritten each run.

@@ -108,7 +108,8 @@ class ToolCall:
 
 @dataclass
 class ChatServer:
-    """An OpenAI-compatible ``POST /v1/chat/completions`` endpoint scripted by a test.
+    """An OpenAI-compatible ``POST /v1/chat/completions`` endpoint scripted by a test, and
+    the Gemini API's ``POST /<version>/models/<model>:generateContent`` on the same script.
 
     Each request takes the next entry of ``script`` (the last one repeats): a string is
     the answer's content, an int an error status, ``"hang"`` sleeps ``hang_s`` seconds,
@@ -143,7 +144,8 @@ class ChatServer:
         step = self.script[min(len(self.requests) - 1, len(self.script) - 1)]
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
-        if not scope["path"].endswith("/chat/completions"):
+        gemini = scope["path"].endswith(":generateContent")
+        if not (gemini or scope["path"].endswith("/chat/completions")):
             await send_json(send, 404, {"error": {"message": "not found"}})
         elif step == "hang":
             await asyncio.sleep(self.hang_s)
@@ -151,6 +153,8 @@ class ChatServer:
         elif isinstance(step, int):
             await send_json(send, step, {"error": {"message": f"status {step}",
                                                    "type": "server_error"}})
+        elif gemini:
+            await send_json(send, 200, self._gemini(step))
         else:
             message: dict[str, Any] = {"role": "assistant", "content": step}
             finish = "stop"
@@ -174,6 +178,19 @@ class ChatServer:
                 "choices": [{"index": 0, "finish_reason": finish, "message": message}],
                 "usage": usage,
             })
+
+    def _gemini(self, step: str | ToolCall) -> dict[str, Any]:
+        """The Gemini API's answer: the content's text, or a function call."""
+        part: dict[str, Any] = {"text": step}
+        if isinstance(step, ToolCall):
+            part = {"functionCall": {"id": f"call-{len(self.requests)}", "name": step.name,
+                                     "args": json.loads(step.arguments)}}
+        return {"candidates": [{"index": 0, "finishReason": "STOP",
+                                "content": {"role": "model", "parts": [part]}}],
+                "usageMetadata": {"promptTokenCount": self.input_tokens,
+                                  "candidatesTokenCount": self.output_tokens,
+                                  "totalTokenCount": self.input_tokens + self.output_tokens},
+                "modelVersion": self.model, "responseId": f"response-{len(self.requests)}"}
 
     @staticmethod
     async def _stream(send: Send, answer: dict[str, Any], message: dict[str, Any],

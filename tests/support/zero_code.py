@@ -112,12 +112,14 @@ def run_agent_app(app: str, command: str, script: list[str | int | ToolCall], mo
                   tmp: Path, **env: str) -> dict[str, dict[str, Any]]:
     """The diaries (front matter by task id) ``command`` leaves, a README line run as
     written in ``tmp`` on the app ``apps/<app>`` copied to ``agent.py``, against a model
-    server answering ``script`` as ``model`` (in ``OPENAI_BASE_URL``); ``env`` adds to
-    the child's environment. Fails unless the command succeeded."""
+    server answering ``script`` as ``model`` (in ``OPENAI_BASE_URL``, and for the Gemini
+    API in ``GOOGLE_GEMINI_BASE_URL``); ``env`` adds to the child's environment. Fails
+    unless the command succeeded."""
     shutil.copy(APPS / app, tmp / "agent.py")
     with serve_asgi(ChatServer(script=script, model=model)) as url:
-        result = run(command, tmp, clean_env(tmp, OPENAI_BASE_URL=url + "/v1",
-                                             OPENAI_API_KEY="test-key", **env))
+        result = run(command, tmp, clean_env(
+            tmp, OPENAI_BASE_URL=url + "/v1", OPENAI_API_KEY="test-key",
+            GOOGLE_GEMINI_BASE_URL=url, GOOGLE_API_KEY="test-key", **env))
     assert result.returncode == 0, explain(result)
     return diaries(tmp / "kb")
 
