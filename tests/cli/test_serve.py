@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from otel_diary.pipeline.render import parse_front_matter
 from otel_diary.receiver.metrics import metric_values
 from tests.support.loopback import free_port
+from tests.support.node_app import node_script
 from tests.support.otlp_build import (
     new_span_id,
     new_trace_id,
@@ -28,8 +28,6 @@ from tests.support.otlp_build import (
     span,
     task_trace,
 )
-
-NODE_DIR = Path(__file__).resolve().parents[1] / "support" / "node"
 
 
 class Serve:
@@ -227,15 +225,7 @@ def test_python_grpc_exporter_gets_diaries(serve: Serve) -> None:
 
 @pytest.fixture(scope="session")
 def node_client() -> Path:
-    """tests/support/node with its npm packages installed (``npm ci``); skipped without node/npm."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("node and npm are needed for the Node.js exporter tests")
-    if not (NODE_DIR / "node_modules" / "@opentelemetry" / "sdk-trace-base").is_dir():
-        result = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR,
-                                capture_output=True, text=True, timeout=300)
-        assert result.returncode == 0, result.stdout + result.stderr
-    return NODE_DIR / "send.mjs"
+    return node_script("send.mjs")
 
 
 @pytest.mark.slow

@@ -1,0 +1,36 @@
+"""The Node.js clients in ``tests/support/node``, with their npm packages installed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+NODE_DIR = Path(__file__).resolve().parent / "node"
+
+
+def _installed() -> bool:
+    """Whether each package ``package.json`` pins is installed at its version."""
+    pinned = json.loads((NODE_DIR / "package.json").read_text("utf-8"))["dependencies"]
+    for package, version in pinned.items():
+        manifest = NODE_DIR / "node_modules" / package / "package.json"
+        if not manifest.is_file() or json.loads(manifest.read_text("utf-8")).get(
+                "version") != version:
+            return False
+    return True
+
+
+def node_script(name: str) -> Path:
+    """``tests/support/node/<name>``, its packages installed (``npm ci``, unless each
+    pinned package is); skipped without node and npm."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("node and npm are needed for the Node.js client tests")
+    if not _installed():
+        result = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR,
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stdout + result.stderr
+    return NODE_DIR / name
