@@ -191,10 +191,10 @@ class Lesson:
         if seen.recovery:
             tally(self.rules, seen.recovery, seen.id)
             self.rank_rules()  # after each vote, as each update writes them
-        self.newest = [{"id": seen.id, "title": seen.title, "created": seen.created,
-                        "path": seen.path, "learned": seen.learned},
-                       *self.newest][:MAX_NEWEST]
-        self.newest.sort(key=lambda item: item.get("created", ""), reverse=True)
+        newest = [{"id": seen.id, "title": seen.title, "created": seen.created,
+                   "path": seen.path, "learned": seen.learned}, *self.newest]
+        newest.sort(key=lambda item: item.get("created", ""), reverse=True)  # then cut:
+        self.newest = newest[:MAX_NEWEST]  # one counted late is not among the newest
         return True
 
     def rank_rules(self) -> None:

@@ -339,3 +339,14 @@ def test_a_lesson_file_linked_to_one_outside_is_not_read_but_replaced(tmp_path: 
     assert book.add(TS_SIGNATURE, sighting_of("kh-1")).evidence == ["kh-1"]
     assert not path.is_symlink() and "Private rule" not in path.read_text(encoding="utf-8")
     assert outside.read_bytes() == before
+
+
+def test_a_diary_counted_late_keeps_the_newest_diaries_the_newest() -> None:
+    """A diary older than every one a lesson lists, counted after them (a run that ended
+    earlier and was delivered later), leaves the list of newest diaries as a rebuild in
+    time order gives it: the newest, newest first."""
+    lesson = Lesson(TS_SIGNATURE)
+    for day in (2, 3, 4, 5, 6, 1):
+        lesson.add(Sighting(f"kh-{day}", "p", "t", "a", f"2026-01-0{day}T00:00:00Z", True,
+                            "e", "", ""))
+    assert [item["id"] for item in lesson.newest] == ["kh-6", "kh-5", "kh-4", "kh-3", "kh-2"]
