@@ -50,6 +50,11 @@ CREWAI := crewai==1.15.30 crewai-core==1.15.30 openinference-instrumentation-cre
 	overrides==7.7.0 portalocker==4.4.2 pybase64==1.5.1 pydantic-settings==2.15.0 \
 	rich==15.0.0 tomli==2.5.0
 
+# Agno and its OpenInference instrumentation, tested in tests/sources/test_agno.py, apart too:
+# that instrumentation's entry point would import Agno in every `opentelemetry-instrument` run.
+AGNO := agno==3.1.10 openinference-instrumentation-agno==1.0.15 docstring-parser==0.17.0 \
+	pydantic-settings==2.15.0 rich==15.0.0 markdown-it-py==4.3.0 mdurl==0.1.2
+
 # Google's Agent Development Kit, tested in tests/sources/test_google_adk.py, apart too: it
 # asks for an OpenTelemetry SDK older than the environment's, and runs on it here. It needs
 # Python 3.11, and is left out on older ones.
@@ -78,6 +83,8 @@ $(STAMP): pyproject.toml setup.py Makefile $(OTLPSCAN)
 		--target $(VENV)/llamaindex $(LLAMAINDEX)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
 		--target $(VENV)/crewai $(CREWAI)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
+		--target $(VENV)/agno $(AGNO)
 	if $(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \
 		$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
 			--target $(VENV)/google_adk $(GOOGLE_ADK); fi

@@ -27,15 +27,16 @@ def build(target: str) -> str:
     return "built"
 
 
-def assert_recovered(diary: Diary, agent: str = "builder") -> None:
+def assert_recovered(diary: Diary, agent: str = "builder",
+                     error: str = "RuntimeError: TS2345") -> None:
     """``diary`` is the run's, recovered: titled by the question, with each call's tokens
-    once (an agent span carrying their sum too), the tool's error, what the failed call
-    and the one after it were given, and the answer."""
+    once (an agent span carrying their sum too), the tool's error (as the spans name it),
+    what the failed call and the one after it were given, and the answer."""
     front = parse_front_matter(diary.content)
     assert (diary.agent, diary.outcome, diary.title) == (agent, "recovered", QUESTION)
     assert (front["model"], front["tokens"]) == (MODEL, 3 * CALL_TOKENS)
     assert "Made 2 tool call(s): build (2)." in diary.content
-    assert "First error: RuntimeError: TS2345" in diary.content
+    assert f"First error: {error}" in diary.content
     assert "A call to the build tool failed; a later one succeeded." in diary.content
     assert ('The call to the build tool that failed was given `{"target": "orders"}`; the '
             'one that succeeded, `{"target": "orders-fixed"}`.') in diary.content
