@@ -41,13 +41,14 @@ def serve(tmp_path: Path) -> Iterator[Serve]:
 
 
 def run_agent(script: Path, serve: Serve, answers: list[str | int | ToolCall],
-              runs: int) -> list[str]:
+              runs: int, mode: str = "generate") -> list[str]:
     """What each of ``runs`` runs of the agent printed (its answer, or why it failed),
-    its model a local server answering ``answers``; then every diary ``serve`` wrote
-    (whole files), once it has written or skipped every run."""
+    its model a local server answering ``answers``, each run streamed when ``mode`` is
+    ``stream`` (``stream-without-usage``: its provider not asking for usage); once
+    ``serve`` has written or skipped every run."""
     with serve_asgi(ChatServer(script=answers, model=MODEL)) as url:
         done = subprocess.run(["node", str(script), url + "/v1", serve.url + "/v1/traces",
-                               str(runs)], capture_output=True, text=True, timeout=120)
+                               str(runs), mode], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     serve.wait_for_runs(runs, "otel_diary_diaries_written_total",
                         "otel_diary_task_runs_failed_total")
@@ -68,13 +69,14 @@ def test_the_agent_runs_the_readme_lines(agent_script: Path) -> None:
         assert code in app, code
 
 
-def test_an_agent_that_got_past_a_failed_tool_is_recovered(agent_script: Path,
-                                                           serve: Serve) -> None:
+@pytest.mark.parametrize("mode", ["generate", "stream"])
+def test_an_agent_that_got_past_a_failed_tool_is_recovered(agent_script: Path, serve: Serve,
+                                                           mode: str) -> None:
     """An agent whose build failed on the first target (the SDK hands the error back to
-    the model) and built the next is one recovered diary: by its ``functionId``, titled by
-    its prompt, with its tokens, the tool's error, what each call was given, and its
-    answer."""
-    assert run_agent(agent_script, serve, SCRIPT, 1) == [ANSWER]
+    the model) and built the next is one recovered diary, streamed or not: by its
+    ``functionId``, titled by its prompt, with its tokens, the tool's error, what each
+    call was given, and its answer."""
+    assert run_agent(agent_script, serve, SCRIPT, 1, mode) == [ANSWER]
     [diary] = written(serve)
     front = parse_front_matter(diary)
     assert (front["agent"], front["outcome"], front["title"]) == ("builder", "recovered",
@@ -84,6 +86,16 @@ def test_an_agent_that_got_past_a_failed_tool_is_recovered(agent_script: Path,
     assert ('The call to the build tool that failed was given `{"target":"orders"}`; the '
             'one that succeeded, `{"target":"orders-fixed"}`.') in diary
     assert f'The final answer began: "{ANSWER}"' in diary
+
+
+def test_a_stream_without_usage_gives_no_tokens(agent_script: Path, serve: Serve) -> None:
+    """A streamed run whose provider does not ask the model for usage reports none: its
+    diary has no token count, as the README says, and is otherwise the same."""
+    assert run_agent(agent_script, serve, SCRIPT, 1, "stream-without-usage") == [ANSWER]
+    [diary] = written(serve)
+    front = parse_front_matter(diary)
+    assert (front["outcome"], front["title"], front["model"]) == ("recovered", QUESTION, MODEL)
+    assert "tokens" not in front
 
 
 def test_a_run_whose_model_failed_writes_nothing_and_the_next_run_its_diary(
