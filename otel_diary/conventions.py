@@ -270,7 +270,9 @@ CLAUDE_CODE = Conventions(
     output_tokens=("output_tokens",),
     latency_ms=("interaction.duration_ms",),
     operation=(),
+    error_type=("error_class", "error.type"),
     tool_name=("tool_name",),
+    tool_arguments=("full_command",),
     task_marker="user_prompt_length",
     recover_on_child_errors=True,
 )
@@ -279,8 +281,10 @@ prompt is a ``claude_code.interaction`` span (marked by ``user_prompt_length``; 
 itself, ``user_prompt``, only with ``OTEL_LOG_USER_PROMPTS=1``) over
 ``claude_code.llm_request`` spans (``model``, bare ``input_tokens`` / ``output_tokens``)
 and ``claude_code.tool`` spans (``tool_name``: with no operation attribute, a span naming a
-tool is a tool call). The task id is ``session.id``; the agent is the resource's
-``service.name``. Not checked against a running Claude Code."""
+tool is a tool call), which failed when their ``claude_code.tool.execution`` did (its
+``error_class``, such as ``ShellError``, names the error). A Bash call's command
+(``full_command``, with ``OTEL_LOG_TOOL_DETAILS=1``) is what it was given. The task id is
+``session.id``; the agent is the resource's ``service.name``."""
 
 FACTS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(Conventions)

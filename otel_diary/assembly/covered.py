@@ -73,10 +73,10 @@ def _too_deep(ancestry: Ancestry) -> None:
 def covered(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id: int,
             conventions: Conventions) -> dict[bytes, ChildSummary]:
     """What the contributions under each of ``owned`` (span id, contribution) add up to,
-    for those above others that report token usage or failed (or that ended at or after
-    the first failure, when a failed one has a failed one or an agent's run above it, or a
-    failed agent's run has any one above it: whether that one got past the failure is
-    read from the spans under it): the ``below`` of
+    for those above others that report token usage or failed, or name a tool when one
+    failed (or that ended at or after the first failure, when a failed one has a failed
+    one or an agent's run above it, or a failed agent's run has any one above it: whether
+    that one got past the failure is read from the spans under it): the ``below`` of
     :meth:`ChildSummary.add`, as the in-process assembler finds it in the bucket of the
     span's children. Parent links are followed up to ``task_id`` through the spans between;
     each span is walked once."""
@@ -89,11 +89,16 @@ def covered(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id
     watch = (_watched(owned, ancestry, task_id, conventions)
              if conventions.recover_on_child_errors else None)
     since, watched = watch if watch is not None else (None, set())
+    # with a failure among them, the tool calls too: whether one failed is read from a
+    # failed span under it
+    tools = conventions.tool_name if conventions.recover_on_child_errors and any(
+        contribution.is_error for _, contribution in owned) else ()
     marked: dict[int, tuple[bytes, Contribution]] = {}
     for span_id, contribution in owned:
         span = int.from_bytes(span_id, "big")
         if (contribution.is_error or not keys.isdisjoint(contribution.attributes)
-                or (since is not None and (contribution.end_ns >= since or span in watched))):
+                or (since is not None and (contribution.end_ns >= since or span in watched))
+                or (tools and not contribution.attributes.keys().isdisjoint(tools))):
             marked[span] = (span_id, contribution)
     if len(marked) < 2 or not ancestry.any_parent(span_id for span_id, _ in marked.values()):
         return {}  # the usual case: no span above another (calls are leaves)

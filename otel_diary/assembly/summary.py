@@ -259,7 +259,11 @@ class ChildSummary:
                 if conventions.tool_arguments:
                     inputs = self.tool_inputs
                     given = _content(first(attributes, conventions.tool_arguments))
-                self.names += _outcome(self.tool_outcomes, tool, is_error, end_ns, inputs,
+                # a call fails with a span under it that failed, nothing under it going on
+                # after (Claude Code's ``claude_code.tool`` over its failed execution)
+                failed = is_error or (below is not None and below.failed_spans > 0
+                                      and below.last_progress_ns <= below.last_failure_ns)
+                self.names += _outcome(self.tool_outcomes, tool, failed, end_ns, inputs,
                                        given)
             elif model_call:
                 named = as_text(model, 256)  # a model's call, not an agent's run

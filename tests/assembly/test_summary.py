@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_diary.assembly.summary import MAX_LIST, ChildSummary
-from otel_diary.conventions import GENAI, ORCHESTRATOR, PROFILES, Conventions
+from otel_diary.conventions import CLAUDE_CODE, GENAI, ORCHESTRATOR, PROFILES, Conventions
 from otel_diary.record import (
     EXCEPTION_MESSAGE,
     EXCEPTION_STACKTRACE,
@@ -333,3 +333,28 @@ def test_a_tool_call_whose_result_handed_its_error_back_failed() -> None:
     unread = ChildSummary()
     unread.add({**call, "orchestrator.tool": "build"}, False, ORCHESTRATOR, end_ns=10)
     assert unread.failed_spans == 0 and unread.first_error is None
+
+
+def test_a_tool_call_whose_execution_under_it_failed_failed() -> None:
+    """A tool call whose span ended OK over a span that failed, nothing under it going on
+    after (Claude Code's ``claude_code.tool`` over its failed ``claude_code.tool.execution``),
+    is a failed call of that tool, given what it was; one whose failure under it was got
+    past, or with nothing failed under it, succeeded."""
+    def call(command: str, under: ChildSummary | None, end_ns: int) -> None:
+        summary.add({"tool_name": "Bash", "full_command": command}, False, CLAUDE_CODE,
+                    end_ns, under)
+
+    def execution(failed: bool, end_ns: int, *then: int) -> ChildSummary:
+        under = ChildSummary()
+        under.add({"error_class": "ShellError"} if failed else {}, failed, CLAUDE_CODE,
+                  end_ns)
+        for later in then:  # a span under the call that went on after
+            under.add({}, False, CLAUDE_CODE, later)
+        return under
+
+    summary = ChildSummary()
+    call("exit 3", execution(True, 10), 11)
+    call("make retry", execution(True, 20, 21), 22)
+    call("echo built", execution(False, 30), 31)
+    assert summary.tool_outcomes["Bash"] == [11, 31]
+    assert summary.tool_inputs["Bash"] == ["exit 3", "echo built"]
