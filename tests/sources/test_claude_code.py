@@ -1,67 +1,120 @@
-"""The `claude-code` profile on spans built to Claude Code's documented trace attributes.
+"""Claude Code (the CLI itself: its Linux x64 build from npm, cached outside the checkout)
+exporting its traces (beta) with the README's settings to ``otel-diary serve`` under the
+`claude-code` profile, its model the local server's Anthropic Messages API.
 
-Claude Code cannot run here: these spans are made on a real TracerProvider with the span
-names and attribute names its monitoring documentation gives for traces (beta) --
-``claude_code.interaction`` (``session.id``, ``user_prompt``, ``user_prompt_length``,
-``interaction.sequence``, ``interaction.duration_ms``), ``claude_code.llm_request``
-(``model``, ``gen_ai.system``, ``input_tokens``, ``output_tokens``, ``cache_read_tokens``,
-``duration_ms``) and ``claude_code.tool`` (``tool_name``, ``duration_ms``) -- not recorded
-from a running Claude Code."""
+Each prompt is a ``claude_code.interaction`` span over ``claude_code.llm_request`` spans
+(``model``, ``input_tokens``, ``output_tokens``) and ``claude_code.tool`` spans (``tool_name``;
+with ``OTEL_LOG_TOOL_DETAILS=1`` a Bash call's ``full_command``), each over its
+``claude_code.tool.execution``, which fails when the tool did (``error_class``).
+"""
 
 from __future__ import annotations
 
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.trace import Status, StatusCode
+import os
+import platform
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
 
-from otel_diary import Diary, DiarySpanProcessor
-from otel_diary.conventions import CLAUDE_CODE
+import pytest
+
 from otel_diary.pipeline.render import parse_front_matter
-from otel_diary.testing import InMemorySink
+from tests.cli.test_serve import Serve
+from tests.sources.test_openinference import readme_snippet
+from tests.support.build_run import ANSWER, CALL_TOKENS, QUESTION
+from tests.support.loopback import ChatServer, ToolCall, serve_asgi
+
+pytestmark = pytest.mark.slow  # starts serve and Claude Code
+
+VERSION = "2.1.332"
+PACKAGE = f"@anthropic-ai/claude-code-linux-x64@{VERSION}"
+SETTINGS = dict(re.findall(r"(\w+)=(\S+)", readme_snippet("Claude Code", "sh")))
+"""The README's settings for Claude Code (its endpoint is the test's ``serve``)."""
 
 
-def interaction(prompt: str) -> list[Diary]:
-    """One prompt with two model requests and two tool calls (one failed, then run again)."""
-    sink = InMemorySink()
-    provider = TracerProvider(resource=Resource.create({"service.name": "claude-code"}),
-                              shutdown_on_exit=False)
-    processor = DiarySpanProcessor(enabled=True, sinks=[sink], conventions="claude-code")
-    provider.add_span_processor(processor)
-    tracer = provider.get_tracer("com.anthropic.claude_code.tracing")
-    assert processor.conventions is CLAUDE_CODE
-    with tracer.start_as_current_span("claude_code.interaction", attributes={
-            "session.id": "3f1c2b7e", "user_prompt": prompt,
-            "user_prompt_length": len(prompt), "interaction.sequence": 1}):
-        for tokens in ((1200, 80), (1400, 60)):
-            with tracer.start_as_current_span("claude_code.llm_request", attributes={
-                    "model": "claude-sonnet-4-5", "gen_ai.system": "anthropic",
-                    "input_tokens": tokens[0], "output_tokens": tokens[1],
-                    "cache_read_tokens": 900, "duration_ms": 2100}):
-                pass
-            with tracer.start_as_current_span("claude_code.tool", attributes={
-                    "tool_name": "Bash", "duration_ms": 800}) as tool:
-                if tokens[0] == 1200:
-                    tool.set_status(Status(StatusCode.ERROR, "exit code 1"))
-    assert processor.force_flush(10_000)
-    provider.shutdown()
-    return sink.diaries
+def bash(command: str) -> ToolCall:
+    return ToolCall("Bash", f'{{"command": "{command}", "description": "Build"}}')
 
 
-def test_an_interaction_is_one_diary_with_tokens_and_tools() -> None:
-    """A prompt's interaction is one recovered diary: the prompt as title, summed bare
-    tokens, tools by name."""
-    prompt = "Make the failing date test pass"
-    [diary] = interaction(prompt)
-    front = parse_front_matter(diary.content)
-    assert (diary.task_id, diary.agent, diary.title) == ("3f1c2b7e", "claude-code", prompt)
-    assert (diary.outcome, front["model"], front["tokens"]) == (
-        "recovered", "claude-sonnet-4-5", 1200 + 80 + 1400 + 60)
-    assert "Made 2 tool call(s): Bash (2)." in diary.body
-    assert "1 failed call(s)" in diary.body and "First error: exit code 1" in diary.body
+@pytest.fixture(scope="module")
+def claude() -> Path:
+    """Claude Code's binary, installed with npm into the cache on first use (a cache
+    entry appears once complete); skipped off Linux x64 and without npm."""
+    npm = shutil.which("npm")
+    if platform.system() != "Linux" or platform.machine() != "x86_64" or npm is None:
+        pytest.skip("Claude Code's Linux x64 build and npm are needed")
+    cache = Path(os.environ.get("OTEL_DIARY_CACHE") or Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "otel-diary")
+    root = cache / "claude-code" / VERSION
+    binary = root / "node_modules" / "@anthropic-ai" / "claude-code-linux-x64" / "claude"
+    if not binary.is_file():
+        staging = root.with_name(f"{VERSION}.partial-{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        done = subprocess.run([npm, "install", "--prefix", str(staging), "--no-audit",
+                               "--no-fund", "--no-save", PACKAGE],
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stdout + done.stderr
+        shutil.rmtree(root, ignore_errors=True)
+        staging.rename(root)
+    return binary
 
 
-def test_a_prompt_not_logged_is_no_title() -> None:
-    """Without ``OTEL_LOG_USER_PROMPTS=1`` the prompt comes as ``<REDACTED>``: the diary is
-    titled by the span name instead."""
-    [diary] = interaction("<REDACTED>")
-    assert diary.title == "claude_code.interaction"
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Serve]:
+    server = Serve(tmp_path, env={"OTEL_DIARY_CONVENTIONS": "claude-code"})
+    yield server
+    if server.process.poll() is None:
+        server.stop()
+
+
+def prompt(claude: Path, serve: Serve, answers: list[str | int | ToolCall],
+           **settings: str) -> tuple[str, str, dict[str, object], str]:
+    """What Claude Code printed for the question (``-p``, Bash allowed), its model a local
+    server answering ``answers``, with the README's settings (and ``settings``); the
+    model it asked for, and the one diary ``serve`` wrote (front matter, text)."""
+    work = serve.root / "work"
+    work.mkdir()
+    model = ChatServer(script=answers, model="claude-test")
+    with serve_asgi(model) as url:
+        env = {"PATH": os.environ["PATH"], "HOME": str(serve.root / "home"),
+               "ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "test-key",
+               "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
+               **SETTINGS, "OTEL_EXPORTER_OTLP_ENDPOINT": serve.url, **settings}
+        done = subprocess.run([str(claude), "-p", QUESTION, "--allowedTools", "Bash"],
+                              cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    serve.wait_for_diaries(1)
+    assert serve.stop() == 0
+    [path] = (serve.root / "kb" / "diaries" / "agents").rglob("*.md")
+    text = path.read_text("utf-8")
+    asked = str(model.requests[0].json()["model"])
+    return done.stdout.strip(), asked, parse_front_matter(text), text
+
+
+def test_a_prompt_that_got_past_a_failed_command_is_recovered(claude: Path,
+                                                              serve: Serve) -> None:
+    """A prompt whose first Bash command failed and whose next one succeeded is one
+    recovered diary: titled by the prompt, by ``claude-code``, with the model it asked for
+    and its three requests' tokens, the failed execution's error class, the command each
+    call was given, and how it got past."""
+    printed, asked, front, text = prompt(claude, serve,
+                                         [bash("exit 3"), bash("echo built"), ANSWER])
+    assert printed == ANSWER
+    assert (front["agent"], front["outcome"], front["title"]) == ("claude-code", "recovered",
+                                                                  QUESTION)
+    assert (front["model"], front["tokens"]) == (asked, 3 * CALL_TOKENS)
+    assert ("Made 2 tool call(s): Bash (2). The call to the Bash tool that failed was given "
+            "`exit 3`; the one that succeeded, `echo built`.") in text
+    assert "1 failed call(s) (ShellError)" in text and "First error: ShellError" in text
+    assert "A call to the Bash tool failed; a later one succeeded." in text
+
+
+def test_a_prompt_not_logged_is_no_title(claude: Path, serve: Serve) -> None:
+    """Without ``OTEL_LOG_USER_PROMPTS=1`` Claude Code sends the prompt as ``<REDACTED>``:
+    the diary is titled by the span name instead."""
+    printed, _, front, _ = prompt(claude, serve, [ANSWER], OTEL_LOG_USER_PROMPTS="0")
+    assert printed == ANSWER
+    assert (front["outcome"], front["title"]) == ("completed", "claude_code.interaction")

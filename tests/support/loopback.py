@@ -109,7 +109,8 @@ class ToolCall:
 @dataclass
 class ChatServer:
     """An OpenAI-compatible ``POST /v1/chat/completions`` endpoint scripted by a test, and
-    the Gemini API's ``POST /<version>/models/<model>:generateContent`` on the same script.
+    on the same script the Gemini API's ``POST /<version>/models/<model>:generateContent``
+    and the Anthropic Messages API's ``POST /v1/messages``.
 
     Each request takes the next entry of ``script`` (the last one repeats): a string is
     the answer's content, an int an error status, ``"hang"`` sleeps ``hang_s`` seconds,
@@ -144,8 +145,9 @@ class ChatServer:
         step = self.script[min(len(self.requests) - 1, len(self.script) - 1)]
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
-        gemini = scope["path"].endswith(":generateContent")
-        if not (gemini or scope["path"].endswith("/chat/completions")):
+        path = scope["path"]
+        gemini, anthropic = path.endswith(":generateContent"), path.endswith("/v1/messages")
+        if not (gemini or anthropic or path.endswith("/chat/completions")):
             await send_json(send, 404, {"error": {"message": "not found"}})
         elif step == "hang":
             await asyncio.sleep(self.hang_s)
@@ -155,6 +157,8 @@ class ChatServer:
                                                    "type": "server_error"}})
         elif gemini:
             await send_json(send, 200, self._gemini(step))
+        elif anthropic:
+            await self._anthropic(send, step)
         else:
             message: dict[str, Any] = {"role": "assistant", "content": step}
             finish = "stop"
@@ -191,6 +195,42 @@ class ChatServer:
                                   "candidatesTokenCount": self.output_tokens,
                                   "totalTokenCount": self.input_tokens + self.output_tokens},
                 "modelVersion": self.model, "responseId": f"response-{len(self.requests)}"}
+
+    async def _anthropic(self, send: Send, step: str | ToolCall) -> None:
+        """The Anthropic Messages API's answer (the text, or a tool use), as server-sent
+        events when the request streams."""
+        n = len(self.requests)
+        block: dict[str, Any] = {"type": "text", "text": step}
+        opened: dict[str, Any] = {"type": "text", "text": ""}
+        delta: dict[str, Any] = {"type": "text_delta", "text": step}
+        stop = "end_turn"
+        if isinstance(step, ToolCall):
+            block = {"type": "tool_use", "id": f"toolu_{n}", "name": step.name,
+                     "input": json.loads(step.arguments)}
+            opened = {**block, "input": {}}
+            delta, stop = {"type": "input_json_delta", "partial_json": step.arguments}, "tool_use"
+        message: dict[str, Any] = {"id": f"msg_{n}", "type": "message", "role": "assistant",
+                                   "model": self.model, "stop_sequence": None}
+        usage = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        if not self.requests[-1].json().get("stream"):
+            await send_json(send, 200, {**message, "content": [block], "stop_reason": stop,
+                                        "usage": usage})
+            return
+        events: list[dict[str, Any]] = [
+            {"type": "message_start", "message": {**message, "content": [], "stop_reason": None,
+                                                  "usage": {**usage, "output_tokens": 0}}},
+            {"type": "content_block_start", "index": 0, "content_block": opened},
+            {"type": "content_block_delta", "index": 0, "delta": delta},
+            {"type": "content_block_stop", "index": 0},
+            {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+             "usage": {"output_tokens": self.output_tokens}},
+            {"type": "message_stop"}]
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})
+        for event in events:
+            await send({"type": "http.response.body", "more_body": True,
+                        "body": f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()})
+        await send({"type": "http.response.body", "body": b""})
 
     @staticmethod
     async def _stream(send: Send, answer: dict[str, Any], message: dict[str, Any],
