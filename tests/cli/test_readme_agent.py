@@ -18,8 +18,9 @@ import httpx
 import pytest
 
 from otel_diary import Diary
+from tests.support.claude_code import claude_binary, offline
 from tests.support.knowledge import build_knowledge_base
-from tests.support.loopback import free_port
+from tests.support.loopback import ChatServer, ToolCall, free_port, serve_asgi
 from tests.support.mcp_client import http_process, http_session, stdio_session
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -79,6 +80,65 @@ def test_the_claude_code_command_adds_a_working_stdio_server(
                                    {"OTEL_DIARY_DIR": str(root)})
     assert tools == {"kb_search", "kb_fetch", "kb_lessons"}
     assert ids == [diaries["types"].id]
+
+
+@pytest.mark.slow  # runs Claude Code
+def test_claude_code_takes_the_server_and_the_hook_as_written(tmp_path: Path) -> None:
+    """Claude Code itself adds the README's stdio server as written and, with the README's
+    hook in the project's settings, starts on a branch named for the task: its model reads
+    the hook's digest in the first request, and what ``kb_search`` found once it called
+    it. Both go to the knowledge base where the README's line puts it (the hook gets none
+    of Claude Code's ``OTEL_*`` variables, so it reads the default folder)."""
+    claude = claude_binary()
+    home, repo, bin_dir = tmp_path / "home", tmp_path / "repo", tmp_path / "bin"
+    diaries = build_knowledge_base(home / ".local" / "share" / "otel-diary")
+    wanted = diaries["types"].id
+    subprocess.run(["git", "init", "-q", "-b", "tighten-orders-types", str(repo)], check=True)
+    (repo / ".claude").mkdir()
+    (repo / ".claude" / "settings.json").write_text(block("json", '"SessionStart"'))
+    bin_dir.mkdir()
+    (bin_dir / "claude").symlink_to(claude)
+    model = ChatServer(script=[ToolCall("mcp__otel-diary__kb_search", '{"query": "TS2345"}'),
+                               "Tightened."], model="claude-test")
+    with serve_asgi(model) as url:
+        env = offline(home, url)
+        env["PATH"] = os.pathsep.join((str(bin_dir), str(BIN), env["PATH"]))
+        added = subprocess.run(block("sh", "claude mcp add --transport stdio").strip(),
+                               shell=True, cwd=repo, env=env, capture_output=True, text=True,
+                               timeout=60)
+        assert added.returncode == 0, added.stdout + added.stderr
+        done = subprocess.run([str(claude), "-p", "Tighten the orders types",
+                               "--allowedTools", "mcp__otel-diary__kb_search"], cwd=repo,
+                              env=env, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, "Tightened."), done.stderr
+    first, then = (request.json() for request in model.requests)
+    assert wanted in json.dumps(first)  # the hook's digest, before the first answer
+    [found] = [part for message in then["messages"] if isinstance(message["content"], list)
+               for part in message["content"] if part.get("type") == "tool_result"]
+    assert [hit["id"] for hit in json.loads(found["content"])["results"]] == [wanted]
+
+
+@pytest.mark.slow  # runs Claude Code
+def test_claude_code_adds_the_http_server_as_written(tmp_path: Path) -> None:
+    """Claude Code itself takes the README's line for the HTTP server as written: the
+    server's URL and its bearer token, from the environment."""
+    claude = claude_binary()
+    bin_dir, work = tmp_path / "bin", tmp_path / "work"
+    for made in (bin_dir, work):
+        made.mkdir()
+    (bin_dir / "claude").symlink_to(claude)
+    env = {**offline(tmp_path / "home", "http://127.0.0.1:9"),
+           "OTEL_DIARY_MCP_TOKEN": "readme-token"}
+    env["PATH"] = os.pathsep.join((str(bin_dir), env["PATH"]))
+    line = next(line for line in block("sh", "--transport http").splitlines()
+                if line.startswith("claude mcp add"))
+    added = subprocess.run(line, shell=True, cwd=work, env=env, capture_output=True,
+                           text=True, timeout=60)
+    assert added.returncode == 0, added.stdout + added.stderr
+    shown = subprocess.run([str(claude), "mcp", "get", "otel-diary"], cwd=work, env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert "URL: http://127.0.0.1:8765/mcp" in shown.stdout, shown.stdout + shown.stderr
+    assert "Authorization: Bearer readme-token" in shown.stdout
 
 
 def test_the_session_start_hook_prints_the_digest_for_the_branch(
@@ -150,7 +210,7 @@ def test_the_http_snippets_serve_with_the_bearer_token(
     claude = shlex.split(next(line for line in block("sh", "--transport http").splitlines()
                               if line.startswith("claude mcp add")))
     assert claude[claude.index("--header") + 1] == "Authorization: Bearer $OTEL_DIARY_MCP_TOKEN"
-    assert claude[-1] == server["url"]
+    assert claude[claude.index("otel-diary") + 1] == server["url"]
 
     async def main() -> list[str]:
         async with http_session(configured, None, headers) as session:

@@ -10,10 +10,7 @@ with ``OTEL_LOG_TOOL_DETAILS=1`` a Bash call's ``full_command``), each over its
 
 from __future__ import annotations
 
-import os
-import platform
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,12 +21,11 @@ from otel_diary.pipeline.render import parse_front_matter
 from tests.cli.test_serve import Serve
 from tests.sources.test_openinference import readme_snippet
 from tests.support.build_run import ANSWER, CALL_TOKENS, QUESTION
+from tests.support.claude_code import claude_binary, offline
 from tests.support.loopback import ChatServer, ToolCall, serve_asgi
 
 pytestmark = pytest.mark.slow  # starts serve and Claude Code
 
-VERSION = "2.1.332"
-PACKAGE = f"@anthropic-ai/claude-code-linux-x64@{VERSION}"
 SETTINGS = dict(re.findall(r"(\w+)=(\S+)", readme_snippet("Claude Code", "sh")))
 """The README's settings for Claude Code (its endpoint is the test's ``serve``)."""
 
@@ -40,26 +36,7 @@ def bash(command: str) -> ToolCall:
 
 @pytest.fixture(scope="module")
 def claude() -> Path:
-    """Claude Code's binary, installed with npm into the cache on first use (a cache
-    entry appears once complete); skipped off Linux x64 and without npm."""
-    npm = shutil.which("npm")
-    if platform.system() != "Linux" or platform.machine() != "x86_64" or npm is None:
-        pytest.skip("Claude Code's Linux x64 build and npm are needed")
-    cache = Path(os.environ.get("OTEL_DIARY_CACHE") or Path(
-        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "otel-diary")
-    root = cache / "claude-code" / VERSION
-    binary = root / "node_modules" / "@anthropic-ai" / "claude-code-linux-x64" / "claude"
-    if not binary.is_file():
-        staging = root.with_name(f"{VERSION}.partial-{os.getpid()}")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        done = subprocess.run([npm, "install", "--prefix", str(staging), "--no-audit",
-                               "--no-fund", "--no-save", PACKAGE],
-                              capture_output=True, text=True, timeout=900)
-        assert done.returncode == 0, done.stdout + done.stderr
-        shutil.rmtree(root, ignore_errors=True)
-        staging.rename(root)
-    return binary
+    return claude_binary()
 
 
 @pytest.fixture
@@ -79,10 +56,8 @@ def prompt(claude: Path, serve: Serve, answers: list[str | int | ToolCall],
     work.mkdir()
     model = ChatServer(script=answers, model="claude-test")
     with serve_asgi(model) as url:
-        env = {"PATH": os.environ["PATH"], "HOME": str(serve.root / "home"),
-               "ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "test-key",
-               "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
-               **SETTINGS, "OTEL_EXPORTER_OTLP_ENDPOINT": serve.url, **settings}
+        env = {**offline(serve.root / "home", url), **SETTINGS,
+               "OTEL_EXPORTER_OTLP_ENDPOINT": serve.url, **settings}
         done = subprocess.run([str(claude), "-p", QUESTION, "--allowedTools", "Bash"],
                               cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
