@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from hypothesis import settings
+from opentelemetry import context, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -33,6 +34,18 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
                                                       "MOTHER_AI_API_KEY"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+
+
+@pytest.fixture(autouse=True)
+def _no_span_left_current() -> Iterator[None]:
+    """A test that leaves a span current (an instrumentation that never detaches its run's
+    context) fails itself, and leaves the tests after it in its process a clean context:
+    their spans would join that span's trace, and write no diary."""
+    yield
+    left = trace.get_current_span()
+    if left.get_span_context().is_valid:
+        context.attach(context.Context())
+        pytest.fail(f"a span was left current: {getattr(left, 'name', left)!r}")
 
 
 class Harness:
