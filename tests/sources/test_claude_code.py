@@ -87,6 +87,20 @@ def test_a_prompt_that_got_past_a_failed_command_is_recovered(claude: Path,
     assert "A call to the Bash tool failed; a later one succeeded." in text
 
 
+def test_a_prompt_whose_sub_agent_ran_is_one_diary(claude: Path, serve: Serve) -> None:
+    """A prompt whose model handed work to a sub-agent (the ``Agent`` tool), which ran a
+    command and answered, is one diary of the prompt: every request's tokens, the main
+    agent's tool and the sub-agent's."""
+    agent = ToolCall("Agent", '{"description": "Build", "prompt": "Build the orders api.", '
+                              '"subagent_type": "general-purpose"}')
+    printed, _, front, text = prompt(claude, serve,
+                                     [agent, bash("echo built"), "Built.", ANSWER])
+    assert printed == ANSWER
+    assert (front["outcome"], front["title"], front["tokens"]) == ("completed", QUESTION,
+                                                                   4 * CALL_TOKENS)
+    assert "Made 2 tool call(s): Agent (1), Bash (1)." in text
+
+
 def test_a_prompt_not_logged_is_no_title(claude: Path, serve: Serve) -> None:
     """Without ``OTEL_LOG_USER_PROMPTS=1`` Claude Code sends the prompt as ``<REDACTED>``:
     the diary is titled by the span name instead."""
