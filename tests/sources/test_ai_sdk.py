@@ -44,8 +44,8 @@ def run_agent(script: Path, serve: Serve, answers: list[str | int | ToolCall],
               runs: int, mode: str = "generate") -> list[str]:
     """What each of ``runs`` runs of the agent printed (its answer, or why it failed),
     its model a local server answering ``answers``, each run streamed when ``mode`` is
-    ``stream`` (``stream-without-usage``: its provider not asking for usage); once
-    ``serve`` has written or skipped every run."""
+    ``stream`` (``stream-without-usage``: its provider not asking for usage), an agent's
+    with ``agent``; once ``serve`` has written or skipped every run."""
     with serve_asgi(ChatServer(script=answers, model=MODEL)) as url:
         done = subprocess.run(["node", str(script), url + "/v1", serve.url + "/v1/traces",
                                str(runs), mode], capture_output=True, text=True, timeout=120)
@@ -69,13 +69,13 @@ def test_the_agent_runs_the_readme_lines(agent_script: Path) -> None:
         assert code in app, code
 
 
-@pytest.mark.parametrize("mode", ["generate", "stream"])
+@pytest.mark.parametrize("mode", ["generate", "stream", "agent"])
 def test_an_agent_that_got_past_a_failed_tool_is_recovered(agent_script: Path, serve: Serve,
                                                            mode: str) -> None:
     """An agent whose build failed on the first target (the SDK hands the error back to
-    the model) and built the next is one recovered diary, streamed or not: by its
-    ``functionId``, titled by its prompt, with its tokens, the tool's error, what each
-    call was given, and its answer."""
+    the model) and built the next is one recovered diary, streamed or not, or run as a
+    ``ToolLoopAgent``: by its ``functionId``, titled by its prompt, with its tokens, the
+    tool's error, what each call was given, and its answer."""
     assert run_agent(agent_script, serve, SCRIPT, 1, mode) == [ANSWER]
     [diary] = written(serve)
     front = parse_front_matter(diary)

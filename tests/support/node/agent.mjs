@@ -3,7 +3,8 @@
 // tool, which fails on the first target and builds the next, then answers. Each run that
 // fails (its model answered an error) is reported, and the next one runs. With "stream",
 // each run streams its answer (streamText) instead of waiting for it (generateText), its
-// provider asking the model for usage in the stream; with "stream-without-usage", not.
+// provider asking the model for usage in the stream; with "stream-without-usage", not; with
+// "agent", each run is an agent's (ToolLoopAgent.generate) with the same settings.
 //   node agent.mjs <model base URL .../v1> <endpoint .../v1/traces> <runs> [mode]
 import { trace } from "@opentelemetry/api";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto";
@@ -11,7 +12,7 @@ import { resourceFromAttributes } from "@opentelemetry/resources";
 import { BasicTracerProvider, BatchSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { OpenTelemetry } from "@ai-sdk/otel";
-import { generateText, registerTelemetry, stepCountIs, streamText, tool } from "ai";
+import { ToolLoopAgent, generateText, registerTelemetry, stepCountIs, streamText, tool } from "ai";
 import { z } from "zod";
 
 const [baseURL, url, runs, mode] = process.argv.slice(2);
@@ -46,7 +47,10 @@ for (let run = 0; run < Number(runs); run++) {
       maxRetries: 0,
       experimental_telemetry: { isEnabled: true, functionId: "builder" },
     };
-    if (mode?.startsWith("stream")) {
+    if (mode === "agent") {
+      const { prompt, ...settings } = call;
+      console.log((await new ToolLoopAgent(settings).generate({ prompt })).text);
+    } else if (mode?.startsWith("stream")) {
       const streamed = streamText({ ...call, onError: () => {} });
       console.log(await streamed.text);
     } else {
