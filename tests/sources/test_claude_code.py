@@ -56,8 +56,10 @@ def prompt(claude: Path, serve: Serve, answers: list[str | int | ToolCall],
     work.mkdir()
     model = ChatServer(script=answers, model="claude-test")
     with serve_asgi(model) as url:
+        # its exporter gets 2 s at exit by default: ample, but not on a starved machine
         env = {**offline(serve.root / "home", url), **SETTINGS,
-               "OTEL_EXPORTER_OTLP_ENDPOINT": serve.url, **settings}
+               "OTEL_EXPORTER_OTLP_ENDPOINT": serve.url,
+               "CLAUDE_CODE_OTEL_SHUTDOWN_TIMEOUT_MS": "20000", **settings}
         done = subprocess.run([str(claude), "-p", QUESTION, "--allowedTools", "Bash"],
                               cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
