@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -29,8 +32,12 @@ def node_script(name: str) -> Path:
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         pytest.skip("node and npm are needed for the Node.js client tests")
-    if not _installed():
-        result = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR,
-                                capture_output=True, text=True, timeout=300)
-        assert result.returncode == 0, result.stdout + result.stderr
+    # one install at a time: ``npm ci`` removes ``node_modules`` first, under another worker
+    name_of_lock = f"otel-diary-npm-{hashlib.sha256(bytes(NODE_DIR)).hexdigest()[:16]}.lock"
+    with open(Path(tempfile.gettempdir()) / name_of_lock, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _installed():
+            result = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR,
+                                    capture_output=True, text=True, timeout=300)
+            assert result.returncode == 0, result.stdout + result.stderr
     return NODE_DIR / name
