@@ -90,6 +90,15 @@ MAX_RESULT = 64 * 1024
 """Longest tool call result read for the error it hands back."""
 
 
+def json_value(text: str) -> object:
+    """The value the JSON document ``text`` holds, else ``None`` (not JSON, or nested past
+    what the parser takes); a caller bounds ``text``'s length first."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
 def handed_back(result: object) -> dict[str, object] | None:
     """The error-detail attributes (type, message) of a failed tool call whose result
     handed its error back to the model instead of raising it (``{"response_type":
@@ -98,10 +107,7 @@ def handed_back(result: object) -> dict[str, object] | None:
     if not (isinstance(result, str) and result.startswith("{")
             and HANDED_BACK in result[:256] and len(result) <= MAX_RESULT):
         return None
-    try:
-        data = json.loads(result)
-    except (ValueError, RecursionError):
-        return None
+    data = json_value(result)
     if not (isinstance(data, dict) and data.get("response_type") == HANDED_BACK):
         return None
     details: dict[str, object] = {}

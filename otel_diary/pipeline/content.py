@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import re
 
+from otel_diary.record import json_value
+
 MAX_DEPTH = 8
 """How deep in a JSON value a message is looked for."""
 MAX_VALUE = 256 * 1024
@@ -54,10 +56,7 @@ def first_task(value: object) -> str | None:
     the task list the crew's span records before its run)."""
     if not isinstance(value, str) or len(value) > MAX_VALUE or '"tasks_output"' not in value:
         return None
-    try:
-        data = json.loads(value)
-    except (ValueError, RecursionError):
-        return None
+    data = json_value(value)
     tasks = data.get("tasks_output") if isinstance(data, dict) else None
     task = tasks[0] if isinstance(tasks, list) and tasks else None
     described = task.get("description") if isinstance(task, dict) else None
@@ -73,10 +72,7 @@ def call_arguments(value: str | None) -> str | None:
     value is left as it is."""
     if not value or not value.startswith('{"') or len(value) > MAX_VALUE:
         return value
-    try:
-        data = json.loads(value)
-    except (ValueError, RecursionError):
-        return value
+    data = json_value(value)
     if not (isinstance(data, dict) and isinstance(data.get("kwargs"), dict)
             and data.keys() <= _CALL_WRAPPER and not data.get("args")):
         return value
@@ -98,9 +94,8 @@ def _read(value: object, roles: frozenset[str], *, last: bool) -> str | None:
         return None if _REPR.match(stripped) else stripped
     if len(stripped) > MAX_VALUE:
         return None
-    try:
-        data = json.loads(stripped)
-    except (ValueError, RecursionError):
+    data = json_value(stripped)
+    if data is None:  # not JSON after all (JSON's null starts with none of those)
         return stripped
     if isinstance(data, str):
         return data.strip() or None
