@@ -16,7 +16,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,6 +77,16 @@ async def send_json(send: Send, status: int, payload: object,
     raw_headers += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw_headers})
     await send({"type": "http.response.body", "body": body})
+
+
+async def send_events(send: Send, events: Iterable[str], end: str = "") -> None:
+    """A server-sent event stream: each of ``events`` (its lines, with the blank line
+    that ends it), then ``end``."""
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")]})
+    for event in events:
+        await send({"type": "http.response.body", "more_body": True, "body": event.encode()})
+    await send({"type": "http.response.body", "body": end.encode()})
 
 
 @dataclass
@@ -225,12 +235,8 @@ class ChatServer:
             {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
              "usage": {"output_tokens": self.output_tokens}},
             {"type": "message_stop"}]
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream")]})
-        for event in events:
-            await send({"type": "http.response.body", "more_body": True,
-                        "body": f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()})
-        await send({"type": "http.response.body", "body": b""})
+        await send_events(send, (f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
+                                 for event in events))
 
     @staticmethod
     async def _stream(send: Send, answer: dict[str, Any], message: dict[str, Any],
@@ -244,12 +250,8 @@ class ChatServer:
                   {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}]
         if usage is not None:
             events.append({**chunk, "choices": [], "usage": usage})
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream")]})
-        for event in events:
-            await send({"type": "http.response.body", "more_body": True,
-                        "body": f"data: {json.dumps(event)}\n\n".encode()})
-        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+        await send_events(send, (f"data: {json.dumps(event)}\n\n" for event in events),
+                          "data: [DONE]\n\n")
 
 
 HubStep = int | str | tuple[int, dict[str, str]]
