@@ -89,16 +89,23 @@ def covered(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id
     watch = (_watched(owned, ancestry, task_id, conventions)
              if conventions.recover_on_child_errors else None)
     since, watched = watch if watch is not None else (None, set())
-    # with a failure among them, the tool calls too: whether one failed is read from a
-    # failed span under it
-    tools = conventions.tool_name if conventions.recover_on_child_errors and any(
-        contribution.is_error for _, contribution in owned) else ()
+    # With a failure among them, a tool call that ended OK may have failed under it (Claude
+    # Code's tool over its failed execution): that is read from a failed span under it and
+    # the spans under it that went on after the first failure.
+    failed_at = [contribution.end_ns for _, contribution in owned if contribution.is_error] \
+        if conventions.recover_on_child_errors else []
+    tools = conventions.tool_name
+    calls = {int.from_bytes(span_id, "big") for span_id, contribution in owned
+             if not contribution.is_error
+             and not contribution.attributes.keys().isdisjoint(tools)} if failed_at else set()
+    if calls and since is None:
+        since = min(failed_at)
     marked: dict[int, tuple[bytes, Contribution]] = {}
     for span_id, contribution in owned:
         span = int.from_bytes(span_id, "big")
         if (contribution.is_error or not keys.isdisjoint(contribution.attributes)
-                or (since is not None and (contribution.end_ns >= since or span in watched))
-                or (tools and not contribution.attributes.keys().isdisjoint(tools))):
+                or (since is not None and (contribution.end_ns >= since or span in watched
+                                           or span in calls))):
             marked[span] = (span_id, contribution)
     if len(marked) < 2 or not ancestry.any_parent(span_id for span_id, _ in marked.values()):
         return {}  # the usual case: no span above another (calls are leaves)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry import trace
@@ -220,6 +221,21 @@ def test_a_step_ended_ok_around_a_failed_sub_agent_is_no_run_going_on() -> None:
     diaries, spans = in_process("openinference", root)
     assert diaries == []
     assert serve_diaries("openinference", spans) == []
+
+
+@pytest.mark.parametrize("profile", ["genai", "openinference"])
+def test_a_tool_call_that_went_on_past_a_failure_under_it_succeeded(profile: str) -> None:
+    """A tool call over a failed call and a model call that ended after it got past the
+    failure: in process and in ``serve`` alike, only the failed call's tool failed
+    (``serve`` once read the tool call as failed, not looking at what went on after)."""
+    failed = Node("read", True, start=109, end=110)
+    after = Node("reply", False, start=119, end=120)
+    root = Node("run", False, [Node("search", False, [failed, after], start=108, end=130)],
+                start=107, end=140)
+    [diary], spans = in_process(profile, root)
+    assert "After a call to the read tool failed, the agent went on without it.\n" in diary
+    assert "search tool failed" not in diary
+    assert serve_diaries(profile, spans) == [diary]
 
 
 def after_a_restart(profile: str, spans: list[ReadableSpan], shuffle: Random) -> list[str]:
