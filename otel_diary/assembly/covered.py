@@ -20,37 +20,38 @@ _log_once = LogOnce()
 
 def _watched(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id: int,
              conventions: Conventions) -> tuple[int, set[int]] | None:
-    """When a failed one of ``owned`` has a failed one or an agent's run above it, or a
-    failed agent's run has any one above it (below ``task_id``; whether that one went on
-    past the failure is read): when the first failed one ended, and the span ids of the
-    failed ones and the agents' runs. Each span is walked once."""
-    failed: list[tuple[bool, int, int]] = []  # (not an agent's run, span id, end)
+    """When an agent's run failed among ``owned``, or a failed one has a failed one or an
+    agent's run above it (below ``task_id``): when the first failed one ended, and the
+    span ids of the failed ones and the agents' runs. Whether a span went on past a
+    failure is then read from the spans under it (after a failed agent's run, a span that
+    ended OK over a failure of its own is no run going on). Each span is walked once."""
+    failed: list[tuple[int, int]] = []  # (span id, end)
     watched: set[int] = set()
+    run_failed = False
     for span_id, contribution in owned:
         run = conventions.is_agent_run(contribution.attributes)
         if contribution.is_error or run:
             span = int.from_bytes(span_id, "big")
             watched.add(span)
             if contribution.is_error:
-                failed.append((not run, span, contribution.end_ns))
+                failed.append((span, contribution.end_ns))
+                run_failed = run_failed or run
     if not failed:
         return None
-    failed.sort()  # failed runs first: nothing found above them, nothing watched either
-    runs = not failed[0][0]
-    if len(watched) < 2 and not runs:
+    since = min(end for _, end in failed)
+    if run_failed:
+        return since, watched
+    if len(watched) < 2:
         return None
-    contributions = {int.from_bytes(span_id, "big") for span_id, _ in owned} \
-        if runs else watched
     parents = ancestry.parents()
     walked: set[int] = set()  # found with nothing watched above (a cycle ends there too)
     steps = ancestry.steps
-    for not_run, span, _ in failed:
+    for span, _ in failed:
         up = parents.get(span)
-        seen = watched if not_run else contributions
         while up is not None and up != task_id and up not in walked:
-            if up in seen:
+            if up in watched:
                 ancestry.steps = steps
-                return min(end for _, _, end in failed), watched
+                return since, watched
             steps -= 1
             if steps < 0:
                 _too_deep(ancestry)
@@ -74,16 +75,16 @@ def covered(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id
             conventions: Conventions) -> dict[bytes, ChildSummary]:
     """What the contributions under each of ``owned`` (span id, contribution) add up to,
     for those above others that report token usage or failed, or name a tool when one
-    failed (or that ended at or after the first failure, when a failed one has a failed
-    one or an agent's run above it, or a failed agent's run has any one above it: whether
-    that one got past the failure is read from the spans under it): the ``below`` of
+    failed (or that ended at or after the first failure, when an agent's run failed or a
+    failed one has a failed one or an agent's run above it: whether that one got past the
+    failure is read from the spans under it): the ``below`` of
     :meth:`ChildSummary.add`, as the in-process assembler finds it in the bucket of the
     span's children. Parent links are followed up to ``task_id`` through the spans between;
     each span is walked once."""
     keys = conventions.usage_keys
     # Whether a span got past a failure under it is read, when it matters (a failure
-    # under a failed span or an agent's run, a failed agent's run under any span, which
-    # went on past it or not), from the failed spans, the agents' runs and
+    # under a failed span or an agent's run, a failed agent's run, which a later span
+    # went on past or not), from the failed spans, the agents' runs and
     # the spans that went on at or after the first failure (one that ended before every
     # failure went on before each: it tells nothing).
     watch = (_watched(owned, ancestry, task_id, conventions)

@@ -223,6 +223,21 @@ def test_a_step_ended_ok_around_a_failed_sub_agent_is_no_run_going_on() -> None:
     assert serve_diaries("openinference", spans) == []
 
 
+def test_a_chain_ended_ok_over_a_failure_after_a_failed_sub_agent_is_no_run_going_on(
+        ) -> None:
+    """After a sub-agent's failed run, a chain that ended OK over a failed model call,
+    with nothing after, is not the run going on past it: no diary, in process and in
+    ``serve`` (which read the chain as going on: nothing under it was looked at, as
+    nothing was above the failed run)."""
+    helper = Node("helper", True, start=109, end=110)
+    chain = Node("summary", False, [Node("chat", True, start=119, end=120)], start=118,
+                 end=130)
+    root = Node("run", False, [helper, chain], start=108, end=140)
+    diaries, spans = in_process("openinference", root)
+    assert diaries == []
+    assert serve_diaries("openinference", spans) == []
+
+
 @pytest.mark.parametrize("profile", ["genai", "openinference"])
 def test_a_tool_call_that_went_on_past_a_failure_under_it_succeeded(profile: str) -> None:
     """A tool call over a failed call and a model call that ended after it got past the
