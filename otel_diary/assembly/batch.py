@@ -90,6 +90,17 @@ class Batch:
         """Every span of the request, valid or refused."""
         return self.valid + self.rejected
 
+    def tally(self, held: int, valid: int, size: int) -> Batch:
+        """This batch, with the counts its reader kept and each part's size, that of its
+        contributions (``size``: the bytes counted besides them, of tasks and resources)."""
+        parts = self.parts
+        for index, part in enumerate(parts):
+            part_size = sum(contribution.size for contribution in part.contributions)
+            parts[index] = part._replace(size=part_size)
+            size += part_size
+        self.held, self.valid, self.size = held, valid, size
+        return self
+
 
 def weight(payload: Payload) -> int:
     """Estimated bytes held for an item's payload. A task also holds its resource's

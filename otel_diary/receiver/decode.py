@@ -364,14 +364,7 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
                 part.contributions.append(
                     Contribution(found or {}, is_error, span.end_time_unix_nano))
     links.close()
-    for index, part in enumerate(parts):
-        part_size = sum(contribution.size for contribution in part.contributions)
-        parts[index] = part._replace(size=part_size)
-        size += part_size
-    batch.held = held
-    batch.valid = valid
-    batch.size = size
-    return batch
+    return batch.tally(held, valid, size)
 
 
 def scan(body: bytes, conventions: Conventions, *, validate: bool = False) -> Batch:

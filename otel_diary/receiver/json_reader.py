@@ -318,14 +318,7 @@ def read_document(data: dict[str, Any], conventions: Conventions) -> Batch:
                 part.span_ids.append(span_id)
                 part.contributions.append(Contribution(found or {}, is_error, end))
     links.close()
-    for index, part in enumerate(parts):
-        part_size = sum(contribution.size for contribution in part.contributions)
-        parts[index] = part._replace(size=part_size)
-        size += part_size
-    batch.held = held
-    batch.valid = valid
-    batch.size = size
-    return batch
+    return batch.tally(held, valid, size)
 
 
 def _exception_attributes(span: dict[str, Any]) -> dict[str, object] | None:
