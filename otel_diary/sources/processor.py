@@ -48,8 +48,11 @@ if TYPE_CHECKING:  # a façade's argument types; settings are read by the compos
 logger = logging.getLogger("otel_diary")
 
 _EXPIRE_EVERY_S = 1.0
-_FORK_WAIT_S = 5.0
-"""How long a fork waits for a pipeline being built (see ``_before_fork``)."""
+_FORK_WAIT_S = 30.0
+"""How long a fork waits for a pipeline being built (see ``_before_fork``): a build takes
+well under a second, but on a starved machine more than 5 s, and a child forked midway
+hangs. Only a build that never ends (one waiting on the forking thread) makes a fork wait
+this long."""
 _WAKE_BATCH = 512
 """Spans queued before the worker is woken early (else it wakes every schedule delay)."""
 
@@ -396,7 +399,7 @@ class DiarySpanProcessor(SpanProcessor):
     # -- worker -----------------------------------------------------------------------
 
     def _before_fork(self) -> None:
-        """Wait, a few seconds at most, for a pipeline being built: a child forked while
+        """Wait, ``_FORK_WAIT_S`` at most, for a pipeline being built: a child forked while
         the worker imports its modules inherits their import locks held, and would hang
         building its own. (Not when the build itself forks.)"""
         if self._builder != threading.get_ident():
