@@ -85,11 +85,10 @@ def recoveries(children: ChildSummary,
                          if other != name and ends[1] > failed]
                 instead = max(later)[1] if later else None
             given = children.tool_inputs.get(name) if kind == "tool" else None
-            failed_with, succeeded_with = (call_arguments(value) for value in
-                                           given or (None, None))
+            failed_with, succeeded_with = given or (None, None)
             found.append((failed, kind, name, Recovery(
-                kind, name, again, instead, text(failed_with, MAX_ARGUMENTS),
-                text(succeeded_with, MAX_ARGUMENTS) if again else None)))
+                kind, name, again, instead, text(call_arguments(failed_with), MAX_ARGUMENTS),
+                text(call_arguments(succeeded_with), MAX_ARGUMENTS) if again else None)))
     found.sort(key=lambda item: item[:3])
     return tuple(item[3] for item in found[:MAX_RECOVERIES])
 
