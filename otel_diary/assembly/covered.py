@@ -82,19 +82,18 @@ def covered(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id
     span's children. Parent links are followed up to ``task_id`` through the spans between;
     each span is walked once."""
     keys = conventions.usage_keys
+    failed_at = [contribution.end_ns for _, contribution in owned if contribution.is_error] \
+        if conventions.recover_on_child_errors else []
     # Whether a span got past a failure under it is read, when it matters (a failure
     # under a failed span or an agent's run, a failed agent's run, which a later span
     # went on past or not), from the failed spans, the agents' runs and
     # the spans that went on at or after the first failure (one that ended before every
-    # failure went on before each: it tells nothing).
-    watch = (_watched(owned, ancestry, task_id, conventions)
-             if conventions.recover_on_child_errors else None)
+    # failure went on before each: it tells nothing). Without a failure, nothing is.
+    watch = _watched(owned, ancestry, task_id, conventions) if failed_at else None
     since, watched = watch if watch is not None else (None, set())
     # With a failure among them, a tool call that ended OK may have failed under it (Claude
     # Code's tool over its failed execution): that is read from a failed span under it and
     # the spans under it that went on after the first failure.
-    failed_at = [contribution.end_ns for _, contribution in owned if contribution.is_error] \
-        if conventions.recover_on_child_errors else []
     tools = conventions.tool_name
     calls = {int.from_bytes(span_id, "big") for span_id, contribution in owned
              if not contribution.is_error
