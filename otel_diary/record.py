@@ -118,6 +118,48 @@ def handed_back(result: object) -> dict[str, object] | None:
     return details
 
 
+def reported(result: object) -> tuple[str | None, str | None]:
+    """What the captured result of a failed tool call says went wrong, for a span that
+    says no more than the error's class (Google ADK's own tools return their failures as
+    values, ``{"status": "error", "stderr": …, "exit_code": 2}``, an MCP tool's result
+    has ``isError``, and ADK marks the span ``TOOL_ERROR`` or ``MCP_TOOL_ERROR``).
+
+    Returns its message and the output of the command it ran (``stderr``, else
+    ``stdout``), each ``None`` when it does not say. The message is the ``error`` or
+    ``error_message``, else an MCP result's text, else that output, else the exit code;
+    a result that is plain text is the message. Results longer than :data:`MAX_RESULT`
+    are not read."""
+    if not (isinstance(result, str) and result.strip() and len(result) <= MAX_RESULT):
+        return None, None
+    try:
+        data: object = json.loads(result)
+    except (ValueError, RecursionError):
+        data = None if result.lstrip()[:1] in ("{", "[") else result  # cut, or plain text
+    if isinstance(data, str):
+        return (data if data.strip() else None), None
+    if not isinstance(data, dict):
+        return None, None
+
+    def said(*keys: str) -> str | None:
+        for key in keys:
+            value = data.get(key)
+            if isinstance(value, str) and value.strip():
+                return value
+        return None
+
+    message = said("error", "error_message")
+    content = data.get("content")
+    failed = data.get("isError") is True or data.get("is_error") is True
+    if message is None and failed and isinstance(content, list):
+        message = "\n".join(part["text"] for part in content if isinstance(part, dict)
+                            and isinstance(part.get("text"), str)).strip() or None
+    output = said("stderr", "stdout")
+    code = data.get("exit_code")
+    if message is None:
+        message = output or (f"exit code {code}" if type(code) is int else None)
+    return message, output
+
+
 def first(attributes: Mapping[str, object], names: tuple[str, ...]) -> object:
     """The value of the first of ``names`` present in ``attributes``, else ``None``."""
     for name in names:

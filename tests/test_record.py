@@ -18,6 +18,7 @@ from otel_diary.record import (
     as_text,
     handed_back,
     redact_tail,
+    reported,
 )
 
 
@@ -115,3 +116,46 @@ def test_any_other_result_is_a_call_that_succeeded(result: object) -> None:
     """A result that only mentions the marker, another response type, one too long to
     read, malformed JSON or no JSON object is no handed-back error."""
     assert handed_back(result) is None
+
+
+@pytest.mark.parametrize(("result", "said"), [
+    (json.dumps({"status": "error", "stderr": "error TS2345: boom\n", "exit_code": 2}),
+     ("error TS2345: boom\n", "error TS2345: boom\n")),
+    (json.dumps({"status": "error", "stdout": "FAILED test_a.py::test_b", "exit_code": 1}),
+     ("FAILED test_a.py::test_b", "FAILED test_a.py::test_b")),
+    (json.dumps({"status": "error", "stdout": "ran", "stderr": "boom", "exit_code": 1}),
+     ("boom", "boom")),
+    (json.dumps({"status": "error", "error": "Command timed out after 300s.",
+                 "stdout": "building"}), ("Command timed out after 300s.", "building")),
+    (json.dumps({"status": "error", "error_message": "No such city."}),
+     ("No such city.", None)),
+    (json.dumps({"status": "error", "exit_code": 137, "stderr": " "}), ("exit code 137", None)),
+    (json.dumps({"content": [{"type": "text", "text": "no such issue"},
+                             {"type": "image", "data": "…"}, {"type": "text", "text": "#7"}],
+                 "isError": True}), ("no such issue\n#7", None)),
+    (json.dumps({"content": [{"type": "text", "text": "denied"}], "is_error": True}),
+     ("denied", None)),
+    ("Permission denied: /etc/shadow", ("Permission denied: /etc/shadow", None)),
+    (json.dumps("quota exceeded"), ("quota exceeded", None)),
+])
+def test_a_failed_calls_result_tells_what_went_wrong(result: str,
+                                                     said: tuple[str | None, ...]) -> None:
+    """The result of a failed call gives its error message, else what an MCP result says,
+    else its command's output (stderr first), else the exit code; and that output."""
+    assert reported(result) == said
+
+
+@pytest.mark.parametrize("result", [
+    json.dumps({"status": "error"}),
+    json.dumps({"content": [{"type": "text", "text": "fine"}], "isError": False}),
+    json.dumps({"content": [{"type": "text", "text": "fine"}], "isError": 1}),
+    json.dumps({"content": "denied", "isError": True}),
+    json.dumps({"exit_code": "2"}),
+    json.dumps([{"error": "x"}]),
+    json.dumps({"error": "x" * MAX_RESULT}),
+    '{"error": "cut', "[1,", "null", "42", " ", "", None, 7,
+])
+def test_a_result_that_says_nothing_of_an_error_tells_nothing(result: object) -> None:
+    """A result with no message, output or exit code, one too long to read, malformed
+    JSON, or no text gives nothing."""
+    assert reported(result) == (None, None)

@@ -21,6 +21,7 @@ from otel_diary.record import (
     error_name,
     first,
     handed_back,
+    reported,
 )
 
 MAX_LIST = 16
@@ -82,8 +83,11 @@ class ChildSummary:
     status description; not yet redacted, so classification redacts it before cutting."""
     first_error_ns: int = 0
     stacktrace: str | None = None
-    """The end of the first stack trace a failed span recorded (not yet redacted)."""
+    """The end of the first stack trace a failed span recorded, or of the output its
+    captured result reported when the span recorded none (not yet redacted)."""
     stacktrace_ns: int = 0
+    stacktrace_is_output: bool = False
+    """Whether ``stacktrace`` is that output (a failed command's)."""
     tools: dict[str, int] = field(default_factory=dict)
     """Tool calls by tool name (at most ``MAX_LIST`` names)."""
     agents: dict[str, int] = field(default_factory=dict)
@@ -305,12 +309,22 @@ class ChildSummary:
                      or error_name(attributes.get(EXCEPTION_TYPE)))
             error_type = named or UNNAMED_ERROR
             self.names += _name(self.error_types, error_type, end_ns)
+            message = attributes.get(EXCEPTION_MESSAGE)
+            if not (isinstance(message, str) and message.strip()):
+                message = attributes.get(STATUS_DESCRIPTION)
+            trace = attributes.get(EXCEPTION_STACKTRACE)
+            is_output = False
+            if not isinstance(message, str) or error_name(message) in (named, None):
+                message = None  # none, or one that only names the class: what the
+                if conventions.tool_result:  # call's captured result says, if anything
+                    message, output = reported(first(attributes, conventions.tool_result))
+                    if message is not None:
+                        message = message[:MAX_ERROR_TEXT]
+                    if output is not None and not (isinstance(trace, str) and trace.strip()):
+                        trace, is_output = output[-MAX_ERROR_TEXT:], True
             if self.first_error is None or end_ns <= self.first_error_ns:
-                message = attributes.get(EXCEPTION_MESSAGE)
-                if not (isinstance(message, str) and message.strip()):
-                    message = attributes.get(STATUS_DESCRIPTION)
-                if not isinstance(message, str) or error_name(message) in (named, None):
-                    told = named  # no message, or one that only names the class
+                if message is None:
+                    told = named
                 else:
                     text = _whole_words(message)
                     told = f"{named}: {text}" if named and not text.startswith(named) else text
@@ -318,12 +332,9 @@ class ChildSummary:
                 if told is not None and _before(told, end_ns, self.first_error,
                                                 self.first_error_ns):
                     self.first_error, self.first_error_ns = told, end_ns
-            trace = attributes.get(EXCEPTION_STACKTRACE)
             if (self.stacktrace is None or end_ns <= self.stacktrace_ns) \
                     and isinstance(trace, str) and trace.strip():
-                kept = _whole_words(trace, from_end=True)
-                if _before(kept, end_ns, self.stacktrace, self.stacktrace_ns):
-                    self.stacktrace, self.stacktrace_ns = kept, end_ns
+                self._keep_trace(_whole_words(trace, from_end=True), end_ns, is_output)
         if agent_run and end_ns >= self.last_run_end_ns:
             failed = is_error or (  # or a step of it failed, nothing after, no answer
                 below is not None and below.last_step_failure_ns > below.last_ok_ns
@@ -342,6 +353,15 @@ class ChildSummary:
         self.last_step_failure_ns = max(self.last_step_failure_ns, other.last_step_failure_ns)
         self.last_ok_ns = max(self.last_ok_ns, other.last_ok_ns)
         self.last_progress_ns = max(self.last_progress_ns, other.last_progress_ns)
+
+    def _keep_trace(self, text: str, end_ns: int, is_output: bool) -> None:
+        """Keep ``text`` as ``stacktrace`` when it comes first (see :func:`_before`; the
+        same text at the same instant: a stack trace before an output)."""
+        if _before(text, end_ns, self.stacktrace, self.stacktrace_ns) or (
+                not is_output and self.stacktrace_is_output
+                and (text, end_ns) == (self.stacktrace, self.stacktrace_ns)):
+            self.stacktrace, self.stacktrace_ns = text, end_ns
+            self.stacktrace_is_output = is_output
 
     def merge(self, other: ChildSummary) -> None:
         if other.last_run_end_ns >= 0 and other.last_run_end_ns >= self.last_run_end_ns:
@@ -375,9 +395,8 @@ class ChildSummary:
         if other.first_error is not None and _before(
                 other.first_error, other.first_error_ns, self.first_error, self.first_error_ns):
             self.first_error, self.first_error_ns = other.first_error, other.first_error_ns
-        if other.stacktrace is not None and _before(
-                other.stacktrace, other.stacktrace_ns, self.stacktrace, self.stacktrace_ns):
-            self.stacktrace, self.stacktrace_ns = other.stacktrace, other.stacktrace_ns
+        if other.stacktrace is not None:
+            self._keep_trace(other.stacktrace, other.stacktrace_ns, other.stacktrace_is_output)
         self.tool_calls += other.tool_calls
         self.spans += other.spans
         self.names += _merge_outcomes(self.tool_outcomes, other.tool_outcomes,

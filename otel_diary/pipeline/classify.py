@@ -129,6 +129,9 @@ class TaskRun:
     """The first failed call's error class and short message (redacted, one line)."""
     stderr_is_stacktrace: bool = False
     """Whether ``stderr_tail`` is the end of a failed call's stack trace (the span had none)."""
+    stderr_is_output: bool = False
+    """Whether it is the end of what a failed call's result reported of the command it
+    ran (its stderr, else its stdout; see :func:`otel_diary.record.reported`)."""
 
     @property
     def trace_id_hex(self) -> str:
@@ -259,9 +262,10 @@ def classify(record: SpanRecord, children: ChildSummary | None,
         or (children.answered if conv.flat_output_messages else None))
     stderr = first(attrs, conv.stderr_tail)
     stderr_tail = None
-    from_stacktrace = False
+    from_call = from_output = False  # a failed call's stack trace, or its command's output
     if not (isinstance(stderr, str) and stderr.strip()) and conv.recover_on_child_errors:
-        stderr, from_stacktrace = children.stacktrace, children.stacktrace is not None
+        stderr, from_call = children.stacktrace, children.stacktrace is not None
+        from_output = from_call and children.stacktrace_is_output
     if isinstance(stderr, str) and stderr.strip():
         stderr_tail = (redact_tail(stderr, MAX_STDERR, redact) if redact is not None
                        else stderr[-MAX_STDERR:])
@@ -299,5 +303,6 @@ def classify(record: SpanRecord, children: ChildSummary | None,
         recoveries=recoveries(children, text) if conv.recover_on_child_errors else (),
         answer=text(answer, MAX_ANSWER),
         child_error=child_error,
-        stderr_is_stacktrace=from_stacktrace and stderr_tail is not None,
+        stderr_is_stacktrace=from_call and not from_output and stderr_tail is not None,
+        stderr_is_output=from_output and stderr_tail is not None,
     )

@@ -24,7 +24,7 @@ from otel_diary.counters import Counters, LogOnce
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.redact import SecretRedactor, display_url
 from otel_diary.pipeline.reflect import MAX_LEARNED
-from otel_diary.pipeline.render import given_to, got_past, tail
+from otel_diary.pipeline.render import given_to, got_past, stderr_heading, tail
 from otel_diary.runner import renew_after_fork, suppressed
 from otel_diary.sinks import outbound
 from otel_diary.text import check_header_value, cut
@@ -90,9 +90,7 @@ def prompt(run: TaskRun) -> str:
     """The user message for ``run``: its facts, then its stderr tail (already redacted)."""
     text = "Facts of the run:\n" + "\n".join(facts(run))
     if run.stderr_tail:
-        heading = ("End of the failed call's stack trace" if run.stderr_is_stacktrace
-                   else "Last build stderr tail")
-        text += (f"\n\n{heading}:\n```text\n"
+        text += (f"\n\n{stderr_heading(run)}:\n```text\n"
                  + tail(run.stderr_tail, MAX_PROMPT_TAIL_LINES, MAX_PROMPT_TAIL_CHARS)
                  + "\n```")
     return text + "\n\nWhat should the next agent on a similar task know?"

@@ -66,7 +66,8 @@ class StubReflector:
 def _what_failed(run: TaskRun) -> list[str]:
     """What went wrong first in a recovered run and what got it past that, as sentences."""
     sentences: list[str] = []
-    line = None if run.stderr_is_stacktrace else first_error_line(run.stderr_tail)
+    line = (None if run.stderr_is_stacktrace or run.stderr_is_output  # a call's: said below
+            else first_error_line(run.stderr_tail))
     attempts = run.build_attempts or 0
     if line:
         quoted = one_line(line, 160).rstrip(".")

@@ -151,10 +151,17 @@ def error_encountered(run: TaskRun) -> str:
     if run.child_error:
         text += f"\nFirst error: {one_line(run.child_error, 300)}"
     if run.stderr_tail:
-        heading = ("End of the failed call's stack trace" if run.stderr_is_stacktrace
-                   else "Last build stderr tail")
-        text += f"\n{heading}:\n" + fence(tail(run.stderr_tail))
+        text += f"\n{stderr_heading(run)}:\n" + fence(tail(run.stderr_tail))
     return text
+
+
+def stderr_heading(run: TaskRun) -> str:
+    """What the run's stderr tail is the end of."""
+    if run.stderr_is_stacktrace:
+        return "End of the failed call's stack trace"
+    if run.stderr_is_output:
+        return "End of the failed call's output"
+    return "Last build stderr tail"
 
 
 def how_it_was_recovered(run: TaskRun) -> str:

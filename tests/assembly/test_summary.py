@@ -123,7 +123,7 @@ def _ended_spans(conventions: Conventions) -> st.SearchStrategy[
                       STATUS_DESCRIPTION})
     values: st.SearchStrategy[object] = st.one_of(
         st.sampled_from(["a", "b", "c", "execute_tool", "AGENT", "TOOL", "invoke_agent",
-                         "Boom: it broke", ""]),
+                         "Boom: it broke", "", '{"stderr": "Boom: it broke"}']),
         st.integers(0, 50))
     span = st.tuples(st.dictionaries(st.sampled_from(names), values, max_size=6),
                      st.booleans())
@@ -224,6 +224,51 @@ def test_the_first_stack_trace_is_kept() -> None:
     for trace in ("Traceback: first", "Traceback: second"):
         summary.add({"exception.stacktrace": trace}, True, PROFILES["genai"])
     assert summary.stacktrace == "Traceback: first" and summary.failed_spans == 3
+
+
+def test_a_failed_call_that_names_only_its_class_is_told_by_its_result() -> None:
+    """A failed call whose span names no more than its error's class (Google ADK's
+    ``TOOL_ERROR``) is told by its captured result: the first error by its message (the
+    command's output when nothing else says it), the tail by that output. A span that
+    says more, or records a stack trace, keeps what it says."""
+    result = json.dumps({"status": "error", "stderr": "error TS2345: boom", "exit_code": 2})
+    told = {"error.type": "TOOL_ERROR", STATUS_DESCRIPTION: "TOOL_ERROR",
+            "gen_ai.tool.call.result": result}
+    summary = ChildSummary()
+    summary.add(told, True, GENAI)
+    assert (summary.first_error, summary.stacktrace) == ("TOOL_ERROR: error TS2345: boom",
+                                                         "error TS2345: boom")
+    assert summary.stacktrace_is_output
+    summary = ChildSummary()
+    summary.add({**told, EXCEPTION_MESSAGE: "Exit 2", EXCEPTION_STACKTRACE: "Trace"}, True,
+                GENAI)
+    assert (summary.first_error, summary.stacktrace) == ("TOOL_ERROR: Exit 2", "Trace")
+    assert not summary.stacktrace_is_output
+    summary = ChildSummary()
+    summary.add(told, False, GENAI)  # a call that succeeded: its output is no error
+    summary.add(told, True, CLAUDE_CODE)  # conventions that capture no result
+    assert (summary.first_error, summary.stacktrace) == ("TOOL_ERROR", None)
+    summary = ChildSummary()
+    summary.add({**told, "gen_ai.tool.call.result": json.dumps(
+        {"stdout": "x" * 3000 + "\nerror TS2345: boom"})}, True, GENAI)
+    assert summary.stacktrace == "error TS2345: boom"  # the whole lines of its end
+
+
+def test_a_stack_trace_and_an_output_alike_keep_the_stack_trace_in_any_order() -> None:
+    """A stack trace and a call's output of the same text, ending at the same instant:
+    the stack trace is kept, whatever order they are read or merged in."""
+    traced = ({EXCEPTION_STACKTRACE: "Boom"}, True, GENAI, 1000)
+    output = ({"gen_ai.tool.call.result": json.dumps({"stderr": "Boom"})}, True, GENAI, 1000)
+    for spans in ((traced, output), (output, traced)):
+        summary = ChildSummary()
+        for span in spans:
+            summary.add(*span)
+        assert (summary.stacktrace, summary.stacktrace_is_output) == ("Boom", False)
+        first, second = ChildSummary(), ChildSummary()
+        first.add(*spans[0])
+        second.add(*spans[1])
+        first.merge(second)
+        assert (first.stacktrace, first.stacktrace_is_output) == ("Boom", False)
 
 
 def test_the_agent_run_that_ended_last_decides_whatever_the_order_read() -> None:

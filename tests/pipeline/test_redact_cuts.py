@@ -39,11 +39,13 @@ from otel_diary.sinks.hub.client import hub_body
 from tests.support.loopback import ChatServer, serve_asgi
 from tests.support.secret_strategies import FAMILIES, in_context
 
+RESULT = "gen_ai.tool.call.result"
 CONVENTIONS = replace(ORCHESTRATOR, recover_on_child_errors=True,
                       input_messages=("gen_ai.input.messages",),
-                      output_messages=("gen_ai.output.messages",))
+                      output_messages=("gen_ai.output.messages",), tool_result=(RESULT,))
 """The default attributes, with failed child spans named in the diary and captured
-messages read (the run's question and answer)."""
+messages and tool call results read (the run's question and answer, what a failed call's
+result says)."""
 PAD = "§"
 """Filler no secret alphabet holds, so it cannot be mistaken for part of a secret."""
 SURVIVING = 8
@@ -65,6 +67,8 @@ CUTS: dict[str, tuple[str, int]] = {
     "child error message": (EXCEPTION_MESSAGE, MAX_ERROR_TEXT),
     "child stack trace": (EXCEPTION_STACKTRACE, MAX_ERROR_TEXT),
     "child status description": ("", MAX_ERROR_TEXT),
+    "child result message": ("error", MAX_ERROR_TEXT),
+    "child result output": ("stderr", MAX_ERROR_TEXT),
     "question": ("gen_ai.input.messages", MAX_QUESTION),
     "answer": ("gen_ai.output.messages", MAX_ANSWER),
 }
@@ -125,6 +129,11 @@ def _placed(cut: str, text: str, keep: int) -> tuple[dict[str, Any], ChildSummar
         trace = text + " " + PAD * (limit - keep - 1)
         children.add(error_details({EXCEPTION_TYPE: "RuntimeError",
                                     EXCEPTION_STACKTRACE: trace}, ""), True, CONVENTIONS)
+    elif cut.startswith("child result"):  # a failed call's result, its span naming no more
+        said = (_head_cut(text, keep, limit) if attribute == "error"  # than the class
+                else text + " " + PAD * (limit - keep - 1))  # (an output: kept from its end)
+        children.add({"error.type": "TOOL_ERROR", RESULT: json.dumps({attribute: said})},
+                     True, CONVENTIONS)
     elif cut == "child error message":
         children.add(error_details({EXCEPTION_TYPE: "RuntimeError",
                                     attribute: _head_cut(text, keep, limit)}, ""),

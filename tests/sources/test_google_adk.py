@@ -1,7 +1,7 @@
 """Google ADK's own OpenTelemetry spans (GenAI conventions) with the `genai` profile, against
 the local server's Gemini API: a run is one diary, a sequential agent's too, a run that got
-past a failed tool call (its error handed back to the model) is recovered, and ``serve``
-writes the same.
+past a failed tool call (its error handed back to the model, or returned as a value by
+ADK's own shell and MCP tools) is recovered, and ``serve`` writes the same.
 
 ADK installs into a folder of its own (``make`` puts it in ``<venv>/google_adk``; it needs
 Python 3.11). It traces to the global tracer provider, which a process sets once: each test
@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from opentelemetry import trace
 
+from otel_diary.index.lessons import sighting
 from otel_diary.pipeline.render import parse_front_matter
 from tests.sources.test_genai import GenAIHarness
 from tests.sources.test_openinference import readme_snippet
@@ -92,10 +93,13 @@ def run(agent: Any, *, retry: bool = True) -> str | None:
                                                                user_id="me")
         asked = types.Content(role="user", parts=[types.Part(text=QUESTION)])
         final = None
-        async for event in runner.run_async(user_id="me", session_id=session.id,
-                                            new_message=asked):
-            if event.is_final_response() and event.content and event.content.parts:
-                final = event.content.parts[0].text
+        try:
+            async for event in runner.run_async(user_id="me", session_id=session.id,
+                                                new_message=asked):
+                if event.is_final_response() and event.content and event.content.parts:
+                    final = event.content.parts[0].text
+        finally:
+            await runner.close()  # its toolsets too (an MCP server's process)
         return final
 
     return asyncio.run(answer())
@@ -141,6 +145,69 @@ def test_a_sequential_agent_is_one_diary_by_its_name(harness: GenAIHarness) -> N
     assert (diary.agent, diary.outcome, diary.title) == ("fix", "recovered", QUESTION)
     assert parse_front_matter(diary.content)["tokens"] == 4 * CALL_TOKENS
     assert f'The final answer began: "{ANSWER}"' in diary.content
+
+
+def test_a_command_that_failed_is_told_by_its_output(harness: GenAIHarness,
+                                                    tmp_path: Path) -> None:
+    """ADK's own shell tool (``Execute``, of its ``EnvironmentToolset``) returns a failed
+    command as a value, its span marked only ``TOOL_ERROR``: a run that got past it is
+    recovered, told by the command's output (its stderr), and files under the compiler's
+    error code, as a build that failed with it does."""
+    import json
+
+    from google.adk.agents import LlmAgent
+    from google.adk.environment import LocalEnvironment
+    from google.adk.models.google_llm import Gemini
+    from google.adk.tools.environment import EnvironmentToolset
+
+    error = "src/orders/api.ts(42,17): error TS2345: Argument of type 'string' is not assignable"
+    failing = f'echo "> tsc --noEmit"; echo "{error}" >&2; exit 2'
+    script: list[str | int | ToolCall] = [
+        ToolCall("Execute", json.dumps({"command": failing})),
+        ToolCall("Execute", json.dumps({"command": "echo built"})), ANSWER]
+    with serve_asgi(ChatServer(script=script, model=MODEL)) as url, \
+            pytest.warns(UserWarning, match="EXPERIMENTAL"):
+        agent = LlmAgent(name="builder", model=Gemini(model=MODEL, base_url=url),
+                         instruction="You build the app.", tools=[EnvironmentToolset(
+                             environment=LocalEnvironment(working_dir=tmp_path))])
+        assert run(agent, retry=False) == ANSWER
+    [diary] = harness.diaries()
+    assert (diary.outcome, diary.title) == ("recovered", QUESTION)
+    assert f"First error: TOOL_ERROR: {error}" in diary.content
+    assert f"End of the failed call's output:\n```text\n{error}\n```" in diary.content
+    found = sighting(diary.path, parse_front_matter(diary.content), diary.content)
+    assert found is not None and found[0] == "code:TS2345"
+    assert found[1].error_line == error
+
+
+def test_a_failed_mcp_call_is_told_by_its_result(harness: GenAIHarness,
+                                                tmp_path: Path) -> None:
+    """An agent reading the knowledge base through ADK's MCP toolset (``otel-diary mcp``
+    over stdio) whose first call failed (an id no document has: the result says so,
+    ADK's span only ``MCP_TOOL_ERROR``) and whose search then answered is recovered, told
+    by what the server answered."""
+    import json
+
+    from google.adk.agents import LlmAgent
+    from google.adk.models.google_llm import Gemini
+    from google.adk.tools.mcp_tool import McpToolset, StdioConnectionParams
+    from mcp import StdioServerParameters
+
+    script: list[str | int | ToolCall] = [
+        ToolCall("kb_fetch", json.dumps({"id": "kh-0000000000000000dead"})),
+        ToolCall("kb_search", json.dumps({"query": "TS2345"})), ANSWER]
+    toolset = McpToolset(connection_params=StdioConnectionParams(
+        server_params=StdioServerParameters(command=sys.executable, args=[
+            "-m", "otel_diary.cli", "mcp", "--dir", str(tmp_path / "kb")]), timeout=60))
+    with serve_asgi(ChatServer(script=script, model=MODEL)) as url:
+        agent = LlmAgent(name="reader", model=Gemini(model=MODEL, base_url=url),
+                         instruction="You read the knowledge base.", tools=[toolset])
+        assert run(agent, retry=False) == ANSWER
+    [diary] = harness.diaries()
+    assert (diary.outcome, diary.title) == ("recovered", QUESTION)
+    assert ("First error: MCP_TOOL_ERROR: Error executing tool kb_fetch: no diary or lesson "
+            "has the id 'kh-0000000000000000dead'") in diary.content
+    assert "After a call to the kb_fetch tool failed, the agent went on" in diary.content
 
 
 @pytest.mark.slow  # starts an instrumented app
