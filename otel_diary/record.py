@@ -125,10 +125,10 @@ def reported(result: object) -> tuple[str | None, str | None]:
     has ``isError``, and ADK marks the span ``TOOL_ERROR`` or ``MCP_TOOL_ERROR``).
 
     Returns its message and the output of the command it ran (``stderr``, else
-    ``stdout``), each ``None`` when it does not say. The message is the ``error`` or
-    ``error_message``, else an MCP result's text, else that output, else the exit code;
-    a result that is plain text is the message. Results longer than :data:`MAX_RESULT`
-    are not read."""
+    ``stdout``), each ``None`` when it does not say. The message is the ``error`` (or
+    its ``message``) or ``error_message``, else an MCP result's text, else that output,
+    else the exit code; a result that is plain text is the message. Results longer than
+    :data:`MAX_RESULT` are not read."""
     if not (isinstance(result, str) and result.strip() and len(result) <= MAX_RESULT):
         return None, None
     try:
@@ -136,28 +136,26 @@ def reported(result: object) -> tuple[str | None, str | None]:
     except (ValueError, RecursionError):
         data = None if result.lstrip()[:1] in ("{", "[") else result  # cut, or plain text
     if isinstance(data, str):
-        return (data if data.strip() else None), None
+        return _said(data), None
     if not isinstance(data, dict):
         return None, None
-
-    def said(*keys: str) -> str | None:
-        for key in keys:
-            value = data.get(key)
-            if isinstance(value, str) and value.strip():
-                return value
-        return None
-
-    message = said("error", "error_message")
-    content = data.get("content")
-    failed = data.get("isError") is True or data.get("is_error") is True
-    if message is None and failed and isinstance(content, list):
-        message = "\n".join(part["text"] for part in content if isinstance(part, dict)
-                            and isinstance(part.get("text"), str)).strip() or None
-    output = said("stderr", "stdout")
+    error, content = data.get("error"), data.get("content")
+    message = (_said(error) or _said(data.get("error_message"))
+               or (_said(error.get("message")) if isinstance(error, dict) else None))
+    if message is None and isinstance(content, list) and (
+            data.get("isError") is True or data.get("is_error") is True):
+        message = _said("\n".join(part["text"] for part in content if isinstance(part, dict)
+                                  and isinstance(part.get("text"), str)))
+    output = _said(data.get("stderr")) or _said(data.get("stdout"))
     code = data.get("exit_code")
     if message is None:
         message = output or (f"exit code {code}" if type(code) is int else None)
     return message, output
+
+
+def _said(value: object) -> str | None:
+    """``value`` when it is text that says something, else ``None``."""
+    return value if isinstance(value, str) and value.strip() else None
 
 
 def first(attributes: Mapping[str, object], names: tuple[str, ...]) -> object:
