@@ -1,7 +1,8 @@
 """AutoGen AgentChat's own spans (``invoke_agent``, ``execute_tool``) with the OpenTelemetry
 OpenAI instrumentation's, under the `genai` profile, run as the README says: unmodified apps
 under ``opentelemetry-instrument`` (AutoGen traces to the global tracer provider), against
-the local OpenAI-compatible server.
+the local OpenAI-compatible server; ``serve``, sent the same spans by the SDK's OTLP
+exporter, writes the same diaries.
 
 AutoGen installs into a folder of its own (``make`` puts it in ``<venv>/autogen``, see the
 Makefile).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -114,14 +115,35 @@ def run_agent_app(app: str, command: str, script: list[str | int | ToolCall], mo
     written in ``tmp`` on the app ``apps/<app>`` copied to ``agent.py``, against a model
     server answering ``script`` as ``model`` (in ``OPENAI_BASE_URL``, and for the Gemini
     API in ``GOOGLE_GEMINI_BASE_URL``); ``env`` adds to the child's environment. Fails
-    unless the command succeeded."""
+    unless the command succeeded, and unless ``otel-diary serve`` (with the command's
+    conventions), sent the app's spans by the SDK's OTLP exporter, writes the same files."""
+    from tests.cli.test_serve import Serve
+
     shutil.copy(APPS / app, tmp / "agent.py")
-    with serve_asgi(ChatServer(script=script, model=model)) as url:
-        result = run(command, tmp, clean_env(
-            tmp, OPENAI_BASE_URL=url + "/v1", OPENAI_API_KEY="test-key",
-            GOOGLE_GEMINI_BASE_URL=url, GOOGLE_API_KEY="test-key", **env))
-    assert result.returncode == 0, explain(result)
-    return diaries(tmp / "kb")
+    profile = re.search(r"\bOTEL_DIARY_CONVENTIONS=(\S+)", command)
+    assert profile is not None, command
+    (tmp / "serve").mkdir()
+    server = Serve(tmp / "serve", env={"OTEL_DIARY_CONVENTIONS": profile.group(1)})
+    try:
+        with serve_asgi(ChatServer(script=script, model=model)) as url:
+            result = run(command, tmp, clean_env(
+                tmp, OPENAI_BASE_URL=url + "/v1", OPENAI_API_KEY="test-key",
+                GOOGLE_GEMINI_BASE_URL=url, GOOGLE_API_KEY="test-key",
+                OTEL_TRACES_EXPORTER="otlp", OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/protobuf",
+                OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=server.url + "/v1/traces", **env))
+        assert result.returncode == 0, explain(result)
+        found = diaries(tmp / "kb")
+        server.wait_for_diaries(len(found))
+    finally:
+        assert server.stop() == 0
+    assert files(tmp / "serve" / "kb") == files(tmp / "kb"), "serve wrote other diaries"
+    return found
+
+
+def files(kb: Path) -> dict[str, str]:
+    """Every diary under ``kb``, by path."""
+    return {str(path.relative_to(kb)): path.read_text(encoding="utf-8")
+            for path in sorted((kb / "diaries" / "agents").rglob("*.md"))}
 
 
 @dataclass
