@@ -88,6 +88,9 @@ HANDED_BACK = "ERROR_HANDLED_BY_REFLECT_AND_RETRY_PLUGIN"
 went back to the model, the run going on (Google ADK's ``ReflectAndRetryToolPlugin``)."""
 MAX_RESULT = 64 * 1024
 """Longest tool call result read for the error it hands back."""
+MAX_REPORTED = 256 * 1024
+"""Longest failed tool call result read for what went wrong: Google ADK's shell tool
+returns up to 30,000 characters each of a command's stdout and stderr, escaped in JSON."""
 
 
 def json_value(text: str) -> object:
@@ -128,8 +131,8 @@ def reported(result: object) -> tuple[str | None, str | None]:
     ``stdout``), each ``None`` when it does not say. The message is the ``error`` (or
     its ``message``) or ``error_message``, else an MCP result's text, else that output,
     else the exit code; a result that is plain text is the message. Results longer than
-    :data:`MAX_RESULT` are not read."""
-    if not (isinstance(result, str) and result.strip() and len(result) <= MAX_RESULT):
+    :data:`MAX_REPORTED` are not read."""
+    if not (isinstance(result, str) and result.strip() and len(result) <= MAX_REPORTED):
         return None, None
     try:
         data: object = json.loads(result)

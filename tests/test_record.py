@@ -13,6 +13,7 @@ from otel_diary.record import (
     EXCEPTION_TYPE,
     HANDED_BACK,
     MAX_ERROR_TEXT,
+    MAX_REPORTED,
     MAX_RESULT,
     REDACT_WINDOW,
     as_text,
@@ -137,6 +138,8 @@ def test_any_other_result_is_a_call_that_succeeded(result: object) -> None:
     (json.dumps({"content": [{"type": "text", "text": "denied"}], "is_error": True}),
      ("denied", None)),
     ("Permission denied: /etc/shadow", ("Permission denied: /etc/shadow", None)),
+    (json.dumps({"status": "error", "stdout": '"\t' * 15_000, "stderr": '"\t' * 14_999 + "E"}),
+     ('"\t' * 14_999 + "E",) * 2),  # the most ADK's shell tool returns, escaped
     (json.dumps("quota exceeded"), ("quota exceeded", None)),
 ])
 def test_a_failed_calls_result_tells_what_went_wrong(result: str,
@@ -154,7 +157,7 @@ def test_a_failed_calls_result_tells_what_went_wrong(result: str,
     json.dumps({"exit_code": "2"}),
     json.dumps({"error": {"code": 404, "message": " "}}),
     json.dumps([{"error": "x"}]),
-    json.dumps({"error": "x" * MAX_RESULT}),
+    json.dumps({"error": "x" * MAX_REPORTED}),
     '{"error": "cut', "[1,", "null", "42", " ", "", None, 7,
 ])
 def test_a_result_that_says_nothing_of_an_error_tells_nothing(result: object) -> None:
