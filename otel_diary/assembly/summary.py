@@ -316,7 +316,10 @@ class ChildSummary:
             is_output = False
             if not isinstance(message, str) or error_name(message) in (named, None):
                 message = None  # none, or one that only names the class: what the
-                if conventions.tool_result:  # call's captured result says, if anything
+                # call's captured result says, if anything, and if it may be kept
+                if conventions.tool_result and (
+                        self.first_error is None or end_ns <= self.first_error_ns
+                        or self.stacktrace is None or end_ns <= self.stacktrace_ns):
                     message, output = reported(first(attributes, conventions.tool_result))
                     if message is not None:
                         message = message[:MAX_ERROR_TEXT]
