@@ -86,9 +86,13 @@ MESSAGES = {"genai": ("gen_ai.input.messages", "gen_ai.output.messages"),
             "openinference": ("input.value", "output.value")}
 ARGUMENTS = {"genai": "gen_ai.tool.call.arguments", "openinference": "input.value"}
 """What a tool call was given, when captured."""
+RESULTS = {"genai": "gen_ai.tool.call.result"}
+"""What a tool call returned, when captured (a failed one's output tells it when its span
+names no more than the error's class)."""
 for profile in ("orchestrator", "auto", "traceloop", "strands", "agent-framework"):
     MESSAGES[profile] = MESSAGES["genai"]
     ARGUMENTS[profile] = ARGUMENTS["genai"]
+    RESULTS[profile] = RESULTS["genai"]
 TASK_IDS = {"gen_ai.conversation.id", "session.id", "orchestrator.task.id"}
 KINDS = sorted(PROFILES["genai"].keys() - {"run"})
 
@@ -104,8 +108,11 @@ def attributes(profile: str, node: Node) -> Attributes:
     elif node.kind == "reply":
         asked, answered = MESSAGES[profile]
         found = {**found, asked: f"Question {node.end}?", answered: f"Answer {node.end}."}
-    elif node.given:
-        found = {**found, ARGUMENTS[profile]: node.given}
+    else:
+        if node.given:
+            found = {**found, ARGUMENTS[profile]: node.given}
+        if node.returned and profile in RESULTS:
+            found = {**found, RESULTS[profile]: node.returned}
     return found
 
 
@@ -117,20 +124,25 @@ class Node:
     remote: bool = False
     """Of the trace's first span: started under a caller in another service."""
     raised: str = ""
-    """Of a failed span: how it records why (an exception event, an ``error.type``, or
-    only its status description)."""
+    """Of a failed span: how it records why (an exception event, an ``error.type``, only
+    its status description, or no more than its class)."""
     start: int = 0
     end: int = 0
     given: str = ""
     """Of a tool call: what it was given, when captured."""
+    returned: str = ""
+    """Of a tool call: what it returned, when captured."""
 
 
 @st.composite
 def nodes(draw: st.DrawFn, depth: int = 0) -> Node:
     node = Node(draw(st.sampled_from(KINDS)), draw(st.booleans()),
-                raised=draw(st.sampled_from(["", "exception", "error.type"])))
+                raised=draw(st.sampled_from(["", "exception", "error.type", "class"])))
     if node.kind in ("search", "read"):  # two calls may end at once: told by this
         node.given = draw(st.sampled_from(["", '{"q": "a"}', '{"q": "b"}']))
+        node.returned = draw(st.sampled_from(
+            ["", '{"status": "error", "stderr": "E1 boom"}', '{"stdout": "E2 boom"}',
+             '{"error": "E3 bust"}']))
     if depth < 3 and node.kind in ("step", "helper", "search", "summary"):
         node.under = draw(st.lists(nodes(depth + 1), max_size=3))
     return node
@@ -194,7 +206,11 @@ def in_process(profile: str, root: Node) -> tuple[list[str], list[ReadableSpan]]
                                       timestamp=START_NS + end * 1_000_000)
             elif node.raised == "error.type":
                 span.set_attribute("error.type", f"{node.kind.title()}Error")
-            span.set_status(Status(StatusCode.ERROR, f"{node.kind} failed"))
+            if node.raised == "class":  # no more than the class: its result tells (ADK)
+                span.set_attribute("error.type", "TOOL_ERROR")
+                span.set_status(Status(StatusCode.ERROR, "TOOL_ERROR"))
+            else:
+                span.set_status(Status(StatusCode.ERROR, f"{node.kind} failed"))
         span.end(START_NS + end * 1_000_000)
     assert processor.force_flush(10_000)
     provider.shutdown()
