@@ -11,6 +11,7 @@ here gives ADK's tracer its own provider instead, with the README's settings.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import sys
 from collections.abc import Iterator
@@ -153,8 +154,6 @@ def test_a_command_that_failed_is_told_by_its_output(harness: GenAIHarness,
     command as a value, its span marked only ``TOOL_ERROR``: a run that got past it is
     recovered, told by the command's output (its stderr), and files under the compiler's
     error code, as a build that failed with it does."""
-    import json
-
     from google.adk.agents import LlmAgent
     from google.adk.environment import LocalEnvironment
     from google.adk.models.google_llm import Gemini
@@ -186,8 +185,6 @@ def test_a_failed_mcp_call_is_told_by_its_result(harness: GenAIHarness,
     over stdio) whose first call failed (an id no document has: the result says so,
     ADK's span only ``MCP_TOOL_ERROR``) and whose search then answered is recovered, told
     by what the server answered."""
-    import json
-
     from google.adk.agents import LlmAgent
     from google.adk.models.google_llm import Gemini
     from google.adk.tools.mcp_tool import McpToolset, StdioConnectionParams
