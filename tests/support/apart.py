@@ -26,7 +26,9 @@ def on_path(name: str) -> Iterator[None]:
     extended: list[tuple[list[str], str]] = []
     for package_name, package in list(sys.modules.items()):
         inside = str(folder.joinpath(*package_name.split(".")))
-        paths = getattr(package, "__path__", None)
+        # read from the module's own namespace: a module's ``__getattr__`` may raise
+        # anything for a name it lacks (Agno's ``_genai_compat``: ImportError)
+        paths = getattr(package, "__dict__", {}).get("__path__")
         if isinstance(paths, list) and os.path.isdir(inside) and inside not in paths:
             paths.append(inside)
             extended.append((paths, inside))
