@@ -314,18 +314,19 @@ class ChildSummary:
                 message = attributes.get(STATUS_DESCRIPTION)
             trace = attributes.get(EXCEPTION_STACKTRACE)
             is_output = False
+            # whether this span's error, and its stack trace, may come first
+            may_tell = self.first_error is None or end_ns <= self.first_error_ns
+            may_trace = self.stacktrace is None or end_ns <= self.stacktrace_ns
             if not isinstance(message, str) or error_name(message) in (named, None):
                 message = None  # none, or one that only names the class: what the
                 # call's captured result says, if anything, and if it may be kept
-                if conventions.tool_result and (
-                        self.first_error is None or end_ns <= self.first_error_ns
-                        or self.stacktrace is None or end_ns <= self.stacktrace_ns):
+                if conventions.tool_result and (may_tell or may_trace):
                     message, output = reported(first(attributes, conventions.tool_result))
                     if message is not None:
                         message = message[:MAX_ERROR_TEXT]
                     if output is not None and not (isinstance(trace, str) and trace.strip()):
                         trace, is_output = output[-MAX_ERROR_TEXT:], True
-            if self.first_error is None or end_ns <= self.first_error_ns:
+            if may_tell:
                 if message is None:
                     told = named
                 else:
@@ -335,8 +336,7 @@ class ChildSummary:
                 if told is not None and _before(told, end_ns, self.first_error,
                                                 self.first_error_ns):
                     self.first_error, self.first_error_ns = told, end_ns
-            if (self.stacktrace is None or end_ns <= self.stacktrace_ns) \
-                    and isinstance(trace, str) and trace.strip():
+            if may_trace and isinstance(trace, str) and trace.strip():
                 self._keep_trace(_whole_words(trace, from_end=True), end_ns, is_output)
         if agent_run and end_ns >= self.last_run_end_ns:
             failed = is_error or (  # or a step of it failed, nothing after, no answer
