@@ -61,6 +61,10 @@ AGNO := agno==3.1.10 openinference-instrumentation-agno==1.0.15 docstring-parser
 GOOGLE_ADK := google-adk==2.13.0 google-genai==2.34.0 google-auth==2.63.1 authlib==1.9.10 \
 	joserfc==1.8.0 fastapi==0.165.0 annotated-doc==0.0.7 graphviz==0.21 watchdog==6.0.0
 
+# OpenLIT, tested in tests/sources/test_openlit.py, apart too: it asks for openai<3, older
+# than the environment's, and runs on it here.
+OPENLIT := openlit==1.45.0 schedule==1.2.2 xmltodict==1.0.4
+
 # The C reader's translation units and header (setup.py lists the same sources).
 OTLPSCAN_DIR := otel_diary/receiver/_otlpscan_c
 OTLPSCAN     := $(wildcard $(OTLPSCAN_DIR)/*.c $(OTLPSCAN_DIR)/*.h)
@@ -85,6 +89,8 @@ $(STAMP): pyproject.toml setup.py Makefile $(OTLPSCAN)
 		--target $(VENV)/crewai $(CREWAI)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
 		--target $(VENV)/agno $(AGNO)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
+		--target $(VENV)/openlit $(OPENLIT)
 	if $(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \
 		$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
 			--target $(VENV)/google_adk $(GOOGLE_ADK); fi

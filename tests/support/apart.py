@@ -12,20 +12,27 @@ from pathlib import Path
 import pytest
 
 
+def folder(name: str) -> Path:
+    """``<venv>/<name>``; when it is missing, the test fails in CI and is skipped
+    elsewhere."""
+    found = Path(sys.prefix) / name
+    if not found.is_dir():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{found} is missing: `make` installs it with the test set-up")
+        pytest.skip(f"{found} is missing: `make` installs it with the test set-up")
+    return found
+
+
 def on_path(name: str) -> Iterator[None]:
-    """``<venv>/<name>`` on ``sys.path`` meanwhile (for a fixture to yield from), and on the
+    """:func:`folder` on ``sys.path`` meanwhile (for a fixture to yield from), and on the
     path of each package already imported that it adds modules to (``openinference.
     instrumentation``: a package of the environment's, whose path was set when it was
-    imported); when it is missing, the test fails in CI and is skipped elsewhere."""
-    folder = Path(sys.prefix) / name
-    if not folder.is_dir():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{folder} is missing: `make` installs it with the test set-up")
-        pytest.skip(f"{folder} is missing: `make` installs it with the test set-up")
-    sys.path.append(str(folder))
+    imported)."""
+    place = folder(name)
+    sys.path.append(str(place))
     extended: list[tuple[list[str], str]] = []
     for package_name, package in list(sys.modules.items()):
-        inside = str(folder.joinpath(*package_name.split(".")))
+        inside = str(place.joinpath(*package_name.split(".")))
         # read from the module's own namespace: a module's ``__getattr__`` may raise
         # anything for a name it lacks (Agno's ``_genai_compat``: ImportError)
         paths = getattr(package, "__dict__", {}).get("__path__")
@@ -35,4 +42,4 @@ def on_path(name: str) -> Iterator[None]:
     yield
     for paths, inside in extended:
         paths.remove(inside)
-    sys.path.remove(str(folder))
+    sys.path.remove(str(place))
