@@ -102,17 +102,28 @@ def json_value(text: str) -> object:
         return None
 
 
+FAILED_STATUS = ('"status": "error"', '"status":"error"')
+"""How a result that says its call failed begins (JSON, as Python and most others write it)."""
+
+
 def handed_back(result: object) -> dict[str, object] | None:
     """The error-detail attributes (type, message) of a failed tool call whose result
     handed its error back to the model instead of raising it (``{"response_type":
     "ERROR_HANDLED_BY_REFLECT_AND_RETRY_PLUGIN", "error_type": …, "error_details": …}``),
-    else ``None``: the call's span says it succeeded."""
-    if not (isinstance(result, str) and result.startswith("{")
-            and HANDED_BACK in result[:256] and len(result) <= MAX_RESULT):
+    none for a result that says the call failed (``{"status": "error", …}``, as Google
+    ADK's function tools report a failure: :func:`reported` tells what it says), else
+    ``None``: the call's span says it succeeded. Read from the first 256 characters."""
+    if not (isinstance(result, str) and result.startswith("{") and len(result) <= MAX_RESULT):
+        return None
+    head = result[:256]
+    plugin = HANDED_BACK in head
+    if not (plugin or FAILED_STATUS[0] in head or FAILED_STATUS[1] in head):
         return None
     data = json_value(result)
-    if not (isinstance(data, dict) and data.get("response_type") == HANDED_BACK):
+    if not isinstance(data, dict):
         return None
+    if not plugin or data.get("response_type") != HANDED_BACK:
+        return {} if data.get("status") == "error" else None
     details: dict[str, object] = {}
     for key, value in ((EXCEPTION_TYPE, data.get("error_type")),
                        (EXCEPTION_MESSAGE, data.get("error_details"))):

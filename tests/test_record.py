@@ -104,18 +104,37 @@ def test_a_result_that_handed_an_error_back_tells_the_error() -> None:
 
 
 @pytest.mark.parametrize("result", [
+    json.dumps({"status": "error", "error_message": "No weather for 'Paris'."}),
+    json.dumps({"status": "error"}, separators=(",", ":")),
+    json.dumps({"city": "Paris", "status": "error", "stderr": "TS2345"}),
+    json.dumps({"status": "error", "response_type": "OTHER " + HANDED_BACK}),
+])
+def test_a_result_that_says_its_call_failed_is_a_failed_call(result: str) -> None:
+    """A result whose status is ``error`` (Google ADK's function tools report a failure
+    so) is a failed call with no details: :func:`reported` reads what it says."""
+    assert handed_back(result) == {}
+
+
+@pytest.mark.parametrize("result", [
     json.dumps({"result": "built"}),
     json.dumps({"result": HANDED_BACK}),
     json.dumps({"response_type": "OTHER", "error_type": "E"}),
     json.dumps({"padding": "p" * 300, "response_type": HANDED_BACK}),
     json.dumps({"response_type": HANDED_BACK, "error_details": "x" * MAX_RESULT}),
+    json.dumps({"status": "success", "report": "The status is error-free."}),
+    json.dumps({"status": "Error"}), json.dumps({"state": {"status": "error"}}),
+    json.dumps({"status": "error", "code": 2})[:-1],
+    json.dumps({"padding": "p" * 300, "status": "error"}),
+    json.dumps({"status": "error", "error_message": "x" * MAX_RESULT}),
+    json.dumps([{"status": "error"}]),
     '{"response_type": "' + HANDED_BACK + '", "error_type": ',
     json.dumps([{"response_type": HANDED_BACK}]),
     HANDED_BACK, "", None, 7,
 ])
 def test_any_other_result_is_a_call_that_succeeded(result: object) -> None:
-    """A result that only mentions the marker, another response type, one too long to
-    read, malformed JSON or no JSON object is no handed-back error."""
+    """A result that only mentions the marker, another response type, a status that is not
+    ``error``, one too long to read or marked past its start, malformed JSON or no JSON
+    object is no handed-back error."""
     assert handed_back(result) is None
 
 

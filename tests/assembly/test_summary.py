@@ -229,8 +229,9 @@ def test_the_first_stack_trace_is_kept() -> None:
 def test_a_failed_call_that_names_only_its_class_is_told_by_its_result() -> None:
     """A failed call whose span names no more than its error's class (Google ADK's
     ``TOOL_ERROR``) is told by its captured result: the first error by its message (the
-    command's output when nothing else says it), the tail by that output. A span that
-    says more, or records a stack trace, keeps what it says."""
+    command's output when nothing else says it), the tail by that output, and so is a
+    call whose span ended OK but whose result says it failed. A span that says more, or
+    records a stack trace, keeps what it says."""
     result = json.dumps({"status": "error", "stderr": "error TS2345: boom", "exit_code": 2})
     told = {"error.type": "TOOL_ERROR", STATUS_DESCRIPTION: "TOOL_ERROR",
             "gen_ai.tool.call.result": result}
@@ -245,9 +246,13 @@ def test_a_failed_call_that_names_only_its_class_is_told_by_its_result() -> None
     assert (summary.first_error, summary.stacktrace) == ("TOOL_ERROR: Exit 2", "Trace")
     assert not summary.stacktrace_is_output
     summary = ChildSummary()
-    summary.add(told, False, GENAI)  # a call that succeeded: its output is no error
+    summary.add({**told, "gen_ai.tool.call.result": json.dumps(
+        {"status": "success", "stderr": "error TS2345: boom"})}, False, GENAI)  # no error
     summary.add(told, True, CLAUDE_CODE)  # conventions that capture no result
     assert (summary.first_error, summary.stacktrace) == ("TOOL_ERROR", None)
+    summary = ChildSummary()  # a call whose span ended OK, its result saying it failed
+    summary.add({"gen_ai.tool.call.result": result}, False, GENAI)
+    assert (summary.failed_spans, summary.first_error) == (1, "error TS2345: boom")
     summary = ChildSummary()
     summary.add({**told, "gen_ai.tool.call.result": json.dumps(
         {"stdout": "x" * 3000 + "\nerror TS2345: boom"})}, True, GENAI)

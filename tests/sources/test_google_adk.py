@@ -179,6 +179,31 @@ def test_a_command_that_failed_is_told_by_its_output(harness: GenAIHarness,
     assert found[1].error_line == error
 
 
+def test_a_function_tool_that_returned_an_error_is_a_failed_call(
+        harness: GenAIHarness) -> None:
+    """A function tool of the app's own that reports a failure as ADK's guide has it,
+    ``{"status": "error", "error_message": …}`` (its span ends OK): a run that got past it
+    is recovered, told by that message, and files under the compiler's error code."""
+    error = "error TS2345: Argument of type 'string' is not assignable"
+
+    def build(target: str) -> dict[str, str]:
+        """Build a target."""
+        if target == "orders":
+            return {"status": "error", "error_message": error}
+        return {"status": "success", "report": "built"}
+
+    with serve_asgi(ChatServer(script=SCRIPT, model=MODEL)) as url:
+        agent = builder(url)
+        agent.tools = [build]
+        assert run(agent, retry=False) == ANSWER
+    [diary] = harness.diaries()
+    assert (diary.outcome, diary.title) == ("recovered", QUESTION)
+    assert f"1 failed call(s)\nFirst error: {error}\n" in diary.content
+    assert "A call to the build tool failed; a later one succeeded." in diary.content
+    found = sighting(diary.path, parse_front_matter(diary.content), diary.content)
+    assert found is not None and found[0] == "code:TS2345"
+
+
 def test_a_failed_mcp_call_is_told_by_its_result(harness: GenAIHarness,
                                                 tmp_path: Path) -> None:
     """An agent reading the knowledge base through ADK's MCP toolset (``otel-diary mcp``
