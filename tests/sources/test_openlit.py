@@ -1,7 +1,7 @@
-"""OpenLIT (``openlit.init()``) instrumenting an OpenAI Agents SDK agent and a LangGraph
-agent, with the `genai` profile: the README's line run as written on an app that knows
-nothing of otel-diary, against the local OpenAI-compatible server. Each run is one diary,
-and ``serve``, sent the same spans, writes the same files.
+"""OpenLIT (``openlit.init()``) instrumenting OpenAI Agents SDK agents (one of them handing
+over to another) and a LangGraph agent, with the `genai` profile: the README's line run
+as written on an app that knows nothing of otel-diary, against the local OpenAI-compatible
+server. Each run is one diary, and ``serve``, sent the same spans, writes the same files.
 
 OpenLIT installs into a folder of its own (``make`` puts it in ``<venv>/openlit``, see the
 Makefile): it asks for an older ``openai``. It instruments whatever it finds in the
@@ -24,6 +24,7 @@ README_LINE = readme_snippet("OpenLIT", "sh").strip()
 LOOKUP = ToolCall("lookup", '{"term": "release"}')
 SCRIPT: list[str | int | ToolCall] = [
     500, LOOKUP, LOOKUP, "The release moved.",  # the Agents SDK's run
+    ToolCall("transfer_to_specialist", "{}"), "The platform team.",  # the handoff
     LOOKUP, LOOKUP, "Fixed the types."]  # the graph's
 """The model's answers, in the order the app asks: the Agents SDK's first call meets a
 server error (the runner retries it), and each run's first tool call fails."""
@@ -39,7 +40,7 @@ def diaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, obj
                           PYTHONPATH=str(folder("openlit")),
                           OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="openai,openai_agents,langchain")
     by_agent = {str(front["agent"]): front for front in found.values()}
-    assert len(by_agent) == len(found) == 2, found
+    assert len(by_agent) == len(found) == 3, found
     return by_agent
 
 
@@ -64,6 +65,16 @@ def test_an_agents_sdk_run_is_one_recovered_diary(diaries: dict[str, dict[str, o
         "A call to gpt-test failed; a later one succeeded. A call to the lookup tool "
         "failed; a later one succeeded.\n")
     assert 'The final answer began: "The release moved."' in str(front["body"])
+
+
+def test_a_handoff_is_one_diary_by_the_agent_that_ran_first(
+        diaries: dict[str, dict[str, object]]) -> None:
+    """A triage agent handing the question over to a specialist, which answers, is one
+    diary: the run's workflow span holds both agents' spans."""
+    front = diaries["triage"]
+    assert (front["outcome"], front["title"]) == ("completed", "Who owns the orders api?")
+    assert front["tokens"] == 2 * CALL_TOKENS
+    assert 'The final answer began: "The platform team."' in str(front["body"])
 
 
 def test_a_langgraph_run_is_one_recovered_diary(diaries: dict[str, dict[str, object]]) -> None:

@@ -1,7 +1,8 @@
 """An app instrumented with OpenLIT that knows nothing of otel-diary: ``openlit.init()``,
-then an OpenAI Agents SDK agent and a LangGraph agent, one after the other. Each has a
-``lookup`` tool that fails on its first call; the Agents SDK's first model call also meets
-a server error, which the runner retries. Their model is ``gpt-test`` on the
+then, one after the other, an OpenAI Agents SDK agent, an Agents SDK triage agent that
+hands the question over to a specialist, and a LangGraph agent. The first and the last
+have a ``lookup`` tool that fails on its first call; the first's first model call also
+meets a server error, which the runner retries. Their model is ``gpt-test`` on the
 OpenAI-compatible server in ``OPENAI_BASE_URL`` (with ``OPENAI_API_KEY``). OpenLIT's prices
 come from an empty file here: it would fetch them from GitHub."""
 
@@ -41,6 +42,18 @@ def agents_sdk_run() -> str:
     return str(agents.Runner.run_sync(agent, "What changed in the release?").final_output)
 
 
+def handoff_run() -> str:
+    import agents
+    import openai
+
+    model = agents.OpenAIChatCompletionsModel(model=MODEL,
+                                              openai_client=openai.AsyncOpenAI(max_retries=0))
+    specialist = agents.Agent(name="specialist", instructions="Answer.", model=model)
+    triage = agents.Agent(name="triage", instructions="Hand over.", model=model,
+                          handoffs=[specialist])
+    return str(agents.Runner.run_sync(triage, "Who owns the orders api?").final_output)
+
+
 def langgraph_run() -> str:
     from langchain_core.tools import tool
     from langchain_openai import ChatOpenAI
@@ -71,6 +84,7 @@ def main() -> None:
         prices.write_text("{}", encoding="utf-8")
         openlit.init(pricing_json=str(prices), disable_metrics=True, disable_events=True)
         print(agents_sdk_run())
+        print(handoff_run())
         print(langgraph_run())
     sys.stdout.flush()
 
