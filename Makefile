@@ -7,9 +7,11 @@ DEMO_DIR ?= ./demo-kb
 
 # traceloop's OpenLLMetry instrumentations, tested in tests/sources/test_traceloop.py. They
 # go to a folder of their own: in the environment, their `openai` entry point would
-# instrument the client a second time next to opentelemetry-instrumentation-openai-v2.
+# instrument the client a second time next to opentelemetry-instrumentation-openai-v2 (and
+# their `langchain` one next to OpenInference's).
 TRACELOOP := opentelemetry-instrumentation-openai==0.62.4 \
-	opentelemetry-instrumentation-openai-agents==0.62.4 opentelemetry-semantic-conventions-ai==0.5.1
+	opentelemetry-instrumentation-openai-agents==0.62.4 \
+	opentelemetry-instrumentation-langchain==0.62.4 opentelemetry-semantic-conventions-ai==0.5.1
 
 # Strands Agents, tested in tests/sources/test_strands.py, with the packages it imports that
 # the environment lacks, in a folder of its own too: it asks for mcp<2.2 and openai<3, older

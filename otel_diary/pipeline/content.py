@@ -35,6 +35,9 @@ an instrumentation records of a value it cannot serialize (LlamaIndex's events),
 message."""
 _CALL_WRAPPER = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
 """The keys of an instrumentation's record of a Python call's arguments."""
+_TOOL_START = frozenset({"input_str", "tags", "metadata", "inputs", "kwargs"})
+"""The keys of an instrumentation's record of a LangChain tool's start (its callback's
+arguments, traceloop's ``opentelemetry-instrumentation-langchain``)."""
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 
 
@@ -68,13 +71,22 @@ def first_task(value: object) -> str | None:
 def call_arguments(value: str | None) -> str | None:
     """What a tool call was given, out of the wrapper some instrumentations record a
     Python call's arguments in: ``{"kwargs": {…}}`` (LlamaIndex) or ``{"args": [],
-    "sanitize_inputs_outputs": …, "kwargs": {…}}`` (smolagents) gives ``{…}``; any other
-    value is left as it is."""
+    "sanitize_inputs_outputs": …, "kwargs": {…}}`` (smolagents) gives ``{…}``, and so does
+    a LangChain tool's start, ``{"input_str": …, "tags": …, "metadata": …, "inputs": {…},
+    …}`` (its ``input_str`` when it has no ``inputs``); any other value is left as it
+    is."""
     if not value or not value.startswith('{"') or len(value) > MAX_VALUE:
         return value
     data = json_value(value)
-    if not (isinstance(data, dict) and isinstance(data.get("kwargs"), dict)
-            and data.keys() <= _CALL_WRAPPER and not data.get("args")):
+    if not isinstance(data, dict):
+        return value
+    if "input_str" in data and data.keys() <= _TOOL_START:
+        inputs, given = data.get("inputs"), data["input_str"]
+        if isinstance(inputs, dict) and inputs:
+            return json.dumps(inputs, ensure_ascii=False)
+        return given if isinstance(given, str) else value
+    if not (isinstance(data.get("kwargs"), dict) and data.keys() <= _CALL_WRAPPER
+            and not data.get("args")):
         return value
     return json.dumps(data["kwargs"], ensure_ascii=False)
 

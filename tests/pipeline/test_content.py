@@ -86,11 +86,19 @@ def test_plain_text_with_brackets_is_still_a_message(value: str) -> None:
     ('{"target": "orders"}', '{"target": "orders"}'),
     ('{"kwargs": {', '{"kwargs": {'),
     ("plain", "plain"), (None, None),
+    (json.dumps({"input_str": "{'term': 'é'}", "tags": ["seq:step:1"],
+                 "metadata": {"langgraph_step": 2}, "inputs": {"term": "é"},
+                 "kwargs": {"tool_call_id": "call-1"}}, ensure_ascii=False), '{"term": "é"}'),
+    (json.dumps({"input_str": "orders", "tags": [], "metadata": {}, "inputs": None}),
+     "orders"),
+    ('{"input_str": 7, "tags": []}', '{"input_str": 7, "tags": []}'),
+    ('{"input_str": "x", "other": 1}', '{"input_str": "x", "other": 1}'),
 ])
 def test_call_arguments_come_out_of_a_python_calls_record(value: str | None,
                                                           expected: str | None) -> None:
-    """LlamaIndex's and smolagents' record of a call's keyword arguments gives them; a
-    call with positional arguments, another shape, or no JSON is left as it is."""
+    """LlamaIndex's and smolagents' record of a call's keyword arguments gives them, and a
+    LangChain tool's start (traceloop) its inputs, else its input text; a call with
+    positional arguments, another shape, or no JSON is left as it is."""
     assert call_arguments(value) == expected
 
 

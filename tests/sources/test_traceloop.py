@@ -30,12 +30,14 @@ from tests.sources.test_openinference import (
     handoff_run,
     handoff_script,
     readme_lines_run,
+    readme_snippet,
 )
-from tests.support.apart import on_path
+from tests.support.apart import folder, on_path
 from tests.support.apps import genai_agent
 from tests.support.build_run import CALL_TOKENS, MODEL
 from tests.support.loopback import ChatServer, ToolCall, serve_asgi
 from tests.support.serve_path import SameInServe
+from tests.support.zero_code import run_agent_app
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -200,3 +202,30 @@ def test_readme_snippets_give_one_diary_per_run(label: str, tmp_path: Path,
             lookup = ToolCall("lookup", '{"term": "release"}')
             with serve_asgi(ChatServer(script=[lookup, lookup, "final"], model=MODEL)) as url:
                 agent_run(url, [])
+
+
+@pytest.mark.slow  # runs an app under opentelemetry-instrument, and serve
+def test_a_langgraph_run_is_one_recovered_diary(tmp_path: Path) -> None:
+    """A LangGraph agent instrumented with traceloop's LangChain instrumentation, as the
+    README's lines do (in an app of its own: that instrumentation leaves its patches in
+    when it is uninstrumented), is one recovered diary under ``auto``: by the graph's
+    name, with every call's tokens, the tool's error, and what each call to the tool was
+    given (the tool's input, not the callback's tags and metadata around it)."""
+    snippet = readme_snippet("traceloop with LangGraph")
+    assert 'conventions="auto"' in snippet and "LangchainInstrumentor()" in snippet
+    lookup = ToolCall("lookup", '{"term": "release"}')
+    found = run_agent_app(
+        "traceloop_langgraph.py",
+        "KB_DIARIES_ENABLED=1 OTEL_DIARY_CONVENTIONS=auto opentelemetry-instrument python agent.py",
+        [lookup, lookup, "The release moved."], MODEL, tmp_path,
+        PYTHONPATH=str(folder("traceloop")),
+        OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="openai,openai_agents,langchain")
+    [front] = found.values()
+    assert (front["agent"], front["outcome"], front["title"]) == (
+        "researcher", "recovered", "What changed in the release?")
+    assert (front["model"], front["tokens"]) == (MODEL, 3 * CALL_TOKENS)
+    body = str(front["body"])
+    assert "1 failed call(s) (TimeoutError)\nFirst error: TimeoutError: lookup timed out" in body
+    assert ('Made 2 tool call(s): lookup (2). The call to the lookup tool that failed was '
+            'given `{"term": "release"}`; the one that succeeded was given the same.') in body
+    assert 'The final answer began: "The release moved."' in body
