@@ -66,6 +66,11 @@ class Conventions:
     tool_arguments: tuple[str, ...] = ()
     """Of a tool call's span, when captured: what the tool was given. A run that got past a
     failed call says what the failed call and the one that succeeded after it were given."""
+    response_id: tuple[str, ...] = ()
+    """Of a model call's span: the id of the model's response. Two spans reporting the
+    usage of one response, neither under the other (OpenLIT's LangGraph node and the model
+    call in it), count it once; a task span whose own usage is that of one response under
+    it is not a run's total."""
     tool_result: tuple[str, ...] = ()
     """Of a tool call's span, when captured: what the tool returned. A result that hands
     the call's error back to the model (Google ADK's ``ReflectAndRetryToolPlugin``) makes
@@ -112,8 +117,8 @@ class Conventions:
     usage_keys: frozenset[str] = field(init=False)
     """The token usage attributes (input and output) a child span may report."""
     content_keys: frozenset[str] = field(init=False)
-    """The captured content (messages, tool arguments) a contributing span may carry (it
-    alone contributes nothing)."""
+    """The captured content (messages, tool arguments) and response ids a contributing
+    span may carry (they alone contribute nothing)."""
     flat_inputs: tuple[tuple[str, str], ...] = field(init=False)
     """The role and content attributes of each of the first :data:`FLAT_MESSAGES` messages
     under each ``flat_input_messages`` prefix."""
@@ -141,7 +146,7 @@ class Conventions:
                 for prefix in prefixes for at in range(FLAT_MESSAGES)))
         object.__setattr__(self, "content_keys", frozenset(
             (*self.input_messages, *self.output_messages, *self.tool_arguments,
-             *self.tool_result,
+             *self.tool_result, *self.response_id,
              *(key for pair in (*self.flat_inputs, *self.flat_outputs) for key in pair)))
             - keys)
         object.__setattr__(self, "task_markers", frozenset(
@@ -209,6 +214,7 @@ GENAI = Conventions(
     output_messages=("gen_ai.output.messages",),
     tool_arguments=("gen_ai.tool.call.arguments",),
     tool_result=("gen_ai.tool.call.result",),
+    response_id=("gen_ai.response.id",),
 )
 """OpenTelemetry GenAI conventions: an ``invoke_agent``/``invoke_workflow`` span (or a Strands
 Agents swarm or graph: ``invoke_swarm``, ``invoke_graph``) whose parent is not one is the

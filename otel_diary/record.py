@@ -103,7 +103,8 @@ def json_value(text: str) -> object:
 
 
 FAILED_STATUS = ('"status": "error"', '"status":"error"')
-"""How a result that says its call failed begins (JSON, as Python and most others write it)."""
+"""What a result that says its call failed holds, as JSON (Python writes it either way),
+looked for in its first 256 characters."""
 
 
 def handed_back(result: object) -> dict[str, object] | None:

@@ -10,7 +10,7 @@ contribution to the nearest one above it, and adds up what is under each, for wh
 from __future__ import annotations
 
 from otel_diary.assembly.batch import Contribution
-from otel_diary.assembly.summary import ChildSummary
+from otel_diary.assembly.summary import ChildSummary, result_failure
 from otel_diary.assembly.table import Ancestry
 from otel_diary.conventions import Conventions
 from otel_diary.counters import LogOnce
@@ -18,8 +18,16 @@ from otel_diary.counters import LogOnce
 _log_once = LogOnce()
 
 
-def _watched(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id: int,
-             conventions: Conventions) -> tuple[int, set[int]] | None:
+def _failing(owned: list[tuple[bytes, Contribution]], conventions: Conventions) -> set[bytes]:
+    """The span ids of ``owned`` that failed: by their status, or by their captured result
+    (as :meth:`ChildSummary.add` reads them)."""
+    results = bool(conventions.tool_result)
+    return {span_id for span_id, contribution in owned if contribution.is_error or (
+        results and result_failure(contribution.attributes, conventions) is not None)}
+
+
+def _watched(owned: list[tuple[bytes, Contribution]], failing: set[bytes], ancestry: Ancestry,
+             task_id: int, conventions: Conventions) -> tuple[int, set[int]] | None:
     """When an agent's run failed among ``owned``, or a failed one has a failed one or an
     agent's run above it (below ``task_id``): when the first failed one ended, and the
     span ids of the failed ones and the agents' runs. Whether a span went on past a
@@ -30,10 +38,11 @@ def _watched(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_i
     run_failed = False
     for span_id, contribution in owned:
         run = conventions.is_agent_run(contribution.attributes)
-        if contribution.is_error or run:
+        is_error = span_id in failing
+        if is_error or run:
             span = int.from_bytes(span_id, "big")
             watched.add(span)
-            if contribution.is_error:
+            if is_error:
                 failed.append((span, contribution.end_ns))
                 run_failed = run_failed or run
     if not failed:
@@ -82,28 +91,29 @@ def covered(owned: list[tuple[bytes, Contribution]], ancestry: Ancestry, task_id
     span's children. Parent links are followed up to ``task_id`` through the spans between;
     each span is walked once."""
     keys = conventions.usage_keys
-    failed_at = [contribution.end_ns for _, contribution in owned if contribution.is_error] \
-        if conventions.recover_on_child_errors else []
+    failing = _failing(owned, conventions)
+    failed_at = [contribution.end_ns for span_id, contribution in owned
+                 if span_id in failing] if conventions.recover_on_child_errors else []
     # Whether a span got past a failure under it is read, when it matters (a failure
     # under a failed span or an agent's run, a failed agent's run, which a later span
     # went on past or not), from the failed spans, the agents' runs and
     # the spans that went on at or after the first failure (one that ended before every
     # failure went on before each: it tells nothing). Without a failure, nothing is.
-    watch = _watched(owned, ancestry, task_id, conventions) if failed_at else None
+    watch = _watched(owned, failing, ancestry, task_id, conventions) if failed_at else None
     since, watched = watch if watch is not None else (None, set())
     # With a failure among them, a tool call that ended OK may have failed under it (Claude
     # Code's tool over its failed execution): that is read from a failed span under it and
     # the spans under it that went on after the first failure.
     tools = conventions.tool_name
     calls = {int.from_bytes(span_id, "big") for span_id, contribution in owned
-             if not contribution.is_error
+             if span_id not in failing
              and not contribution.attributes.keys().isdisjoint(tools)} if failed_at else set()
     if calls and since is None:
         since = min(failed_at)
     marked: dict[int, tuple[bytes, Contribution]] = {}
     for span_id, contribution in owned:
         span = int.from_bytes(span_id, "big")
-        if (contribution.is_error or not keys.isdisjoint(contribution.attributes)
+        if (span_id in failing or not keys.isdisjoint(contribution.attributes)
                 or (since is not None and (contribution.end_ns >= since or span in watched
                                            or span in calls))):
             marked[span] = (span_id, contribution)

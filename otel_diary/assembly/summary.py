@@ -27,6 +27,10 @@ from otel_diary.record import (
 MAX_LIST = 16
 """Most names a summary keeps of each kind (models, error types, tools, agents)."""
 
+MAX_RESPONSES = 256
+"""Most response ids a summary keeps (with the usage it counted of each): a response
+reported again past them counts again."""
+
 MAX_CONTENT = 64 * 1024
 """Longest captured message content a summary keeps (a longer one is left out whole)."""
 
@@ -71,6 +75,10 @@ class ChildSummary:
     input_tokens: int = 0
     output_tokens: int = 0
     has_tokens: bool = False
+    responses: dict[str, list[int]] = field(default_factory=dict)
+    """Of the model responses whose usage spans reported with their id
+    (``Conventions.response_id``) and no usage under them: the input and output tokens
+    counted of each, the most any such span reported (at most :data:`MAX_RESPONSES`)."""
     models: dict[str, int] = field(default_factory=dict)
     """Model names, each with when the first span naming it ended (see :func:`in_order`)."""
     error_types: dict[str, int] = field(default_factory=dict)
@@ -168,14 +176,10 @@ class ChildSummary:
         # counts, a model already listed, an operation that names no tool call) skip the
         # coercions, which would return them unchanged.
         self.spans += 1
-        if not is_error:
-            for name in conventions.tool_result:
-                result = attributes.get(name)
-                if result is not None:
-                    details = handed_back(result)
-                    if details is not None:  # a call that failed, its error given to the model
-                        attributes, is_error = {**attributes, **details}, True
-                    break
+        if not is_error and conventions.tool_result:
+            details = result_failure(attributes, conventions)
+            if details is not None:  # a call that failed, its error given to the model
+                attributes, is_error = {**attributes, **details}, True
         get = attributes.get
         covered_in = covered_out = 0
         failure = is_error
@@ -185,14 +189,14 @@ class ChildSummary:
             # another failure (the one below was got past)
             failure = is_error and not (below.failed_spans
                                         and below.last_progress_ns <= below.last_failure_ns)
+        used_in = used_out = None
         for name in conventions.input_tokens:
             tokens = get(name)
             if tokens is not None:
                 if type(tokens) is not int:
                     tokens = as_int(tokens)
                 if tokens is not None and tokens >= 0:
-                    self.input_tokens += max(tokens - covered_in, 0)
-                    self.has_tokens = True
+                    used_in = tokens
                 break
         for name in conventions.output_tokens:
             tokens = get(name)
@@ -200,9 +204,33 @@ class ChildSummary:
                 if type(tokens) is not int:
                     tokens = as_int(tokens)
                 if tokens is not None and tokens >= 0:
-                    self.output_tokens += max(tokens - covered_out, 0)
-                    self.has_tokens = True
+                    used_out = tokens
                 break
+        if used_in is not None or used_out is not None:
+            self.has_tokens = True
+            if conventions.response_id and not (covered_in or covered_out):
+                found: object = None
+                for name in conventions.response_id:
+                    found = get(name)
+                    if found is not None:
+                        break
+                response = (found if type(found) is str and 0 < len(found) <= 256
+                            and not found.isspace()
+                            else None if found is None else response_key(found))
+                if response is not None:
+                    responses = self.responses
+                    counted = responses.get(response)
+                    if counted is not None:  # a response reported again: what this adds
+                        covered_in, covered_out = counted
+                        counted[0] = max(used_in or 0, covered_in)
+                        counted[1] = max(used_out or 0, covered_out)
+                    elif len(responses) < MAX_RESPONSES:
+                        responses[response] = [used_in or 0, used_out or 0]
+                        self.names += len(response)
+            if used_in is not None:
+                self.input_tokens += max(used_in - covered_in, 0)
+            if used_out is not None:
+                self.output_tokens += max(used_out - covered_out, 0)
         model: object = None
         for name in conventions.model:
             model = get(name)
@@ -348,9 +376,18 @@ class ChildSummary:
 
     def add_counts(self, other: ChildSummary) -> None:
         """Add ``other``'s token and failure counts and when its last failure and last
-        progress were, what ``below`` is read for."""
+        progress were, what ``below`` is read for (a response both counted, once)."""
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
+        for response, (used_in, used_out) in other.responses.items():
+            counted = self.responses.get(response)
+            if counted is not None:  # counted on both sides: once, the most either did
+                self.input_tokens -= min(used_in, counted[0])
+                self.output_tokens -= min(used_out, counted[1])
+                counted[0], counted[1] = max(used_in, counted[0]), max(used_out, counted[1])
+            elif len(self.responses) < MAX_RESPONSES:
+                self.responses[response] = [used_in, used_out]
+                self.names += len(response)
         self.failed_spans += other.failed_spans
         self.last_failure_ns = max(self.last_failure_ns, other.last_failure_ns)
         self.last_step_failure_ns = max(self.last_step_failure_ns, other.last_step_failure_ns)
@@ -406,6 +443,26 @@ class ChildSummary:
                                       self.tool_inputs if other.tool_inputs else None,
                                       other.tool_inputs)
         self.names += _merge_outcomes(self.model_outcomes, other.model_outcomes)
+
+
+def result_failure(attributes: Mapping[str, object],
+                   conventions: Conventions) -> dict[str, object] | None:
+    """The error details of a call whose span did not fail but whose captured result says
+    it did (see :func:`~otel_diary.record.handed_back`), else ``None``: what
+    :meth:`ChildSummary.add` reads it as."""
+    for name in conventions.tool_result:
+        result = attributes.get(name)
+        if result is not None:
+            return handed_back(result)
+    return None
+
+
+def response_key(value: object) -> str | None:
+    """A response id as a summary keeps it: text with something in it, 256 characters at
+    most (a longer one is none: a cut id could match another's)."""
+    if type(value) is not str:
+        value = as_text(value) if isinstance(value, (int, float)) else None
+    return value if value and len(value) <= 256 and not value.isspace() else None
 
 
 def _name(names: dict[str, int], name: str, end_ns: int) -> int:

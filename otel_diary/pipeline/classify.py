@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Literal, NamedTuple
 
-from otel_diary.assembly.summary import MAX_LIST, ChildSummary, in_order
+from otel_diary.assembly.summary import MAX_LIST, ChildSummary, in_order, response_key
 from otel_diary.conventions import Conventions
 from otel_diary.pipeline.content import (
     call_arguments,
@@ -213,7 +213,10 @@ def classify(record: SpanRecord, children: ChildSummary | None,
     if tokens is None or tokens < 0:
         own_in = as_int(first(attrs, conv.input_tokens))
         own_out = as_int(first(attrs, conv.output_tokens))
-        if own_in is not None or own_out is not None:
+        if (own_in is not None or own_out is not None) and not (
+                conv.response_id
+                and response_key(first(attrs, conv.response_id)) in children.responses):
+            # (usage with the id of a response under it is that call's, not the run's)
             tokens = max(own_in or 0, 0) + max(own_out or 0, 0)
         elif children.has_tokens:
             tokens = children.input_tokens + children.output_tokens

@@ -102,6 +102,10 @@ def attributes(profile: str, node: Node) -> Attributes:
     if node.kind == "request":
         return {}
     found = PROFILES[profile][node.kind]
+    if node.response:  # a response's usage, with its id (one reported twice counts once)
+        found = {**found, "gen_ai.response.id": node.response, **(
+            {} if node.kind != "run" else {"gen_ai.usage.input_tokens": 10,
+                                           "gen_ai.usage.output_tokens": 3})}
     if node.kind == "run":  # each run its own task id
         found = {key: f"{value}-{node.end}" if key in TASK_IDS else value
                  for key, value in found.items()}
@@ -132,6 +136,9 @@ class Node:
     """Of a tool call: what it was given, when captured."""
     returned: str = ""
     """Of a tool call: what it returned, when captured."""
+    response: str = ""
+    """Of a model call, a span adding up usage or a run: the id of the response whose
+    usage it reports (a run's own usage is then that response's)."""
 
 
 @st.composite
@@ -143,6 +150,8 @@ def nodes(draw: st.DrawFn, depth: int = 0) -> Node:
         node.returned = draw(st.sampled_from(
             ["", '{"status": "error", "stderr": "E1 boom"}', '{"stdout": "E2 boom"}',
              '{"error": "E3 bust"}']))
+    if node.kind in ("chat", "summary"):
+        node.response = draw(st.sampled_from(["", "r-1", "r-2"]))
     if depth < 3 and node.kind in ("step", "helper", "search", "summary"):
         node.under = draw(st.lists(nodes(depth + 1), max_size=3))
     return node
@@ -165,7 +174,8 @@ def lay_out(node: Node, clock: list[int], draw: st.DrawFn, ties: bool) -> None:
 def runs(draw: st.DrawFn) -> Node:
     """A run, or one or two runs one after another under a request span (their local
     root, which ends last); either may have been called from another service."""
-    made = [Node("run", draw(st.booleans()), draw(st.lists(nodes(), min_size=1, max_size=4)))
+    made = [Node("run", draw(st.booleans()), draw(st.lists(nodes(), min_size=1, max_size=4)),
+                 response=draw(st.sampled_from(["", "", "r-1"])))
             for _ in range(draw(st.integers(1, 2)))]
     root = Node("request", False, made) if len(made) > 1 or draw(st.booleans()) else made[0]
     root.remote = draw(st.booleans())
@@ -304,3 +314,20 @@ def test_a_run_gives_the_same_diary_after_serve_takes_it_back_from_its_journal(
         profile: str, root: Node, shuffle: Random) -> None:
     diaries, spans = in_process(profile, root)
     assert sorted(after_a_restart(profile, spans, shuffle)) == sorted(diaries)
+
+
+
+def test_a_call_whose_result_says_it_failed_is_a_failure_in_serve_too() -> None:
+    """A tool call whose span ended OK but whose result says it failed (``{"status":
+    "error"}``), under a failed step that went on past it before failing itself: two
+    failed calls, in process and in ``serve`` (which once took the call's span status
+    alone, and read nothing under the step)."""
+    handed = Node("read", False, start=142, end=160,
+                  returned='{"status": "error", "stderr": "E1 boom"}')
+    step = Node("step", True, [handed, Node("reply", False, start=172, end=180)],
+                raised="error.type", start=141, end=190)
+    root = Node("run", False, [step, Node("reply", False, start=195, end=200)], start=140,
+                end=210)
+    [diary], spans = in_process("genai", root)
+    assert "2 failed call(s) (StepError)" in diary
+    assert serve_diaries("genai", spans) == [diary]

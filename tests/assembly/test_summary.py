@@ -8,10 +8,11 @@ import json
 from collections.abc import Mapping, Sequence
 from random import Random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_diary.assembly.summary import MAX_LIST, ChildSummary
+from otel_diary.assembly.summary import MAX_LIST, MAX_RESPONSES, ChildSummary
 from otel_diary.conventions import CLAUDE_CODE, GENAI, ORCHESTRATOR, PROFILES, Conventions
 from otel_diary.record import (
     EXCEPTION_MESSAGE,
@@ -408,3 +409,74 @@ def test_a_tool_call_whose_execution_under_it_failed_failed() -> None:
     call("echo built", execution(False, 30), 31)
     assert summary.tool_outcomes["Bash"] == [11, 31]
     assert summary.tool_inputs["Bash"] == ["exit 3", "echo built"]
+
+
+def usage(tokens_in: int, tokens_out: int, response: object = None) -> dict[str, object]:
+    """A GenAI span's usage, with its response's id when given."""
+    found: dict[str, object] = {"gen_ai.usage.input_tokens": tokens_in,
+                                "gen_ai.usage.output_tokens": tokens_out}
+    return found if response is None else {**found, "gen_ai.response.id": response}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(0, 4))
+def test_a_response_reported_twice_counts_once_whatever_the_order(shuffle: Random,
+                                                                 cut: int) -> None:
+    """Two spans reporting one response's usage with its id, neither under the other
+    (OpenLIT's LangGraph node and its model call), count it once, the most either
+    reported each way; another response counts, so does usage with no id: in any order,
+    and merged from any two parts."""
+    spans = [usage(11, 7, "chatcmpl-1"), usage(11, 7, "chatcmpl-1"), usage(20, 1, "chatcmpl-2"),
+             usage(15, 3, "chatcmpl-2"), usage(5, 5)]
+
+    def summary(items: Sequence[dict[str, object]]) -> ChildSummary:
+        made = ChildSummary()
+        for attributes in items:
+            made.add(attributes, False, GENAI)
+        return made
+
+    shuffled = shuffle.sample(spans, len(spans))
+    whole = summary(shuffled)
+    assert (whole.input_tokens, whole.output_tokens) == (11 + 20 + 5, 7 + 3 + 5)
+    later, earlier = summary(shuffled[cut:]), summary(shuffled[:cut])
+    later.merge(earlier)
+    assert later == whole
+    counted = ChildSummary()
+    counted.add_counts(summary(shuffled[cut:]))
+    counted.add_counts(summary(shuffled[:cut]))
+    assert (counted.input_tokens, counted.output_tokens) == (36, 15)
+
+
+def test_a_span_over_calls_is_read_by_what_it_adds_not_by_its_id() -> None:
+    """A span whose usage covers the calls under it adds what it reports beyond them,
+    whatever id it gives; ids are read under conventions that name them only."""
+    below = ChildSummary()
+    below.add(usage(11, 7, "chatcmpl-1"), False, GENAI)
+    summary = ChildSummary()
+    summary.add(usage(30, 10, "chatcmpl-1"), False, GENAI, below=below)
+    summary.merge(below)
+    assert (summary.input_tokens, summary.output_tokens) == (30, 10)
+    plain = ChildSummary()
+    for _ in range(2):
+        plain.add(usage(11, 7, "chatcmpl-1"), False, ORCHESTRATOR)
+    assert (plain.input_tokens, plain.responses) == (22, {})
+
+
+@pytest.mark.parametrize("response", ["", "  ", "x" * 257, ["chatcmpl-1"], {"id": 1}, 7])
+def test_a_response_id_that_is_no_id_counts_each_time(response: object) -> None:
+    """An id that is empty, blank, too long, or not a scalar is no id: each report counts
+    (7 is read as ``"7"``, an id)."""
+    summary = ChildSummary()
+    for _ in range(2):
+        summary.add(usage(11, 7, response), False, GENAI)
+    assert summary.input_tokens == (11 if response == 7 else 22)
+
+
+def test_response_ids_stop_at_their_bound() -> None:
+    """Past ``MAX_RESPONSES`` ids a summary keeps no more, and counts every report."""
+    summary = ChildSummary()
+    for n in range(MAX_RESPONSES + 3):
+        summary.add(usage(1, 0, f"r-{n}"), False, GENAI)
+    summary.add(usage(1, 0, f"r-{MAX_RESPONSES + 1}"), False, GENAI)
+    assert (len(summary.responses), summary.input_tokens) == (MAX_RESPONSES,
+                                                              MAX_RESPONSES + 4)

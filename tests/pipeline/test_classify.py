@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from otel_diary import ORCHESTRATOR, ChildSummary, SpanRecord, classify
-from otel_diary.conventions import AUTO, OPENINFERENCE
+from otel_diary.conventions import AUTO, GENAI, OPENINFERENCE
 from otel_diary.record import as_bool, as_int
 
 
@@ -87,6 +87,25 @@ def test_tokens_from_own_usage_then_children() -> None:
     assert own_usage is not None and own_usage.tokens == 4
     assert from_children is not None and from_children.tokens == 10
     assert from_children.model == "child-model"
+
+
+def test_a_task_span_whose_usage_is_that_of_a_response_under_it_takes_the_childrens() -> None:
+    """A task span's own usage with the id of a response under it is that call's (OpenLIT
+    puts a LangGraph run's last call on its span): the children's sum is the run's. With
+    another id, or none, its own usage stands."""
+    children = ChildSummary()
+    for n in (1, 2, 3):
+        children.add({"gen_ai.usage.input_tokens": 11, "gen_ai.usage.output_tokens": 7,
+                      "gen_ai.response.id": f"chatcmpl-{n}"}, False, GENAI)
+    run = {"gen_ai.operation.name": "invoke_workflow", "gen_ai.usage.input_tokens": 11,
+           "gen_ai.usage.output_tokens": 7}
+    last = classify(record(**run, **{"gen_ai.response.id": "chatcmpl-3"}), children, GENAI)
+    other = classify(record(**run, **{"gen_ai.response.id": "chatcmpl-9"}), children, GENAI)
+    unhashable = classify(record(**run, **{"gen_ai.response.id": ["chatcmpl-3"]}), children,
+                          GENAI)
+    assert last is not None and last.tokens == 3 * 18
+    assert other is not None and other.tokens == 18
+    assert unhashable is not None and unhashable.tokens == 18
 
 
 def test_child_failures_do_not_recover_orchestrator_runs() -> None:

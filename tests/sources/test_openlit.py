@@ -79,12 +79,14 @@ def test_a_handoff_is_one_diary_by_the_agent_that_ran_first(
 
 def test_a_langgraph_run_is_one_recovered_diary(diaries: dict[str, dict[str, object]]) -> None:
     """The graph's ``invoke_workflow`` span is the run, its workflow the graph's name, its
-    agent the node OpenLIT names; its tokens are the last call's, all OpenLIT puts on
-    that span (as the README says); the tool that failed once is the error got past."""
+    agent the node OpenLIT names, with each call's tokens once: OpenLIT reports each call's
+    usage on the model call's span and again on its node's span beside it, both with the
+    call's response id, and the last call's on the graph's span; the tool that failed once
+    is the error got past."""
     front = diaries["agent"]
     assert (front["outcome"], front["title"], front["workflow"]) == (
         "recovered", "Fix the types in the orders api", "orders-graph")
-    assert (front["model"], front["tokens"]) == (MODEL, CALL_TOKENS)
+    assert (front["model"], front["tokens"]) == (MODEL, 3 * CALL_TOKENS)
     assert "Made 2 tool call(s): lookup (2)." in str(front["body"])
     error = section(front, "Error encountered")
     assert "1 failed call(s) (TimeoutError)" in error
