@@ -67,10 +67,10 @@ class Conventions:
     """Of a tool call's span, when captured: what the tool was given. A run that got past a
     failed call says what the failed call and the one that succeeded after it were given."""
     response_id: tuple[str, ...] = ()
-    """Of a model call's span: the id of the model's response. Two spans reporting the
-    usage of one response, neither under the other (OpenLIT's LangGraph node and the model
-    call in it), count it once; a task span whose own usage is that of one response under
-    it is not a run's total."""
+    """Of a model call's span: the id of the model's response. An agent's span reporting
+    the usage of a response beside the model call's span (OpenLIT's LangGraph node) does
+    not count it again; a task span whose own usage is that of one response under it is
+    not a run's total."""
     tool_result: tuple[str, ...] = ()
     """Of a tool call's span, when captured: what the tool returned. A result that hands
     the call's error back to the model (Google ADK's ``ReflectAndRetryToolPlugin``) makes

@@ -77,8 +77,11 @@ class ChildSummary:
     has_tokens: bool = False
     responses: dict[str, list[int]] = field(default_factory=dict)
     """Of the model responses whose usage spans reported with their id
-    (``Conventions.response_id``) and no usage under them: the input and output tokens
-    counted of each, the most any such span reported (at most :data:`MAX_RESPONSES`)."""
+    (``Conventions.response_id``) and no usage under them (at most
+    :data:`MAX_RESPONSES`): the input and output tokens model calls reported with it, summed
+    (a server may give two calls one id: Ollama picks one of 999), and the most an agent's
+    or a step's span reported with it (OpenLIT's LangGraph node, beside its model call).
+    The totals count the larger of the two each way."""
     models: dict[str, int] = field(default_factory=dict)
     """Model names, each with when the first span naming it ended (see :func:`in_order`)."""
     error_types: dict[str, int] = field(default_factory=dict)
@@ -220,13 +223,20 @@ class ChildSummary:
                 if response is not None:
                     responses = self.responses
                     counted = responses.get(response)
-                    if counted is not None:  # a response reported again: what this adds
-                        covered_in, covered_out = counted
-                        counted[0] = max(used_in or 0, covered_in)
-                        counted[1] = max(used_out or 0, covered_out)
-                    elif len(responses) < MAX_RESPONSES:
-                        responses[response] = [used_in or 0, used_out or 0]
+                    if counted is None and len(responses) < MAX_RESPONSES:
+                        counted = responses[response] = [0, 0, 0, 0]
                         self.names += len(response)
+                    if counted is not None:  # counted as the larger of calls' and runs'
+                        covered_in = max(counted[0], counted[2])
+                        covered_out = max(counted[1], counted[3])
+                        if conventions.is_task(attributes):  # a run's span: the most
+                            counted[2] = max(counted[2], used_in or 0)
+                            counted[3] = max(counted[3], used_out or 0)
+                        else:  # a model call: summed
+                            counted[0] += used_in or 0
+                            counted[1] += used_out or 0
+                        used_in = max(counted[0], counted[2])
+                        used_out = max(counted[1], counted[3])
             if used_in is not None:
                 self.input_tokens += max(used_in - covered_in, 0)
             if used_out is not None:
@@ -379,14 +389,22 @@ class ChildSummary:
         progress were, what ``below`` is read for (a response both counted, once)."""
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
-        for response, (used_in, used_out) in other.responses.items():
+        for response, theirs in other.responses.items():
             counted = self.responses.get(response)
-            if counted is not None:  # counted on both sides: once, the most either did
-                self.input_tokens -= min(used_in, counted[0])
-                self.output_tokens -= min(used_out, counted[1])
-                counted[0], counted[1] = max(used_in, counted[0]), max(used_out, counted[1])
+            if counted is not None:  # counted on both sides: calls summed, runs the most
+                merged = [counted[0] + theirs[0], counted[1] + theirs[1],
+                          max(counted[2], theirs[2]), max(counted[3], theirs[3])]
+                for at in (0, 1):  # each side counted the larger of its calls and runs
+                    change = (max(merged[at], merged[at + 2])
+                              - max(counted[at], counted[at + 2])
+                              - max(theirs[at], theirs[at + 2]))
+                    if at == 0:
+                        self.input_tokens += change
+                    else:
+                        self.output_tokens += change
+                counted[:] = merged
             elif len(self.responses) < MAX_RESPONSES:
-                self.responses[response] = [used_in, used_out]
+                self.responses[response] = list(theirs)
                 self.names += len(response)
         self.failed_spans += other.failed_spans
         self.last_failure_ns = max(self.last_failure_ns, other.last_failure_ns)

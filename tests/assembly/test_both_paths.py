@@ -104,8 +104,8 @@ def attributes(profile: str, node: Node) -> Attributes:
     found = PROFILES[profile][node.kind]
     if node.response:  # a response's usage, with its id (one reported twice counts once)
         found = {**found, "gen_ai.response.id": node.response, **(
-            {} if node.kind != "run" else {"gen_ai.usage.input_tokens": 10,
-                                           "gen_ai.usage.output_tokens": 3})}
+            {} if node.kind not in ("run", "helper") else {"gen_ai.usage.input_tokens": 10,
+                                                           "gen_ai.usage.output_tokens": 3})}
     if node.kind == "run":  # each run its own task id
         found = {key: f"{value}-{node.end}" if key in TASK_IDS else value
                  for key, value in found.items()}
@@ -137,8 +137,9 @@ class Node:
     returned: str = ""
     """Of a tool call: what it returned, when captured."""
     response: str = ""
-    """Of a model call, a span adding up usage or a run: the id of the response whose
-    usage it reports (a run's own usage is then that response's)."""
+    """Of a model call, a span adding up usage, a sub-agent or a run: the id of the
+    response whose usage it reports (a sub-agent's or a run's own usage is then that
+    response's)."""
 
 
 @st.composite
@@ -150,7 +151,7 @@ def nodes(draw: st.DrawFn, depth: int = 0) -> Node:
         node.returned = draw(st.sampled_from(
             ["", '{"status": "error", "stderr": "E1 boom"}', '{"stdout": "E2 boom"}',
              '{"error": "E3 bust"}']))
-    if node.kind in ("chat", "summary"):
+    if node.kind in ("chat", "summary", "helper"):
         node.response = draw(st.sampled_from(["", "r-1", "r-2"]))
     if depth < 3 and node.kind in ("step", "helper", "search", "summary"):
         node.under = draw(st.lists(nodes(depth + 1), max_size=3))

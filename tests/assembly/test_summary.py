@@ -411,23 +411,28 @@ def test_a_tool_call_whose_execution_under_it_failed_failed() -> None:
     assert summary.tool_inputs["Bash"] == ["exit 3", "echo built"]
 
 
-def usage(tokens_in: int, tokens_out: int, response: object = None) -> dict[str, object]:
-    """A GenAI span's usage, with its response's id when given."""
+def usage(tokens_in: int, tokens_out: int, response: object = None,
+          run: bool = False) -> dict[str, object]:
+    """A GenAI span's usage, with its response's id when given: a model call's, or with
+    ``run`` an agent's run's span."""
     found: dict[str, object] = {"gen_ai.usage.input_tokens": tokens_in,
-                                "gen_ai.usage.output_tokens": tokens_out}
+                                "gen_ai.usage.output_tokens": tokens_out,
+                                "gen_ai.operation.name": "invoke_agent" if run else "chat"}
     return found if response is None else {**found, "gen_ai.response.id": response}
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.randoms(use_true_random=False), st.integers(0, 4))
-def test_a_response_reported_twice_counts_once_whatever_the_order(shuffle: Random,
-                                                                 cut: int) -> None:
-    """Two spans reporting one response's usage with its id, neither under the other
-    (OpenLIT's LangGraph node and its model call), count it once, the most either
-    reported each way; another response counts, so does usage with no id: in any order,
-    and merged from any two parts."""
-    spans = [usage(11, 7, "chatcmpl-1"), usage(11, 7, "chatcmpl-1"), usage(20, 1, "chatcmpl-2"),
-             usage(15, 3, "chatcmpl-2"), usage(5, 5)]
+@given(st.randoms(use_true_random=False), st.integers(0, 6))
+def test_a_response_an_agents_span_reports_again_counts_once_whatever_the_order(
+        shuffle: Random, cut: int) -> None:
+    """An agent's span reporting the usage of a model call beside it, with the call's
+    response id (OpenLIT's LangGraph node), does not count it again: a response counts
+    the larger of what its model calls reported, summed (two calls a server gave one id,
+    as Ollama may), and the most an agent's span reported with it; usage with no id counts.
+    In any order, and merged from any two parts, or added up as counts."""
+    spans = [usage(11, 7, "chatcmpl-1"), usage(11, 7, "chatcmpl-1", run=True),
+             usage(20, 1, "chatcmpl-2"), usage(15, 3, "chatcmpl-2"),
+             usage(30, 2, "chatcmpl-2", run=True), usage(5, 5), usage(2, 2, run=True)]
 
     def summary(items: Sequence[dict[str, object]]) -> ChildSummary:
         made = ChildSummary()
@@ -437,14 +442,14 @@ def test_a_response_reported_twice_counts_once_whatever_the_order(shuffle: Rando
 
     shuffled = shuffle.sample(spans, len(spans))
     whole = summary(shuffled)
-    assert (whole.input_tokens, whole.output_tokens) == (11 + 20 + 5, 7 + 3 + 5)
+    assert (whole.input_tokens, whole.output_tokens) == (11 + 35 + 5 + 2, 7 + 4 + 5 + 2)
     later, earlier = summary(shuffled[cut:]), summary(shuffled[:cut])
     later.merge(earlier)
     assert later == whole
     counted = ChildSummary()
     counted.add_counts(summary(shuffled[cut:]))
     counted.add_counts(summary(shuffled[:cut]))
-    assert (counted.input_tokens, counted.output_tokens) == (36, 15)
+    assert (counted.input_tokens, counted.output_tokens) == (53, 18)
 
 
 def test_a_span_over_calls_is_read_by_what_it_adds_not_by_its_id() -> None:
@@ -453,30 +458,32 @@ def test_a_span_over_calls_is_read_by_what_it_adds_not_by_its_id() -> None:
     below = ChildSummary()
     below.add(usage(11, 7, "chatcmpl-1"), False, GENAI)
     summary = ChildSummary()
-    summary.add(usage(30, 10, "chatcmpl-1"), False, GENAI, below=below)
+    summary.add(usage(30, 10, "chatcmpl-1", run=True), False, GENAI, below=below)
     summary.merge(below)
     assert (summary.input_tokens, summary.output_tokens) == (30, 10)
     plain = ChildSummary()
-    for _ in range(2):
-        plain.add(usage(11, 7, "chatcmpl-1"), False, ORCHESTRATOR)
+    plain.add(usage(11, 7, "chatcmpl-1"), False, ORCHESTRATOR)
+    plain.add(usage(11, 7, "chatcmpl-1", run=True), False, ORCHESTRATOR)
     assert (plain.input_tokens, plain.responses) == (22, {})
 
 
 @pytest.mark.parametrize("response", ["", "  ", "x" * 257, ["chatcmpl-1"], {"id": 1}, 7])
 def test_a_response_id_that_is_no_id_counts_each_time(response: object) -> None:
-    """An id that is empty, blank, too long, or not a scalar is no id: each report counts
-    (7 is read as ``"7"``, an id)."""
+    """An id that is empty, blank, too long, or not a scalar is no id: an agent's span
+    reporting usage with it counts as well as the call (7 is read as ``"7"``, an id)."""
     summary = ChildSummary()
-    for _ in range(2):
-        summary.add(usage(11, 7, response), False, GENAI)
+    summary.add(usage(11, 7, response), False, GENAI)
+    summary.add(usage(11, 7, response, run=True), False, GENAI)
     assert summary.input_tokens == (11 if response == 7 else 22)
 
 
 def test_response_ids_stop_at_their_bound() -> None:
-    """Past ``MAX_RESPONSES`` ids a summary keeps no more, and counts every report."""
+    """Past ``MAX_RESPONSES`` ids a summary keeps no more: an agent's span reporting a
+    response it kept counts nothing again, one it did not keep counts."""
     summary = ChildSummary()
     for n in range(MAX_RESPONSES + 3):
         summary.add(usage(1, 0, f"r-{n}"), False, GENAI)
-    summary.add(usage(1, 0, f"r-{MAX_RESPONSES + 1}"), False, GENAI)
+    summary.add(usage(1, 0, "r-0", run=True), False, GENAI)
+    summary.add(usage(1, 0, f"r-{MAX_RESPONSES + 1}", run=True), False, GENAI)
     assert (len(summary.responses), summary.input_tokens) == (MAX_RESPONSES,
                                                               MAX_RESPONSES + 4)
