@@ -223,16 +223,19 @@ class ChildSummary:
                 if response is not None:
                     responses = self.responses
                     counted = responses.get(response)
-                    if counted is None and len(responses) < MAX_RESPONSES:
-                        counted = responses[response] = [0, 0, 0, 0]
-                        self.names += len(response)
-                    if counted is not None:  # counted as the larger of calls' and runs'
+                    run = conventions.is_task(attributes)  # else a model call
+                    if counted is None:  # the first report: counted as it is
+                        if len(responses) < MAX_RESPONSES:
+                            responses[response] = ([0, 0, used_in or 0, used_out or 0] if run
+                                                   else [used_in or 0, used_out or 0, 0, 0])
+                            self.names += len(response)
+                    else:  # counted as the larger of its calls' sum and its runs' most
                         covered_in = max(counted[0], counted[2])
                         covered_out = max(counted[1], counted[3])
-                        if conventions.is_task(attributes):  # a run's span: the most
+                        if run:
                             counted[2] = max(counted[2], used_in or 0)
                             counted[3] = max(counted[3], used_out or 0)
-                        else:  # a model call: summed
+                        else:
                             counted[0] += used_in or 0
                             counted[1] += used_out or 0
                         used_in = max(counted[0], counted[2])
