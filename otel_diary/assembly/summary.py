@@ -217,9 +217,7 @@ class ChildSummary:
                     found = get(name)
                     if found is not None:
                         break
-                response = (found if type(found) is str and 0 < len(found) <= 256
-                            and not found.isspace()
-                            else None if found is None else response_key(found))
+                response = None if found is None else response_key(found)
                 if response is not None:
                     responses = self.responses
                     counted = responses.get(response)
@@ -230,16 +228,14 @@ class ChildSummary:
                                                    else [used_in or 0, used_out or 0, 0, 0])
                             self.names += len(response)
                     else:  # counted as the larger of its calls' sum and its runs' most
-                        covered_in = max(counted[0], counted[2])
-                        covered_out = max(counted[1], counted[3])
+                        covered_in, covered_out = _counted(counted)
                         if run:
                             counted[2] = max(counted[2], used_in or 0)
                             counted[3] = max(counted[3], used_out or 0)
                         else:
                             counted[0] += used_in or 0
                             counted[1] += used_out or 0
-                        used_in = max(counted[0], counted[2])
-                        used_out = max(counted[1], counted[3])
+                        used_in, used_out = _counted(counted)
             if used_in is not None:
                 self.input_tokens += max(used_in - covered_in, 0)
             if used_out is not None:
@@ -395,17 +391,13 @@ class ChildSummary:
         for response, theirs in other.responses.items():
             counted = self.responses.get(response)
             if counted is not None:  # counted on both sides: calls summed, runs the most
-                merged = [counted[0] + theirs[0], counted[1] + theirs[1],
-                          max(counted[2], theirs[2]), max(counted[3], theirs[3])]
-                for at in (0, 1):  # each side counted the larger of its calls and runs
-                    change = (max(merged[at], merged[at + 2])
-                              - max(counted[at], counted[at + 2])
-                              - max(theirs[at], theirs[at + 2]))
-                    if at == 0:
-                        self.input_tokens += change
-                    else:
-                        self.output_tokens += change
-                counted[:] = merged
+                mine_in, mine_out = _counted(counted)
+                their_in, their_out = _counted(theirs)
+                counted[:] = [counted[0] + theirs[0], counted[1] + theirs[1],
+                              max(counted[2], theirs[2]), max(counted[3], theirs[3])]
+                merged_in, merged_out = _counted(counted)
+                self.input_tokens += merged_in - mine_in - their_in
+                self.output_tokens += merged_out - mine_out - their_out
             elif len(self.responses) < MAX_RESPONSES:
                 self.responses[response] = list(theirs)
                 self.names += len(response)
@@ -484,6 +476,12 @@ def response_key(value: object) -> str | None:
     if type(value) is not str:
         value = as_text(value) if isinstance(value, (int, float)) else None
     return value if value and len(value) <= 256 and not value.isspace() else None
+
+
+def _counted(entry: list[int]) -> tuple[int, int]:
+    """What a summary counts of a response (an entry of ``ChildSummary.responses``), each
+    way: the larger of its model calls' sum and its runs' most."""
+    return max(entry[0], entry[2]), max(entry[1], entry[3])
 
 
 def _name(names: dict[str, int], name: str, end_ns: int) -> int:
