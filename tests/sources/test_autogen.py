@@ -10,7 +10,6 @@ Makefile).
 
 from __future__ import annotations
 
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.sources.test_openinference import readme_snippet
-from tests.support.apart import on_path
+from tests.support.apart import folder, on_path
 from tests.support.build_run import CALL_TOKENS, QUESTION
 from tests.support.loopback import ToolCall
 from tests.support.zero_code import APPS, run_agent_app
@@ -41,7 +40,7 @@ def run_app(mode: str, script: list[str | int | ToolCall], tmp_path: Path) -> \
     command against a server answering ``script``."""
     command = readme_snippet(LABEL, "sh").strip().replace("agent.py", f"agent.py {mode}")
     return run_agent_app("autogen_team.py", command, script, MODEL, tmp_path,
-                         PYTHONPATH=str(Path(sys.prefix) / "autogen"),
+                         PYTHONPATH=str(folder("autogen")),
                          OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="openai_agents")
 
 

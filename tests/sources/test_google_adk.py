@@ -25,7 +25,7 @@ from otel_diary.index.lessons import sighting
 from otel_diary.pipeline.render import parse_front_matter
 from tests.sources.test_genai import GenAIHarness
 from tests.sources.test_openinference import readme_snippet
-from tests.support.apart import on_path
+from tests.support.apart import folder, on_path
 from tests.support.build_run import (
     ANSWER,
     CALL_TOKENS,
@@ -240,7 +240,7 @@ def test_the_readme_line_runs_an_unmodified_agent(tmp_path: Path) -> None:
                           [ToolCall("build", '{"target": "orders"}'),
                            ToolCall("build", '{"target": "orders-fixed"}'), "Nothing changed."],
                           "gemini-2.5-flash", tmp_path,
-                          PYTHONPATH=str(Path(sys.prefix) / "google_adk"))
+                          PYTHONPATH=str(folder("google_adk")))
     [front] = found.values()
     assert (front["agent"], front["outcome"], front["title"]) == ("builder", "recovered",
                                                                   "What changed?")

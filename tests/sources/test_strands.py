@@ -22,7 +22,7 @@ import pytest
 from otel_diary.pipeline.render import parse_front_matter
 from tests.sources.test_genai import GenAIHarness
 from tests.sources.test_openinference import readme_snippet
-from tests.support.apart import on_path
+from tests.support.apart import folder, on_path
 from tests.support.build_run import (
     ANSWER,
     CALL_TOKENS,
@@ -164,7 +164,7 @@ def test_the_readme_line_gives_one_diary_per_run(tmp_path: Path) -> None:
     """The README's line, run as written on an unmodified Strands app (a swarm), gives one
     diary in the folder, titled by the task, with every call's tokens."""
     found = run_agent_app("strands_team.py", README_LINE, [HANDOFF, "Handed over.", ANSWER],
-                          MODEL, tmp_path, PYTHONPATH=str(Path(sys.prefix) / "strands"))
+                          MODEL, tmp_path, PYTHONPATH=str(folder("strands")))
     [front] = found.values()
     assert (front["agent"], front["outcome"], front["title"]) == ("triage", "completed",
                                                                   QUESTION)
