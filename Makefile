@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+BASE   := $(VENV)/.base
 STAMP  := $(VENV)/.installed
 DEMO_DIR ?= ./demo-kb
 
@@ -73,9 +74,15 @@ OTLPSCAN     := $(wildcard $(OTLPSCAN_DIR)/*.c $(OTLPSCAN_DIR)/*.h)
 
 .PHONY: demo test test-fast lint sanitize bench collector clean
 
-$(STAMP): pyproject.toml setup.py Makefile $(OTLPSCAN)
+# The package with the extras a user installs (what `make demo` and the commands it
+# suggests need), then, for the tests, their tools and the clients they run.
+$(BASE): pyproject.toml setup.py Makefile $(OTLPSCAN)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[serve,mcp]'
+	touch $(BASE)
+
+$(STAMP): $(BASE)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
 		--target $(VENV)/traceloop $(TRACELOOP)
@@ -99,7 +106,7 @@ $(STAMP): pyproject.toml setup.py Makefile $(OTLPSCAN)
 	touch $(STAMP)
 
 # The demo's diaries go to $(DEMO_DIR) in the checkout (git-ignored), rewritten each run.
-demo: $(STAMP)
+demo: $(BASE)
 	$(BIN)/otel-diary demo --dir $(DEMO_DIR)
 
 lint: $(STAMP)

@@ -110,7 +110,7 @@ def test_make_demo_writes_into_the_checkout_and_not_home(tmp_path: Path) -> None
                    XDG_CONFIG_HOME=str(home / ".config"), XDG_CACHE_HOME=str(home / ".cache"),
                    XDG_STATE_HOME=str(home / ".local" / "state"))
     # -o: take the virtual environment as made (this one), do not install it again.
-    done = subprocess.run(["make", "-s", "-o", ".venv/.installed", "demo", f"BIN={BIN}"],
+    done = subprocess.run(["make", "-s", "-o", ".venv/.base", "demo", f"BIN={BIN}"],
                           cwd=checkout, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(list((checkout / "demo-kb" / "diaries" / "agents").rglob("*.md"))) == 2
