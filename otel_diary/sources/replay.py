@@ -10,9 +10,12 @@ waiting task span is decided. Prints a summary.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import itertools
 import json
+import os
+import stat
 import sys
 import time
 import zlib
@@ -131,18 +134,22 @@ def _documents(path: Path, limit: int) -> Iterator[tuple[int, bytes | None, int]
     """(line number, JSON document or ``None`` when longer than ``limit`` bytes, bytes of
     the file read so far) for each line, or once for a pretty-printed document."""
     with path.open("rb") as raw:
+        if stat.S_ISCHR(mode := os.fstat(raw.fileno()).st_mode) or stat.S_ISBLK(mode):
+            # /dev/zero never ends, nor has a line end to skip an over-long line to
+            raise OSError(errno.EINVAL, "a device, not a file of traces")
         handle = cast(IO[bytes], gzip.GzipFile(fileobj=raw)) if path.suffix == ".gz" \
             else cast(IO[bytes], raw)
+        read_so_far = raw.tell if raw.seekable() else lambda: 0  # a pipe: no bar to draw
         lines = iter(lambda: _line(handle, limit), b"")
         head = list(itertools.islice(lines, 2))
         if _pretty_printed(head):
             whole = b"".join(cast(list[bytes], head))
             whole += handle.read(max(0, limit + 1 - len(whole)))
-            yield 1, whole if len(whole) <= limit else None, raw.tell()
+            yield 1, whole if len(whole) <= limit else None, read_so_far()
             return
         for number, line in enumerate(itertools.chain(head, lines), 1):
             if line is None or line.strip():
-                yield number, line, raw.tell()
+                yield number, line, read_so_far()
 
 
 def replay(paths: list[Path], pipeline: Pipeline, store: TraceStore, *,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -104,6 +106,38 @@ def test_missing_file_is_reported_and_fails(tmp_path: Path,
                  "--json"]) == 1
     report = summary(capsys)
     assert report["skipped"] == {"unreadable files": 1}
+
+
+@pytest.mark.skipif(not Path("/dev/zero").is_char_device(), reason="no /dev/zero")
+def test_a_device_is_an_unreadable_file_not_read_forever(tmp_path: Path) -> None:
+    """A device (``/dev/zero`` never ends, nor has a line end to skip its over-long line
+    to) is reported unreadable at once, and the file after it replays."""
+    path = write_lines(tmp_path / "t.jsonl", [json_document(task_trace("D-1"))])
+    result = subprocess.run(
+        [sys.executable, "-m", "otel_diary.cli", "replay", "/dev/zero", str(path), "--dir",
+         str(tmp_path / "kb"), "--json"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert (report["skipped"], report["diaries_written"]) == ({"unreadable files": 1}, 1)
+    assert report["problems"] == ["/dev/zero: [Errno 22] a device, not a file of traces"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")
+@pytest.mark.parametrize("name", ["traces.jsonl", "traces.jsonl.gz"])
+def test_a_pipe_replays(name: str, tmp_path: Path,
+                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A pipe (``<(zcat …)``, ``/dev/stdin``), gzip-compressed or not, is read to its end,
+    though it cannot say how much of it was read."""
+    data = json.dumps(json_document(task_trace("F-1"))).encode() + b"\n"
+    pipe = tmp_path / name
+    os.mkfifo(pipe)
+    writer = threading.Thread(target=pipe.write_bytes, daemon=True,  # blocks till read
+                              args=(gzip.compress(data) if name.endswith(".gz") else data,))
+    writer.start()
+    assert main(["replay", str(pipe), "--dir", str(tmp_path / "kb"), "--json"]) == 0
+    writer.join(30)
+    report = summary(capsys)
+    assert (report["skipped"], report["diaries_written"]) == ({}, 1)
 
 
 def test_json_lines_whose_first_line_was_cut_still_replay(
