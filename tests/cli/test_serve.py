@@ -28,6 +28,7 @@ from tests.support.otlp_build import (
     span,
     task_trace,
 )
+from tests.support.zero_code import REPO, clean_env, explain, run
 
 
 class Serve:
@@ -245,6 +246,39 @@ def test_node_exporters_get_diaries(serve: Serve, node_client: Path, protocol: s
     assert diaries[f"node-{protocol}-1"]["outcome"] == "recovered"
     assert diaries[f"node-{protocol}-0"]["agent"] == f"node-{protocol}"
     assert received == 9
+
+
+METERED_APP = """
+from opentelemetry import metrics, trace
+
+metrics.get_meter("app").create_counter("tasks").add(1)
+with trace.get_tracer("app").start_as_current_span(
+        "task", attributes={"orchestrator.task.id": "R-1", "orchestrator.agent.name": "app"}):
+    pass
+"""
+
+
+def test_the_readmes_line_sends_an_app_its_traces_alone(serve: Serve, tmp_path: Path) -> None:
+    """The README's line, run with an app under ``opentelemetry-instrument`` that records
+    a metric: its task becomes a diary, nothing else is sent, and the app logs no failed
+    export (the distro turns every signal's exporter on: its metrics got a 404, and it
+    logged so)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Collector-side: `otel-diary serve`"):]
+    line = section[section.index("```sh\n") + 6:section.index("```\n", 6)].splitlines()[1]
+    *settings, app = line.replace("127.0.0.1:4318", f"127.0.0.1:{serve.http_port}").split()
+    assert app == "your-app" and all("=" in setting for setting in settings), line
+    (tmp_path / "app.py").write_text(METERED_APP)
+    env = clean_env(tmp_path)
+    for name in ("OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_LOGS_EXPORTER"):
+        del env[name]  # the distro's defaults (otlp, each), unless the line says
+    env.update(setting.partition("=")[::2] for setting in settings)
+    result = run(["opentelemetry-instrument", "python", "app.py"], tmp_path, env)
+    assert result.returncode == 0, explain(result)
+    assert "Failed to export" not in result.stderr, explain(result)
+    serve.wait_for_diaries(1)
+    assert list(serve.diaries()) == ["R-1"]
+    assert serve.metrics().get('otel_diary_requests_rejected_total{reason="not_found"}', 0) == 0
 
 
 def test_token_is_required_when_set(tmp_path: Path) -> None:
