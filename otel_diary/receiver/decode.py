@@ -120,18 +120,27 @@ MEDIA_TYPES = (PROTOBUF, JSON)
 # -- bodies ------------------------------------------------------------------------------
 
 
-class Inflater:
-    """Inflates a gzip body chunk by chunk and stops as soon as the output passes ``limit``.
+GZIP_WBITS = 31
+DEFLATE_WBITS = 15
+"""``zlib`` window bits of the two encodings read: gzip, and ``deflate`` (a zlib stream, as
+HTTP's ``deflate`` and the SDK's ``Compression.Deflate`` send it)."""
 
-    A small body that would inflate to gigabytes (a gzip bomb) costs at most ``limit``
-    bytes of memory. Concatenated gzip members are inflated one after another.
+
+class Inflater:
+    """Inflates a gzip (or ``deflate``: ``wbits``) body chunk by chunk and stops as soon as
+    the output passes ``limit``.
+
+    A small body that would inflate to gigabytes (a bomb) costs at most ``limit`` bytes of
+    memory. Concatenated gzip members are inflated one after another.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, wbits: int = GZIP_WBITS) -> None:
         self._limit = limit
         self._size = 0
         self._chunks: list[bytes] = []
-        self._inflater = zlib.decompressobj(wbits=31)
+        self._wbits = wbits
+        self._name = "gzip" if wbits == GZIP_WBITS else "deflate"
+        self._inflater = zlib.decompressobj(wbits=wbits)
         self._started = False
 
     @property
@@ -143,13 +152,15 @@ class Inflater:
         """Inflate ``data``; raises :class:`TooLarge` past the limit, :class:`DecodeError`."""
         inflater = self._inflater
         while data:
-            if inflater.eof:  # a new member follows the last one
-                inflater = self._inflater = zlib.decompressobj(wbits=31)
+            if inflater.eof:  # a new gzip member follows the last one
+                if self._wbits != GZIP_WBITS:
+                    raise DecodeError("data after the end of the deflate stream")
+                inflater = self._inflater = zlib.decompressobj(wbits=self._wbits)
             self._started = True
             try:
                 chunk = inflater.decompress(data, self._limit - self._size + 1)
             except zlib.error as exc:
-                raise DecodeError(f"invalid gzip data: {exc}") from None
+                raise DecodeError(f"invalid {self._name} data: {exc}") from None
             self._size += len(chunk)
             if self._size > self._limit:
                 raise TooLarge(f"body inflates past {self._limit} bytes")
@@ -159,17 +170,18 @@ class Inflater:
             data = inflater.unused_data if inflater.eof else inflater.unconsumed_tail
 
     def finish(self) -> bytes:
-        """The inflated body; raises :class:`DecodeError` when the gzip stream is cut short."""
+        """The inflated body; raises :class:`DecodeError` when the stream is cut short."""
         if self._started and not self._inflater.eof:
-            raise DecodeError("truncated gzip data")
+            raise DecodeError(f"truncated {self._name} data")
         if not self._started:
-            raise DecodeError("empty gzip body")
+            raise DecodeError(f"empty {self._name} body")
         return b"".join(self._chunks)
 
 
-def inflate(body: bytes, limit: int) -> bytes:
-    """``body`` gunzipped, at most ``limit`` bytes (else :class:`TooLarge`)."""
-    inflater = Inflater(limit)
+def inflate(body: bytes, limit: int, wbits: int = GZIP_WBITS) -> bytes:
+    """``body`` gunzipped (or, with ``wbits``, inflated), at most ``limit`` bytes (else
+    :class:`TooLarge`)."""
+    inflater = Inflater(limit, wbits)
     inflater.feed(body)
     return inflater.finish()
 

@@ -23,6 +23,8 @@ from otel_diary.conventions import Conventions
 from otel_diary.errors import DecodeError, TooLarge
 from otel_diary.receiver.admission import Admission, Collector
 from otel_diary.receiver.decode import (
+    DEFLATE_WBITS,
+    GZIP_WBITS,
     JSON,
     MEDIA_TYPES,
     PROTOBUF,
@@ -44,7 +46,14 @@ Send = Callable[[Message], Awaitable[None]]
 TRACES_PATH = "/v1/traces"
 OFFLOAD_BYTES = 1 << 20
 """Protobuf bodies at least this large are decoded on a worker thread, keeping the loop
-responsive (OTLP/JSON and gzip bodies always are)."""
+responsive (OTLP/JSON and compressed bodies always are)."""
+ENCODINGS = {"gzip": GZIP_WBITS, "deflate": DEFLATE_WBITS, "zlib": DEFLATE_WBITS}
+"""The content encodings read, with their ``zlib`` window bits (the Collector's receiver
+reads ``deflate`` and ``zlib`` both as a zlib stream); ``identity`` (or none) is read as
+it is."""
+DEFLATE_RATIO = 8
+"""How many times its size a ``deflate`` body, which does not say, is counted to inflate
+to ahead (OTLP compresses about 5 to 10 times; the inflater stops at the cap anyway)."""
 MAX_JSON_COST = 16
 """Most an OTLP/JSON text may cost to decode per byte of it, as ``decoding_cost`` estimates:
 OTLP/JSON is estimated at 8 to 13 times its text; a text of empty objects at 65."""
@@ -166,10 +175,10 @@ class OtlpHttpApp:
                                f"unsupported content type {media_type!r}; use {PROTOBUF} or "
                                f"{JSON}", "unsupported_media_type")
             encoding = headers.get("content-encoding", "identity").strip().lower()
-            if encoding not in ("identity", "gzip", ""):
+            if encoding not in ENCODINGS and encoding not in ("identity", ""):
                 raise _Refused(415, _INVALID_ARGUMENT,
-                               f"unsupported content encoding {encoding!r}; use gzip",
-                               "unsupported_media_type")
+                               f"unsupported content encoding {encoding!r}; use gzip or "
+                               "deflate", "unsupported_media_type")
             length = headers.get("content-length")
             if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
                 raise _too_large(self.max_body_bytes)
@@ -177,7 +186,8 @@ class OtlpHttpApp:
             held = _Held()
             try:
                 body = await self._read(receive, held)
-                batch = await self._decode(body, media_type, held, gzip=encoding == "gzip")
+                batch = await self._decode(body, media_type, held,
+                                           wbits=ENCODINGS.get(encoding))
             finally:
                 self._inflight -= held.bytes
             del body
@@ -251,20 +261,22 @@ class OtlpHttpApp:
                 return b"".join(chunks)
 
     async def _decode(self, body: bytes, media_type: str, held: _Held, *,
-                      gzip: bool) -> Batch:
-        """The body inflated and decoded. Every OTLP/JSON or gzip body is decoded on a
-        worker thread (a small protobuf one is quicker to read here); what a gzip body will
-        inflate to is counted first (its trailer says), so the bytes queued for and held
-        by the workers stay within the in-flight budget until they are done."""
-        inflated = _inflated_size(body, self.max_body_bytes) if gzip else len(body)
-        if gzip:
+                      wbits: int | None) -> Batch:
+        """The body inflated (when ``wbits`` says how) and decoded. Every OTLP/JSON or
+        compressed body is decoded on a worker thread (a small protobuf one is quicker to
+        read here); what a compressed body will inflate to is counted first
+        (:func:`_inflated_size`), so the bytes queued for and held by the workers stay
+        within the in-flight budget until they are done."""
+        inflated = len(body) if wbits is None else _inflated_size(body, wbits,
+                                                                  self.max_body_bytes)
+        if wbits is not None:
             self._hold(held, inflated)
         try:
             if media_type == JSON:
-                return await self._decode_json(body, held, gzip, inflated)
-            if gzip or len(body) >= OFFLOAD_BYTES:
+                return await self._decode_json(body, held, wbits, inflated)
+            if wbits is not None or len(body) >= OFFLOAD_BYTES:
                 return await asyncio.get_running_loop().run_in_executor(
-                    self._executor, _inflate_and_decode, body, gzip, media_type,
+                    self._executor, _inflate_and_decode, body, wbits, media_type,
                     self.max_body_bytes, self.conventions)
             return decode(body, media_type, self.conventions)
         except TooLarge:
@@ -272,7 +284,7 @@ class OtlpHttpApp:
         except DecodeError as exc:
             raise _Refused(400, _INVALID_ARGUMENT, str(exc), "undecodable") from None
 
-    async def _decode_json(self, body: bytes, held: _Held, gzip: bool,
+    async def _decode_json(self, body: bytes, held: _Held, wbits: int | None,
                            counted: int) -> Batch:
         """OTLP/JSON: ``json.loads`` makes objects several times the text's size (6 to 9
         times for OTLP/JSON). Their estimate is counted before it runs, beyond the
@@ -280,9 +292,9 @@ class OtlpHttpApp:
         bomb of empty objects) is refused, and one larger than the budget is decoded only
         while no other request holds any of it."""
         loop = asyncio.get_running_loop()
-        if gzip or len(body) >= OFFLOAD_BYTES:  # inflating and counting take a worker too
+        if wbits is not None or len(body) >= OFFLOAD_BYTES:  # inflating takes one too
             text, cost = await loop.run_in_executor(
-                self._executor, _json_text_and_cost, body, gzip, self.max_body_bytes)
+                self._executor, _json_text_and_cost, body, wbits, self.max_body_bytes)
         else:
             text, cost = body, decoding_cost(body)
         if cost > max(MAX_JSON_COST * len(text), OFFLOAD_BYTES):  # a small one harms none
@@ -310,25 +322,33 @@ class _Held:
         self.bytes = 0
 
 
-def _inflated_size(body: bytes, cap: int) -> int:
-    """What a gzip body says it inflates to (its last member's trailer), at most ``cap``.
+def _inflated_size(body: bytes, wbits: int, cap: int) -> int:
+    """What a compressed body will inflate to, at most ``cap``: what a gzip body says (its
+    last member's trailer), else :data:`DEFLATE_RATIO` times its size.
 
     Only an estimate to count ahead: the inflater itself stops at ``cap`` whatever it says.
     """
+    if wbits != GZIP_WBITS:
+        return min(DEFLATE_RATIO * len(body), cap)
     return min(int.from_bytes(body[-4:], "little"), cap) if len(body) >= 18 else 0
 
 
-def _json_text_and_cost(body: bytes, gzip: bool, cap: int) -> tuple[bytes, int]:
-    """A worker's part: the JSON text (a gzip body inflated to at most ``cap`` bytes, else
-    :class:`TooLarge`) and what decoding it will hold."""
-    text = inflate(body, cap) if gzip else body
+def _text(body: bytes, wbits: int | None, cap: int) -> bytes:
+    """``body`` inflated (when ``wbits`` says how) to at most ``cap`` bytes, else
+    :class:`TooLarge`."""
+    return body if wbits is None else inflate(body, cap, wbits)
+
+
+def _json_text_and_cost(body: bytes, wbits: int | None, cap: int) -> tuple[bytes, int]:
+    """A worker's part: the JSON text (:func:`_text`) and what decoding it will hold."""
+    text = _text(body, wbits, cap)
     return text, decoding_cost(text)
 
 
-def _inflate_and_decode(body: bytes, gzip: bool, media_type: str, cap: int,
+def _inflate_and_decode(body: bytes, wbits: int | None, media_type: str, cap: int,
                         conventions: Conventions) -> Batch:
-    """A worker's part: inflate (at most ``cap`` bytes, else :class:`TooLarge`), decode."""
-    return decode(inflate(body, cap) if gzip else body, media_type, conventions)
+    """A worker's part: inflate (:func:`_text`), decode."""
+    return decode(_text(body, wbits, cap), media_type, conventions)
 
 
 def _too_large(cap: int, message: str = "", spans: int = 0) -> _Refused:

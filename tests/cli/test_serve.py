@@ -133,13 +133,15 @@ def send_with(exporter: SpanExporter, prefix: str, tasks: int) -> None:
     provider.shutdown()
 
 
-def test_python_http_exporter_gets_diaries(serve: Serve) -> None:
-    """The SDK's OTLP/HTTP protobuf exporter (gzip) delivers tasks that become diaries."""
+@pytest.mark.parametrize("compression", ["Gzip", "Deflate"])
+def test_python_http_exporter_gets_diaries(serve: Serve, compression: str) -> None:
+    """The SDK's OTLP/HTTP protobuf exporter, gzip or deflate, delivers tasks that become
+    diaries."""
     from opentelemetry.exporter.otlp.proto.http import Compression
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     send_with(OTLPSpanExporter(endpoint=serve.url + "/v1/traces",
-                               compression=Compression.Gzip), "py-http", 3)
+                               compression=Compression[compression]), "py-http", 3)
     serve.wait_for_diaries(3)
     assert serve.stop() == 0
     diaries = serve.diaries()

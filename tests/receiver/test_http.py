@@ -8,6 +8,7 @@ import json
 import threading
 import time
 import tracemalloc
+import zlib
 from collections.abc import Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -117,6 +118,30 @@ def test_gzip_and_chunked_bodies_are_read() -> None:
         assert "content-length" not in response.request.headers
         assert response.status_code == 200
         assert server.sink.wait_for(1, timeout=10)[0].task_id == "T-gz"
+
+
+def test_deflate_bodies_are_read_and_bad_ones_refused() -> None:
+    """``deflate`` (a zlib stream, as the SDK's ``Compression.Deflate`` sends it; ``zlib``
+    too) is read, protobuf and JSON; a damaged, a cut, an empty one and one with bytes
+    after its end are 400s; one inflating past the cap is a 413."""
+    body = protobuf_body(task_trace("T-deflate"))
+    as_json = json.dumps(json_document(task_trace("T-deflate-json"))).encode()
+    deflate = {"content-encoding": "deflate"}
+    with receiver() as server:
+        assert server.post(zlib.compress(body), {**PROTOBUF, **deflate}).status_code == 200
+        assert server.post(zlib.compress(as_json), {**JSON, "content-encoding": "zlib"}
+                           ).status_code == 200  # the Collector's other name for it
+        assert sorted(d.task_id for d in server.sink.wait_for(2, timeout=10)) == [
+            "T-deflate", "T-deflate-json"]
+        packed = zlib.compress(body)
+        for bad, says in [(packed[:2] + bytes(len(packed) - 2), "invalid deflate data"),
+                          (packed[:-6], "truncated deflate data"), (b"", "empty deflate"),
+                          (packed + b"more", "data after the end of the deflate stream")]:
+            refused = server.post(bad, {**PROTOBUF, **deflate})
+            assert refused.status_code == 400, bad
+            assert says in status_of(refused).message
+        bomb = server.post(zlib.compress(bytes(4 * 2**20), 9), {**PROTOBUF, **deflate})
+        assert bomb.status_code == 413
 
 
 def test_zero_ids_give_partial_success_in_both_content_types() -> None:
