@@ -212,13 +212,14 @@ def test_a_failed_call_recorded_as_an_exception_event_is_named(tmp_path: Path) -
     assert (tmp_path / "kb" / "diaries" / "lessons" / "exception-LookupError.md").is_file()
 
 
-def test_python_grpc_exporter_gets_diaries(serve: Serve) -> None:
-    """The SDK's OTLP/gRPC exporter (gzip) delivers tasks that become diaries."""
+@pytest.mark.parametrize("compression", ["Gzip", "Deflate"])
+def test_python_grpc_exporter_gets_diaries(serve: Serve, compression: str) -> None:
+    """The SDK's OTLP/gRPC exporter, gzip or deflate, delivers tasks that become diaries."""
     from grpc import Compression
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
     send_with(OTLPSpanExporter(endpoint=f"127.0.0.1:{serve.grpc_port}", insecure=True,
-                               compression=Compression.Gzip), "py-grpc", 2)
+                               compression=Compression[compression]), "py-grpc", 2)
     serve.wait_for_diaries(2)
     assert serve.stop() == 0
     diaries = serve.diaries()
