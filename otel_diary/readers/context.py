@@ -89,7 +89,9 @@ def _entry(found: Found, root: Path) -> str:
 def digest(root: Path, signatures: Iterable[str], found: list[Found],
            max_chars: int = DEFAULT_MAX_CHARS) -> str:
     """The markdown digest: a heading, the signatures, one entry per document while they
-    fit in ``max_chars``; empty when there is nothing to show."""
+    fit in ``max_chars`` (one that does not fit whole without what it learned, else without
+    its path too); empty when there is nothing to show. When not even one fits, the closing
+    hint goes first."""
     if not found:
         return ""
     head = ["## Earlier runs (otel-diary knowledge base)"]
@@ -97,15 +99,17 @@ def digest(root: Path, signatures: Iterable[str], found: list[Found],
     if shown:
         head.append(f"Error signatures: {shown}")
     foot = "Read one in full with `otel-diary show --id <id>` or the kb_fetch tool."
-    text = "\n".join(head)
-    budget = max_chars - len(foot) - 2
-    entries = 0
-    for one in found:
-        entry = _entry(one, root)
-        if len(text) + 1 + len(entry) > budget:
-            break
-        text += "\n" + entry
-        entries += 1
-    if not entries:
-        return ""
-    return f"{text}\n\n{foot}\n"
+    for budget, end in ((max_chars - len(foot) - 3, f"\n\n{foot}\n"), (max_chars - 1, "\n")):
+        text = "\n".join(head)
+        entries = 0
+        for one in found:
+            lines = _entry(one, root).split("\n")  # its title, path, what it learned
+            entry = next((shorter for shorter in ("\n".join(lines[:n]) for n in (3, 2, 1))
+                          if len(text) + 1 + len(shorter) <= budget), None)
+            if entry is None:
+                break
+            text += "\n" + entry
+            entries += 1
+        if entries:
+            return text + end
+    return ""

@@ -121,7 +121,7 @@ def test_no_knowledge_base_prints_nothing_and_creates_nothing(
 
 def test_limit_and_max_chars_bound_the_digest(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, kb: KB) -> None:
-    """``--limit 1`` keeps the best document; ``--max-chars`` drops whole entries to fit."""
+    """``--limit 1`` keeps the best document; ``--max-chars`` cuts entries to fit."""
     root, diaries, lesson = kb
     _, one, _ = context(capsys, monkeypatch, "--dir", str(root), "--limit", "1",
                         stdin=NEW_TS_ERROR)
@@ -130,7 +130,25 @@ def test_limit_and_max_chars_bound_the_digest(
     _, short, _ = context(capsys, monkeypatch, "--dir", str(root), "--max-chars", "500",
                           stdin=NEW_TS_ERROR)
     assert len(full) > 500 >= len(short)
-    assert lesson in short and diaries["types"].id not in short
+    assert lesson in short and "Learned:" in full and "Learned:" not in short
+
+
+def test_every_budget_names_the_best_document_and_is_kept_to(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, kb: KB) -> None:
+    """From the smallest ``--max-chars`` (200) up, the lesson is named, at the least by
+    its id and title, without what worked or the closing hint; an entry that does not fit
+    whole comes without what it learned, else without its path too; no digest passes its
+    budget."""
+    root, _, lesson = kb
+    for budget in range(200, 1500, 25):
+        _, out, _ = context(capsys, monkeypatch, "--dir", str(root), "--max-chars",
+                            str(budget), stdin=NEW_TS_ERROR)
+        assert lesson in out and len(out) <= budget, (budget, out)
+        assert all(entry.startswith(("**Lesson** `", "`kh-"))
+                   for entry in out.split("\n- ")[1:])
+    _, smallest, _ = context(capsys, monkeypatch, "--dir", str(root), "--max-chars", "200",
+                             stdin=NEW_TS_ERROR)
+    assert "What worked" not in smallest and "kb_fetch" not in smallest
 
 
 def test_the_digest_writes_nothing(
