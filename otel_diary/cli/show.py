@@ -1,6 +1,7 @@
 """``otel-diary show --trace TRACE_ID`` or ``--id kh-…``: print the diary of a trace or an id.
 
-An id is accepted with or without its ``kh-`` prefix.
+An id is accepted with or without its ``kh-`` prefix; a lesson's id prints the lesson (the
+ids ``search`` and ``context`` list are both kinds).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from pathlib import Path
 
 from otel_diary.cli.common import (
     add_common_arguments,
@@ -19,7 +21,7 @@ from otel_diary.cli.common import (
     root_of,
     store_of,
 )
-from otel_diary.errors import IndexUnavailable
+from otel_diary.errors import DiaryError, IndexUnavailable
 from otel_diary.index.query import Hit
 from otel_diary.index.store import DiaryIndex
 from otel_diary.pipeline.render import DIARY_ROOT, parse_front_matter, split_front_matter
@@ -35,14 +37,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--trace", metavar="TRACE_ID",
                        help="the trace id (32 hex digits) whose diaries to print")
     which.add_argument("--id", metavar="ID",
-                       help="the diary id to print (kh-…; the kh- may be left out)")
+                       help="the diary or lesson id to print (kh-…; the kh- may be left "
+                       "out)")
     add_common_arguments(parser)
     add_store_argument(parser)
 
 
-def _from_store(url: str, trace: bool, wanted: str) -> list[tuple[Hit, str, str]] | int:
-    """The diaries of the trace or id ``wanted`` in the store at ``url``, as
-    (hit, where, text); an exit status when they cannot be read."""
+Shown = tuple[str, str, str, str]
+"""A document to print: its id, its path in the knowledge base, where it was read, its text."""
+
+
+def _from_store(url: str, trace: bool, wanted: str) -> tuple[list[Shown], str] | int:
+    """The diaries of the trace or id ``wanted`` in the store at ``url`` (none: an empty
+    list), and where they were looked for; an exit status when they cannot be read."""
     store = open_store_of("show", url)
     if store is None:
         return 2
@@ -53,46 +60,27 @@ def _from_store(url: str, trace: bool, wanted: str) -> list[tuple[Hit, str, str]
             else:
                 found = store.by_id(wanted)
                 hits = [found] if found is not None else []
-            documents = [(hit, hit.path, store.document(hit.path) or "") for hit in hits]
+            return [(hit.id, hit.path, hit.path, store.document(hit.path) or "")
+                    for hit in hits], f"in {store.where}"
         except IndexUnavailable as exc:
             return fail("show", str(exc), 1)
-        if not documents:
-            return fail("show", f"no diary for {'trace' if trace else 'id'} {wanted} in "
-                                f"{store.where}", 1)
-    return documents
 
 
-def run(args: argparse.Namespace) -> int:
-    root = root_of(args)
-    if args.trace is None:
-        wanted = args.id.strip().lower()
-        if not wanted.startswith(ID_PREFIX):
-            wanted = ID_PREFIX + wanted
-    else:
-        wanted = args.trace.strip().lower().removeprefix("0x")
-        if not _TRACE_ID.fullmatch(wanted):
-            return fail("show", f"{args.trace!r} is not a trace id (32 hex digits)", 2)
-    url = store_of(args)
-    if url:
-        stored = _from_store(url, args.trace is not None, wanted)
-        if isinstance(stored, int):
-            return stored
-        return _print(args, stored)
+def _from_folder(root: Path, trace: bool, wanted: str) -> tuple[list[Shown], str] | int:
+    """The diaries of the trace or id ``wanted`` under ``root`` (none: an empty list), and
+    where they were looked for; an exit status when they cannot be read."""
     hits: list[Hit] = []
     if has_knowledge_base(root):
         with DiaryIndex(root) as index:
             try:
-                if args.trace is not None:
+                if trace:
                     hits = index.by_trace(wanted)
                 else:
                     found = index.by_id(wanted)
                     hits = [found] if found is not None else []
             except IndexUnavailable as exc:
                 return fail("show", str(exc), 1)
-    if not hits:
-        what = "trace" if args.trace is not None else "id"
-        return fail("show", f"no diary for {what} {wanted} under {root}", 1)
-    documents: list[tuple[Hit, str, str]] = []
+    documents: list[Shown] = []
     folder = (root / DIARY_ROOT).resolve()
     for hit in hits:
         file = root / hit.path
@@ -103,22 +91,68 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             return fail("show", f"diary {hit.id} is indexed at {file} but cannot be read "
                                 f"({exc.strerror}); run `otel-diary reindex`", 1)
-        documents.append((hit, str(file), content))
+        documents.append((hit.id, hit.path, str(file), content))
+    return documents, f"under {root}"
+
+
+def _lesson(root: Path, url: str | None, wanted: str) -> list[Shown]:
+    """The lesson whose id is ``wanted``, if there is one (else an empty list)."""
+    from otel_diary.readers.knowledge import KnowledgeBase
+
+    if not (url or has_knowledge_base(root)):
+        return []
+    kb = KnowledgeBase(root)
+    if url:
+        from otel_diary.readers.shared import open_knowledge_base  # psycopg: the pg extra
+
+        kb = open_knowledge_base(root, url)
+    with kb:
+        try:
+            found = kb.fetch(wanted)
+        except DiaryError:
+            return []
+    if found.kind != "lesson":
+        return []
+    return [(found.id, found.path, found.path if url else str(root / found.path),
+             found.content)]
+
+
+def run(args: argparse.Namespace) -> int:
+    root = root_of(args)
+    trace = args.trace is not None
+    if not trace:
+        wanted = args.id.strip().lower()
+        if not wanted.startswith(ID_PREFIX):
+            wanted = ID_PREFIX + wanted
+    else:
+        wanted = args.trace.strip().lower().removeprefix("0x")
+        if not _TRACE_ID.fullmatch(wanted):
+            return fail("show", f"{args.trace!r} is not a trace id (32 hex digits)", 2)
+    url = store_of(args)
+    found = _from_store(url, trace, wanted) if url else _from_folder(root, trace, wanted)
+    if isinstance(found, int):
+        return found
+    documents, where = found
+    if not documents and not trace:
+        documents = _lesson(root, url, wanted)
+    if not documents:
+        return fail("show", f"no diary {'for trace' if trace else 'or lesson for id'} "
+                            f"{wanted} {where}", 1)
     return _print(args, documents)
 
 
-def _print(args: argparse.Namespace, documents: list[tuple[Hit, str, str]]) -> int:
+def _print(args: argparse.Namespace, documents: list[Shown]) -> int:
     if args.json:
         diaries = []
-        for hit, file, content in documents:
+        for ident, path, file, content in documents:
             try:
                 front = parse_front_matter(content)
                 body = split_front_matter(content)[1]
             except ValueError:
                 front, body = {}, content
-            diaries.append({"id": hit.id, "path": hit.path, "file": file,
+            diaries.append({"id": ident, "path": path, "file": file,
                             "front_matter": front, "body": body})
         print_json({"diaries": diaries})
         return 0
-    sys.stdout.write("\n".join(content for _hit, _file, content in documents))
+    sys.stdout.write("\n".join(content for _id, _path, _file, content in documents))
     return 0

@@ -189,10 +189,25 @@ def test_show_takes_an_id_with_or_without_its_prefix(
         assert cli(capsys, "show", "--dir", str(root), "--id", ident)[:2] == (0, expected)
 
 
+def test_show_prints_a_lesson_by_its_id(capsys: pytest.CaptureFixture[str],
+                                        kb: tuple[Path, dict[str, Diary]]) -> None:
+    """The ids search (and context) list are lessons' too: show --id prints the lesson."""
+    root, _ = kb
+    [lesson] = json.loads(cli(capsys, "search", "--dir", str(root), "--json",
+                              "TS2345")[1])["lessons"]
+    code, out, err = cli(capsys, "show", "--dir", str(root), "--id", lesson["id"])
+    assert code == 0, err
+    assert out == (root / "diaries" / "lessons" / "code-TS2345.md").read_text()
+    code, out, _ = cli(capsys, "show", "--dir", str(root), "--json", "--id", lesson["id"])
+    [shown] = json.loads(out)["diaries"]
+    assert (shown["path"], shown["front_matter"]["source_type"]) == (
+        "diaries/lessons/code-TS2345.md", "lesson")
+
+
 @pytest.mark.parametrize(("argv", "code", "message"), [
     (["--trace", "0" * 32], 1, "no diary for trace"),
     (["--trace", "not-a-trace"], 2, "not a trace id"),
-    (["--id", "kh-unknown"], 1, "no diary for id"),
+    (["--id", "kh-unknown"], 1, "no diary or lesson for id"),
 ])
 def test_show_explains_what_it_could_not_find(capsys: pytest.CaptureFixture[str],
                                               kb: tuple[Path, dict[str, Diary]],

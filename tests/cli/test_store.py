@@ -79,6 +79,10 @@ def test_import_copies_a_folder_once_and_readers_answer_alike(
     assert [d["id"] for d in shown["diaries"]] == [diaries["ts1"].id]
     code, out, _ = run(capsys, "show", "--id", diaries["py"].id, "--store", postgres_url)
     assert code == 0 and out == diaries["py"].content
+    lesson = listed("search", "TS2345", "--store", postgres_url)["lessons"][0]["id"]
+    code, out, _ = run(capsys, "show", "--id", lesson, "--store", postgres_url)
+    assert (code, out) == run(capsys, "show", "--id", lesson, "--dir", str(root))[:2]
+    assert code == 0 and "source_type: lesson" in out
     on_folder = listed("lessons", "--dir", str(root))
     on_store = listed("lessons", "--store", postgres_url)
     assert [(item["signature"], item["runs"]) for item in on_store["lessons"]] == \
