@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import ipaddress
 import logging
 import signal
 from collections.abc import Iterator
@@ -68,6 +69,16 @@ class ServeConfig:
         if self.grpc_port:
             addresses.append(f"{host}:{self.grpc_port} (OTLP/gRPC)")
         return addresses
+
+    def open_to_others(self) -> bool:
+        """Whether anyone who can reach a network address of this host may send spans:
+        no token, and a host other than a loopback address."""
+        if self.auth or self.host == "localhost":
+            return False
+        try:
+            return not ipaddress.ip_address(self.host.strip("[]")).is_loopback
+        except ValueError:  # a host name, "" or 0.0.0.0's kin: not known to be loopback
+            return True
 
 
 class Service:
@@ -141,6 +152,12 @@ class Service:
             logger.info("otel-diary serve is listening on %s; diaries go to %s",
                         " and ".join(config.listening_on()), config.folder,
                         extra={"fields": fields})
+            if config.open_to_others():
+                logger.warning("otel-diary serve listens on %s without a token: anyone who "
+                               "can reach it may send spans (set --token or "
+                               "OTEL_DIARY_SERVE_TOKEN, unless the network keeps others out)",
+                               config.host or "every address",
+                               extra={"fields": {"event": "serve.open", "host": config.host}})
             # What start-up made lives as long as the process: keep the garbage collector's
             # passes from walking it again each time. Held traces make no reference cycles,
             # and each request allocates thousands of objects: collect less often.

@@ -394,10 +394,25 @@ def test_text_logs_say_where_it_listens_and_it_answers_at_once(tmp_path: Path) -
         rest = process.stderr.read()
         assert process.wait(30) == 0
         assert "otel-diary serve stopped: 0 diaries written" in rest
+        assert "without a token" not in rest  # loopback: no one else can reach it
     finally:
         watchdog.cancel()
         if process.poll() is None:
             process.kill()
+
+
+@pytest.mark.parametrize("token", [None, "a-token-of-sixteen+"])
+def test_listening_beyond_loopback_without_a_token_is_warned_of(
+        tmp_path: Path, token: str | None) -> None:
+    """On every address (0.0.0.0) without a token, a warning says anyone who can reach it
+    may send spans, and how to stop that; with a token, none."""
+    server = Serve(tmp_path, "--host", "0.0.0.0", *(("--token", token) if token else ()),
+                   "--log-format", "text")
+    assert server.stop() == 0
+    log = server.stderr.read_text()
+    warned = ("otel-diary serve listens on 0.0.0.0 without a token: anyone who can reach it "
+              "may send spans (set --token or OTEL_DIARY_SERVE_TOKEN") in log
+    assert warned == (token is None), log
 
 
 def test_sigterm_writes_waiting_diaries_before_exit(tmp_path: Path) -> None:
