@@ -344,6 +344,21 @@ PROFILES: dict[str, Conventions] = {"orchestrator": ORCHESTRATOR, "genai": GENAI
                                     "claude-code": CLAUDE_CODE, "auto": AUTO}
 """Built-in profiles by the name ``OTEL_DIARY_CONVENTIONS`` gives them."""
 
+EVERY_TASK_MARKER = frozenset(marker for profile in PROFILES.values()
+                              for marker in profile.task_markers)
+"""The attributes that mark a task span under some built-in profile."""
+
+
+def marking_profile(attributes: Mapping[str, object], current: Conventions) -> str | None:
+    """The name of a built-in profile that marks ``attributes`` a task span when
+    ``current`` does not (what a run's spans need, a trace's root span telling), else
+    ``None``."""
+    if current.is_task(attributes):
+        return None
+    return next((name for name, profile in PROFILES.items()
+                 if profile is not current and profile.is_task(attributes)), None)
+
+
 _TOP_KEYS = ("extends", "attributes", "task")
 _TASK_KEYS = ("marker", "marker_values", "tool_operation", "recover_on_child_errors")
 

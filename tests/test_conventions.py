@@ -23,6 +23,12 @@ from otel_diary import (
     Settings,
     load_conventions,
 )
+from otel_diary.conventions import (
+    EVERY_TASK_MARKER,
+    OPENINFERENCE,
+    Conventions,
+    marking_profile,
+)
 from otel_diary.testing import InMemorySink
 
 MAPPING_TOML = """\
@@ -377,3 +383,21 @@ def test_the_readme_lists_every_fact_a_mapping_may_rename() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     listed = readme.split("The facts are ", 1)[1].split("`[task]`", 1)[0]
     assert set(re.findall(r"`(\w+)`", listed)) == set(FACTS)
+
+
+@pytest.mark.parametrize(("attributes", "current", "named"), [
+    ({"orchestrator.task.id": "T-1"}, GENAI, "orchestrator"),
+    ({"orchestrator.task.id": "T-1"}, ORCHESTRATOR, None),
+    ({"openinference.span.kind": "AGENT"}, ORCHESTRATOR, "openinference"),
+    ({"gen_ai.operation.name": "invoke_agent"}, OPENINFERENCE, "genai"),
+    ({"gen_ai.operation.name": "chat"}, ORCHESTRATOR, None),  # a call, not a run
+    ({"traceloop.span.kind": "workflow"}, GENAI, "auto"),
+    ({"http.route": "/health"}, ORCHESTRATOR, None),
+])
+def test_the_profile_that_marks_a_span_a_task_is_named(
+        attributes: dict[str, object], current: Conventions, named: str | None) -> None:
+    """``marking_profile``: the built-in profile under which a span the profile in use
+    does not take for a task would be one (the hint a trace's root span gives)."""
+    assert marking_profile(attributes, current) == named
+    if named is not None:  # the processor asks only of root spans with a marker
+        assert not EVERY_TASK_MARKER.isdisjoint(attributes)

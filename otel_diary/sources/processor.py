@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_diary.assembly.batch import estimate
 from otel_diary.assembly.summary import Ready
-from otel_diary.conventions import Conventions, conventions_for
+from otel_diary.conventions import EVERY_TASK_MARKER, Conventions, conventions_for
 from otel_diary.pipeline.stats import Stats
 from otel_diary.record import error_details
 from otel_diary.runner import CUT_SHORT_S, RetrySchedule, Runner, renew_after_fork
@@ -33,6 +33,7 @@ from otel_diary.sources.spans import (
     ERROR,
     Queued,
     exception_event,
+    hint_profile,
     read,
     to_record,
     weigh,
@@ -156,6 +157,8 @@ class DiarySpanProcessor(SpanProcessor):
         self._unremarkable = (parts.conventions.child_keys
                               | parts.conventions.task_markers).isdisjoint
         self._untasked = parts.conventions.task_markers.isdisjoint
+        self._unhinted = True
+        """No trace's root span said yet that runs need another profile (said once)."""
         self._parent_ended: OrderedDict[int, bool] = OrderedDict()
         """Span ids of task spans whose in-process parent had ended before them (work
         started in the background by a request that has answered): nothing is left to
@@ -545,6 +548,7 @@ class DiarySpanProcessor(SpanProcessor):
         assembler = self._assembler
         awaited = self._awaited
         child_keys = conv.child_keys
+        no_marker = EVERY_TASK_MARKER.isdisjoint  # a plain trace's root: no hint to give
         while queue:
             item = popleft()
             self._queued_bytes -= item[1]
@@ -577,8 +581,10 @@ class DiarySpanProcessor(SpanProcessor):
                             exception_event(span), span.status.description or "")}
                     assembler.contribute(trace_id, contributed, is_error, parent_id,
                                          end_ns, span_id)
+                local_root = parent_id is None or remote
+                if local_root and self._unhinted and not no_marker(attributes):
+                    self._unhinted = hint_profile(attributes, conv)
                 if contributes or trace_id in assembler:
-                    local_root = parent_id is None or remote
                     released = assembler.span_ended(trace_id, span_id, local_root,
                                                     None if local_root else parent_id)
                     if released:

@@ -7,15 +7,18 @@ than the worker's whole use of a span. Any other span type is read through the A
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from otel_diary.assembly.batch import estimate
+from otel_diary.conventions import Conventions, marking_profile
 from otel_diary.record import SpanRecord
 
 ERROR = StatusCode.ERROR
+logger = logging.getLogger("otel_diary")
 
 Fields = tuple[Mapping[str, object], int, int, int | None, bool, bool, int]
 """What the worker reads of a span: ``(attributes, trace_id, span_id, parent_span_id,
@@ -94,3 +97,16 @@ def exception_event(span: ReadableSpan) -> Mapping[str, object] | None:
         if event.name == "exception":
             return event.attributes or {}
     return None
+
+
+def hint_profile(root: Mapping[str, object], conventions: Conventions) -> bool:
+    """Say (a warning) when a trace's root span marks a task under another built-in profile
+    than ``conventions``: no diary is written for such runs. ``False`` once said."""
+    name = marking_profile(root, conventions)
+    if name is None:
+        return True
+    logger.warning("otel-diary: a trace's root span marks a task under the `%s` profile, not "
+                   "under the one in use, so no diary is written for such runs: set "
+                   "OTEL_DIARY_CONVENTIONS=%s (see the README's \"Agent frameworks\")",
+                   name, name)
+    return False

@@ -485,6 +485,34 @@ class RaisingSink:
         raise RuntimeError("close failed too")
 
 
+AGENT_RUN = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "researcher"}
+
+
+@pytest.mark.parametrize(("conventions", "hint"), [
+    ("orchestrator", "genai"), ("openinference", "genai"), ("genai", None), ("auto", None)])
+def test_a_root_span_that_is_a_task_under_another_profile_says_which_once(
+        conventions: str, hint: str | None, caplog: pytest.LogCaptureFixture) -> None:
+    """Runs whose root span is a task under another built-in profile than the one in use
+    (an agent framework's ``invoke_agent`` under the default) write nothing: a warning
+    says so once, naming the profile to set; plain traces, and runs read, say nothing."""
+    h = Harness(conventions=conventions)
+    with caplog.at_level(logging.WARNING, logger="otel_diary"):
+        for n in range(3):
+            with h.tracer.start_as_current_span("GET /health", attributes={"n": n}):
+                pass
+            with h.tracer.start_as_current_span("invoke_agent researcher",
+                                                attributes=AGENT_RUN):
+                pass
+        h.flush()
+        h.provider.shutdown()
+    said = [r.getMessage() for r in caplog.records if "OTEL_DIARY_CONVENTIONS" in r.getMessage()]
+    assert said == ([] if hint is None else [
+        f"otel-diary: a trace's root span marks a task under the `{hint}` profile, not "
+        f"under the one in use, so no diary is written for such runs: set "
+        f"OTEL_DIARY_CONVENTIONS={hint} (see the README's \"Agent frameworks\")"])
+    assert len(h.sink.diaries) == (0 if hint else 3)
+
+
 def test_raising_sink_never_reaches_the_app(caplog: pytest.LogCaptureFixture) -> None:
     """A sink that raises: the app's span ends normally; the error is logged once and
     counted at each try (flushing says the diaries are not written; shutdown tries them
