@@ -146,7 +146,7 @@ def service_from(settings: Settings) -> Service:
         grpc_port=settings.serve_grpc_port,
         shutdown_timeout_s=settings.shutdown_timeout_ms / 1000,
         folder=str(settings.root), grace_s=settings.serve_grace_s,
-        journal=str(path) if path else "",
+        journal=str(path) if path else "", conventions=settings.conventions,
         auth=settings.serve_token is not None,
         header_timeout_s=settings.serve_header_timeout_s,
         body_timeout_s=settings.serve_body_timeout_s,

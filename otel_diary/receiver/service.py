@@ -46,6 +46,8 @@ class ServeConfig:
     grace_s: float = 10.0
     journal: str = ""
     """The journal file, for the start-up log line ("": none)."""
+    conventions: str = "orchestrator"
+    """The profile (or conventions file) spans are read under, for the start-up log line."""
     auth: bool = False
     header_timeout_s: float = 10.0
     """An HTTP request head not complete this long after it began closes the connection."""
@@ -148,10 +150,11 @@ class Service:
                       "http_port": config.http_port or None,
                       "grpc_port": config.grpc_port or None,
                       "dir": config.folder, "grace_s": config.grace_s, "auth": config.auth,
-                      "journal": config.journal or None}
-            logger.info("otel-diary serve is listening on %s; diaries go to %s",
+                      "journal": config.journal or None, "conventions": config.conventions}
+            logger.info("otel-diary serve is listening on %s; diaries go to %s; spans are "
+                        "read with the %s conventions (OTEL_DIARY_CONVENTIONS)",
                         " and ".join(config.listening_on()), config.folder,
-                        extra={"fields": fields})
+                        config.conventions, extra={"fields": fields})
             if config.open_to_others():
                 logger.warning("otel-diary serve listens on %s without a token: anyone who "
                                "can reach it may send spans (set --token or "

@@ -388,6 +388,8 @@ def test_text_logs_say_where_it_listens_and_it_answers_at_once(tmp_path: Path) -
         assert f"http://127.0.0.1:{http_port} (OTLP/HTTP)" in line
         assert f"127.0.0.1:{grpc_port} (OTLP/gRPC)" in line
         assert str(tmp_path / "kb") in line
+        assert line.rstrip().endswith(
+            "; spans are read with the orchestrator conventions (OTEL_DIARY_CONVENTIONS)")
         health = httpx.get(f"http://127.0.0.1:{http_port}/health", timeout=10)
         assert (health.status_code, health.json()) == (200, {"status": "ok"})
         process.send_signal(signal.SIGTERM)
