@@ -88,7 +88,12 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         settings = settings_from(args, [field for _, field, _, _ in _FLAGS])
     except ValueError as exc:
-        print(f"otel-diary serve: {exc}", file=sys.stderr)
+        said = str(exc)  # "serve_grace_s: must be …": named as the user gave it, "--grace"
+        flag = next((flag for flag, field, _, _ in _FLAGS if said.startswith(f"{field}: ")),
+                    None)
+        if flag is not None:
+            said = flag + said[said.index(":"):]
+        print(f"otel-diary serve: {said}", file=sys.stderr)
         return 2
     if not settings.serve_http_port and not settings.serve_grpc_port:
         print("otel-diary serve: both ports are 0; nothing to listen on", file=sys.stderr)

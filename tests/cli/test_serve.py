@@ -326,6 +326,19 @@ def test_an_empty_token_refuses_to_start(tmp_path: Path, args: tuple[str, ...],
     assert not (tmp_path / "kb").exists()
 
 
+@pytest.mark.parametrize(("args", "said"), [
+    (("--grace", "-1"), "--grace: must be at least 0 (got -1.0)"),
+    (("--http-port", "99999"), "--http-port: must be at most 65535 (got 99999)"),
+])
+def test_a_flag_out_of_range_is_named_as_given(tmp_path: Path, args: tuple[str, ...],
+                                               said: str) -> None:
+    """A flag's value out of range stops serve before it listens, naming the flag."""
+    done = subprocess.run(
+        [sys.executable, "-m", "otel_diary.cli", "serve", "--dir", str(tmp_path / "kb"),
+         "--grpc-port", "0", *args], capture_output=True, text=True, timeout=20)
+    assert (done.returncode, done.stderr) == (2, f"otel-diary serve: {said}\n")
+
+
 def test_traces_without_a_task_never_keep_a_task_out(tmp_path: Path) -> None:
     """Traces of one LLM span and no task fill the trace bound; a task trace still gets in."""
     server = Serve(tmp_path, env={"OTEL_DIARY_SERVE_MAX_TRACES": "100",
