@@ -19,6 +19,7 @@ from otel_diary.text import one_line
 
 if TYPE_CHECKING:
     from otel_diary.index.postgres import PostgresStore
+    from otel_diary.readers.knowledge import KnowledgeBase
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,6 +67,21 @@ def open_store_of(command: str, url: str, *, migrate: bool = False) -> PostgresS
     except ValueError as exc:
         fail(command, str(exc), 2)
         return None
+
+
+def knowledge_base_of(command: str, root: Path, url: str | None) -> KnowledgeBase | None:
+    """What ``command`` reads: the store at ``url`` when one is given, else the folder at
+    ``root``; ``None`` after printing why the store cannot be opened."""
+    if not url:
+        from otel_diary.readers.knowledge import KnowledgeBase
+
+        return KnowledgeBase(root)
+    store = open_store_of(command, url)
+    if store is None:
+        return None
+    from otel_diary.readers.shared import StoreKnowledgeBase  # psycopg: the pg extra
+
+    return StoreKnowledgeBase(store)
 
 
 RECEIVER_MODULES: Mapping[str, str] = {

@@ -18,7 +18,7 @@ from otel_diary.cli.common import (
     add_store_argument,
     fail,
     has_knowledge_base,
-    open_store_of,
+    knowledge_base_of,
     root_of,
     store_of,
 )
@@ -28,7 +28,6 @@ from otel_diary.readers.knowledge import (
     MAX_ERROR_CHARS,
     MAX_LIMIT,
     MAX_QUERY_CHARS,
-    KnowledgeBase,
 )
 
 
@@ -103,13 +102,9 @@ def run(args: argparse.Namespace) -> int:
     url = store_of(args)
     if not (task.strip() or error.strip()) or not (url or has_knowledge_base(root)):
         return 0
-    kb = KnowledgeBase(root)
-    if url:
-        if open_store_of("context", url) is None:
-            return 2
-        from otel_diary.readers.shared import open_knowledge_base  # psycopg: the pg extra
-
-        kb = open_knowledge_base(root, url)
+    kb = knowledge_base_of("context", root, url)
+    if kb is None:
+        return 2
     with kb:
         try:
             signatures, found = relevant(kb, task=task, error=error, agent=args.agent,

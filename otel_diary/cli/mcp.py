@@ -13,8 +13,8 @@ import os
 from otel_diary.cli.common import (
     add_store_argument,
     fail,
+    knowledge_base_of,
     missing_extra,
-    open_store_of,
     root_of,
     store_of,
 )
@@ -48,7 +48,6 @@ def run(args: argparse.Namespace) -> int:
                             extra="mcp")
     if missing is not None:
         return missing
-    from otel_diary.readers.knowledge import KnowledgeBase
     from otel_diary.readers.mcp import TOKEN_ENV, serve_http, serve_stdio
 
     token = os.environ.get(TOKEN_ENV, "")
@@ -56,14 +55,9 @@ def run(args: argparse.Namespace) -> int:
         return fail("mcp", f"--transport http needs a bearer token in {TOKEN_ENV}", 2)
 
     root = root_of(args)
-    url = store_of(args)
-    if url and open_store_of("mcp", url) is None:
+    kb = knowledge_base_of("mcp", root, store_of(args))
+    if kb is None:
         return 2
-    kb = KnowledgeBase(root)
-    if url:
-        from otel_diary.readers.shared import open_knowledge_base
-
-        kb = open_knowledge_base(root, url)
     with kb:
         if args.transport == "http":
             serve_http(kb, token=token, host=args.host, port=args.port)

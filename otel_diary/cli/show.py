@@ -16,6 +16,7 @@ from otel_diary.cli.common import (
     add_store_argument,
     fail,
     has_knowledge_base,
+    knowledge_base_of,
     open_store_of,
     print_json,
     root_of,
@@ -97,15 +98,9 @@ def _from_folder(root: Path, trace: bool, wanted: str) -> tuple[list[Shown], str
 
 def _lesson(root: Path, url: str | None, wanted: str) -> list[Shown]:
     """The lesson whose id is ``wanted``, if there is one (else an empty list)."""
-    from otel_diary.readers.knowledge import KnowledgeBase
-
-    if not (url or has_knowledge_base(root)):
+    kb = knowledge_base_of("show", root, url) if url or has_knowledge_base(root) else None
+    if kb is None:
         return []
-    kb = KnowledgeBase(root)
-    if url:
-        from otel_diary.readers.shared import open_knowledge_base  # psycopg: the pg extra
-
-        kb = open_knowledge_base(root, url)
     with kb:
         try:
             found = kb.fetch(wanted)
