@@ -9,6 +9,8 @@ real pipeline into a temporary knowledge base, in one shuffled order, then print
   * Related coverage: of the diaries with an earlier sibling, the share listing any diary,
   * lesson first: of those, the share whose "Related" starts with their family's lesson,
   * search precision@10 per family (lessons above diaries, as ``otel-diary search``),
+  * lesson found by a question: the share of families whose lesson is listed for the
+    family's words in a question no lesson has every word of,
   * lessons per family and lesson purity (share of a lesson's evidence from one family).
 
     python benchmarks/retrieval.py [--runs 12] [--seed 7] [--no-noise] [--held-out] [--verbose]
@@ -385,7 +387,10 @@ def main() -> int:
         pipeline.close()
         lessons = _lessons(root)
         search = _search(root, family_of, lessons)
+        asked = _questions(root, family_of, lessons)
     _report(family_of, related_of, had_sibling, lessons, search, args.verbose)
+    print(f"Lesson found by a question: {_mean(list(asked.values())):.3f} (share of families; "
+          "'how did an earlier run get past <words> when the build broke')")
     return 0
 
 
@@ -418,6 +423,23 @@ def _search(root: Path, family_of: dict[str, str],
                     good += family_of.get(ident) == family
             precision[family] = good / len(ids) if ids else 0.0
     return precision
+
+
+def _questions(root: Path, family_of: dict[str, str],
+               lessons: dict[str, list[str]]) -> dict[str, float]:
+    """Family -> 1.0 when the search for a question around its words lists its lesson."""
+    from otel_diary.cli.search import ranked
+    from otel_diary.index.store import DiaryIndex
+
+    found: dict[str, float] = {}
+    with DiaryIndex(root) as index:
+        for family, (_, words) in FAMILIES.items():
+            question = f"how did an earlier run get past {words} when the build broke"
+            listed = [item["id"] for item in ranked(root, index, question, limit=10)]
+            found[family] = float(any(
+                [family_of.get(e) for e in lessons[ident]].count(family) * 2
+                > len(lessons[ident]) for ident in listed if ident in lessons))
+    return found
 
 
 def _report(family_of: dict[str, str], related_of: dict[str, tuple[str, ...]],

@@ -51,7 +51,8 @@ EPILOG = ("Exit status, as grep's: 0 when diaries match, 1 when none does (or th
           "diaries yet), 2 on an error. With --json, \"match\" says how the results matched: "
           "\"all\" (every word), \"any\" (some words: no diary had them all), \"recent\" "
           "(no words: the newest), or \"none\" when there are no results; \"lessons\" "
-          "lists the lessons with every word, which the exit status does not count.")
+          "lists the lessons with every word, then those gathering the diaries found, which "
+          "the exit status does not count.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,24 +72,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_store_argument(parser)
 
 
-def lessons_for(root: Path, query: str, limit: int) -> list[dict[str, Any]]:
-    """The lessons matching every word of ``query``, as search results (``kind: lesson``)."""
+def lessons_for(root: Path, query: str, result: SearchResult,
+                limit: int) -> list[dict[str, Any]]:
+    """The lessons matching every word of ``query``, then those gathering the diaries
+    found (``result``), as search results (``kind: lesson``)."""
     if not query.strip():
         return []
     return [_lesson(found, str(root / found.path))
-            for found in search_lessons(root, query, limit)]
+            for found in search_lessons(root, query, limit, _found(result))]
+
+
+def _found(result: SearchResult) -> list[str]:
+    """The ids of the diaries a search for words found: the lessons gathering them are
+    listed too."""
+    return [hit.id for hit in result.hits] if result.match != "recent" else []
 
 
 def _lesson(found: Found, file: str) -> dict[str, Any]:
     return {"id": found.id, "kind": "lesson", "title": found.title, "path": found.path,
             "updated": found.created, "worked": found.learned, "snippet": found.snippet,
-            "file": file}
+            "matched": found.matched, "file": file}
 
 
 def ranked(root: Path, index: DiaryIndex, query: str, *, limit: int = 10) -> list[dict[str, Any]]:
     """What ``otel-diary search QUERY`` lists, unfiltered: lessons, then diaries."""
-    found = lessons_for(root, query, limit)
-    found += [{**hit.as_dict(), "kind": "diary"} for hit in index.search(query, limit=limit).hits]
+    result = index.search(query, limit=limit)
+    found = lessons_for(root, query, result, limit)
+    found += [{**hit.as_dict(), "kind": "diary"} for hit in result.hits]
     return found[:limit]
 
 
@@ -104,8 +114,8 @@ def _in_store(args: argparse.Namespace, url: str) -> tuple[SearchResult, list[di
                               task=args.task, since=args.since, limit=args.limit, raw=args.fts)
         lessons: list[dict[str, Any]] = []
         if not (args.agent or args.outcome or args.task or args.since or args.fts):
-            lessons = [_lesson(found, found.path) for found in
-                       search_store_lessons(store, fts_terms(args.query), args.limit)]
+            lessons = [_lesson(found, found.path) for found in search_store_lessons(
+                store, fts_terms(args.query), args.limit, _found(result))]
     return result, lessons
 
 
@@ -133,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     lessons = []
     unfiltered = not (args.agent or args.outcome or args.task or args.since or args.fts)
     if unfiltered and has_knowledge_base(root):
-        lessons = lessons_for(root, args.query, args.limit)
+        lessons = lessons_for(root, args.query, result, args.limit)
     return _show(args, result, lessons, root)
 
 
@@ -157,6 +167,8 @@ def _show(args: argparse.Namespace, result: SearchResult, lessons: list[dict[str
             print(f"    What worked: {lesson['worked']}")
         if lesson["snippet"]:
             print(f"    {lesson['snippet']}")
+        elif lesson["matched"] != ["text"]:
+            print(f"    The lesson of {', '.join(lesson['matched'])}, listed below")
         print()
     if not result.hits:
         print("No diaries match.")

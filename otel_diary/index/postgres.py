@@ -405,12 +405,24 @@ class PostgresStore:
         return [lesson_of(signature, state) for signature, state in rows]
 
     def lesson_rows(self, *, ident: str | None = None, signatures: Sequence[str] = (),
-                    terms: Sequence[str] = (), limit: int = 10) -> list[tuple[str, ...]]:
+                    terms: Sequence[str] = (), gathering: Sequence[str] = (),
+                    limit: int = 10) -> list[tuple[str, ...]]:
         """Lessons as ``(id, path, title, signature, last_seen, top rule, snippet)``: by
-        ``ident``, ``signatures`` (newest first) or ``terms`` (best first; snippet of the body)."""
+        ``ident``, ``signatures`` (newest first), ``terms`` (best first; snippet of the body)
+        or the diaries they gather, ids in ``gathering`` (in the order of the first of them
+        each gathers, which stands for the snippet)."""
         head = "SELECT id, path, title, signature, last_seen, state #>> '{rules,0,text}'"
         with self._db.connection() as conn:
-            if ident is not None:
+            if gathering:
+                rows = conn.execute(
+                    f"{head}, diary FROM (SELECT DISTINCT ON (l.id) l.*, s.diary, "
+                    "array_position(%s, s.diary) AS n "
+                    f"FROM {SCHEMA}.signatures AS s JOIN {SCHEMA}.lessons AS l "
+                    f"ON l.signature = s.signature JOIN {SCHEMA}.lesson_runs AS r "
+                    "ON r.signature = s.signature AND r.diary = s.diary "
+                    "WHERE s.diary = ANY(%s) ORDER BY l.id, n) AS g ORDER BY n LIMIT %s",
+                    (list(gathering), list(gathering), limit)).fetchall()
+            elif ident is not None:
                 rows = conn.execute(f"{head}, '' FROM {SCHEMA}.lessons WHERE id = %s",
                                     (ident,)).fetchall()
             elif signatures:

@@ -61,8 +61,10 @@ def relevant(kb: KnowledgeBase, *, task: str = "", error: str = "", agent: str |
     if words and len(chosen) < limit:
         query = " ".join(words)[:MAX_QUERY_CHARS]
         answer_ = kb.search(query, agent=agent, limit=limit)
-        for found in answer_.results:
-            if answer_.match == "all" or _covers(found, words):
+        kept = {found.id for found in answer_.results
+                if answer_.match == "all" or _covers(found, words)}
+        for found in answer_.results:  # a lesson listed for a diary kept is kept with it
+            if found.id in kept or not kept.isdisjoint(found.matched):
                 chosen.setdefault(found.id, found)
     return signatures, list(chosen.values())[:limit]
 

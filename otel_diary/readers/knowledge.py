@@ -33,14 +33,9 @@ from otel_diary.index.documents import (
 from otel_diary.index.query import Hit, Match, fts_terms
 from otel_diary.index.schema import SCHEMA_VERSION, prepare
 from otel_diary.index.store import INDEX_FILE, DiaryIndex
-from otel_diary.pipeline.render import (
-    DIARY_ROOT,
-    KB_FOLDER,
-    LESSON_ROOT,
-    parse_front_matter,
-    split_front_matter,
-)
-from otel_diary.text import encodable, knowledge_files, one_line, read_text
+from otel_diary.pipeline.render import DIARY_ROOT, KB_FOLDER, parse_front_matter, split_front_matter
+from otel_diary.readers.lessons import KnownLesson, LessonFiles, LessonSource, heading, plain_text
+from otel_diary.text import encodable, one_line, read_text
 
 MAX_LIMIT = 50
 MAX_QUERY_CHARS = 2_000
@@ -50,9 +45,6 @@ logger = logging.getLogger("otel_diary")
 _T = TypeVar("_T")
 _ERRORISH = re.compile(r"error|exception|fail|fatal|panic|traceback", re.IGNORECASE)
 _PLAIN_WORD = re.compile(r"[^\W\d_]{3,}")
-_VERBATIM = re.compile(r"[A-Za-z0-9_.:/<>@+=, -]{1,60}")
-"""Text YAML keeps as it is in a scalar (ASCII, too short to be folded), so a lesson file
-containing it can be found without parsing the file."""
 
 Kind = Literal["lesson", "diary"]
 
@@ -75,7 +67,8 @@ class Found:
     created: str
     snippet: str
     matched: list[str] = field(default_factory=list)
-    """What matched it: error signatures (``code:TS2345``) or ``text``."""
+    """What matched it: error signatures (``code:TS2345``), ``text``, or for a lesson listed
+    for a diary a search found, that diary's id."""
     learned: str = ""
     """A diary's "What was learned", its start; a lesson's most voted rule of "What
     worked" (empty when it has none)."""
@@ -133,10 +126,6 @@ def _plain_json(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _text(value: object) -> str:
-    return "" if value is None or isinstance(value, (dict, list)) else one_line(str(value), 2000)
-
-
 def _bounded(text: str, limit: int, what: str) -> str:
     if len(text) > limit:
         raise ReadError(f"{what} is {len(text):,} characters long; at most {limit:,} are read")
@@ -149,186 +138,33 @@ def _limit(limit: int) -> int:
     return limit
 
 
-# -- lessons -------------------------------------------------------------------------------
-
-@dataclass(frozen=True, kw_only=True)
-class _Lesson:
-    id: str
-    path: str
-    title: str
-    signatures: list[str]
-    created: str
-    worked: str = ""
-    """Its most voted rule."""
-
-
-def _heading(markdown: str) -> str:
-    """The first ``# `` heading of ``markdown``, on one line."""
-    return one_line(next((line[2:] for line in markdown.splitlines()
-                          if line.startswith("# ")), ""), 200)
-
-
-def _lesson(path: str, content: str) -> _Lesson:
-    """A lesson document; ``ValueError`` when ``content`` is not one."""
-    front = parse_front_matter(content)
-    if front.get("source_type") != "lesson" or not _text(front.get("id")):
-        raise ValueError("not a lesson")
-    body = split_front_matter(content)[1]
-    signatures = [_text(front.get("signature"))]
-    listed = front.get("signatures")
-    if isinstance(listed, list):
-        signatures += [_text(item) for item in listed]
-    tags = front.get("tags")
-    if isinstance(tags, list):
-        signatures += [_text(tag).removeprefix("signature:") for tag in tags
-                       if _text(tag).startswith("signature:")]
-    title = _text(front.get("title")) or _heading(body) or Path(path).stem
-    created = _text(front.get("updated")) or _text(front.get("created"))
-    rules = front.get("rules")  # the most voted first; read as `otel-diary lessons` reads them
-    worked = next((rule["text"] for rule in rules if isinstance(rule, dict)
-                   and isinstance(rule.get("text"), str)), "") if isinstance(rules, list) else ""
-    return _Lesson(id=_text(front["id"]), path=path, title=title,
-                   signatures=list(dict.fromkeys(s for s in signatures if s)), created=created,
-                   worked=one_line(worked, 300))
-
-
-class _Lessons:
-    """The lesson documents under ``<root>/diaries/lessons``, reread when they change.
-
-    There is one lesson per error signature, so there may be many: files are read as text
-    and parsed (YAML) only when they may answer, i.e. when they contain the id or a
-    signature asked for, or when the full-text search (built on first use) returns them.
-    """
-
-    def __init__(self, root: Path) -> None:
-        self._root = root
-        self._folder = root / LESSON_ROOT
-        self._base = (root / KB_FOLDER).resolve()
-        """Everything a reader may return lives under ``<root>/diaries``."""
-        self._lock = threading.Lock()
-        self._texts: dict[str, tuple[tuple[int, int], str]] = {}
-        self._parsed: dict[str, _Lesson | None] = {}
-        self._searchable: list[str] | None = None
-        """The path of each row of the full-text table; ``None`` while it is out of date."""
-        self._db: sqlite3.Connection | None = None
-
-    def _refresh(self) -> dict[str, str]:
-        """Path -> text of every lesson-sized file, rereading those that changed."""
-        texts: dict[str, tuple[tuple[int, int], str]] = {}
-        for file in knowledge_files(self._folder, self._base):
-            try:
-                stat = file.stat()
-                if not file.is_file() or stat.st_size > MAX_DOCUMENT_BYTES:
-                    continue
-                path = file.relative_to(self._root).as_posix()
-                stamp = (stat.st_mtime_ns, stat.st_size)
-                known = self._texts.get(path)
-                if known is None or known[0] != stamp:
-                    known = (stamp, read_text(file, "replace", within=self._base,
-                                              max_bytes=MAX_DOCUMENT_BYTES))
-                    self._parsed.pop(path, None)
-                    self._searchable = None
-            except OSError:
-                continue
-            texts[path] = known
-        if texts.keys() != self._texts.keys():
-            self._searchable = None
-        self._texts = texts
-        return {path: text for path, (_, text) in texts.items()}
-
-    def _parse(self, path: str) -> _Lesson | None:
-        if path not in self._parsed:
-            try:
-                self._parsed[path] = _lesson(path, self._texts[path][1])
-            except (ValueError, TypeError):
-                self._parsed[path] = None
-        return self._parsed[path]
-
-    def _containing(self, needles: Sequence[str]) -> list[_Lesson]:
-        """Lessons whose file contains one of ``needles`` (all of them when a needle has
-        characters YAML might have escaped), in path order, the first of an id only."""
-        texts = self._refresh()
-        plain = all(_VERBATIM.fullmatch(needle) for needle in needles)
-        found: list[_Lesson] = []
-        seen: set[str] = set()
-        for path, text in texts.items():
-            if plain and not any(needle in text for needle in needles):
-                continue
-            lesson = self._parse(path)
-            if lesson is not None and lesson.id not in seen:
-                seen.add(lesson.id)
-                found.append(lesson)
-        return found
-
-    def by_id(self, ident: str) -> _Lesson | None:
-        with self._lock:
-            return next((lesson for lesson in self._containing([ident]) if lesson.id == ident),
-                        None)
-
-    def by_signature(self, signatures: Sequence[str]) -> list[tuple[_Lesson, list[str]]]:
-        """Lessons for any of ``signatures``: by the first signature they share, newest first."""
-        if not signatures:
-            return []
-        order = {signature: n for n, signature in enumerate(signatures)}
-        with self._lock:
-            candidates = self._containing(signatures)
-        found = [(lesson, [s for s in lesson.signatures if s in order]) for lesson in candidates]
-        found = [(lesson, shared) for lesson, shared in found if shared]
-        found.sort(key=lambda pair: pair[0].created, reverse=True)
-        found.sort(key=lambda pair: min(order[s] for s in pair[1]))
-        return found
-
-    def search(self, terms: Sequence[str], limit: int) -> list[tuple[_Lesson, str]]:
-        """Lessons with every term (the index's tokenizer and stemming), best first, each
-        with a snippet."""
-        if not terms:
-            return []
-        with self._lock:
-            texts = self._refresh()
-            if not texts:
-                return []
-            if self._db is None:
-                self._db = sqlite3.connect(":memory:", check_same_thread=False)
-                self._db.execute("CREATE VIRTUAL TABLE lessons USING fts5 (title, body, "
-                                 "meta, tokenize = 'porter unicode61 remove_diacritics 2')")
-            if self._searchable is None:
-                paths = list(texts)
-                self._db.execute("DELETE FROM lessons")
-                self._db.executemany(  # snippets from the markdown, never the front matter
-                    "INSERT INTO lessons (rowid, title, body, meta) VALUES (?, ?, ?, ?)",
-                    [(n, _heading(texts[path]), *reversed(split_front_matter(texts[path])))
-                     for n, path in enumerate(paths)])
-                self._searchable = paths
-            rows = self._db.execute(
-                "SELECT rowid, snippet(lessons, 1, '**', '**', '…', 16) FROM lessons "
-                "WHERE lessons MATCH ? ORDER BY bm25(lessons, 10.0, 1.0, 1.0) LIMIT ?",
-                (" AND ".join(terms), 2 * limit)).fetchall()
-            found: list[tuple[_Lesson, str]] = []
-            seen: set[str] = set()
-            for row, snippet in rows:
-                lesson = self._parse(self._searchable[row])
-                if lesson is not None and lesson.id not in seen:
-                    seen.add(lesson.id)
-                    found.append((lesson, " ".join(str(snippet).split())))
-        return found[:limit]
-
-    def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-
-
-def _found_lesson(lesson: _Lesson, snippet: str = "", matched: Iterable[str] = ()) -> Found:
+def _found_lesson(lesson: KnownLesson, snippet: str = "", matched: Iterable[str] = ()) -> Found:
     return Found(id=lesson.id, kind="lesson", title=lesson.title, path=lesson.path,
                  outcome="", agent="", task="", created=lesson.created, snippet=snippet,
                  matched=list(matched), learned=lesson.worked)
 
 
-def search_lessons(root: str | Path, query: str, limit: int = 10) -> list[Found]:
-    """The lessons under ``root`` with every word of ``query``, best first (read only)."""
-    lessons = _Lessons(Path(root))
+def ranked_lessons(lessons: LessonSource, terms: Sequence[str], diaries: Sequence[str],
+                   limit: int, since: str | None = None) -> list[Found]:
+    """The lessons with every one of ``terms`` (updated ``since``), best first, then those
+    gathering the diaries a search found (``diaries``, best first): at most ``limit`` of
+    the first, and half of it of the others (one at least)."""
+    found: dict[str, Found] = {}
+    for lesson, snippet in lessons.search(terms, limit):
+        if since is None or lesson.created >= since:
+            found.setdefault(lesson.id, _found_lesson(lesson, snippet, ["text"]))
+    for lesson, diary in lessons.gathering(diaries, max(1, limit // 2)):
+        found.setdefault(lesson.id, _found_lesson(lesson, "", [diary]))
+    return list(found.values())
+
+
+def search_lessons(root: str | Path, query: str, limit: int = 10,
+                   diaries: Sequence[str] = ()) -> list[Found]:
+    """The lessons under ``root`` with every word of ``query``, then those gathering the
+    diaries the search for it found (ids), best first (see :func:`ranked_lessons`)."""
+    lessons = LessonFiles(Path(root))
     try:
-        return [_found_lesson(lesson, snippet, ["text"])
-                for lesson, snippet in lessons.search(fts_terms(query), limit)]
+        return ranked_lessons(lessons, fts_terms(query), diaries, limit)
     finally:
         lessons.close()
 
@@ -406,13 +242,13 @@ def document(asked: str, path: str, content: str) -> Document:
         front = parse_front_matter(content)
     except ValueError:
         raise ReadError(f"{asked!r} is not a diary or lesson document") from None
-    ident = _text(front.get("id"))
+    ident = plain_text(front.get("id"))
     kind = front.get("source_type", "diary")
     if not ident or kind not in ("diary", "lesson"):
         raise ReadError(f"{asked!r} is not a diary or lesson document")
     body = split_front_matter(content)[1]
     return Document(id=ident, kind=kind, path=path, uri=f"diary://{ident}",
-                    title=_text(front.get("title")) or _heading(body),
+                    title=plain_text(front.get("title")) or heading(body),
                     front_matter=_plain_json(front), body=body, content=content)
 
 
@@ -429,7 +265,7 @@ class KnowledgeBase:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self._folder = (self.root / KB_FOLDER).resolve()
-        self._lessons = _Lessons(self.root)
+        self._lessons: LessonSource = LessonFiles(self.root)
         self._index = ReadOnlyIndex(self.root)
         self._scratch: _ScratchIndex | None = None
         self._lock = threading.Lock()
@@ -472,21 +308,21 @@ class KnowledgeBase:
     def search(self, query: str = "", *, agent: str | None = None, outcome: str | None = None,
                since: str | None = None, limit: int = 10) -> SearchAnswer:
         """Lessons, then diaries, matching every word of ``query`` (or, when no document has
-        them all, some of them). Lessons are left out when ``agent`` or ``outcome`` filter."""
+        them all, some of them); after the lessons with every word, those gathering the
+        diaries found. Lessons are left out when ``agent`` or ``outcome`` filter."""
         query = _bounded(query, MAX_QUERY_CHARS, "the query")
         agent = None if agent is None else encodable(agent)
         since = None if since is None else encodable(since)
         limit = _limit(limit)
-        found: list[Found] = []
-        if agent is None and outcome is None:
-            for lesson, snippet in self._lessons.search(fts_terms(query), limit):
-                if since is None or lesson.created >= since:
-                    found.append(_found_lesson(lesson, snippet, ["text"]))
         try:
             result = self._query(lambda index: index.search(
                 query, agent=agent, outcome=outcome, since=since, limit=limit))
         except SearchError as exc:
             raise ReadError(str(exc)) from None
+        found: list[Found] = []
+        if agent is None and outcome is None:
+            diaries = [hit.id for hit in result.hits] if result.match != "recent" else []
+            found = ranked_lessons(self._lessons, fts_terms(query), diaries, limit, since)
         found += [_found_diary(hit, ["text"]) for hit in result.hits]
         return SearchAnswer(query=query, match=result.match if found else "none",
                             results=found[:limit])

@@ -126,7 +126,8 @@ def build_server(kb: KnowledgeBase) -> MCPServer[Any]:
             "2026-11-30T12:00:00Z) or an age (30m, 12h, 7d, 2w)."))] = None,
         limit: Limit = 10,
     ) -> SearchModel:  # type: ignore[valid-type]
-        """Lessons and diaries matching some words, best first (lessons first)."""
+        """Lessons and diaries matching some words, best first: lessons first, those with
+        every word, then those gathering the diaries found."""
         return _answer(lambda: kb.search(query, agent=agent, outcome=outcome,
                                          since=_since(since), limit=limit), SearchModel)
 

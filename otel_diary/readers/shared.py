@@ -20,10 +20,10 @@ from otel_diary.readers.knowledge import (
     Found,
     KnowledgeBase,
     ReadError,
-    _found_lesson,
-    _Lesson,
     document,
+    ranked_lessons,
 )
+from otel_diary.readers.lessons import KnownLesson
 from otel_diary.text import one_line
 
 _T = TypeVar("_T")
@@ -36,16 +36,16 @@ class StoreLessons:
         self._store = store
 
     @staticmethod
-    def _lesson(row: tuple[str, ...]) -> tuple[_Lesson, str]:
+    def _lesson(row: tuple[str, ...]) -> tuple[KnownLesson, str]:
         ident, path, title, signature, last_seen, worked, snippet = row
-        return _Lesson(id=ident, path=path, title=title, signatures=[signature],
+        return KnownLesson(id=ident, path=path, title=title, signatures=[signature],
                        created=last_seen, worked=one_line(worked, 300)), " ".join(snippet.split())
 
-    def by_id(self, ident: str) -> _Lesson | None:
+    def by_id(self, ident: str) -> KnownLesson | None:
         rows = self._store.lesson_rows(ident=ident)
         return self._lesson(rows[0])[0] if rows else None
 
-    def by_signature(self, signatures: Sequence[str]) -> list[tuple[_Lesson, list[str]]]:
+    def by_signature(self, signatures: Sequence[str]) -> list[tuple[KnownLesson, list[str]]]:
         if not signatures:
             return []
         order = {signature: n for n, signature in enumerate(signatures)}
@@ -54,20 +54,26 @@ class StoreLessons:
         found.sort(key=lambda lesson: order[lesson.signatures[0]])
         return [(lesson, list(lesson.signatures)) for lesson in found]
 
-    def search(self, terms: Sequence[str], limit: int) -> list[tuple[_Lesson, str]]:
+    def search(self, terms: Sequence[str], limit: int) -> list[tuple[KnownLesson, str]]:
         if not terms:
             return []
         return [self._lesson(row) for row in self._store.lesson_rows(terms=terms, limit=limit)]
+
+    def gathering(self, diaries: Sequence[str], limit: int) -> list[tuple[KnownLesson, str]]:
+        if not diaries:
+            return []
+        return [self._lesson(row) for row in
+                self._store.lesson_rows(gathering=diaries, limit=limit)]
 
     def close(self) -> None:
         pass
 
 
-def search_store_lessons(store: PostgresStore, terms: Sequence[str],
-                         limit: int = 10) -> list[Found]:
-    """The lessons of ``store`` with every one of ``terms``, best first."""
-    return [_found_lesson(lesson, snippet, ["text"])
-            for lesson, snippet in StoreLessons(store).search(terms, limit)]
+def search_store_lessons(store: PostgresStore, terms: Sequence[str], limit: int = 10,
+                         diaries: Sequence[str] = ()) -> list[Found]:
+    """The lessons of ``store`` with every one of ``terms``, then those gathering
+    ``diaries`` (ids), best first (see :func:`ranked_lessons`)."""
+    return ranked_lessons(StoreLessons(store), terms, diaries, limit)
 
 
 class StoreKnowledgeBase(KnowledgeBase):
@@ -82,7 +88,7 @@ class StoreKnowledgeBase(KnowledgeBase):
     def __init__(self, store: PostgresStore) -> None:  # no folder: nothing of super's
         self.root = Path()
         self.store = store
-        self._lessons = StoreLessons(store)  # type: ignore[assignment]
+        self._lessons = StoreLessons(store)
         self._lock = threading.Lock()
 
     def close(self) -> None:

@@ -92,6 +92,27 @@ def test_search_finds_a_diary_by_its_error_code(
     assert search_ids(capsys, root, "ValueError") == [diaries["parsing"].id]
 
 
+def test_search_lists_the_lesson_of_a_diary_it_finds(
+        capsys: pytest.CaptureFixture[str], kb: tuple[Path, dict[str, Diary]]) -> None:
+    """A question no lesson has every word of lists the lesson of the diary it finds
+    first, saying whose it is (with --json, in "matched"); a filter lists no lesson."""
+    root, diaries = kb
+    question = "how should optional strings be narrowed quickly"
+    code, out, _ = cli(capsys, "search", "--dir", str(root), question)
+    assert code == 0
+    lesson = out.split("\n\n", 1)[0].splitlines()
+    assert lesson[0].split()[1] == "lesson"
+    assert lesson[-1] == f"    The lesson of {diaries['types'].id}, listed below"
+    heads = [line.split()[:2] for line in out.splitlines() if line.startswith("kh-")]
+    assert next(ident for ident, kind in heads if kind != "lesson") == diaries["types"].id
+    found = json.loads(cli(capsys, "search", "--dir", str(root), "--json", question)[1])
+    assert found["match"] == "any"
+    assert found["lessons"][0]["matched"] == [diaries["types"].id]
+    assert found["lessons"][0]["file"] == str(root / "diaries/lessons/code-TS2345.md")
+    filtered = cli(capsys, "search", "--dir", str(root), "--json", "--agent", "coder", question)
+    assert json.loads(filtered[1])["lessons"] == []
+
+
 @pytest.mark.parametrize(("filters", "expected"), [
     (["--agent", "reviewer"], ["parsing"]),
     (["--outcome", "recovered"], ["parsing", "types"]),

@@ -63,13 +63,16 @@ def test_import_copies_a_folder_once_and_readers_answer_alike(
         assert code in (0, 1)
         return dict(json.loads(out))
 
-    for query in ("pagination", "types", "TS2345", ""):
+    for query in ("pagination", "types", "TS2345", "", "parser hardened quickly"):
         on_folder = listed("search", query, "--dir", str(root))
         on_store = listed("search", query, "--store", postgres_url)
         assert [hit["id"] for hit in on_store["results"]] == \
             [hit["id"] for hit in on_folder["results"]]
-        assert [hit["id"] for hit in on_store["lessons"]] == \
-            [hit["id"] for hit in on_folder["lessons"]]
+        assert [(hit["id"], hit["matched"]) for hit in on_store["lessons"]] == \
+            [(hit["id"], hit["matched"]) for hit in on_folder["lessons"]]
+    # Words no lesson has: the lesson gathering the diary found is listed, naming it.
+    assert on_folder["match"] == "any" and on_folder["results"][0]["id"] == diaries["py"].id
+    assert on_folder["lessons"][0]["matched"] == [diaries["py"].id]
     rule = lesson_from_document((root / "diaries" / "lessons" / "code-TS2345.md").read_text(
         encoding="utf-8")).rules[0].text
     for where in ("--dir", str(root)), ("--store", postgres_url):  # its most voted rule
@@ -118,9 +121,11 @@ def test_the_knowledge_base_answers_alike_on_both(
     diaries = folder_kb(root)
     assert main(["store", "import", "--dir", str(root), "--store", postgres_url]) == 0
     with KnowledgeBase(root) as on_folder, open_knowledge_base(root, postgres_url) as on_store:
-        for query in ("types", "parser"):
-            assert [f.id for f in on_store.search(query).results] == \
-                [f.id for f in on_folder.search(query).results]
+        for query in ("types", "parser", "parser hardened quickly"):
+            assert [(f.id, f.matched) for f in on_store.search(query).results] == \
+                [(f.id, f.matched) for f in on_folder.search(query).results]
+        assert [f.kind for f in on_store.search("parser hardened quickly").results][:1] \
+            == ["lesson"]
         # A lesson answers with its most voted rule, and a snippet of its markdown.
         rule = on_folder.fetch("diaries/lessons/code-TS2345.md").front_matter["rules"][0]
         for kb in (on_folder, on_store):

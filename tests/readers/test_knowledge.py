@@ -65,6 +65,33 @@ def test_lessons_come_first_in_a_search_and_filters_leave_them_out(kb: KB) -> No
         assert [f.kind for f in base.search("TS2345", agent="coder").results] == ["diary"]
 
 
+def test_a_search_lists_the_lessons_of_the_diaries_it_finds(kb: KB) -> None:
+    """Words no lesson has all of still list the lessons gathering the diaries found, in
+    their order, before them, each naming its diary; a search with no words lists none."""
+    root, diaries = kb
+    types = write_lesson(root, "code:TS2345", "Narrow optional values before the call",
+                         [diaries["types"].id])
+    parsing = write_lesson(root, "exception:ValueError", "Check the input first",
+                           [diaries["parsing"].id])
+    with KnowledgeBase(root) as base:
+        for words, match in (("tighten types in orders", "all"),
+                             ("how did we tighten the types in the orders api", "any")):
+            answer = base.search(words)
+            assert answer.match == match
+            found = [(f.kind, f.id) for f in answer.results]
+            assert found[0] == ("lesson", types)
+            assert answer.results[0].matched == [diaries["types"].id]
+            assert found.index(("diary", diaries["types"].id)) > 0
+        assert [f.kind for f in base.search("").results] == ["diary"] * 3
+        assert [f.kind for f in base.search("orders", outcome="recovered").results] == ["diary"]
+        both = base.search("harden parser tighten types", limit=4)
+        order = [f.id for f in both.results if f.kind == "diary"]
+        gathers = {types: diaries["types"].id, parsing: diaries["parsing"].id}
+        assert [f.id for f in both.results[:2]] == sorted(
+            gathers, key=lambda lesson: order.index(gathers[lesson]))
+        assert [f.matched for f in both.results[:2]] == [[ident] for ident in order]
+
+
 def test_fetch_returns_the_whole_document_by_id_or_path(kb: KB) -> None:
     """A kh- id and the diary's relative path give the same front matter and body."""
     root, diaries = kb

@@ -58,7 +58,8 @@ def write_lesson(root: Path, signature: str, title: str, evidence: list[str]) ->
     evidence_lines = "\n".join(f"- {diary_id}" for diary_id in evidence)
     content = (f"---\nid: {ident}\nsource_type: lesson\ntitle: '{title}'\n"
                f"signature: '{signature}'\nruns: {len(evidence)}\n"
-               f"updated: '2026-07-26T00:00:00.000Z'\n---\n\n# {title}\n\n"
+               f"updated: '2026-07-26T00:00:00.000Z'\nevidence:\n{evidence_lines}\n---\n\n"
+               f"# {title}\n\n"
                f"## What worked\n- {title} (votes: {len(evidence)})\n\n"
                f"## Evidence\n{evidence_lines}\n")
     path = root / "diaries" / "lessons" / f"{name}.md"
