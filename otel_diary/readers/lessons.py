@@ -29,11 +29,14 @@ containing it can be found without parsing the file."""
 
 
 def plain_text(value: object) -> str:
+    """A front-matter scalar as one line of text; empty for nothing, a list or a mapping."""
     return "" if value is None or isinstance(value, (dict, list)) else one_line(str(value), 2000)
 
 
 @dataclass(frozen=True, kw_only=True)
 class KnownLesson:
+    """A lesson as the readers list it."""
+
     id: str
     path: str
     title: str
@@ -90,21 +93,8 @@ def known_lesson(path: str, content: str) -> KnownLesson:
     return KnownLesson(id=plain_text(front["id"]), path=path, title=title,
                        signatures=list(dict.fromkeys(s for s in signatures if s)),
                        created=created, worked=one_line(worked, 300),
-                       evidence=tuple(str(item) for item in evidence if isinstance(item, str))
+                       evidence=tuple(item for item in evidence if isinstance(item, str))
                        if isinstance(evidence, list) else ())
-
-
-def gathered(lessons: Sequence[KnownLesson], diaries: Sequence[str],
-             limit: int) -> list[tuple[KnownLesson, str]]:
-    """Of ``lessons``, those gathering one of ``diaries``, each with the first of them it
-    gathers, in the order of ``diaries``: at most ``limit``."""
-    order: dict[str, int] = {}
-    for n, ident in enumerate(diaries):
-        order.setdefault(ident, n)
-    firsts = [(min(order[ident] for ident in lesson.evidence if ident in order), lesson)
-              for lesson in lessons if not order.keys().isdisjoint(lesson.evidence)]
-    firsts.sort(key=lambda pair: pair[0])
-    return [(lesson, diaries[n]) for n, lesson in firsts[:limit]]
 
 
 class LessonFiles:
@@ -200,7 +190,13 @@ class LessonFiles:
             return []
         with self._lock:
             candidates = self._containing(diaries)
-        return gathered(candidates, diaries, limit)
+        order: dict[str, int] = {}
+        for n, ident in enumerate(diaries):
+            order.setdefault(ident, n)
+        firsts = [(min(order[ident] for ident in lesson.evidence if ident in order), lesson)
+                  for lesson in candidates if not order.keys().isdisjoint(lesson.evidence)]
+        firsts.sort(key=lambda pair: pair[0])
+        return [(lesson, diaries[n]) for n, lesson in firsts[:limit]]
 
     def search(self, terms: Sequence[str], limit: int) -> list[tuple[KnownLesson, str]]:
         """Lessons with every term (the index's tokenizer and stemming), best first, each

@@ -38,8 +38,9 @@ class StoreLessons:
     @staticmethod
     def _lesson(row: tuple[str, ...]) -> tuple[KnownLesson, str]:
         ident, path, title, signature, last_seen, worked, snippet = row
-        return KnownLesson(id=ident, path=path, title=title, signatures=[signature],
-                       created=last_seen, worked=one_line(worked, 300)), " ".join(snippet.split())
+        lesson = KnownLesson(id=ident, path=path, title=title, signatures=[signature],
+                             created=last_seen, worked=one_line(worked, 300))
+        return lesson, " ".join(snippet.split())
 
     def by_id(self, ident: str) -> KnownLesson | None:
         rows = self._store.lesson_rows(ident=ident)
