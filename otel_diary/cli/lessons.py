@@ -1,8 +1,9 @@
 """``otel-diary lessons [--signature S]``: the lessons of a knowledge base, newest first.
 
 One lesson per error signature (``code:TS2345``, ``exception:KeyError``, ``template:…``);
-``--signature`` shows only the lesson of one, whole. Exits 0 when lessons are listed, 1
-when there are none (or none for that signature).
+``--signature`` shows only the lesson of one, whole; given without its kind (``TS2345``,
+``KeyError``), it is read as an error's text is. Exits 0 when lessons are listed, 1 when
+there are none (or none for that signature).
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ from otel_diary.cli.common import (
 )
 from otel_diary.errors import IndexUnavailable
 from otel_diary.index.base import DiaryStore
+from otel_diary.index.documents import error_signatures
 from otel_diary.index.folder import FolderStore
-from otel_diary.index.lessons import lesson_path
+from otel_diary.index.lessons import Lesson, lesson_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--signature", metavar="S",
-                        help="only the lesson of this signature, e.g. code:TS2345")
+                        help="only the lesson of this signature, e.g. code:TS2345 (or TS2345)")
     add_common_arguments(parser)
     add_store_argument(parser)
 
@@ -44,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         store, root = opened, Path()
     try:
         with contextlib.closing(store):
-            lessons = [store.lesson(args.signature)] if args.signature else store.lessons()
+            lessons = _lesson_of(store, args.signature) if args.signature else store.lessons()
     except IndexUnavailable as exc:
         return fail("lessons", str(exc), 1)
     lessons = [lesson for lesson in lessons if lesson.runs]
@@ -71,3 +73,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"    {best.text} ({best.votes} vote(s))")
         print(f"    {root / lesson_path(lesson.signature)}")
     return 0
+
+
+def _lesson_of(store: DiaryStore, asked: str) -> list[Lesson]:
+    """The lesson of the signature ``asked``, in a list; one given without its kind
+    (``TS2345``, ``KeyError``) is read as an error's text, for the signatures it has."""
+    candidates = [asked] if ":" in asked else [asked, *error_signatures(asked)]
+    lessons = [store.lesson(signature) for signature in candidates]
+    return [next((lesson for lesson in lessons if lesson.runs), lessons[0])]

@@ -47,6 +47,22 @@ def test_lessons_with_a_signature_prints_that_lesson_whole(
     assert "no lessons for code:TS9999" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("asked", "signature"), [
+    ("TS2345", "code:TS2345"), ("ValueError", "exception:ValueError")])
+def test_a_signature_given_without_its_kind_finds_its_lesson(
+        kb: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str], asked: str,
+        signature: str) -> None:
+    """A code or an exception name as a person types it, without ``code:``: its lesson."""
+    root, _ = kb
+    assert main(["lessons", "--dir", str(root), "--signature", asked]) == 0
+    assert capsys.readouterr().out.startswith("---\nid: " + lesson_id(signature))
+    assert main(["lessons", "--dir", str(root), "--signature", asked, "--json"]) == 0
+    assert [item["signature"] for item in json.loads(capsys.readouterr().out)["lessons"]] \
+        == [signature]
+    assert main(["lessons", "--dir", str(root), "--signature", "TS9999"]) == 1
+    assert "no lessons for TS9999" in capsys.readouterr().err
+
+
 def test_search_lists_the_lesson_above_its_diaries(
         kb: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str]) -> None:
     """`search TS2345` prints the TS2345 lesson, with what worked, before the diaries that
