@@ -115,9 +115,3 @@ class StoreKnowledgeBase(KnowledgeBase):
     def _by_ids(index: PostgresStore, idents: Sequence[str]) -> list[Hit]:  # type: ignore[override]
         return index.by_ids(idents)  # in one query
 
-
-def open_knowledge_base(root: Path, store_url: str | None = None) -> KnowledgeBase:
-    """The knowledge base at ``store_url`` when one is given, else the folder at ``root``."""
-    if store_url:
-        return StoreKnowledgeBase(PostgresStore(store_url, migrate=False))
-    return KnowledgeBase(root)

@@ -16,7 +16,7 @@ from otel_diary.index.lessons import MAX_EVIDENCE, Sighting, lesson_from_documen
 from otel_diary.index.pgschema import SCHEMA, SCHEMA_VERSION
 from otel_diary.index.postgres import PostgresStore
 from otel_diary.readers.knowledge import KnowledgeBase
-from otel_diary.readers.shared import open_knowledge_base
+from otel_diary.readers.shared import StoreKnowledgeBase
 from otel_diary.testing import InMemorySink
 from otel_diary.wiring import build_pipeline
 from tests.support.kb import PY_STDERR, TS_STDERR, plant_unreadable, task_record, write
@@ -120,7 +120,8 @@ def test_the_knowledge_base_answers_alike_on_both(
     root = tmp_path / "kb"
     diaries = folder_kb(root)
     assert main(["store", "import", "--dir", str(root), "--store", postgres_url]) == 0
-    with KnowledgeBase(root) as on_folder, open_knowledge_base(root, postgres_url) as on_store:
+    with KnowledgeBase(root) as on_folder, StoreKnowledgeBase(
+            PostgresStore(postgres_url, migrate=False)) as on_store:
         for query in ("types", "parser", "parser hardened quickly"):
             assert [(f.id, f.matched) for f in on_store.search(query).results] == \
                 [(f.id, f.matched) for f in on_folder.search(query).results]
