@@ -6,16 +6,15 @@ deterministic, fact-based default and the fallback whenever a reflector fails.
 
 from __future__ import annotations
 
-import re
 from typing import Protocol, runtime_checkable
 
+from otel_diary.index.templates import first_error_line
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.render import called, code, named_errors
 from otel_diary.text import cut, one_line
 
 MAX_LEARNED = 800
 """Longest "What was learned" paragraph, in characters."""
-_ERROR_LINE = re.compile(r"\b(error|exception|failed|fatal)\b", re.IGNORECASE)
 
 
 @runtime_checkable
@@ -25,15 +24,13 @@ class Reflector(Protocol):
     def reflect(self, run: TaskRun) -> str: ...
 
 
-def first_error_line(stderr: str | None) -> str | None:
-    """The first line of ``stderr`` that reads like an error, else its last non-empty line."""
+def failed_line(stderr: str | None) -> str | None:
+    """The first line of ``stderr`` that reads as an error, as the lessons and templates
+    read it (a Python traceback's exception line), else its last non-empty line."""
     if not stderr:
         return None
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    for line in lines:
-        if _ERROR_LINE.search(line):
-            return line
-    return lines[-1] if lines else None
+    return first_error_line(stderr) or (lines[-1] if lines else None)
 
 
 class StubReflector:
@@ -67,7 +64,7 @@ def _what_failed(run: TaskRun) -> list[str]:
     """What went wrong first in a recovered run and what got it past that, as sentences."""
     sentences: list[str] = []
     line = (None if run.stderr_is_stacktrace or run.stderr_is_output  # a call's: said below
-            else first_error_line(run.stderr_tail))
+            else failed_line(run.stderr_tail))
     attempts = run.build_attempts or 0
     if line:
         quoted = one_line(line, 160).rstrip(".")

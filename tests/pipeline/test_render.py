@@ -158,6 +158,25 @@ def test_stub_reflection_repeats_no_figure_and_no_stock_advice(run: TaskRun) -> 
         assert stock not in learned
 
 
+@pytest.mark.parametrize(("tail", "quoted"), [
+    ("Traceback (most recent call last):\n  File \"app/main.py\", line 11, in <module>\n"
+     "    import requests\nModuleNotFoundError: No module named 'requests'\n"
+     "make: *** [Makefile:59: build] Error 2\n", "ModuleNotFoundError: No module named 'requests'"),
+    ("./cmd/main.go:88:14: undefined: cfg\nFAIL\tshop/cmd [build failed]\n",
+     "./cmd/main.go:88:14: undefined: cfg"),
+    ("/usr/bin/ld: main.o: in function `main':\nmain.c:(.text+0x1f): undefined reference to "
+     "`ctx'\ncollect2: error: ld returned 1 exit status\n",
+     "main.c:(.text+0x1f): undefined reference to `ctx'"),
+    ("compiling...\nall done, exit 3\n", "all done, exit 3"),
+], ids=["python", "go", "ld", "no error line"])
+def test_stub_reflection_quotes_the_error_its_lesson_lists(tail: str, quoted: str) -> None:
+    """What was learned quotes the first line that reads as an error, as the lesson of the
+    run's error lists it (a traceback's exception, not the make line after it), else the
+    last line."""
+    learned = StubReflector().reflect(replace(RECOVERED, stderr_tail=tail))
+    assert learned.startswith(f'The build failed with "{quoted}".')
+
+
 def test_missing_facts_are_left_out() -> None:
     """A run with no route, model, tokens or counts prints no sentence about them."""
     bare = TaskRun(trace_id=1, span_id=2, task_id="t", title="t", agent="a",
