@@ -43,7 +43,7 @@ from otel_diary.index.pgschema import (
     schema_version,
     words,
 )
-from otel_diary.index.query import Hit, SearchResult, fts_terms
+from otel_diary.index.query import Hit, SearchResult, any_terms, fts_terms
 from otel_diary.index.related import CANDIDATES, WEIGHTS
 from otel_diary.index.rules import Rule, apply_operations
 from otel_diary.index.store import RANKED
@@ -235,8 +235,8 @@ class PostgresStore:
         hits = self._match(tsquery(terms, "&"), filters, params)
         if hits or len(terms) == 1:
             return SearchResult(hits, "all", tuple(terms))
-        return SearchResult(self._match(tsquery(terms, "|"), filters, params), "any",
-                            tuple(terms))
+        return SearchResult(self._match(tsquery(any_terms(terms), "|"), filters, params),
+                            "any", tuple(terms))
 
     def _match(self, expression: str, filters: list[str], params: dict[str, Any]) -> list[Hit]:
         where = " AND ".join(["d.search @@ q.q", *filters])

@@ -57,6 +57,24 @@ def fts_terms(query: str) -> list[str]:
     return terms
 
 
+STOP_WORDS = frozenset({
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "can", "could", "did", "do",
+    "does", "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it",
+    "its", "me", "my", "of", "on", "or", "our", "should", "so", "that", "the", "their", "then",
+    "there", "these", "this", "to", "was", "we", "were", "what", "when", "where", "which",
+    "while", "who", "why", "will", "with", "would", "you", "your"
+})
+"""Words that say nothing alone: a search for some of a question's words leaves them out."""
+
+
+def any_terms(terms: Sequence[str]) -> list[str]:
+    """``terms`` for a search matching any of them: the stop words left out (single words
+    only, not in a phrase), unless nothing else remains. In a small knowledge base a stop
+    word can be rare enough to outrank the words that say what was asked."""
+    kept = [term for term in terms if term.strip('"').lower() not in STOP_WORDS]
+    return kept or list(terms)
+
+
 @dataclass(frozen=True)
 class Hit:
     """One indexed diary, with its rank and a snippet when it came from a search."""

@@ -31,7 +31,7 @@ from otel_diary.index.documents import (
     scan_entries,
     unlisted_entries,
 )
-from otel_diary.index.query import QUERY_ERRORS, Hit, SearchResult, fts_terms
+from otel_diary.index.query import QUERY_ERRORS, Hit, SearchResult, any_terms, fts_terms
 from otel_diary.index.related import Candidates, keys
 from otel_diary.index.related import related as find_related
 from otel_diary.index.schema import (
@@ -470,8 +470,8 @@ class DiaryIndex:
             hits = self._match(conn, " AND ".join(terms), filters, params, limit)
             if hits or len(terms) == 1:
                 return SearchResult(hits, "all", tuple(terms))
-            return SearchResult(self._match(conn, " OR ".join(terms), filters, params, limit),
-                                "any", tuple(terms))
+            return SearchResult(self._match(conn, " OR ".join(any_terms(terms)), filters,
+                                            params, limit), "any", tuple(terms))
         except sqlite3.OperationalError as exc:
             if raw and any(sign in str(exc) for sign in QUERY_ERRORS):
                 raise SearchError(f"invalid FTS5 query {query!r}: {exc}") from None

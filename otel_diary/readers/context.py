@@ -12,20 +12,19 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from otel_diary.index.query import STOP_WORDS
 from otel_diary.readers.knowledge import MAX_ERROR_CHARS, MAX_QUERY_CHARS, Found, KnowledgeBase
 
 DEFAULT_LIMIT = 5
 DEFAULT_MAX_CHARS = 2_000
 _WORD = re.compile(r"[^\W_]{3,}")
 _HEADING = re.compile(r"(?:^|\s)#{1,6}\s")
-_COMMON = frozenset({
-    "the", "and", "for", "with", "from", "into", "onto", "that", "this", "these", "those",
-    "then", "than", "when", "where", "which", "while", "have", "has", "had", "not", "but",
-    "are", "was", "were", "been", "being", "its", "our", "your", "their", "there", "here",
-    "what", "how", "why", "add", "fix", "use", "make", "new", "all", "any", "can", "should",
-    "would", "could", "will", "shall", "must", "may", "might", "task", "run", "please",
-    "also", "just", "very",
+_COMMON = STOP_WORDS | frozenset({
+    "add", "all", "also", "any", "been", "being", "fix", "here", "just", "make", "may",
+    "might", "must", "new", "not", "onto", "please", "run", "shall", "task", "than",
+    "those", "use", "very",
 })
+"""Words that say nothing of a task: the stop words, and what every task asks for."""
 
 
 def _words(text: str) -> list[str]:

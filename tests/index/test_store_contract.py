@@ -91,6 +91,22 @@ def test_search_ranks_a_title_match_first_and_falls_back_to_any_word(
     assert "**" in store.search("quokka").hits[0].snippet
 
 
+def test_a_search_for_some_words_leaves_the_stop_words_out(store: DiaryStore) -> None:
+    """When no diary has every word of a question, its stop words (how, did, an, the, …)
+    are left out: a diary sharing only those with it is not listed, however rare they are
+    in the knowledge base."""
+    asked = render(task_record(1, "T-1", title="Zanzibar quokka export"))
+    noise = render(task_record(2, "T-2", title="An index for the report", agent="docs"))
+    for diary in (asked, noise):
+        keep(store, diary)
+    some = store.search("how did an export of zanzibar go")
+    assert some.match == "any"
+    assert [hit.id for hit in some.hits] == [asked.id]
+    none = store.search("when did the zebra escape")
+    assert (none.match, none.hits) == ("any", [])
+    assert [hit.id for hit in store.search("the an").hits] == [noise.id]  # only stop words
+
+
 WORDS = ("see os.path.join and v1.2.3 at https://ci.example.com/run/7, mail dev@example.com; "
          "node_modules/left-pad snake_case_name kebab-case réseau connection timeouts")
 
