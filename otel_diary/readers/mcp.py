@@ -58,8 +58,9 @@ ASGIApp = Callable[[Scope, Callable[[], Awaitable[Message]],
                     Callable[[Message], Awaitable[None]]], Awaitable[None]]
 
 Query = Annotated[str, Field(max_length=MAX_QUERY_CHARS, description=(
-    'Words to find (every word must match; "a phrase", prefix*); an error code such as '
-    "TS2345 works. Empty: the newest diaries."))]
+    'Words to find (every word must match, else documents with some of them are listed; '
+    '"a phrase", prefix*); a question in plain words or an error code such as TS2345 '
+    "works. Empty: the newest diaries."))]
 Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, description="At most this many results.")]
 Filter = Annotated[str | None, Field(max_length=200)]
 
