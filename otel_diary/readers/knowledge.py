@@ -264,6 +264,8 @@ class KnowledgeBase:
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+        self.where = str(self.root)
+        """What it reads, for messages: the folder, or the store's host and database."""
         self._folder = (self.root / KB_FOLDER).resolve()
         self._lessons: LessonSource = LessonFiles(self.root)
         self._index = ReadOnlyIndex(self.root)

@@ -11,7 +11,9 @@ from __future__ import annotations
 import dataclasses
 import hmac
 import logging
+import socket
 import sqlite3
+import sys
 import typing
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Annotated, Any, Literal, TypeVar
@@ -204,8 +206,22 @@ def serve_stdio(kb: KnowledgeBase) -> None:
     anyio.run(build_server(kb).run_stdio_async)
 
 
+class _Announcing(uvicorn.Server):
+    """A server that says once, on standard error, where it listens, when it does."""
+
+    def __init__(self, config: uvicorn.Config, listening: str) -> None:
+        super().__init__(config)
+        self._listening = listening
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            print(self._listening, file=sys.stderr, flush=True)
+
+
 def serve_http(kb: KnowledgeBase, *, token: str, host: str, port: int) -> None:
-    """Serve ``kb`` over streamable HTTP at ``http://<host>:<port>/mcp`` until interrupted.
+    """Serve ``kb`` over streamable HTTP at ``http://<host>:<port>/mcp`` until interrupted,
+    saying on standard error once it listens, and what it reads.
 
     An ``Upgrade`` request (a WebSocket handshake, ``curl --http2``'s ``h2c``) is served as
     the HTTP/1.1 request it also is, and logs nothing: no client, token or not, fills the
@@ -219,7 +235,9 @@ def serve_http(kb: KnowledgeBase, *, token: str, host: str, port: int) -> None:
                             http=guarded, backlog=connection_limits(guarded.max_connections)[1],
                             log_level="warning", lifespan="on", ws="none")
     logging.getLogger("uvicorn.error").addFilter(_upgrade_warnings)  # after Config's setup
-    uvicorn.Server(config).run()
+    address = f"[{host}]" if ":" in host else host
+    listening = f"otel-diary mcp is listening on http://{address}:{port}{HTTP_PATH}"
+    _Announcing(config, f"{listening}; it reads {kb.where}").run()
 
 
 def _upgrade_warnings(record: logging.LogRecord) -> bool:

@@ -88,6 +88,7 @@ class StoreKnowledgeBase(KnowledgeBase):
 
     def __init__(self, store: PostgresStore) -> None:  # no folder: nothing of super's
         self.root = Path()
+        self.where = store.where
         self.store = store
         self._lessons = StoreLessons(store)
         self._lock = threading.Lock()

@@ -313,7 +313,28 @@ def test_an_upgrade_is_served_as_http_1_1_and_logs_nothing(tmp_path: Path) -> No
     finally:
         process.terminate()
         process.wait(30)
-    assert "upgrade" not in log.read_text().lower()
+    logged = log.read_text().splitlines()
+    assert [line for line in logged if not line.startswith("otel-diary mcp is listening")] == []
+
+
+def test_over_http_it_says_where_it_listens_once_it_does(tmp_path: Path) -> None:
+    """Started with ``--transport http``, the server says on standard error, once it
+    accepts connections, its URL and the knowledge base it reads."""
+    port = free_port()
+    process = subprocess.Popen([*SERVER, "--transport", "http", "--port", str(port),
+                                "--dir", str(tmp_path)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE,
+                               env={**os.environ, "OTEL_DIARY_MCP_TOKEN": TOKEN})
+    try:
+        assert process.stderr is not None
+        ready, _, _ = select.select([process.stderr], [], [], 30)
+        line = process.stderr.readline().decode() if ready else "(nothing in 30 s)"
+        assert line == (f"otel-diary mcp is listening on http://127.0.0.1:{port}/mcp; "
+                        f"it reads {tmp_path}\n")
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    finally:
+        process.terminate()
+        process.wait(30)
 
 
 def test_over_http_a_request_never_finished_is_cut_off_and_agents_get_in(
