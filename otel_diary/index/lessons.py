@@ -40,6 +40,7 @@ from otel_diary.pipeline.render import (
     KB_FOLDER,
     LESSON_ROOT,
     Diary,
+    code,
     front_matter,
     parse_front_matter,
     slug,
@@ -66,6 +67,8 @@ except ImportError:  # pragma: no cover - not POSIX: updates within one process 
 MAX_EVIDENCE = 200
 """Most diary ids a lesson lists as evidence (the newest kept; ``runs`` counts all)."""
 MAX_SEEN = 5
+MAX_LINE = 300
+"""Longest error line a lesson keeps, in characters."""
 """Distinct first error lines kept, as they were seen."""
 MAX_NEWEST = 5
 NEWEST_KEYS = ("id", "title", "created", "path", "learned")
@@ -135,7 +138,7 @@ def sighting(path: str, front: Mapping[str, Any], content: str) -> tuple[str, Si
         agent=one_line(str(front.get("agent", "")), 200),
         created=one_line(str(created if created is not None else ""), 40),
         recovered=front.get("outcome") == "recovered",
-        error_line=one_line(first_error_line(stderr_block(error) or error), 300),
+        error_line=one_line(first_error_line(stderr_block(error) or error), MAX_LINE),
         recovery=one_line(parts.get("How it was recovered", ""), MAX_RULE_CHARS),
         learned=one_line(parts.get("What was learned", ""), 400),
     )
@@ -220,7 +223,7 @@ class Lesson:
                  f"Met in {self.runs} run(s) by {len(self.agents)} agent(s), "
                  f"{self.recovered} recovered; first {self.first_seen or '?'}, "
                  f"last {self.last_seen or '?'}.", "", "## The error as seen"]
-        lines += [f"- `{line.replace('`', chr(39))}`" for line in self.seen] or ["- (no line)"]
+        lines += [f"- {code(line, MAX_LINE)}" for line in self.seen] or ["- (no line)"]
         lines += ["", "## What worked"]
         lines += [f"- {rule.text} ({rule.votes} vote(s); {', '.join(rule.evidence[-5:])})"
                   for rule in self.rules] or ["_Nothing recorded yet._"]
