@@ -12,7 +12,7 @@ per compiler code, then measures
   * in-process: the digest's work alone (``relevant`` + ``digest``) next to one bare
     ``DiaryIndex.search`` of the same error line.
 
-    python benchmarks/context.py [--diaries 10000] [--runs 30] [--calls 200]
+    python benchmarks/context.py [--diaries 10000] [--lessons 100] [--runs 30] [--calls 200]
 """
 
 from __future__ import annotations
@@ -68,6 +68,8 @@ def hook(root: Path, n: int) -> subprocess.CompletedProcess[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--diaries", type=int, default=10_000)
+    parser.add_argument("--lessons", type=int, default=100,
+                        help="lesson files (one per error signature a team has met)")
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--calls", type=int, default=200)
     args = parser.parse_args()
@@ -77,7 +79,7 @@ def main() -> None:
         write_corpus(root, args.diaries)
         with DiaryIndex(root) as index:
             indexed = index.rebuild().indexed
-        lessons = write_lessons(root, range(2300, 2400))
+        lessons = write_lessons(root, range(2300, 2300 + args.lessons))
         print(f"corpus: {indexed} diaries indexed, {lessons} lessons\n")
 
         sample = hook(root, 0).stdout

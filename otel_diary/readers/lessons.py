@@ -6,22 +6,25 @@ the readers find lessons by id, by signature, by words, and by the diaries they 
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 from typing import Protocol
 
 from otel_diary.index.documents import MAX_DOCUMENT_BYTES
+from otel_diary.index.query import fts_terms
 from otel_diary.pipeline.render import (
     KB_FOLDER,
     LESSON_ROOT,
     parse_front_matter,
     split_front_matter,
 )
-from otel_diary.text import knowledge_files, one_line, read_text
+from otel_diary.text import inside, one_line, read_text
 
 VERBATIM = re.compile(r"[A-Za-z0-9_.:/<>@+=, -]{1,60}")
 """Text YAML keeps as it is in a scalar (ASCII, too short to be folded), so a lesson file
@@ -97,6 +100,32 @@ def known_lesson(path: str, content: str) -> KnownLesson:
                        if isinstance(evidence, list) else ())
 
 
+def _lesson_files(folder: Path, base: Path) -> list[tuple[str, os.stat_result]]:
+    """The ``*.md`` files of ``folder`` (not its subfolders), sorted by name, with their
+    ``stat``: none when ``folder`` leads out of ``base``, the knowledge base's folder
+    (resolved), and a symbolic link only when it leads to a lesson-sized file inside."""
+    if not inside(folder, base):
+        return []
+    found: list[tuple[str, os.stat_result]] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.name.endswith(".md"):
+            continue
+        try:
+            if entry.is_symlink() and not inside(Path(entry.path), base, strict=True):
+                continue
+            stat = entry.stat()
+        except OSError:
+            continue
+        if S_ISREG(stat.st_mode) and stat.st_size <= MAX_DOCUMENT_BYTES:
+            found.append((entry.name, stat))
+    found.sort(key=lambda item: item[0])
+    return found
+
+
 class LessonFiles:
     """The lesson documents under ``<root>/diaries/lessons``, reread when they change.
 
@@ -118,23 +147,24 @@ class LessonFiles:
         self._db: sqlite3.Connection | None = None
 
     def _refresh(self) -> dict[str, str]:
-        """Path -> text of every lesson-sized file, rereading those that changed."""
+        """Path -> text of every lesson-sized file, rereading those that changed.
+
+        Lessons are written flat in their folder: one directory read and one ``stat`` per
+        file when nothing changed (a reader asks on every search)."""
         texts: dict[str, tuple[tuple[int, int], str]] = {}
-        for file in knowledge_files(self._folder, self._base):
-            try:
-                stat = file.stat()
-                if not file.is_file() or stat.st_size > MAX_DOCUMENT_BYTES:
-                    continue
-                path = file.relative_to(self._root).as_posix()
-                stamp = (stat.st_mtime_ns, stat.st_size)
-                known = self._texts.get(path)
-                if known is None or known[0] != stamp:
-                    known = (stamp, read_text(file, "replace", within=self._base,
+        prefix = f"{LESSON_ROOT}/"
+        for name, stat in _lesson_files(self._folder, self._base):
+            path = prefix + name
+            stamp = (stat.st_mtime_ns, stat.st_size)
+            known = self._texts.get(path)
+            if known is None or known[0] != stamp:
+                try:
+                    known = (stamp, read_text(self._folder / name, "replace", within=self._base,
                                               max_bytes=MAX_DOCUMENT_BYTES))
-                    self._parsed.pop(path, None)
-                    self._searchable = None
-            except OSError:
-                continue
+                except OSError:
+                    continue
+                self._parsed.pop(path, None)
+                self._searchable = None
             texts[path] = known
         if texts.keys() != self._texts.keys():
             self._searchable = None
@@ -183,20 +213,49 @@ class LessonFiles:
         found.sort(key=lambda pair: min(order[s] for s in pair[1]))
         return found
 
+    def _table(self, texts: dict[str, str]) -> sqlite3.Connection:
+        """The full-text table of ``texts`` (the lessons' title, markdown and front matter),
+        built on first use and again when a lesson changed; rowid: ``_searchable`` index."""
+        if self._db is None:
+            self._db = sqlite3.connect(":memory:", check_same_thread=False)
+            self._db.execute("CREATE VIRTUAL TABLE lessons USING fts5 (title, body, "
+                             "meta, tokenize = 'porter unicode61 remove_diacritics 2')")
+        if self._searchable is None:
+            paths = list(texts)
+            self._db.execute("DELETE FROM lessons")
+            self._db.executemany(  # snippets from the markdown, never the front matter
+                "INSERT INTO lessons (rowid, title, body, meta) VALUES (?, ?, ?, ?)",
+                [(n, heading(texts[path]), *reversed(split_front_matter(texts[path])))
+                 for n, path in enumerate(paths)])
+            self._searchable = paths
+        return self._db
+
     def gathering(self, diaries: Sequence[str], limit: int) -> list[tuple[KnownLesson, str]]:
         """The lessons gathering any of ``diaries`` (ids), each with the first of them it
-        gathers, in the order of ``diaries``."""
-        if not diaries:
+        gathers, in the order of ``diaries``: found by their front matter's words."""
+        phrases = [terms[0] for terms in map(fts_terms, diaries) if len(terms) == 1]
+        if not phrases:
             return []
-        with self._lock:
-            candidates = self._containing(diaries)
         order: dict[str, int] = {}
         for n, ident in enumerate(diaries):
             order.setdefault(ident, n)
-        firsts = [(min(order[ident] for ident in lesson.evidence if ident in order), lesson)
-                  for lesson in candidates if not order.keys().isdisjoint(lesson.evidence)]
+        firsts: list[tuple[int, KnownLesson]] = []
+        with self._lock:
+            texts = self._refresh()
+            if not texts:
+                return []
+            db, paths = self._table(texts), self._searchable or []
+            for (row,) in db.execute("SELECT rowid FROM lessons WHERE lessons MATCH ?",
+                                     (f"meta : ({' OR '.join(phrases)})",)):
+                lesson = self._parse(paths[row])
+                if lesson is not None and not order.keys().isdisjoint(lesson.evidence):
+                    firsts.append((min(order[i] for i in lesson.evidence if i in order),
+                                   lesson))
         firsts.sort(key=lambda pair: pair[0])
-        return [(lesson, diaries[n]) for n, lesson in firsts[:limit]]
+        found: dict[str, tuple[KnownLesson, str]] = {}
+        for n, lesson in firsts:
+            found.setdefault(lesson.id, (lesson, diaries[n]))
+        return list(found.values())[:limit]
 
     def search(self, terms: Sequence[str], limit: int) -> list[tuple[KnownLesson, str]]:
         """Lessons with every term (the index's tokenizer and stemming), best first, each
@@ -207,26 +266,15 @@ class LessonFiles:
             texts = self._refresh()
             if not texts:
                 return []
-            if self._db is None:
-                self._db = sqlite3.connect(":memory:", check_same_thread=False)
-                self._db.execute("CREATE VIRTUAL TABLE lessons USING fts5 (title, body, "
-                                 "meta, tokenize = 'porter unicode61 remove_diacritics 2')")
-            if self._searchable is None:
-                paths = list(texts)
-                self._db.execute("DELETE FROM lessons")
-                self._db.executemany(  # snippets from the markdown, never the front matter
-                    "INSERT INTO lessons (rowid, title, body, meta) VALUES (?, ?, ?, ?)",
-                    [(n, heading(texts[path]), *reversed(split_front_matter(texts[path])))
-                     for n, path in enumerate(paths)])
-                self._searchable = paths
-            rows = self._db.execute(
+            db, paths = self._table(texts), self._searchable or []
+            rows = db.execute(
                 "SELECT rowid, snippet(lessons, 1, '**', '**', '…', 16) FROM lessons "
                 "WHERE lessons MATCH ? ORDER BY bm25(lessons, 10.0, 1.0, 1.0) LIMIT ?",
                 (" AND ".join(terms), 2 * limit)).fetchall()
             found: list[tuple[KnownLesson, str]] = []
             seen: set[str] = set()
             for row, snippet in rows:
-                lesson = self._parse(self._searchable[row])
+                lesson = self._parse(paths[row])
                 if lesson is not None and lesson.id not in seen:
                     seen.add(lesson.id)
                     found.append((lesson, " ".join(str(snippet).split())))
