@@ -414,14 +414,15 @@ class PostgresStore:
         head = "SELECT id, path, title, signature, last_seen, state #>> '{rules,0,text}'"
         with self._db.connection() as conn:
             if gathering:
-                rows = conn.execute(
-                    f"{head}, diary FROM (SELECT DISTINCT ON (l.id) l.*, s.diary, "
-                    "array_position(%s, s.diary) AS n "
-                    f"FROM {SCHEMA}.signatures AS s JOIN {SCHEMA}.lessons AS l "
-                    f"ON l.signature = s.signature JOIN {SCHEMA}.lesson_runs AS r "
-                    "ON r.signature = s.signature AND r.diary = s.diary "
-                    "WHERE s.diary = ANY(%s) ORDER BY l.id, n) AS g ORDER BY n LIMIT %s",
-                    (list(gathering), list(gathering), limit)).fetchall()
+                rows = conn.execute(  # the lesson's own signature, among the diary's
+                    "SELECT id, path, title, signature, last_seen, rule, diary FROM ("
+                    "SELECT DISTINCT ON (l.id) l.id, l.path, l.title, l.signature, "
+                    "l.last_seen, l.state #>> '{rules,0,text}' AS rule, s.diary, "
+                    f"array_position(%s, s.diary) AS n FROM {SCHEMA}.signatures AS s "
+                    f"JOIN {SCHEMA}.lessons AS l ON l.signature = s.signature "
+                    f"JOIN {SCHEMA}.lesson_runs AS r ON r.signature = s.signature "
+                    "AND r.diary = s.diary WHERE s.diary = ANY(%s) ORDER BY l.id, n) AS g "
+                    "ORDER BY n LIMIT %s", (list(gathering), list(gathering), limit)).fetchall()
             elif ident is not None:
                 rows = conn.execute(f"{head}, '' FROM {SCHEMA}.lessons WHERE id = %s",
                                     (ident,)).fetchall()
