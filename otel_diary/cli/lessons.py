@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
             {"id": lesson.id, "signature": lesson.signature, "runs": lesson.runs,
              "recovered": lesson.recovered, "first_seen": lesson.first_seen,
              "last_seen": lesson.last_seen, "agents": lesson.agents,
-             "evidence": lesson.evidence,
+             "evidence": lesson.evidence, "seen": lesson.seen,
              "rules": [{"text": r.text, "votes": r.votes, "evidence": r.evidence}
                        for r in lesson.rules],
              "file": str(root / lesson_path(lesson.signature))} for lesson in lessons]})
@@ -68,9 +68,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for lesson in lessons:
         print(f"{lesson.id}  {lesson.runs} run(s)  {lesson.last_seen[:10]}  {lesson.signature}")
+        if lesson.seen:
+            print(f"    Seen: {lesson.seen[0]}")
         if lesson.rules:
             best = lesson.rules[0]
-            print(f"    {best.text} ({best.votes} vote(s))")
+            print(f"    What worked: {best.text} ({best.votes} vote(s))")
         print(f"    {root / lesson_path(lesson.signature)}")
     return 0
 

@@ -32,7 +32,11 @@ def test_lessons_lists_one_lesson_per_error_newest_first(
         ("exception:ValueError", 1), ("code:TS2345", 2)]
     assert listed["lessons"][1]["evidence"] == ts
     assert main(["lessons", "--dir", str(root)]) == 0
-    assert f"{lesson_id('code:TS2345')}  2 run(s)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"{lesson_id('code:TS2345')}  2 run(s)" in out
+    assert "\n    Seen: src/orders/api.ts(42,17): error TS2345: " in out  # what the error said
+    assert "\n    What worked: The build passed on attempt 3. (2 vote(s))\n" in out
+    assert listed["lessons"][1]["seen"][0].startswith("src/orders/api.ts(42,17): error TS2345")
 
 
 def test_lessons_with_a_signature_prints_that_lesson_whole(
