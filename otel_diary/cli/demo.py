@@ -184,8 +184,10 @@ def main(root: Path, shown: str | None = None) -> int:
         print("\nTry next:")
         for command, what in (
             (f"search TS2345 --dir {folder}", "find the run that met this compiler error"),
+            (f'search "how did we get past the type error" --dir {folder}',
+             "a question in plain words: the lesson of the run it finds comes first"),
             (f'search "orders api" --dir {folder} --json', "ranked results as JSON, for agents"),
-            (f"search --outcome recovered --dir {folder}", "no words: the newest, filtered"),
+            (f"lessons --dir {folder}", "one lesson per error: what it said, what worked"),
             (f"show --id {recovered.id} --dir {folder}", "print one diary by its id"),
             (f'context --task "types in the orders api" --dir {folder}',
              "the digest a session-start hook gives an agent"),

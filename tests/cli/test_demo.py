@@ -52,7 +52,7 @@ def test_demo_prints_every_diary_and_what_to_try_next(tmp_path: Path) -> None:
     assert files_under(home) == []
     suggested = [line.strip() for line in done.stdout.split("Try next:\n", 1)[1].splitlines()
                  if line.strip().startswith("otel-diary ")]
-    assert len(suggested) == 6 and all("--dir ./demo-kb" in line for line in suggested)
+    assert len(suggested) == 7 and all("--dir ./demo-kb" in line for line in suggested)
     assert any(" mcp " in line for line in suggested)
     context = next(line for line in suggested if " context " in line)
     digest = subprocess.run(shlex.split(context), cwd=work, env=env, capture_output=True,
@@ -67,6 +67,12 @@ def test_demo_prints_every_diary_and_what_to_try_next(tmp_path: Path) -> None:
     found = subprocess.run(shlex.split(search), cwd=work, env=env, capture_output=True,
                            text=True, timeout=60)
     assert found.returncode == 0 and "Tighten types in the orders API" in found.stdout
+    question = next(line for line in suggested if "how did we" in line)
+    asked = subprocess.run(shlex.split(question), cwd=work, env=env, capture_output=True,
+                           text=True, timeout=60)
+    assert asked.returncode == 0, asked.stderr
+    first = asked.stdout.split("\n\n", 1)[0]
+    assert "  lesson  " in first and "code:TS2345" in first and "What worked: " in first
 
 
 @pytest.mark.slow
