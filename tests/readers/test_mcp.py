@@ -134,6 +134,18 @@ def test_search_by_an_error_code_lists_the_lesson_then_the_diary(
     assert first["outcome"] == "recovered" and first["agent"] == "coder"
 
 
+def test_a_question_in_plain_words_lists_the_lesson_of_the_diary_it_finds(
+        connect: Connect, world: World) -> None:
+    """An agent's question, which no lesson has every word of, gets the lesson gathering
+    the diary it finds first, its ``matched`` naming that diary."""
+    result = run(connect, lambda s: call(s, "kb_search",
+                                         query="how did we tighten the types in orders"))
+    found = ids(result)
+    assert found[0] == ("lesson", world.lesson)
+    assert ("diary", world.diaries["types"].id) in found
+    assert result.structured_content["results"][0]["matched"] == [world.diaries["types"].id]
+
+
 def test_search_by_a_word_of_a_reflection_with_filters(connect: Connect, world: World) -> None:
     """A stemmed word of "What was learned" finds its diary; a filter that excludes it, nothing."""
     async def body(session: ClientSession) -> tuple[CallToolResult, CallToolResult]:
