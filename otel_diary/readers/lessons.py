@@ -108,7 +108,8 @@ def _lesson_files(folder: Path, base: Path) -> list[tuple[str, os.stat_result]]:
         return []
     found: list[tuple[str, os.stat_result]] = []
     try:
-        entries = list(os.scandir(folder))
+        with os.scandir(folder) as listing:
+            entries = list(listing)
     except OSError:
         return []
     for entry in entries:
