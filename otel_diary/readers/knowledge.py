@@ -376,9 +376,11 @@ class KnowledgeBase:
     def lessons(self, error: str, *, limit: int = 10) -> LessonsAnswer:
         """What earlier runs learned about ``error`` (pasted error text or a stderr tail):
         lessons for its signatures, then lessons having every word of its first error line,
-        diaries that met one of its signatures (most shared first, then newest), then
-        diaries having every word of that line. An error with no precise signature is
-        matched by the template of its first error line."""
+        then the lessons gathering the diaries below (filed under another signature, such as
+        the exception name an earlier run's output had), diaries that met one of its
+        signatures (most shared first, then newest), then diaries having every word of that
+        line. An error with no precise signature is matched by the template of its first
+        error line."""
         error = _bounded(error, MAX_ERROR_CHARS, "the error text")
         limit = _limit(limit)
         if not error.strip():
@@ -395,6 +397,9 @@ class KnowledgeBase:
             found.setdefault(lesson.id, _found_lesson(lesson, snippet, ["text"]))
         by_signature, by_text = self._query(
             lambda index: self._error_diaries(index, keys, words, limit))
+        for lesson, diary in self._lessons.gathering(
+                [hit.id for hit in (*by_signature, *by_text)], max(1, limit // 2)):
+            found.setdefault(lesson.id, _found_lesson(lesson, "", [diary]))
         met = self._shared(by_signature, keys)
         for hit in by_signature:
             found.setdefault(hit.id, _found_diary(hit, met[hit.id]))

@@ -139,6 +139,10 @@ def test_the_knowledge_base_answers_alike_on_both(
         folder_answer = on_folder.lessons(asked)
         assert [f.id for f in store_answer.results] == [f.id for f in folder_answer.results]
         assert store_answer.results[0].kind == "lesson"
+        words = "Build log\nerror: Argument of type is not assignable"  # no code: by words
+        assert [(f.id, f.matched) for f in on_store.lessons(words).results] == \
+            [(f.id, f.matched) for f in on_folder.lessons(words).results]
+        assert on_store.lessons(words).results[0].kind == "lesson"
         assert on_store.fetch(diaries["ts2"].id).content == diaries["ts2"].content
         lesson = store_answer.results[0].id
         assert on_store.fetch(lesson).front_matter["runs"] == 2

@@ -234,6 +234,20 @@ def test_lessons_without_lesson_documents_match_diaries_and_fall_back_to_text(kb
     assert unknown.results == []
 
 
+def test_an_error_without_the_lessons_signature_gets_it_through_the_diary_that_met_it(
+        kb: KB) -> None:
+    """An error text without the code an earlier run's output had still gets that run's
+    lesson, through the diary its words find: first, naming the diary."""
+    root, diaries = kb
+    lesson = write_lesson(root, "code:TS2345", "Narrow optional values before the call",
+                          [diaries["types"].id])
+    with KnowledgeBase(root) as base:
+        answer = base.lessons("Build log\nerror: Argument of type is not assignable")
+    assert answer.signatures == []
+    assert [(f.kind, f.id, f.matched) for f in answer.results] == [
+        ("lesson", lesson, [diaries["types"].id]), ("diary", diaries["types"].id, ["text"])]
+
+
 def test_error_line_skips_the_traceback_header() -> None:
     """The line a full-text match uses is the first that looks like an error."""
     assert error_line("Traceback (most recent call last):\n  File x\nKeyError: 'a'") == \
