@@ -67,9 +67,9 @@ except ImportError:  # pragma: no cover - not POSIX: updates within one process 
 MAX_EVIDENCE = 200
 """Most diary ids a lesson lists as evidence (the newest kept; ``runs`` counts all)."""
 MAX_SEEN = 5
+"""Distinct first error lines kept, as they were seen."""
 MAX_LINE = 300
 """Longest error line a lesson keeps, in characters."""
-"""Distinct first error lines kept, as they were seen."""
 MAX_NEWEST = 5
 NEWEST_KEYS = ("id", "title", "created", "path", "learned")
 """What a lesson keeps of each of its newest diaries, in the order its file lists them."""
