@@ -29,8 +29,11 @@ def failed_line(stderr: str | None) -> str | None:
     read it (a Python traceback's exception line), else its last non-empty line."""
     if not stderr:
         return None
+    found = first_error_line(stderr)
+    if found:
+        return found
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    return first_error_line(stderr) or (lines[-1] if lines else None)
+    return lines[-1] if lines else None
 
 
 class StubReflector:
