@@ -292,6 +292,20 @@ def test_shutdown_delivers_what_waits(hub: tuple[HubServer, str], sinks: Sinks) 
     assert not sink.spool.pending()
 
 
+@pytest.mark.parametrize(("count", "told"), [
+    (1, "stopped with 1 diary for the knowledge hub in {spool}; the next start delivers it"),
+    (2, "stopped with 2 diaries for the knowledge hub in {spool}; the next start delivers "
+        "them")])
+def test_what_a_stop_leaves_for_the_next_start_is_counted_in_words(
+        sinks: Sinks, caplog: pytest.LogCaptureFixture, count: int, told: str) -> None:
+    """Closed with diaries the hub did not take, the sink says how many wait, and where."""
+    sink = sinks(f"http://127.0.0.1:{free_port()}", shutdown_timeout_s=0.2)
+    for n in range(count):
+        sink.write(make_diary(n))
+    sink.close()
+    assert told.format(spool=sink.spool.directory) in caplog.text
+
+
 def test_a_new_sink_delivers_what_an_earlier_one_left(hub: tuple[HubServer, str],
                                                       sinks: Sinks) -> None:
     """Diaries spooled while the hub was unreachable are delivered by the next sink."""

@@ -321,8 +321,9 @@ class HubSink:
                           then=self._client.close)
         waiting = len(self.spool)
         if waiting:
-            logger.warning("otel-diary stopped with %d diaries for %s in %s; the next "
-                           "start delivers them", waiting, self.label, self.spool.directory)
+            logger.warning("otel-diary stopped with %d %s for %s in %s; the next start "
+                           "delivers %s", waiting, "diary" if waiting == 1 else "diaries",
+                           self.label, self.spool.directory, "it" if waiting == 1 else "them")
 
     # -- delivery thread --------------------------------------------------------------------
 
