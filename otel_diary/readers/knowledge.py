@@ -33,6 +33,7 @@ from otel_diary.index.documents import (
 from otel_diary.index.query import Hit, Match, fts_terms
 from otel_diary.index.schema import SCHEMA_VERSION, prepare
 from otel_diary.index.store import INDEX_FILE, DiaryIndex
+from otel_diary.index.templates import first_error_line
 from otel_diary.pipeline.render import DIARY_ROOT, KB_FOLDER, parse_front_matter, split_front_matter
 from otel_diary.readers.lessons import KnownLesson, LessonFiles, LessonSource, heading, plain_text
 from otel_diary.text import encodable, one_line, read_text
@@ -113,7 +114,12 @@ class LessonsAnswer:
 
 
 def error_line(error: str) -> str:
-    """The first line of ``error`` that looks like an error, else its first non-blank line."""
+    """The first line of ``error`` that reads as an error, as a lesson records it (a Go
+    ``undefined:``, a traceback's exception); past the lines that reads, the first that
+    looks like one; else its first non-blank line."""
+    found = first_error_line(error)
+    if found:
+        return one_line(found, 500)
     lines = [line.strip() for line in error.splitlines() if line.strip()]
     for line in lines:
         if _ERRORISH.search(line) and not line.lower().startswith("traceback"):

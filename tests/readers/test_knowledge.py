@@ -255,6 +255,15 @@ def test_error_line_skips_the_traceback_header() -> None:
     assert error_line("\n\nplain words\nmore") == "plain words"
 
 
+def test_error_line_is_the_line_a_lesson_records() -> None:
+    """Go's ``undefined:``, after the package line it prints first, is the error line, as
+    the lesson of that error lists it as seen; past the lines a lesson reads, a line that
+    says error still counts."""
+    assert error_line("# example.com/shop/cmd\n./cmd/main.go:88:14: undefined: cfg\n") == \
+        "./cmd/main.go:88:14: undefined: cfg"
+    assert error_line("compiling\n" * 300 + "error: out of memory\n") == "error: out of memory"
+
+
 @pytest.mark.parametrize("call", ["search-huge", "lessons-huge", "lessons-empty", "limit",
                                   "no-words"])
 def test_bad_requests_are_read_errors_with_a_message(kb: KB, call: str) -> None:
