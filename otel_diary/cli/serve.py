@@ -32,6 +32,8 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--grpc-port", "serve_grpc_port", int,
      "OTLP/gRPC port, 0 for none (OTEL_DIARY_SERVE_GRPC_PORT; 4317)"),
     ("--dir", "dir", Path, "knowledge-base root the diaries go under (OTEL_DIARY_DIR)"),
+    ("--store", "store_url", str,
+     "a shared store, postgresql://…, the diaries go to (OTEL_DIARY_STORE_URL; none)"),
     ("--token", "serve_token", str,
      "require this bearer token or x-api-key (OTEL_DIARY_SERVE_TOKEN; none)"),
     ("--grace", "serve_grace_s", float,
@@ -49,6 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar = {str: "TEXT", int: "N", float: "SECONDS", Path: "DIR"}[kind]
         if flag in ("--host", "--token"):
             metavar = flag[2:].upper()
+        elif flag == "--store":
+            metavar = "URL"
         parser.add_argument(flag, dest=field_name, type=kind, default=None, metavar=metavar,
                             help=help_text)
     parser.add_argument("--log-format", choices=("json", "text"), default="json",

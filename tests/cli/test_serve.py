@@ -329,6 +329,8 @@ def test_an_empty_token_refuses_to_start(tmp_path: Path, args: tuple[str, ...],
 @pytest.mark.parametrize(("args", "said"), [
     (("--grace", "-1"), "--grace: must be at least 0 (got -1.0)"),
     (("--http-port", "99999"), "--http-port: must be at most 65535 (got 99999)"),
+    (("--store", "mysql://diary:hunter2@db/kb"),
+     "--store: expected a postgresql:// URL (got <hidden>)"),  # never its password
 ])
 def test_a_flag_out_of_range_is_named_as_given(tmp_path: Path, args: tuple[str, ...],
                                                said: str) -> None:
@@ -442,9 +444,13 @@ def test_sigterm_writes_waiting_diaries_before_exit(tmp_path: Path) -> None:
     assert '"event": "serve.stopped"' in server.stderr.read_text()
 
 
-def test_deliveries_to_the_store_are_on_the_metrics(tmp_path: Path, postgres_url: str) -> None:
-    """serve with a PostgreSQL store reports what the store took and what waits for it."""
-    server = Serve(tmp_path, env={"OTEL_DIARY_STORE_URL": postgres_url})
+@pytest.mark.parametrize("given", ["environment", "flag"])
+def test_deliveries_to_the_store_are_on_the_metrics(tmp_path: Path, postgres_url: str,
+                                                    given: str) -> None:
+    """serve with a PostgreSQL store, named by OTEL_DIARY_STORE_URL or by ``--store`` as the
+    readers take it, reports what the store took and what waits for it."""
+    server = (Serve(tmp_path, env={"OTEL_DIARY_STORE_URL": postgres_url}) if given == "environment"
+              else Serve(tmp_path, "--store", postgres_url))
     try:
         answer = httpx.post(server.url + "/v1/traces", timeout=10,
                             content=protobuf_body(task_trace("T-stored")),
