@@ -125,6 +125,24 @@ def default_sinks(settings: Settings) -> list[Sink]:
     return sinks
 
 
+def describe_sinks(sinks: Sequence[Sink]) -> str:
+    """Where ``sinks`` put diaries, for a log line: a folder's root, the address of a hub
+    or a store (never a password), else the sink's class."""
+    named: list[str] = []
+    for sink in sinks:
+        if isinstance(sink, FolderSink):
+            named.append(str(sink.root))
+            continue
+        label, url = getattr(sink, "label", None), getattr(sink, "url", None)
+        if isinstance(label, str) and isinstance(url, str):
+            from otel_diary.pipeline.redact import display_url
+
+            named.append(f"{label} at {display_url(url)}")
+        else:
+            named.append(type(sink).__name__)
+    return " and ".join(named) or "nowhere"
+
+
 def store_sink(settings: Settings, folder: FolderSink | None = None) -> Sink:
     """The sink delivering to the store at ``OTEL_DIARY_STORE_URL`` through its spool."""
     from otel_diary.index.postgres import PostgresStore  # psycopg: the pg extra

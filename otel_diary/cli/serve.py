@@ -146,15 +146,17 @@ def service_from(settings: Settings) -> Service:
     # model, writing a diary is CPU: more threads would only take turns at the interpreter
     # lock and the index, and one writes them back to back in batches.
     workers = settings.reflection_concurrency if settings.reflection_url else 1
-    collector = Collector(wiring.trace_store(settings, conventions),
-                          wiring.build_pipeline(settings, conventions), journal=journal,
-                          workers=workers, max_pending=settings.serve_max_pending)
+    pipeline = wiring.build_pipeline(settings, conventions)
+    collector = Collector(wiring.trace_store(settings, conventions), pipeline,
+                          journal=journal, workers=workers,
+                          max_pending=settings.serve_max_pending)
     token = settings.serve_token.get_secret_value() if settings.serve_token else None
     config = ServeConfig(
         host=settings.serve_host, http_port=settings.serve_http_port,
         grpc_port=settings.serve_grpc_port,
         shutdown_timeout_s=settings.shutdown_timeout_ms / 1000,
-        folder=str(settings.root), grace_s=settings.serve_grace_s,
+        folder=str(settings.root), destinations=wiring.describe_sinks(pipeline.sinks),
+        grace_s=settings.serve_grace_s,
         journal=str(path) if path else "", conventions=settings.conventions,
         auth=settings.serve_token is not None,
         header_timeout_s=settings.serve_header_timeout_s,

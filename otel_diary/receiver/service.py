@@ -42,7 +42,9 @@ class ServeConfig:
     """0: no OTLP/gRPC listener."""
     shutdown_timeout_s: float = 10.0
     folder: str = ""
-    """Where the diaries go, for the start-up log line."""
+    """The knowledge base's root, for the start-up log line's ``dir`` field."""
+    destinations: str = ""
+    """Where the diaries go (the folder, a store, a hub), for the start-up log line."""
     grace_s: float = 10.0
     journal: str = ""
     """The journal file, for the start-up log line ("": none)."""
@@ -153,8 +155,9 @@ class Service:
                       "journal": config.journal or None, "conventions": config.conventions}
             logger.info("otel-diary serve is listening on %s; diaries go to %s; spans are "
                         "read with the %s conventions (OTEL_DIARY_CONVENTIONS)",
-                        " and ".join(config.listening_on()), config.folder,
-                        config.conventions, extra={"fields": fields})
+                        " and ".join(config.listening_on()),
+                        config.destinations or config.folder, config.conventions,
+                        extra={"fields": fields})
             if config.open_to_others():
                 logger.warning("otel-diary serve listens on %s without a token: anyone who "
                                "can reach it may send spans (set --token or "

@@ -467,3 +467,9 @@ def test_deliveries_to_the_store_are_on_the_metrics(tmp_path: Path, postgres_url
         assert values['otel_diary_spooled_diaries{sink="store"}'] == 0
     finally:
         assert server.stop() == 0
+    # The first line says where the diaries go: the folder asked for, and the store (its
+    # host and database, never its password).
+    log = server.stderr.read_text()
+    assert f"diaries go to {tmp_path / 'kb'} and the store at postgresql://127.0.0.1:" in log
+    password = postgres_url.split("@", 1)[0].rsplit(":", 1)[1]
+    assert password not in log
