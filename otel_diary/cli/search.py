@@ -76,16 +76,8 @@ def lessons_for(root: Path, query: str, result: SearchResult,
                 limit: int) -> list[dict[str, Any]]:
     """The lessons matching every word of ``query``, then those gathering the diaries
     found (``result``), as search results (``kind: lesson``)."""
-    if not query.strip():
-        return []
-    return [_lesson(found, str(root / found.path))
-            for found in search_lessons(root, query, limit, _found(result))]
-
-
-def _found(result: SearchResult) -> list[str]:
-    """The ids of the diaries a search for words found: the lessons gathering them are
-    listed too."""
-    return [hit.id for hit in result.hits] if result.match != "recent" else []
+    return [_lesson(found, str(root / found.path)) for found in search_lessons(
+        root, query, limit, [hit.id for hit in result.hits])]
 
 
 def _lesson(found: Found, file: str) -> dict[str, Any]:
@@ -115,7 +107,7 @@ def _in_store(args: argparse.Namespace, url: str) -> tuple[SearchResult, list[di
         lessons: list[dict[str, Any]] = []
         if not (args.agent or args.outcome or args.task or args.since or args.fts):
             lessons = [_lesson(found, found.path) for found in search_store_lessons(
-                store, fts_terms(args.query), args.limit, _found(result))]
+                store, fts_terms(args.query), args.limit, [hit.id for hit in result.hits])]
     return result, lessons
 
 

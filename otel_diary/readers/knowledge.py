@@ -153,8 +153,11 @@ def _found_lesson(lesson: KnownLesson, snippet: str = "", matched: Iterable[str]
 def ranked_lessons(lessons: LessonSource, terms: Sequence[str], diaries: Sequence[str],
                    limit: int, since: str | None = None) -> list[Found]:
     """The lessons with every one of ``terms`` (updated ``since``), best first, then those
-    gathering the diaries a search found (``diaries``, best first): at most ``limit`` of
-    the first, and half of it of the others (one at least)."""
+    gathering the diaries the search for them found (``diaries``, best first): at most
+    ``limit`` of the first, and half of it of the others (one at least). No terms (the
+    newest diaries listed): no lessons."""
+    if not terms:
+        return []
     found: dict[str, Found] = {}
     for lesson, snippet in lessons.search(terms, limit):
         if since is None or lesson.created >= since:
@@ -329,8 +332,8 @@ class KnowledgeBase:
             raise ReadError(str(exc)) from None
         found: list[Found] = []
         if agent is None and outcome is None:
-            diaries = [hit.id for hit in result.hits] if result.match != "recent" else []
-            found = ranked_lessons(self._lessons, fts_terms(query), diaries, limit, since)
+            found = ranked_lessons(self._lessons, fts_terms(query),
+                                   [hit.id for hit in result.hits], limit, since)
         found += [_found_diary(hit, ["text"]) for hit in result.hits]
         return SearchAnswer(query=query, match=result.match if found else "none",
                             results=found[:limit])
