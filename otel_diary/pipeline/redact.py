@@ -254,7 +254,10 @@ def _assignment(keys: tuple[str, ...]) -> re.Pattern[str]:
     ``secretary:`` are prose (``pass`` and ``pwd`` end a longer name, followed by no
     letter at all: ``DB_PASS``, not ``PASS:`` or ``TESTS_PASSED``); then a separator and
     a value, quoted up to its quote or the line end, else up to white space. A quote may
-    be escaped (``{\\"password\\": \\"x\\"}``, JSON logged inside a string).
+    be escaped (``{\\"password\\": \\"x\\"}``, JSON logged inside a string). The value
+    may be on the next line, or be the value of a mapping nested under the key
+    (``password:\\n  value: x``); a word that is itself a key takes the value after it
+    along (``api_key: secret: x``, ``KEY= password = x``).
     """
     alternatives = "|".join(
         rf"(?<=[A-Za-z0-9][_-]){_NOT_SECRET.get(key, '')}{key}(?![A-Za-z])"
@@ -262,9 +265,12 @@ def _assignment(keys: tuple[str, ...]) -> re.Pattern[str]:
         for key in sorted(keys, key=len, reverse=True))
     return re.compile(
         r"(?i)(?P<head>(?P<key>" + alternatives + r")(?-i:(?![a-z]))[A-Za-z0-9_.-]{0,40}"
-        r"(?:\\{0,7}[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}(?:\r?\n[ \t]{0,8})?)"
+        r"(?:\\{0,7}[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}"
+        r"(?:\r?\n[ \t]{1,8}[A-Za-z0-9_-]{1,40}:[ \t]{1,4}|\r?\n[ \t]{0,8})?)"
         r"(?!(?:\\{0,7}[\"'])?\[REDACTED:|[=>])"
-        r"(?:" + _QUOTED_VALUE + r"|(?!\\[\"'])[^\s\"'`]{1,512})"
+        r"(?:" + _QUOTED_VALUE + r"|(?!\\[\"'])[^\s\"'`]{1,512}"
+        r"(?:(?:(?<=[:=])[ \t]{0,4}|[ \t]{1,4}(?::=|=>|[:=])[ \t]{0,4})"
+        r"(?:(?P<inner>[\"'])" + _quoted("inner") + r"(?P=inner)?|[^\s\"'`]{1,512}))?)"
     )
 
 

@@ -184,6 +184,25 @@ def test_prose_and_build_output_stay_as_they_are(text: str) -> None:
     assert redact(text) == text
 
 
+
+@pytest.mark.parametrize(("text", "expected"), [
+    # a mapping nested under the key: the value is its value
+    ("db:\n  password:\n    value: hunter2xyz\n",
+     "db:\n  password:\n    value: [REDACTED:password]\n"),
+    ("auth:\n  token:\n    secret: S3cretTok\n", "auth:\n  token:\n    secret: [REDACTED:token]\n"),
+    # a key given no value, before another key: both go
+    ("api_key: secret: abc123 next", "api_key: [REDACTED:api_key] next"),
+    ("ACCESSKEY= password = hunter2 next", "ACCESSKEY= [REDACTED:api_key] next"),
+    ('ACCESSKEY= password="hunter2" next', "ACCESSKEY= [REDACTED:api_key] next"),
+    ("api_key =\npassword = hunter2\n", "api_key =\n[REDACTED:api_key]\n"),
+    # a value of its own is the value, whatever follows it
+    ("password=hunter2 user=bob", "password=[REDACTED:password] user=bob"),
+])
+def test_a_key_whose_value_is_a_mapping_or_another_key(text: str, expected: str) -> None:
+    """Config dumps nest a secret under its key (``password:`` then ``value: …``) or leave
+    a key empty before the next one: the value after them is the secret, not the key."""
+    assert redact(text) == expected
+
 def test_key_block_cut_off_by_a_log_tail_is_still_redacted() -> None:
     """A private key whose END (or BEGIN) line a tail cut away is redacted to the cut."""
     head_only = "build\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5v"
