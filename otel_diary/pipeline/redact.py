@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+from otel_diary.pipeline.keys import SERVICE_KEYS
 from otel_diary.text import clean
 
 MARK = "[REDACTED:{kind}]"
@@ -96,10 +97,6 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
           r"(\[REDACTED:aws_access_key\][\s\"',:;=|]{1,4}(?:[A-Za-z_]{1,32}[\s\"':=]{1,4})?)"
           r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
           ("[REDACTED:aws_access_key]",), keep_prefix=True),
-    _rule("github_token", r"gh[pousr]_" + _token_start(4) + r"[A-Za-z0-9]{36,255}",
-          ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
-    _rule("github_token", r"github_pat_" + _token_start(11) + r"[A-Za-z0-9_]{22,255}",
-          ("github_pat_",)),
     _rule("gitlab_token",
           r"gl(?<![A-Za-z0-9_.-].{2})(?:pat|dt|rt|ptt|ft|soat|cbt|imt|oas|agent)"
           r"-[A-Za-z0-9_-]{20,255}",
@@ -116,19 +113,18 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
           ("sk_live_", "sk_test_")),
     _rule("api_key", r"rk_(?:live|test)_" + _token_start(8) + r"[A-Za-z0-9]{16,255}",
           ("rk_live_", "rk_test_")),
-    _rule("google_api_key", r"AIza" + _token_start(4) + r"[A-Za-z0-9_-]{35}", ("AIza",)),
     _rule("jwt",
           r"eyJ" + _token_start(3) + r"[A-Za-z0-9_-]{4,8192}\.[A-Za-z0-9_-]{4,8192}"
           r"\.[A-Za-z0-9_-]{0,8192}",
           ("eyJ",)),
-    _rule("huggingface_token", r"hf_" + _token_start(3) + r"[A-Za-z0-9]{30,255}", ("hf_",)),
-    _rule("npm_token", r"npm_" + _token_start(4) + r"[A-Za-z0-9]{36,255}", ("npm_",)),
-    _rule("pypi_token",
-          r"pypi-" + _token_start(5) + r"(?:AgE[A-Za-z0-9_-]{20,4096}|[A-Za-z0-9_-]{50,4096})",
-          ("pypi-",)),
-    _rule("xai_api_key", r"xai-" + _token_start(4) + r"[A-Za-z0-9]{32,255}", ("xai-",)),
     _rule("google_oauth_token", r"ya29\." + _token_start(5) + r"[A-Za-z0-9_-]{20,2048}",
           ("ya29.",)),
+    # A Telegram bot's token after its numeric id (``123456789:AA…``, ``/bot123456789:AA…``).
+    _rule("telegram_bot_token", r"(:)(?<=[0-9]{6}:)AA[A-Za-z0-9_-]{30,40}(?![A-Za-z0-9_-])",
+          (":AA",), keep_prefix=True),
+    # A Terraform Cloud token's secret after its id (``<14 characters>.atlasv1.…``).
+    _rule("terraform_token", r"(\.atlasv1\.)(?<=[A-Za-z0-9]{14}\.atlasv1\.)"
+          r"[A-Za-z0-9_=-]{60,255}", (".atlasv1.",), keep_prefix=True),
     *(_rule("azure_storage_key", "(" + key + r")[A-Za-z0-9+/]{20,512}={0,2}", (key,),
             keep_prefix=True) for key in ("AccountKey=", "SharedAccessKey=")),
     _rule("azure_sas", r"(sig=(?<=[?&;]sig=))[A-Za-z0-9%+/=_-]{16,512}", ("sig=",),
@@ -301,12 +297,28 @@ FLAG_RULES: tuple[_Rule, ...] = (
 _LITERAL_RULES = BUILTIN_RULES + GLUED_RULES + FLAG_RULES
 """The case-sensitive rules: each is tried only on a text holding one of its needles."""
 
+SERVICE_RULES: tuple[_Rule, ...] = tuple(
+    _rule(kind, re.escape(prefix) + _token_start(len(prefix)) + body, (prefix,))
+    for kind, prefixes, body in SERVICE_KEYS for prefix in prefixes)
+"""The keys of services agents call, by their prefixes (:data:`keys.SERVICE_KEYS`)."""
+
+_LONG_WORD = re.compile(r"[A-Za-z0-9_.+/=-]{28,}")
+"""A run of characters holding any key of :data:`SERVICE_RULES` (each is one of 28 or
+more of them): only such runs are searched for the keys' prefixes."""
+
+_WORD = "[A-Za-z0-9._~+/=-]"
+"""A credential's characters in a header."""
+
 ANCHORED_RULES: tuple[_Rule, ...] = (
     _Rule("bearer", re.compile(r"(?i)(\bbearer[ \t]{1,8})[A-Za-z0-9._~+/=-]{8,4096}"),
           ("bearer",), keep_prefix=True, anchored=True),
+    # After its scheme, or alone (some APIs take the key itself): then a word of twelve
+    # characters or more holding a letter and a digit (not "Authorization: required").
     _Rule("authorization",
           re.compile(r"(?i)(\bauthorization[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?"
-                     r"(?:basic|token|digest|apikey|key)[ \t]{1,8})[A-Za-z0-9._~+/=-]{4,4096}"),
+                     r"(?:(?:basic|token|digest|apikey|key)[ \t]{1,8}|(?=" + _WORD + "{12})"
+                     r"(?=" + _WORD + "{0,4095}[0-9])(?=" + _WORD + "{0,4095}[a-z])))"
+                     + _WORD + "{4,4096}"),
           ("authorization",), keep_prefix=True, anchored=True),
     *(_AssignmentRule("secret", _assignment(tuple(k for k in _ASSIGNMENT_KEYS
                                                   if k.startswith(needle))),
@@ -409,6 +421,10 @@ class SecretRedactor:
             if literal in text:
                 text = text.replace(literal, LITERAL_MARK)
         text = redact_private_keys(text)
+        words = " ".join(_LONG_WORD.findall(text))
+        for rule in SERVICE_RULES if words else ():
+            if rule.needles[0] in words:  # each is in a long word (and has one needle)
+                text = rule.pattern.sub(rule.replace, text)
         for rule in _LITERAL_RULES:
             for needle in rule.needles:  # every match starts with one: skip the scan
                 if needle in text:

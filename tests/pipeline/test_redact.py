@@ -16,6 +16,8 @@ from otel_diary import ORCHESTRATOR, Settings
 from otel_diary.pipeline.core import Pipeline
 from otel_diary.pipeline.redact import (
     _LITERAL_RULES,
+    _LONG_WORD,
+    SERVICE_RULES,
     SecretRedactor,
     redact,
     redact_private_keys,
@@ -314,13 +316,14 @@ def test_redaction_is_idempotent(text: str) -> None:
 def test_every_match_starts_with_a_needle_of_its_rule(text: str) -> None:
     """A case-sensitive rule is skipped on a text holding none of its needles: that is
     exact only while each of its matches starts with one."""
-    for rule in _LITERAL_RULES:
+    for rule in _LITERAL_RULES + SERVICE_RULES:
         for match in rule.pattern.finditer(text):
             assert match.group(0).startswith(rule.needles), (rule.kind, match.group(0))
     for kind, text_, _ in EXAMPLES:
-        for rule in _LITERAL_RULES:
+        for rule in _LITERAL_RULES + SERVICE_RULES:
             for match in rule.pattern.finditer(text_):
                 assert match.group(0).startswith(rule.needles), (kind, match.group(0))
+
 
 
 @pytest.mark.parametrize(("secret", "text", "expected"), [
@@ -407,3 +410,106 @@ def test_pwd_alone_is_a_password_unless_its_value_is_a_folder(text: str,
 def test_a_password_told_after_a_comma_in_prose(text: str, expected: str | None) -> None:
     """Users paste credentials into prompts, which give titles: "my password, it is …"."""
     assert redact(text) == (text if expected is None else expected)
+
+
+HEX = "0123456789abcdef" * 4
+KEY_BODY = "Zq7xW2mK9pL4vN8rT3yB6cH1jD5fG0sQaE" * 4
+"""Runs that spell a generated key's body."""
+
+SAMPLE_KEYS = [
+    ("groq_api_key", "gsk_" + KEY_BODY[:52]),
+    ("langsmith_api_key", f"lsv2_pt_{HEX[:32]}_{HEX[:10]}"),
+    ("langsmith_api_key", f"lsv2_sk_{HEX[3:35]}_{HEX[5:15]}"),
+    ("tavily_api_key", "tvly-" + KEY_BODY[:32]),
+    ("tavily_api_key", "tvly-dev-" + KEY_BODY[:32]),
+    ("replicate_token", "r8_" + KEY_BODY[:37]),
+    ("perplexity_api_key", "pplx-" + KEY_BODY[:48]),
+    ("pinecone_api_key", f"pcsk_{KEY_BODY[:6]}_{KEY_BODY[6:66]}"),
+    ("e2b_api_key", "e2b_" + HEX[:40]),
+    ("sendgrid_api_key", f"SG.{KEY_BODY[:22]}.{KEY_BODY[22:65]}"),
+    ("stripe_webhook_secret", "whsec_" + KEY_BODY[:32]),
+    ("shopify_token", "shpat_" + HEX[:32]),
+    ("digitalocean_token", "dop_v1_" + HEX[:64]),
+    ("vault_token", "hvs.CAESI" + KEY_BODY[:86]),
+    ("sentry_token", "sntryu_" + HEX[:64]),
+    ("postman_api_key", f"PMAK-{HEX[:24]}-{HEX[:34]}"),
+    ("supabase_token", "sbp_" + HEX[:40]),
+    ("grafana_token", f"glsa_{KEY_BODY[:32]}_{HEX[:8]}"),
+    ("honeycomb_key", "hcaik_" + KEY_BODY[:58]),
+    ("databricks_token", "dapi" + HEX[:32]),
+    ("linear_api_key", "lin_api_" + KEY_BODY[:40]),
+    ("notion_token", "ntn_" + KEY_BODY[:46]),
+    ("notion_token", "secret_" + KEY_BODY[:43]),
+    ("figma_token", "figd_" + KEY_BODY[:40]),
+    ("doppler_token", "dp.st.prd." + KEY_BODY[:40]),
+    ("pulumi_token", "pul-" + HEX[:40]),
+    ("heroku_token", "HRKU-" + KEY_BODY[:60]),
+    ("atlassian_token", "ATATT3xFfGF0" + KEY_BODY[:120]),
+    ("newrelic_api_key", "NRAK-" + KEY_BODY.upper()[:27]),
+    ("dynatrace_token", f"dt0c01.{KEY_BODY.upper()[:24]}.{KEY_BODY.upper()[:64]}"),
+    ("google_oauth_secret", "GOCSPX-" + KEY_BODY[:28]),
+    ("age_secret_key", "AGE-SECRET-KEY-1" + KEY_BODY.upper()[:58]),
+]
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(*(FAMILIES[family].map(lambda drawn: drawn[0])
+                   for family in ("service_key", "github_token", "google_api_key",
+                                  "huggingface_token", "npm_token", "pypi_token",
+                                  "xai_api_key")),
+                 st.sampled_from([key for _, key in SAMPLE_KEYS]).flatmap(
+                     lambda key: st.integers(0, 12).map(lambda cut: key[:len(key) - cut]))))
+def test_every_services_key_is_a_long_word(text: str) -> None:
+    """The keys' prefixes are looked for only in runs of 28 or more word characters:
+    that is exact only while every key is one."""
+    for rule in SERVICE_RULES:
+        for match in rule.pattern.finditer(text):
+            assert _LONG_WORD.fullmatch(match.group(0)), (rule.kind, match.group(0))
+
+
+WHERE_KEYS_APPEAR = [
+    "groq.AuthenticationError: Error code: 401 - Invalid API Key {key} provided",
+    "Authorization: {key}",
+    "-H 'authorization: {key}' https://api.example.com",
+    '{{"detail": "key {key} was revoked"}}',
+    "using key {key}\nretrying",
+    "https://api.example.com/v1/search?key={key}&q=orders",
+]
+
+
+@pytest.mark.parametrize(("kind", "key"), SAMPLE_KEYS)
+@pytest.mark.parametrize("where", WHERE_KEYS_APPEAR)
+def test_a_services_key_is_redacted_wherever_it_appears(kind: str, key: str,
+                                                        where: str) -> None:
+    """The keys of the services agents call are told by their prefix, so they are taken
+    out of an error message or a header as well as out of an assignment."""
+    text = where.format(key=key)
+    redacted = redact(text)
+    assert key[-12:] not in redacted
+    assert redacted.count("[REDACTED:") == 1
+    if "authorization" not in where.lower() and "key=" not in where:
+        assert redacted == text.replace(key, f"[REDACTED:{kind}]")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("sendMessage via https://api.telegram.org/bot123456789:AA" + KEY_BODY[:33] + "/send",
+     "sendMessage via https://api.telegram.org/bot123456789:[REDACTED:telegram_bot_token]/send"),
+    ("TF token Zq7xW2mK9pL4vN.atlasv1." + KEY_BODY[:67] + " expired",
+     "TF token Zq7xW2mK9pL4vN.atlasv1.[REDACTED:terraform_token] expired"),
+    ("Authorization: AbC123dEf456GhI", "Authorization: [REDACTED:authorization]"),
+])
+def test_a_key_after_its_public_part_is_redacted(text: str, expected: str) -> None:
+    """A Telegram bot's id and a Terraform token's id stay; a header's key alone goes."""
+    assert redact(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "gsk_test tvly-search r8_reg dapi SG.sales hvs.local PMAK-1 sbp_bench glc_cache pul-42",
+    "secret_key_base is set; secret_" + "a" * 42 + "_x e2b_sandbox ntn_page",
+    "Authorization: required. authorization: denied for app-1 Authorization: 2024-01-01",
+    "Authorization: Bearer set; ATATT pending; dp.st.staging; AGE-SECRET-KEY-1 printed",
+    "lsv2_pt_short shpat_ dop_v1_abc figd_file whsec_ sntrys_ lin_api_ NRAK- GOCSPX-",
+    "time 10:42:AA12 ratio 123456:AAb",
+])
+def test_a_services_prefix_alone_is_left_as_it_is(text: str) -> None:
+    """A prefix with too little after it, or with a word that is no key, stays."""
+    assert redact(text) == text

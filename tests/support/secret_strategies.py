@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 ALNUM = string.ascii_letters + string.digits
 UPPER_DIGITS = string.ascii_uppercase + string.digits
 URLSAFE = ALNUM + "_-"
+HEX = string.digits + "abcdef"
 PASSWORD_CHARS = ALNUM + "!#$%^*()_+-.,;:/@&~"
 
 Drawn = tuple[str, list[str]]
@@ -57,8 +58,29 @@ def _bearer(draw: st.DrawFn) -> Drawn:
 @st.composite
 def _authorization(draw: st.DrawFn) -> Drawn:
     token = draw(_chars(ALNUM + "+/=", 12, 60))
-    scheme = draw(st.sampled_from(["Basic", "basic", "token", "Digest"]))
-    return f"Authorization: {scheme} {token}", [token]
+    scheme = draw(st.sampled_from(["Basic ", "basic ", "token ", "Digest ", ""]))
+    if not scheme:  # a key alone: a letter and a digit in it
+        token = draw(st.sampled_from("aZ")) + token + draw(st.sampled_from("07"))
+    return f"Authorization: {scheme}{token}", [token]
+
+
+_SERVICE_KEYS = [  # prefix, its body's characters and length, as the services issue them
+    ("gsk_", ALNUM, 52), ("lsv2_pt_", HEX + "_", 43), ("tvly-", ALNUM, 32), ("r8_", ALNUM, 37),
+    ("pplx-", ALNUM, 48), ("pcsk_", ALNUM + "_", 66), ("e2b_", HEX, 40), ("whsec_", ALNUM, 32),
+    ("shpat_", HEX, 32), ("dop_v1_", HEX, 64), ("hvs.", URLSAFE, 90), ("sntryu_", HEX, 64),
+    ("sbp_", HEX, 40), ("glc_", ALNUM, 60), ("hcaik_", ALNUM, 58), ("dapi", HEX, 32),
+    ("lin_api_", ALNUM, 40), ("ntn_", ALNUM, 46), ("figd_", URLSAFE, 40),
+    ("dp.st.", ALNUM, 43), ("pul-", HEX, 40), ("HRKU-", URLSAFE, 60), ("ATATT", URLSAFE, 180),
+    ("NRAK-", UPPER_DIGITS, 27), ("GOCSPX-", URLSAFE, 28),
+    ("AGE-SECRET-KEY-1", UPPER_DIGITS, 58),
+]
+
+
+@st.composite
+def _service_key(draw: st.DrawFn) -> Drawn:
+    prefix, alphabet, length = draw(st.sampled_from(_SERVICE_KEYS))
+    key = prefix + draw(_chars(alphabet, length, length))
+    return key, [key]
 
 
 @st.composite
@@ -197,6 +219,7 @@ FAMILIES: dict[str, st.SearchStrategy[Drawn]] = {
         _chars(ALNUM + "%+", 20, 60), st.sampled_from(["sv=2022-11-02&sp=r&", "", "ss=b&"])),
     "google_oauth_token": _alone(_chars(URLSAFE, 40, 160).map(lambda rest: "ya29." + rest)),
     "assignment": _assignment(),
+    "service_key": _service_key(),
 }
 """Family -> strategy drawing ``(text, secrets)``."""
 
