@@ -294,7 +294,7 @@ FLAG_RULES: tuple[_Rule, ...] = (
 )
 """Secrets given to a command as a flag's value, with ``=`` or a space."""
 
-_LITERAL_RULES = BUILTIN_RULES + GLUED_RULES + FLAG_RULES
+_LITERAL_RULES = BUILTIN_RULES + FLAG_RULES
 """The case-sensitive rules: each is tried only on a text holding one of its needles."""
 
 SERVICE_RULES: tuple[_Rule, ...] = tuple(
@@ -302,9 +302,12 @@ SERVICE_RULES: tuple[_Rule, ...] = tuple(
     for kind, prefixes, body in SERVICE_KEYS for prefix in prefixes)
 """The keys of services agents call, by their prefixes (:data:`keys.SERVICE_KEYS`)."""
 
+WORD_RULES = SERVICE_RULES + GLUED_RULES
+"""The rules whose every match is a run of :data:`_LONG_WORD`'s characters."""
+
 _LONG_WORD = re.compile(r"[A-Za-z0-9_.+/=-]{28,}")
-"""A run of characters holding any key of :data:`SERVICE_RULES` (each is one of 28 or
-more of them): only such runs are searched for the keys' prefixes."""
+"""A run of characters holding any match of :data:`WORD_RULES` (each is one of 28 or
+more of them): only such runs are searched for their needles."""
 
 _WORD = "[A-Za-z0-9._~+/=-]"
 """A credential's characters in a header."""
@@ -422,7 +425,7 @@ class SecretRedactor:
                 text = text.replace(literal, LITERAL_MARK)
         text = redact_private_keys(text)
         words = " ".join(_LONG_WORD.findall(text))
-        for rule in SERVICE_RULES if words else ():
+        for rule in WORD_RULES if words else ():
             if rule.needles[0] in words:  # each is in a long word (and has one needle)
                 text = rule.pattern.sub(rule.replace, text)
         for rule in _LITERAL_RULES:

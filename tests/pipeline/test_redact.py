@@ -17,7 +17,7 @@ from otel_diary.pipeline.core import Pipeline
 from otel_diary.pipeline.redact import (
     _LITERAL_RULES,
     _LONG_WORD,
-    SERVICE_RULES,
+    WORD_RULES,
     SecretRedactor,
     redact,
     redact_private_keys,
@@ -316,11 +316,11 @@ def test_redaction_is_idempotent(text: str) -> None:
 def test_every_match_starts_with_a_needle_of_its_rule(text: str) -> None:
     """A case-sensitive rule is skipped on a text holding none of its needles: that is
     exact only while each of its matches starts with one."""
-    for rule in _LITERAL_RULES + SERVICE_RULES:
+    for rule in _LITERAL_RULES + WORD_RULES:
         for match in rule.pattern.finditer(text):
             assert match.group(0).startswith(rule.needles), (rule.kind, match.group(0))
     for kind, text_, _ in EXAMPLES:
-        for rule in _LITERAL_RULES + SERVICE_RULES:
+        for rule in _LITERAL_RULES + WORD_RULES:
             for match in rule.pattern.finditer(text_):
                 assert match.group(0).startswith(rule.needles), (kind, match.group(0))
 
@@ -457,11 +457,13 @@ SAMPLE_KEYS = [
                                   "huggingface_token", "npm_token", "pypi_token",
                                   "xai_api_key")),
                  st.sampled_from([key for _, key in SAMPLE_KEYS]).flatmap(
-                     lambda key: st.integers(0, 12).map(lambda cut: key[:len(key) - cut]))))
+                     lambda key: st.integers(0, 12).map(lambda cut: key[:len(key) - cut])),
+                 st.sampled_from(["task-", "cfg.", "x_"]).flatmap(
+                     lambda glue: FAMILIES["api_key"].map(lambda drawn: glue + drawn[0]))))
 def test_every_services_key_is_a_long_word(text: str) -> None:
-    """The keys' prefixes are looked for only in runs of 28 or more word characters:
-    that is exact only while every key is one."""
-    for rule in SERVICE_RULES:
+    """The keys' prefixes, also glued to a word, are looked for only in runs of 28 or more
+    word characters: that is exact only while every such key is one."""
+    for rule in WORD_RULES:
         for match in rule.pattern.finditer(text):
             assert _LONG_WORD.fullmatch(match.group(0)), (rule.kind, match.group(0))
 
