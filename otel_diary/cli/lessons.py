@@ -26,6 +26,7 @@ from otel_diary.index.base import DiaryStore
 from otel_diary.index.documents import error_signatures
 from otel_diary.index.folder import FolderStore
 from otel_diary.index.lessons import Lesson, lesson_path
+from otel_diary.pipeline.redact import redact
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
              "file": str(root / lesson_path(lesson.signature))} for lesson in lessons]})
         return 0 if lessons else 1
     if not lessons:
-        wanted = f" for {args.signature}" if args.signature else ""
+        wanted = f" for {redact(args.signature)}" if args.signature else ""
         return fail("lessons", f"no lessons{wanted} in {store.where} yet", 1)
     if args.signature:
         print(lessons[0].as_document(), end="")

@@ -26,6 +26,7 @@ from otel_diary.cli.common import (
 from otel_diary.errors import IndexUnavailable, SearchError
 from otel_diary.index.query import SearchResult, fts_terms
 from otel_diary.index.store import DiaryIndex
+from otel_diary.pipeline.redact import redact
 from otel_diary.readers.knowledge import Found, search_lessons
 from otel_diary.text import parse_since
 
@@ -144,7 +145,7 @@ def _show(args: argparse.Namespace, result: SearchResult, lessons: list[dict[str
     found = 0 if result.hits else 1  # as grep's, on the diaries: lessons come beside them
     if args.json:
         print_json({
-            "query": args.query,
+            "query": redact(args.query),
             "match": result.match if result.hits else "none",
             "count": len(result.hits),
             "results": [{**hit.as_dict(), "file": str(root / hit.path)} for hit in result.hits],

@@ -34,6 +34,7 @@ from otel_diary.index.query import Hit, Match, fts_terms
 from otel_diary.index.schema import SCHEMA_VERSION, prepare
 from otel_diary.index.store import INDEX_FILE, DiaryIndex
 from otel_diary.index.templates import first_error_line
+from otel_diary.pipeline.redact import redact
 from otel_diary.pipeline.render import DIARY_ROOT, KB_FOLDER, parse_front_matter, split_front_matter
 from otel_diary.readers.lessons import KnownLesson, LessonFiles, LessonSource, heading, plain_text
 from otel_diary.text import encodable, one_line, read_text
@@ -414,7 +415,7 @@ class KnowledgeBase:
             found.setdefault(hit.id, _found_diary(hit, met[hit.id]))
         for hit in by_text:
             found.setdefault(hit.id, _found_diary(hit, ["text"]))
-        return LessonsAnswer(signatures=signatures, template=template, first_line=line,
+        return LessonsAnswer(signatures=signatures, template=template, first_line=redact(line),
                              results=list(found.values())[:limit])
 
     def _error_diaries(self, index: DiaryIndex, signatures: Sequence[str], words: str,

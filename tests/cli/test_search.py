@@ -338,6 +338,25 @@ def test_bad_fts_syntax_gives_a_clear_message(capsys: pytest.CaptureFixture[str]
     assert (code, out) == (2, "") and "invalid FTS5 query" in err
 
 
+
+SECRET = "gsk_" + "Zq7xW2mK9pL4vN8rT3yB6cH1jD5fG0sQaE" * 2
+"""A key as a pasted error or a query may hold it."""
+
+
+def test_a_secret_in_the_query_is_not_echoed(capsys: pytest.CaptureFixture[str],
+                                             kb: tuple[Path, dict[str, Diary]]) -> None:
+    """What search prints back of a query (its JSON's "query", a broken FTS5 query's
+    message) is redacted as a diary is: its output goes to agents and their logs."""
+    root, _ = kb
+    code, out, _ = cli(capsys, "search", "--dir", str(root), "--json", f"TS2345 {SECRET}")
+    assert code == 0 and SECRET not in out
+    assert json.loads(out)["query"] == "TS2345 [REDACTED:groq_api_key]"
+    code, out, err = cli(capsys, "search", "--dir", str(root), "--fts", "--",
+                         f"password={SECRET[:20]} NEAR(")
+    assert code == 2 and "invalid FTS5 query" in err and SECRET[:20] not in out + err
+    code, _, err = cli(capsys, "lessons", "--dir", str(root), "--signature", SECRET)
+    assert code == 1 and "no lessons for [REDACTED:groq_api_key]" in err
+
 @pytest.mark.parametrize(("text", "expected"), [
     ("2026-11-30", "2026-11-30T00:00:00.000Z"),
     ("2026-11-30T12:30:00Z", "2026-11-30T12:30:00.000Z"),

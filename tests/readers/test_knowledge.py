@@ -219,6 +219,19 @@ def test_lessons_match_a_new_error_by_signature_lesson_first(kb: KB) -> None:
         ("diary", diaries["types"].id, ["code:TS2345"])]
 
 
+
+def test_the_error_line_a_lesson_answer_gives_back_is_redacted(kb: KB) -> None:
+    """A pasted stderr tail can hold a key: the first line the answer echoes has it out,
+    and the error is still matched by its signature."""
+    root, diaries = kb
+    key = "gsk_" + "Zq7xW2mK9pL4vN8rT3yB6cH1jD5fG0sQaE" * 2
+    error = NEW_TS_ERROR.replace("error TS2345:", f"error TS2345: (key {key})", 1)
+    with KnowledgeBase(root) as base:
+        answer = base.lessons(error)
+    assert key not in answer.first_line and "[REDACTED:groq_api_key]" in answer.first_line
+    assert answer.signatures == ["code:TS2345"]
+    assert diaries["types"].id in [found.id for found in answer.results]
+
 def test_lessons_without_lesson_documents_match_diaries_and_fall_back_to_text(kb: KB) -> None:
     """With no lessons, diaries sharing a signature come first; an error without one is
     matched by the words of its first error line."""
