@@ -108,6 +108,15 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
     _rule("slack_token",
           r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/-]{8,255}",
           ("hooks.slack.com",)),
+    # Discord's and Teams' incoming webhooks: whoever has the URL posts to the channel.
+    _rule("discord_webhook",
+          r"(discord(?:app)?\.com/api/webhooks/[0-9]{5,30}/)[A-Za-z0-9_-]{20,255}",
+          ("discord.com/api/webhooks/", "discordapp.com/api/webhooks/"), keep_prefix=True),
+    _rule("teams_webhook", r"(\.webhook\.office\.com/webhookb2/)[^\s\"'<>]{20,512}",
+          (".webhook.office.com/webhookb2/",), keep_prefix=True),
+    # An API key as a URL's query parameter (``?key=…``, as Google's APIs take it).
+    _rule("api_key", r"([?&]key=)(?!\[REDACTED:)[^\s&#\"'<>]{8,512}", ("?key=", "&key="),
+          keep_prefix=True),
     _rule("api_key", r"sk-" + _token_start(3) + r"[A-Za-z0-9_-]{20,255}", ("sk-",)),
     _rule("api_key", r"sk_(?:live|test)_" + _token_start(8) + r"[A-Za-z0-9]{16,255}",
           ("sk_live_", "sk_test_")),
@@ -168,6 +177,16 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
             r"(?:[ \t]{1,4}[^\s]{1,256}){0,3}?[ \t]{1,4}-p(?:[ \t]{1,4}|=)(?P<q>[\"'])?)"
             r"(?!-)" + _MAYBE_QUOTED,
             (tool,), keep_prefix=True) for tool in ("docker", "podman")),
+    # redis-cli -a password (or --pass password), gh secret set NAME --body value, and
+    # kubectl create secret ... --from-literal=NAME=value.
+    _rule("password", r"(redis-cli" + _token_start(9) + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
+          r"[ \t]{1,4}(?:-a|--pass)[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + _MAYBE_QUOTED,
+          ("redis-cli",), keep_prefix=True),
+    _rule("secret", r"(gh secret set" + _token_start(13) + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
+          r"[ \t]{1,4}(?:--body(?:[ \t]{1,4}|=)|-b[ \t]{0,4})(?P<q>[\"'])?)(?!-)" + _MAYBE_QUOTED,
+          ("gh secret set",), keep_prefix=True),
+    _rule("secret", r"(--from-literal=[A-Za-z0-9_.-]{1,253}=(?P<q>[\"'])?)" + _MAYBE_QUOTED,
+          ("--from-literal=",), keep_prefix=True),
 )
 """The case-sensitive families, each scanned by the regex engine from its literal prefix."""
 

@@ -144,6 +144,20 @@ EXAMPLES = [
     ("url_credentials", "mysql://root:2024/Secret@db postgresql+psycopg://app:8/Kx3+q@db/x",
      "mysql://root:[REDACTED:url_credentials]@db "
      "postgresql+psycopg://app:[REDACTED:url_credentials]@db/x"),
+    ("discord_webhook", "POST https://discord.com/api/webhooks/123456789012345678/"
+     "AbCdEf-GhIjKlMnOpQrStUv_0123 -> 404",
+     "POST https://discord.com/api/webhooks/123456789012345678/[REDACTED:discord_webhook] -> 404"),
+    ("teams_webhook", "url: https://acme.webhook.office.com/webhookb2/1a2b3c4d-0000-1111@aaaa/"
+     "IncomingWebhook/0123456789abcdef/1a2b x",
+     "url: https://acme.webhook.office.com/webhookb2/[REDACTED:teams_webhook] x"),
+    ("api_key", "GET /maps/api/geocode/json?address=x&key=Zq7xW2mK9pL4vN8r 200",
+     "GET /maps/api/geocode/json?address=x&key=[REDACTED:api_key] 200"),
+    ("password", "redis-cli -h cache -a hunter2secret ping",
+     "redis-cli -h cache -a [REDACTED:password] ping"),
+    ("secret", "gh secret set DEPLOY_KEY --body 'S3cret value' --repo acme/app",
+     "gh secret set DEPLOY_KEY --body '[REDACTED:secret]' --repo acme/app"),
+    ("secret", "kubectl create secret generic db --from-literal=DB_URL=S3cret!x -n prod",
+     "kubectl create secret generic db --from-literal=DB_URL=[REDACTED:secret] -n prod"),
     ("password", "log in as admin with password hunter2xyz; the passphrase is Correct-9",
      "log in as admin with password [REDACTED:password]; the passphrase is "
      "[REDACTED:password]"),
@@ -180,6 +194,8 @@ def test_each_family_becomes_its_marker(kind: str, text: str, expected: str) -> 
     "pass: test_login pass: 1.2s pass=12ms pass: N/A pass: - surefire.pass=PASSED x.pass=1.5s",
     r"env.pwd=./build process.pwd=C:\build os.pwd=~/src postgres://db:5432/app",
     "password reset for user42; the password field was empty; Passwords rotated in 2024",
+    "redis-cli -a; gh secret set --help; gh secret list; /search?key=name&q=x sort key=id",
+    "https://discord.com/api/webhooks/ docs; a webhook.office.com/webhookb2/ URL",
 ])
 def test_prose_and_build_output_stay_as_they_are(text: str) -> None:
     """Ordinary log lines and numbers named like secrets are not redacted."""

@@ -132,6 +132,30 @@ def _docker_login(draw: st.DrawFn) -> Drawn:
     return f"{tool} login{before} {flag}{password} ghcr.io", [password]
 
 
+@st.composite
+def _command_secret(draw: st.DrawFn) -> Drawn:
+    """A secret a command is given to store or to log in with."""
+    value = draw(_chars(ALNUM, 1, 1)) + draw(_chars(PASSWORD_CHARS, 5, 40))
+    quote = draw(st.sampled_from(["", "'", "\""]))
+    command = draw(st.sampled_from([
+        "redis-cli -h cache -a {}", "redis-cli --pass {} ping", "gh secret set TOKEN --body {}",
+        "gh secret set TOKEN -b {} --repo acme/app", "gh secret set TOKEN --body={}",
+        "kubectl create secret generic db --from-literal=password={}",
+        "kubectl create secret generic db --from-literal=DSN={} -n prod"]))
+    return command.format(f"{quote}{value}{quote}"), [value]
+
+
+@st.composite
+def _webhook(draw: st.DrawFn) -> Drawn:
+    token = draw(_chars(URLSAFE, 20, 70))
+    url = draw(st.sampled_from([
+        "https://discord.com/api/webhooks/123456789012345678/{}",
+        "https://discordapp.com/api/webhooks/98765/{}",
+        "https://acme.webhook.office.com/webhookb2/{}",
+        "https://maps.googleapis.com/api?address=x&key={}", "https://x.example/v1?key={}"]))
+    return url.format(token), [token]
+
+
 _KEYS = ["password", "PASSWORD", "db_password", "DB_PASSWORD", "passwd", "Passphrase",
          "secret", "client_secret", "AWS_SECRET_ACCESS_KEY", "token", "GITHUB_TOKEN",
          "auth_token", "api_key", "API_KEY", "apiKey", "api-key", "x-api-key", "access_key",
@@ -220,6 +244,8 @@ FAMILIES: dict[str, st.SearchStrategy[Drawn]] = {
     "google_oauth_token": _alone(_chars(URLSAFE, 40, 160).map(lambda rest: "ya29." + rest)),
     "assignment": _assignment(),
     "service_key": _service_key(),
+    "command_secret": _command_secret(),
+    "webhook": _webhook(),
 }
 """Family -> strategy drawing ``(text, secrets)``."""
 
