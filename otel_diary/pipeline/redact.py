@@ -216,8 +216,8 @@ GLUED_RULES: tuple[_Rule, ...] = tuple(
         ("huggingface_token", ("hf_",), "[A-Za-z0-9]{30,255}"),
         ("google_api_key", ("AIza",), "[A-Za-z0-9_-]{35}"),
     ) for prefix in prefixes)
-"""The keys above glued to a longer word (``task-sk-proj-…``, ``cfg.ghp_…``), which those
-rules pass over as part of it."""
+"""OpenAI's, Anthropic's, GitHub's, Hugging Face's and Google's keys glued to a longer word
+(``task-sk-proj-…``, ``cfg.ghp_…``), which their own rules pass over as part of it."""
 
 _GLUED_ONLY = ("pass", "pwd", "key")
 """Keys that name a secret only as the end of a longer name (``DB_PASS``, ``MYSQL_PWD``,
