@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from urllib.parse import urlsplit, urlunsplit
 
 from otel_diary.pipeline.keys import SERVICE_KEYS
@@ -40,7 +41,9 @@ class _Rule:
     """One family of secrets and how to find it."""
 
     kind: str
-    pattern: re.Pattern[str]
+    expression: str
+    """The regular expression, compiled on first use: most texts hold none of the needles
+    of most rules, and a process that redacts little compiles little."""
     needles: tuple[str, ...] = ()
     """Literals that start every match (lower-case when ``anchored``): a text holding
     none of them is not scanned."""
@@ -48,6 +51,10 @@ class _Rule:
     """Group 1 is context (``Bearer ``, ``://user:``) kept in front of the marker."""
     anchored: bool = False
     """Case-insensitive: tried only where a needle starts in the lower-cased text."""
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile(self.expression)
 
     def replace(self, match: re.Match[str]) -> str:
         mark = MARK.format(kind=self.kind)
@@ -64,7 +71,7 @@ class _Rule:
 
 def _rule(kind: str, pattern: str, needles: tuple[str, ...], *,
           keep_prefix: bool = False) -> _Rule:
-    return _Rule(kind, re.compile(pattern), needles, keep_prefix)
+    return _Rule(kind, pattern, needles, keep_prefix)
 
 
 def _quoted(group: str) -> str:
@@ -207,7 +214,7 @@ class _GluedRule(_Rule):
 
 
 GLUED_RULES: tuple[_Rule, ...] = tuple(
-    _GluedRule(kind, re.compile(re.escape(prefix) + rf"(?<=[A-Za-z0-9_.-].{{{len(prefix)}}})"
+    _GluedRule(kind, (re.escape(prefix) + rf"(?<=[A-Za-z0-9_.-].{{{len(prefix)}}})"
                                 rf"(?P<key>{body})"), (prefix,))
     for kind, prefixes, body in (
         ("api_key", ("sk-proj-", "sk-ant-", "sk-svcacct-", "sk-admin-"), "[A-Za-z0-9_-]{20,255}"),
@@ -262,7 +269,7 @@ _NO_COUNT = (r"(?![0-9][0-9.,/]{0,39}(?:ms|s|m|h|%)?(?![^\s\"'`,;)\]}]))"
 name names test results or a folder, those are."""
 
 
-def _assignment(keys: tuple[str, ...]) -> re.Pattern[str]:
+def _assignment(keys: tuple[str, ...]) -> str:
     """``<key>=<value>`` for one of ``keys``, in the usual spellings of config and logs.
 
     After the key comes (case-sensitively) no lower-case letter, so ``tokens: 5`` and
@@ -278,7 +285,7 @@ def _assignment(keys: tuple[str, ...]) -> re.Pattern[str]:
         rf"(?<=[A-Za-z0-9][_-]){_NOT_SECRET.get(key, '')}{key}(?![A-Za-z])"
         if key in _GLUED_ONLY else re.escape(key)
         for key in sorted(keys, key=len, reverse=True))
-    return re.compile(
+    return (
         r"(?i)(?P<head>(?P<key>" + alternatives + r")(?-i:(?![a-z]))[A-Za-z0-9_.-]{0,40}"
         r"(?:\\{0,7}[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}"
         r"(?:\r?\n[ \t]{1,8}[A-Za-z0-9_-]{1,40}:[ \t]{1,4}|\r?\n[ \t]{0,8})?)"
@@ -301,7 +308,7 @@ class _AssignmentRule(_Rule):
 
 
 FLAG_RULES: tuple[_Rule, ...] = (
-    _AssignmentRule("secret", re.compile(
+    _AssignmentRule("secret", (
         r"(?P<head>--(?=[A-Za-z])(?i:(?:[a-z0-9]{1,20}[-_](?:[a-z0-9]{1,20}[-_])?)?"
         r"(?P<key>password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key"
         r"|(?<=[a-z0-9][-_])(?:pass|pwd)))"
@@ -322,22 +329,38 @@ SERVICE_RULES: tuple[_Rule, ...] = tuple(
 """The keys of services agents call, by their prefixes (:data:`keys.SERVICE_KEYS`)."""
 
 WORD_RULES = SERVICE_RULES + GLUED_RULES
-"""The rules whose every match is a run of :data:`_LONG_WORD`'s characters."""
+"""The rules whose every match is a run of :data:`KEY_MIN` or more of :data:`KEY_CHARS`:
+only such runs of a text are searched for their needles."""
 
-_LONG_WORD = re.compile(r"[A-Za-z0-9_.+/=-]{28,}")
-"""A run of characters holding any match of :data:`WORD_RULES` (each is one of 28 or
-more of them): only such runs are searched for their needles."""
+KEY_MIN = 28
+KEY_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+/=-"
+_AS_RUNS = bytes(ord("x") if chr(byte) in KEY_CHARS else ord(" ") for byte in range(256))
+_RUN = b"x" * KEY_MIN
+
+
+def _key_runs(text: str) -> str:
+    """The runs of :data:`KEY_MIN` or more of :data:`KEY_CHARS` in ``text``, joined by
+    spaces: found by byte search, a byte a character, with no regular expression."""
+    runs = text.encode("latin-1", "replace").translate(_AS_RUNS)
+    found: list[str] = []
+    start = runs.find(_RUN)
+    while start >= 0:
+        end = runs.find(b" ", start + KEY_MIN)
+        end = len(runs) if end < 0 else end
+        found.append(text[start:end])
+        start = runs.find(_RUN, end)
+    return " ".join(found)
 
 _WORD = "[A-Za-z0-9._~+/=-]"
 """A credential's characters in a header."""
 
 ANCHORED_RULES: tuple[_Rule, ...] = (
-    _Rule("bearer", re.compile(r"(?i)(\bbearer[ \t]{1,8})[A-Za-z0-9._~+/=-]{8,4096}"),
+    _Rule("bearer", (r"(?i)(\bbearer[ \t]{1,8})[A-Za-z0-9._~+/=-]{8,4096}"),
           ("bearer",), keep_prefix=True, anchored=True),
     # After its scheme, or alone (some APIs take the key itself): then a word of twelve
     # characters or more holding a letter and a digit (not "Authorization: required").
     _Rule("authorization",
-          re.compile(r"(?i)(\bauthorization[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?"
+          (r"(?i)(\bauthorization[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?"
                      r"(?:(?:basic|token|digest|apikey|key)[ \t]{1,8}|(?=" + _WORD + "{12})"
                      r"(?=" + _WORD + "{0,4095}[0-9])(?=" + _WORD + "{0,4095}[a-z])))"
                      + _WORD + "{4,4096}"),
@@ -350,20 +373,20 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
     # In prose: "with password hunter2xyz", "the passphrase is S3cret-pw", "my password,
     # it is S3cret-pw": a word of letters and digits after it (not "the password field",
     # "password reset", "password, build42 failed", "password is base64-encoded").
-    _Rule("password", re.compile(
+    _Rule("password", (
         r"(?i)(\b(?:passw(?:or)?d|passphrase)\b(?:[ \t]{1,4}(?:(?:is|was|set to)[ \t]{1,4})?"
         r"|[ \t]{0,2},[ \t]{1,4}(?:(?:it|which)[ \t]{1,4}(?:is|was)|it['\u2019]s)[ \t]{1,4}))"
         r"(?!\[REDACTED:|[A-Za-z0-9]{1,20}-[a-z]{2,20}ed(?![A-Za-z0-9-]))"
         r"(?=[^\s\"'`,;]{0,127}[0-9])(?=[^\s\"'`,;]{0,127}[A-Za-z])"
         r"[^\s\"'`,;]{6,128}"), ("passw", "passphrase"), keep_prefix=True, anchored=True),
     # Cookie: and Set-Cookie: headers: session ids, to the line's end.
-    _Rule("cookie", re.compile(r"(?i)(\b(?:set-)?cookie[\"']?[ \t]{0,4}:[ \t]{0,4}[\"']?)"
+    _Rule("cookie", (r"(?i)(\b(?:set-)?cookie[\"']?[ \t]{0,4}:[ \t]{0,4}[\"']?)"
                              r"[^\s\"'][^\r\n\"']{0,4095}"),
           ("cookie",), keep_prefix=True, anchored=True),
     # pass alone, lower-case, with a quoted value (``pass: "…"``, ``{"pass": "…"}``); pass
     # or pwd ending a dotted name, also with one that is no count or path
     # (``mail.smtp.pass=…``, not ``results.pass=12`` or ``os.pwd=/app``).
-    _AssignmentRule("password", re.compile(
+    _AssignmentRule("password", (
         r"(?P<head>(?P<key>(?P<dotted>(?<=[A-Za-z0-9]\.)(?i:pass|pwd)(?![A-Za-z0-9_]))"
         r"|(?<![A-Za-z0-9_.-])pass)(?:\\{0,7}[\"'])?[ \t]{0,4}[:=][ \t]{0,4})"
         r"(?!(?:\\{0,7}[\"'])?\[REDACTED:)(?:" + _QUOTED_VALUE + "|(?(dotted)" + _NO_COUNT
@@ -372,13 +395,13 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
     # braced, or to the next ``;``), elsewhere one that is no folder, variable or code
     # (``PWD=/app``, ``PWD=$HOME``, ``PWD=%CD%``, ``pwd=os.getcwd()``, ``pwd=password``:
     # it must hold a digit or a sign).
-    _AssignmentRule("password", re.compile(
-        r"(?P<head>(?P<key>(?:(?P<connection>(?<=;))|(?<![A-Za-z0-9_.;-]))pwd)=)"
+    _AssignmentRule("password", (
+        r"(?i)(?P<head>(?P<key>(?:(?P<connection>(?<=;))|(?<![A-Za-z0-9_.;-]))pwd)=)"
         r"(?!\[REDACTED:)(?:(?P<quote>[\"'])(?!\.{0,2}/|~/|[A-Za-z]:[\\/]|\$)"
         + _quoted("quote") + r"|\{[^}\r\n]{1,512}\}"
         r"|(?(connection)[^\s;\"'`]{1,512}"
         r"|(?![$%=]|\.{0,2}/|~/|[A-Za-z]:[\\/])(?=[^\s;\"'`(){}]{0,511}[0-9!@#^&*+?<>|~-])"
-        r"(?![^\s;\"'`(){}]{0,512}\()[^\s;\"'`(){}]{1,512}))", re.IGNORECASE),
+        r"(?![^\s;\"'`(){}]{0,512}\()[^\s;\"'`(){}]{1,512}))"),
         ("pwd",), anchored=True),
 )
 """The case-insensitive families, tried at each occurrence of a needle, leftmost first."""
@@ -443,7 +466,7 @@ class SecretRedactor:
             if literal in text:
                 text = text.replace(literal, LITERAL_MARK)
         text = redact_private_keys(text)
-        words = " ".join(_LONG_WORD.findall(text))
+        words = _key_runs(text)
         for rule in WORD_RULES if words else ():
             if rule.needles[0] in words:  # each is in a long word (and has one needle)
                 text = rule.pattern.sub(rule.replace, text)
@@ -501,7 +524,7 @@ def compile_extra(kind: str, pattern: str) -> _Rule:
         raise ValueError(f"redaction pattern {kind!r} does not compile: {exc}") from None
     if compiled.fullmatch(""):
         raise ValueError(f"redaction pattern {kind!r} matches the empty string")
-    return _Rule(kind, compiled)
+    return _Rule(kind, pattern)
 
 
 _PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
