@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from urllib.parse import urlsplit, urlunsplit
 
-from otel_diary.pipeline.keys import SERVICE_KEYS
+from otel_diary.pipeline.keys import SERVICE_KEYS, key_runs
 from otel_diary.text import clean
 
 MARK = "[REDACTED:{kind}]"
@@ -329,27 +329,9 @@ SERVICE_RULES: tuple[_Rule, ...] = tuple(
 """The keys of services agents call, by their prefixes (:data:`keys.SERVICE_KEYS`)."""
 
 WORD_RULES = SERVICE_RULES + GLUED_RULES
-"""The rules whose every match is a run of :data:`KEY_MIN` or more of :data:`KEY_CHARS`:
+"""The rules whose every match is a run of :data:`keys.KEY_MIN` or more :data:`keys.KEY_CHARS`:
 only such runs of a text are searched for their needles."""
 
-KEY_MIN = 28
-KEY_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+/=-"
-_AS_RUNS = bytes(ord("x") if chr(byte) in KEY_CHARS else ord(" ") for byte in range(256))
-_RUN = b"x" * KEY_MIN
-
-
-def _key_runs(text: str) -> str:
-    """The runs of :data:`KEY_MIN` or more of :data:`KEY_CHARS` in ``text``, joined by
-    spaces: found by byte search, a byte a character, with no regular expression."""
-    runs = text.encode("latin-1", "replace").translate(_AS_RUNS)
-    found: list[str] = []
-    start = runs.find(_RUN)
-    while start >= 0:
-        end = runs.find(b" ", start + KEY_MIN)
-        end = len(runs) if end < 0 else end
-        found.append(text[start:end])
-        start = runs.find(_RUN, end)
-    return " ".join(found)
 
 _WORD = "[A-Za-z0-9._~+/=-]"
 """A credential's characters in a header."""
@@ -466,7 +448,7 @@ class SecretRedactor:
             if literal in text:
                 text = text.replace(literal, LITERAL_MARK)
         text = redact_private_keys(text)
-        words = _key_runs(text)
+        words = key_runs(text)
         for rule in WORD_RULES if words else ():
             if rule.needles[0] in words:  # each is in a long word (and has one needle)
                 text = rule.pattern.sub(rule.replace, text)

@@ -14,10 +14,9 @@ from hypothesis import strategies as st
 
 from otel_diary import ORCHESTRATOR, Settings
 from otel_diary.pipeline.core import Pipeline
+from otel_diary.pipeline.keys import KEY_CHARS, KEY_MIN
 from otel_diary.pipeline.redact import (
     _LITERAL_RULES,
-    KEY_CHARS,
-    KEY_MIN,
     WORD_RULES,
     SecretRedactor,
     redact,
