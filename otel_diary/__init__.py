@@ -1,4 +1,4 @@
-"""otel-diary: turn an AI-agent orchestrator's OpenTelemetry traces into diaries.
+"""otel-diary: turn AI agents' OpenTelemetry traces into diaries and lessons.
 
 Every root task span that ends successfully becomes a short markdown document that the
 next agent can find. Attach it in one line::

@@ -41,7 +41,8 @@ def version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="otel-diary",
-        description="Turn an AI-agent orchestrator's OpenTelemetry traces into diaries.",
+        description="Turn AI agents' OpenTelemetry traces into diaries and lessons the next "
+                    "agent can search.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
