@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from otel_diary import ORCHESTRATOR, ChildSummary, Diary, Settings, SpanRecord
+from otel_diary.errors import SearchError
 from otel_diary.index.base import DiaryStore
 from otel_diary.index.documents import entry_from_parts, primary_signature
 from otel_diary.index.folder import FolderStore
@@ -106,6 +107,17 @@ def test_a_search_for_some_words_leaves_the_stop_words_out(store: DiaryStore) ->
     assert (none.match, none.hits) == ("any", [])
     assert [hit.id for hit in store.search("the an").hits] == [noise.id]  # only stop words
 
+
+
+@pytest.mark.parametrize("query", ["password=hunter2xyz (((", "'Bearer Zq7xW2mK9pL4vN8r'!!:"])
+def test_a_broken_raw_query_is_refused_without_its_secret(store: DiaryStore, query: str) -> None:
+    """A raw full-text query the engine refuses is named in the error, redacted as a diary
+    is: the error goes to the agent that asked and to logs."""
+    keep(store, render(task_record(1, "T-1")))
+    with pytest.raises(SearchError) as refused:
+        store.search(query, raw=True)
+    assert "hunter2xyz" not in str(refused.value) and "Zq7xW2mK9pL4vN8r" not in str(refused.value)
+    assert "[REDACTED:" in str(refused.value)
 
 WORDS = ("see os.path.join and v1.2.3 at https://ci.example.com/run/7, mail dev@example.com; "
          "node_modules/left-pad snake_case_name kebab-case réseau connection timeouts")
