@@ -1,11 +1,15 @@
-"""The keys of services agents call (code hosts, model APIs, search, vector stores,
-observability, deployment), told by the prefix each service gives them.
+"""Keys told by their shape: the keys of services agents call (code hosts, model APIs,
+search, vector stores, observability, deployment), by the prefix each service gives them,
+and PEM private-key blocks.
 
-Redaction finds these wherever a word starts with one, so they are taken out of an error
-message (``Invalid API Key gsk_…``), a header or a URL as well as out of an assignment.
+Redaction finds a service's key wherever a word starts with its prefix, so it is taken out
+of an error message (``Invalid API Key gsk_…``), a header or a URL as well as out of an
+assignment.
 """
 
 from __future__ import annotations
+
+import re
 
 SERVICE_KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     # kind, the prefixes its keys start with, and what follows one (as the vendor issues it)
@@ -69,3 +73,59 @@ def key_runs(text: str) -> str:
         found.append(text[start:end])
         start = runs.find(_RUN, end)
     return " ".join(found)
+
+
+_PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = re.compile(r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_KEY_LINE = re.compile(r"[A-Za-z0-9+/=]{16,4096}|(?:Proc-Type|DEK-Info|Comment): [^\n]{0,200}")
+"""A line of a key's body: base64, or a header."""
+_LAST_KEY_LINE = re.compile(r"[A-Za-z0-9+/=]{1,4096}")
+"""The line right above the END marker: base64 of any length (a key's last line is short)."""
+
+
+def redact_private_keys(text: str) -> str:
+    """PEM private-key blocks replaced by ``[REDACTED:private_key]``.
+
+    A block without its END line (a log tail cut it off) is redacted to the end of the
+    text; an END line without its BEGIN takes the key-looking lines right above it.
+    Each marker is searched for once, so the work is linear in ``text``.
+    """
+    if "PRIVATE KEY" not in text:
+        return text
+    mark = "[REDACTED:private_key]"
+    out: list[str] = []
+    position = 0
+    begin = _PEM_BEGIN.search(text)
+    end = _PEM_END.search(text)
+    while begin is not None or end is not None:
+        if end is not None and (begin is None or end.start() < begin.start()):
+            start = _orphan_start(text, position, end.start())
+            out.append(text[position:start])
+        else:
+            assert begin is not None
+            out.append(text[position:begin.start()])
+            if end is None:
+                out.append(mark)
+                return "".join(out)
+        out.append(mark)
+        position = end.end()
+        if begin is not None and begin.start() < position:
+            begin = _PEM_BEGIN.search(text, position)
+        end = _PEM_END.search(text, position)
+    out.append(text[position:])
+    return "".join(out)
+
+
+def _orphan_start(text: str, floor: int, end_marker: int) -> int:
+    """Where the key lines directly above ``end_marker`` begin (not before ``floor``)."""
+    start = end_marker
+    pattern = _LAST_KEY_LINE
+    while start > floor:
+        line_start = text.rfind("\n", floor, start - 1) + 1
+        line_start = max(line_start, floor)
+        line = text[line_start:start].strip()
+        if not line or not pattern.fullmatch(line):
+            break
+        start = line_start
+        pattern = _KEY_LINE
+    return start

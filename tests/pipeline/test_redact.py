@@ -14,13 +14,12 @@ from hypothesis import strategies as st
 
 from otel_diary import ORCHESTRATOR, Settings
 from otel_diary.pipeline.core import Pipeline
-from otel_diary.pipeline.keys import KEY_CHARS, KEY_MIN
+from otel_diary.pipeline.keys import KEY_CHARS, KEY_MIN, redact_private_keys
 from otel_diary.pipeline.redact import (
     _LITERAL_RULES,
     WORD_RULES,
     SecretRedactor,
     redact,
-    redact_private_keys,
     without,
 )
 from otel_diary.wiring import build_pipeline
