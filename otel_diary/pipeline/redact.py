@@ -121,6 +121,13 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
           ("discord.com/api/webhooks/", "discordapp.com/api/webhooks/"), keep_prefix=True),
     _rule("teams_webhook", r"(\.webhook\.office\.com/webhookb2/)[^\s\"'<>]{20,512}",
           (".webhook.office.com/webhookb2/",), keep_prefix=True),
+    _rule("teams_webhook", r"(outlook\.office\.com/webhook/)[^\s\"'<>]{20,512}",
+          ("outlook.office.com/webhook/",), keep_prefix=True),
+    _rule("zapier_webhook", r"(hooks\.zapier\.com/hooks/catch/[0-9]{1,20}/)[A-Za-z0-9]{4,64}",
+          ("hooks.zapier.com/hooks/catch/",), keep_prefix=True),
+    # A registry's credentials in Docker's config.json: base64 of user:password.
+    _rule("docker_auth", r"(\"auth\"[ \t]{0,4}:[ \t]{0,4}\")(?:[A-Za-z0-9+/]{4}){3,1024}"
+          r"(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?(?=\")", ('"auth"',), keep_prefix=True),
     # An API key as a URL's query parameter (``?key=…``, as Google's APIs take it).
     _rule("api_key", r"([?&]key=)(?!\[REDACTED:)[^\s&#\"'<>]{8,512}", ("?key=", "&key="),
           keep_prefix=True),

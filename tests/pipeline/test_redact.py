@@ -149,6 +149,13 @@ EXAMPLES = [
     ("teams_webhook", "url: https://acme.webhook.office.com/webhookb2/1a2b3c4d-0000-1111@aaaa/"
      "IncomingWebhook/0123456789abcdef/1a2b x",
      "url: https://acme.webhook.office.com/webhookb2/[REDACTED:teams_webhook] x"),
+    ("teams_webhook", "POST https://outlook.office.com/webhook/1a2b-3c4d@5e6f/IncomingWebhook/"
+     "0123456789abcdef/7a8b failed",
+     "POST https://outlook.office.com/webhook/[REDACTED:teams_webhook] failed"),
+    ("zapier_webhook", "curl -X POST https://hooks.zapier.com/hooks/catch/123456/abc1def/ -d {}",
+     "curl -X POST https://hooks.zapier.com/hooks/catch/123456/[REDACTED:zapier_webhook]/ -d {}"),
+    ("docker_auth", '{"auths": {"ghcr.io": {"auth": "Y2k6Z2hwX2h1bnRlcjI="}}}',
+     '{"auths": {"ghcr.io": {"auth": "[REDACTED:docker_auth]"}}}'),
     ("api_key", "GET /maps/api/geocode/json?address=x&key=Zq7xW2mK9pL4vN8r 200",
      "GET /maps/api/geocode/json?address=x&key=[REDACTED:api_key] 200"),
     ("password", "redis-cli -h cache -a hunter2secret ping",
@@ -195,6 +202,7 @@ def test_each_family_becomes_its_marker(kind: str, text: str, expected: str) -> 
     "password reset for user42; the password field was empty; Passwords rotated in 2024",
     "redis-cli -a; gh secret set --help; gh secret list; /search?key=name&q=x sort key=id",
     "https://discord.com/api/webhooks/ docs; a webhook.office.com/webhookb2/ URL",
+    '{"auth": "anonymous"} {"auth": "oauth2"} {"auth": "token-from-env"} "auth": "none"',
 ])
 def test_prose_and_build_output_stay_as_they_are(text: str) -> None:
     """Ordinary log lines and numbers named like secrets are not redacted."""

@@ -152,8 +152,18 @@ def _webhook(draw: st.DrawFn) -> Drawn:
         "https://discord.com/api/webhooks/123456789012345678/{}",
         "https://discordapp.com/api/webhooks/98765/{}",
         "https://acme.webhook.office.com/webhookb2/{}",
-        "https://maps.googleapis.com/api?address=x&key={}", "https://x.example/v1?key={}"]))
+        "https://maps.googleapis.com/api?address=x&key={}", "https://x.example/v1?key={}",
+        "https://outlook.office.com/webhook/{}"]))
     return url.format(token), [token]
+
+
+@st.composite
+def _docker_auth(draw: st.DrawFn) -> Drawn:
+    """A registry's credentials as Docker's config.json keeps them."""
+    user = draw(_chars(ALNUM, 1, 12))
+    password = draw(_chars(ALNUM, 1, 1)) + draw(_chars(PASSWORD_CHARS, 7, 40))
+    auth = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return f'{{"auths": {{"ghcr.io": {{"auth": "{auth}"}}}}}}', [auth]
 
 
 _KEYS = ["password", "PASSWORD", "db_password", "DB_PASSWORD", "passwd", "Passphrase",
@@ -246,6 +256,7 @@ FAMILIES: dict[str, st.SearchStrategy[Drawn]] = {
     "service_key": _service_key(),
     "command_secret": _command_secret(),
     "webhook": _webhook(),
+    "docker_auth": _docker_auth(),
 }
 """Family -> strategy drawing ``(text, secrets)``."""
 
