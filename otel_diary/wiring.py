@@ -64,7 +64,8 @@ def settings_redactor(settings: Settings) -> SecretRedactor:
 
     secrets = (settings.hub_api_key, settings.reflection_api_key, settings.serve_token)
     return SecretRedactor(settings.redact_patterns,
-                          literals=[s.get_secret_value() for s in secrets if s is not None])
+                          literals=[s.get_secret_value() for s in secrets if s is not None]
+                          ).prepare()
 
 
 def reflector_from(settings: Settings,

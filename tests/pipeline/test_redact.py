@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import subprocess
 import sys
 import unicodedata
 from pathlib import Path
@@ -539,3 +540,21 @@ def test_a_key_after_its_public_part_is_redacted(text: str, expected: str) -> No
 def test_a_services_prefix_alone_is_left_as_it_is(text: str) -> None:
     """A prefix with too little after it, or with a word that is no key, stays."""
     assert redact(text) == text
+
+
+def test_rules_compile_when_a_pipeline_is_built_not_when_imported(tmp_path: Path) -> None:
+    """Importing the redactor compiles nothing (every CLI process imports it); building a
+    pipeline compiles every rule, so that no diary pays for it."""
+    script = (
+        "import otel_diary.pipeline.redact as r\n"
+        "rules = (*r.WORD_RULES, *r._LITERAL_RULES, *r.ANCHORED_RULES)\n"
+        "print(sum('pattern' in rule.__dict__ for rule in rules))\n"
+        "from otel_diary import ORCHESTRATOR, Settings\n"
+        "from otel_diary.wiring import build_pipeline\n"
+        f"build_pipeline(Settings(enabled=True, dir={str(tmp_path)!r}), ORCHESTRATOR)\n"
+        "print(sum('pattern' not in rule.__dict__ for rule in rules), len(rules))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True)
+    on_import, after_build = done.stdout.splitlines()
+    left, total = map(int, after_build.split())
+    assert (int(on_import), left) == (0, 0) and total > 100
