@@ -55,7 +55,13 @@ class IndexUnavailable(DiaryError):
 
 
 class SearchError(DiaryError):
-    """A search the index cannot run, with a message meant for the person who typed it."""
+    """A search the index cannot run, with a message meant for the person who typed it.
+    The message is redacted as a diary is: it may quote what was typed."""
+
+    def __init__(self, message: str) -> None:
+        from otel_diary.pipeline.redact import redact  # loaded by a search already
+
+        super().__init__(redact(message))
 
 
 class DecodeError(DiaryError, ValueError):

@@ -48,7 +48,6 @@ from otel_diary.index.related import CANDIDATES, WEIGHTS
 from otel_diary.index.rules import Rule, apply_operations
 from otel_diary.index.store import RANKED
 from otel_diary.pipeline.core import MAX_RELATED
-from otel_diary.pipeline.redact import redact
 from otel_diary.pipeline.render import DIARY_ROOT
 from otel_diary.text import one_line
 
@@ -221,12 +220,12 @@ class PostgresStore:
             try:
                 return SearchResult(self._match(query, filters, params), "all", (query,))
             except psycopg.errors.SyntaxError as exc:
-                raise SearchError(redact(f"invalid tsquery {query!r}: "
-                                         f"{self._db.clean(str(exc))}")) from None
+                raise SearchError(f"invalid tsquery {query!r}: "
+                                  f"{self._db.clean(str(exc))}") from None
         terms = fts_terms(query)
         if not terms:
             if query.strip():
-                raise SearchError(redact(f"the query {query!r} has no words to search for"))
+                raise SearchError(f"the query {query!r} has no words to search for")
             where = f"WHERE {' AND '.join(filters)}" if filters else ""
             with self._db.connection() as conn:
                 rows = conn.execute(f"SELECT {_HIT} FROM {SCHEMA}.diaries AS d {where} "

@@ -54,7 +54,6 @@ from otel_diary.index.schema import (
 )
 from otel_diary.index.writing import Writer
 from otel_diary.pipeline.core import MAX_RELATED
-from otel_diary.pipeline.redact import redact
 from otel_diary.pipeline.render import DIARY_ROOT
 from otel_diary.runner import renew_after_fork
 
@@ -466,7 +465,7 @@ class DiaryIndex:
             terms = fts_terms(query)
             if not terms:
                 if query.strip():
-                    raise SearchError(redact(f"the query {query!r} has no words to search for"))
+                    raise SearchError(f"the query {query!r} has no words to search for")
                 return SearchResult(self._recent(conn, filters, params, limit), "recent")
             hits = self._match(conn, " AND ".join(terms), filters, params, limit)
             if hits or len(terms) == 1:
@@ -475,7 +474,7 @@ class DiaryIndex:
                                             params, limit), "any", tuple(terms))
         except sqlite3.OperationalError as exc:
             if raw and any(sign in str(exc) for sign in QUERY_ERRORS):
-                raise SearchError(redact(f"invalid FTS5 query {query!r}: {exc}")) from None
+                raise SearchError(f"invalid FTS5 query {query!r}: {exc}") from None
             raise IndexUnavailable(f"cannot read the index {self.path}: {exc}") from exc
         except sqlite3.Error as exc:
             raise IndexUnavailable(f"cannot read the index {self.path} ({exc}); "
