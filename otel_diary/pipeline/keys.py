@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import re
 
+MARK = "[REDACTED:{kind}]"
+"""What a secret becomes; ``kind`` names its family."""
+
 SERVICE_KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     # kind, the prefixes its keys start with, and what follows one (as the vendor issues it)
     ("github_token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), "[A-Za-z0-9]{36,255}"),
@@ -92,7 +95,7 @@ def redact_private_keys(text: str) -> str:
     """
     if "PRIVATE KEY" not in text:
         return text
-    mark = "[REDACTED:private_key]"
+    mark = MARK.format(kind="private_key")
     out: list[str] = []
     position = 0
     begin = _PEM_BEGIN.search(text)

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from urllib.parse import urlsplit, urlunsplit
 
-from otel_diary.pipeline.keys import SERVICE_KEYS, key_runs, redact_private_keys
+from otel_diary.pipeline.keys import MARK, SERVICE_KEYS, key_runs, redact_private_keys
 from otel_diary.text import clean
 
-MARK = "[REDACTED:{kind}]"
 LITERAL_MARK = MARK.format(kind="configured_secret")
 MIN_LITERAL = 6
 """Shorter configured secrets are not searched for literally (they would match prose)."""
