@@ -4,7 +4,8 @@ and PEM private-key blocks.
 
 Redaction finds a service's key wherever a word starts with its prefix, so it is taken out
 of an error message (``Invalid API Key gsk_…``), a header or a URL as well as out of an
-assignment.
+assignment; and glued to a longer word (``kh-gsk_…``) when what follows the prefix looks
+generated.
 """
 
 from __future__ import annotations

@@ -204,33 +204,48 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
 """The case-sensitive families, each scanned by the regex engine from its literal prefix."""
 
 
+def _generated(body: str) -> bool:
+    """True when ``body`` looks generated: an upper-case letter, a lower-case one, a digit."""
+    return body.lower() != body and body.upper() != body and any(map(str.isdigit, body))
+
+
 @dataclass(frozen=True)
 class _GluedRule(_Rule):
     """A key glued to a longer word, taken only when its prefix names the key's kind on its
     own (``sk-proj-``, not ``sk-``: branch names and cloud resource names end words in
-    ``-task-``, ``Disk-``) and its body looks generated: an upper-case letter, a lower-case
-    one and a digit. Checked on each match, not in the pattern, so that a run of prefixes
-    is scanned once."""
+    ``-task-``, ``Disk-``) and its body looks generated (:func:`_generated`). Checked on
+    each match, not in the pattern, so that a run of prefixes is scanned once."""
 
     def replace(self, match: re.Match[str]) -> str:
-        body = match.group("key")
-        if body.lower() != body and body.upper() != body and any(map(str.isdigit, body)):
+        if _generated(match.group("key")):
             return MARK.format(kind=self.kind)
         return match.group(0)
 
 
 GLUED_RULES: tuple[_Rule, ...] = tuple(
-    _GluedRule(kind, (re.escape(prefix) + rf"(?<=[A-Za-z0-9_.-].{{{len(prefix)}}})"
-                                rf"(?P<key>{body})"), (prefix,))
-    for kind, prefixes, body in (
-        ("api_key", ("sk-proj-", "sk-ant-", "sk-svcacct-", "sk-admin-"), "[A-Za-z0-9_-]{20,255}"),
-        ("github_token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), "[A-Za-z0-9]{36,255}"),
-        ("github_token", ("github_pat_",), "[A-Za-z0-9_]{22,255}"),
-        ("huggingface_token", ("hf_",), "[A-Za-z0-9]{30,255}"),
-        ("google_api_key", ("AIza",), "[A-Za-z0-9_-]{35}"),
-    ) for prefix in prefixes)
-"""OpenAI's, Anthropic's, GitHub's, Hugging Face's and Google's keys glued to a longer word
-(``task-sk-proj-…``, ``cfg.ghp_…``), which their own rules pass over as part of it."""
+    _GluedRule("api_key", (re.escape(prefix) + rf"(?<=[A-Za-z0-9_.-].{{{len(prefix)}}})"
+                           r"(?P<key>[A-Za-z0-9_-]{20,255})"), (prefix,))
+    for prefix in ("sk-proj-", "sk-ant-", "sk-svcacct-", "sk-admin-"))
+"""OpenAI's and Anthropic's keys glued to a longer word (``task-sk-proj-…``), which their
+own rules pass over as part of it."""
+
+
+@dataclass(frozen=True)
+class _ServiceRule(_Rule):
+    """A service's key by its prefix (:data:`keys.SERVICE_KEYS`): taken where a word starts
+    with it, and glued to a longer word (``kh-gsk_…``, ``cfg.ghp_…``) when its body looks
+    generated (:func:`_generated`)."""
+
+    def replace(self, match: re.Match[str]) -> str:
+        start = match.start()
+        if start == 0 or match.string[start - 1] not in _WORD_CHARS \
+                or _generated(match.group("key")):
+            return MARK.format(kind=self.kind)
+        return match.group(0)
+
+
+_WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+"""What a key glued to a longer word follows."""
 
 _GLUED_ONLY = ("pass", "pwd", "key")
 """Keys that name a secret only as the end of a longer name (``DB_PASS``, ``MYSQL_PWD``,
@@ -330,7 +345,7 @@ _LITERAL_RULES = BUILTIN_RULES + FLAG_RULES
 """The case-sensitive rules: each is tried only on a text holding one of its needles."""
 
 SERVICE_RULES: tuple[_Rule, ...] = tuple(
-    _rule(kind, re.escape(prefix) + _token_start(len(prefix)) + body, (prefix,))
+    _ServiceRule(kind, re.escape(prefix) + f"(?P<key>{body})", (prefix,))
     for kind, prefixes, body in SERVICE_KEYS for prefix in prefixes)
 """The keys of services agents call, by their prefixes (:data:`keys.SERVICE_KEYS`)."""
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from otel_diary import ORCHESTRATOR, Settings
 from otel_diary.pipeline.core import Pipeline
-from otel_diary.pipeline.keys import KEY_CHARS, KEY_MIN, redact_private_keys
+from otel_diary.pipeline.keys import KEY_CHARS, KEY_MIN, SERVICE_KEYS, redact_private_keys
 from otel_diary.pipeline.redact import (
     _LITERAL_RULES,
     WORD_RULES,
@@ -391,6 +391,8 @@ def test_a_key_glued_to_a_word_is_redacted_when_it_looks_generated(text: str,
     "Merge pull request #88 from acme/task-1234-AddOAuth2SupportForEnterpriseCustomers",
     "arn:aws:iam::123456789012:role/DataTask-LambdaFunctionServiceRole1A2B3C4D-ABCDEF123456",
     "EtlTask-JobRunnerFunctionServiceRole7F3A1B2C-9XK2LQ0PZ1AB",
+    "checksum-dapi0123456789abcdef0123456789abcdef",
+    "build-gsk_abcdefghijklmnopqrstuvwxyz0123456789abcdef",
 ])
 def test_a_word_ending_in_a_key_prefix_is_left_alone(text: str) -> None:
     """Branch and resource names ending a word in ``sk-`` (``task-``, ``DataTask-``) stay:
@@ -515,6 +517,24 @@ def test_a_services_key_is_redacted_wherever_it_appears(kind: str, key: str,
     assert redacted.count("[REDACTED:") == 1
     if "authorization" not in where.lower() and "key=" not in where:
         assert redacted == text.replace(key, f"[REDACTED:{kind}]")
+
+
+def _generated_body(key: str) -> bool:
+    """True when ``key`` after its prefix has letters of both cases and a digit."""
+    body = key.removeprefix(max((prefix for _kind, prefixes, _body in SERVICE_KEYS
+                                 for prefix in prefixes if key.startswith(prefix)), key=len))
+    return body.lower() != body and body.upper() != body and any(map(str.isdigit, body))
+
+
+@pytest.mark.parametrize(("kind", "key"), [
+    (kind, key) for kind, key in SAMPLE_KEYS if _generated_body(key)])
+@pytest.mark.parametrize("glue", ["kh-", "cfg.", "my_", "x"])
+def test_a_services_key_glued_to_a_word_is_redacted_when_it_looks_generated(
+        kind: str, key: str, glue: str) -> None:
+    """An id typed with the key after it (``kh-gsk_…``), a dotted name, a longer word:
+    a key with letters of both cases and digits is taken out of it too."""
+    redacted = redact(f"no diary has the id '{glue}{key}'")
+    assert redacted == f"no diary has the id '{glue}[REDACTED:{kind}]'"
 
 
 @pytest.mark.parametrize(("text", "expected"), [
