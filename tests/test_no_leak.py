@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
+import pytest
 from hypothesis import given, settings
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 from opentelemetry.sdk.trace import TracerProvider
@@ -20,16 +22,22 @@ from otel_diary import (
     GENAI,
     ORCHESTRATOR,
     ChildSummary,
+    Diary,
     DiarySpanProcessor,
     Settings,
     SpanRecord,
     classify,
 )
+from otel_diary.cli import main
 from otel_diary.conventions import OPENINFERENCE
 from otel_diary.pipeline.llm import LLMReflector
 from otel_diary.sinks.hub.sink import HubSink
 from otel_diary.wiring import build_pipeline
+from tests.support.kb import TS_STDERR
+from tests.support.knowledge import build_knowledge_base
 from tests.support.loopback import ChatServer, HubServer, serve_asgi, wait_until
+from tests.support.mcp_client import SERVER as MCP_SERVER
+from tests.support.mcp_client import stdio_session
 from tests.support.secret_strategies import Drawn, any_secret
 
 END_NS = 1_785_000_000_000_000_000
@@ -231,3 +239,79 @@ def test_a_model_call_from_any_thread_creates_no_span(tmp_path: Path) -> None:
     finally:
         instrumentor.uninstrument()
     assert [span.name for span in exporter.get_finished_spans()] == ["GET"]
+
+
+OLD_KEY = "gsk_" + "q7Rk2Vx9" * 6 + "Zp4W"
+"""A Groq key, of a kind the redactor did not always know: a diary written before then
+holds it whole."""
+
+
+def plant_old_key(root: Path, diary: Diary) -> None:
+    """Puts :data:`OLD_KEY` where a diary written before its rule would have it: the title,
+    the heading, the build's error line, what was learned."""
+    file = root / diary.path
+    text = file.read_text(encoding="utf-8")
+    for place in ("Tighten types in orders", "error TS2345: Argument",
+                  "Narrow optional strings"):
+        assert place in text
+        text = text.replace(place, f"{place} {OLD_KEY}")
+    file.write_text(text, encoding="utf-8")
+
+
+async def _mcp_answers(command: list[str], diary: str, lesson: str) -> list[str]:
+    """What the MCP tools and the resource answer about the planted diary (and lesson)."""
+    async with stdio_session(command) as session:
+        answers = [await session.call_tool("kb_search", {"query": "tighten types orders"}),
+                   await session.call_tool("kb_search", {"query": OLD_KEY}),
+                   await session.call_tool("kb_lessons", {"error": TS_STDERR}),
+                   await session.call_tool("kb_fetch", {"id": diary}),
+                   await session.call_tool("kb_fetch", {"id": f"kh-{OLD_KEY}"}),
+                   await session.call_tool("kb_fetch", {"id": lesson})]
+        texts = [json.dumps(answer.model_dump(mode="json")) for answer in answers]
+        resource = await session.read_resource(f"diary://{diary}")
+        texts.append(json.dumps(resource.model_dump(mode="json")))
+    return texts
+
+
+@pytest.mark.parametrize("where", ["folder", "store"])
+def test_a_key_in_a_document_written_before_its_rule_reaches_no_reader(
+        where: str, tmp_path: Path, request: pytest.FixtureRequest,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A diary holding a key the redactor now knows, as an older otel-diary or another
+    tool left it, and the lesson grown from it: no reader gives the key back, whatever
+    was asked."""
+    root = tmp_path / "kb"
+    diary = build_knowledge_base(root)["types"]
+    plant_old_key(root, diary)
+    if where == "folder":
+        assert main(["reindex", "--dir", str(root)]) == 0  # the lesson is grown again
+        source = ["--dir", str(root)]
+    else:
+        url = request.getfixturevalue("postgres_url")
+        assert main(["store", "import", "--dir", str(root), "--store", url]) == 0
+        source = ["--store", url]
+    capsys.readouterr()
+    assert main(["lessons", "--json", *source]) == 0
+    [lesson] = [lesson for lesson in json.loads(capsys.readouterr().out)["lessons"]
+                if lesson["signature"] == "code:TS2345"]
+    asked = [["search", "tighten types orders"], ["search", "--json", "types"],
+             ["search", OLD_KEY], ["show", "--id", diary.id], ["show", "--json", "--id", diary.id],
+             ["show", "--trace", diary.trace_id], ["show", "--id", lesson["id"]],
+             ["show", "--id", OLD_KEY], ["lessons"], ["lessons", "--signature", "TS2345"],
+             ["context", "--task", "tighten the types of orders"]]
+    outputs: list[str] = []
+    for argv in asked:
+        main([*argv, *source])
+        captured = capsys.readouterr()
+        outputs += [captured.out, captured.err]
+    error = tmp_path / "error.txt"
+    error.write_text(TS_STDERR, encoding="utf-8")
+    main(["context", "--error-file", str(error), *source])
+    outputs.append(capsys.readouterr().out)
+    outputs += anyio.run(_mcp_answers, [*MCP_SERVER, *source], diary.id, lesson["id"])
+
+    assert [output for output in outputs if OLD_KEY[:12].lower() in output.lower()] == []
+    marked = "".join(outputs)
+    # the readers found and printed the documents, with the key's place marked
+    assert marked.count("[REDACTED:groq_api_key]") >= 20, marked
+    assert "Tighten types in orders" in marked and diary.id in marked

@@ -130,8 +130,11 @@ def has_knowledge_base(root: Path) -> bool:
 
 
 def fail(command: str, message: str, code: int) -> int:
-    """Print ``message`` for a person and return ``code``."""
-    print(f"otel-diary {command}: {message}", file=sys.stderr)
+    """Print ``message`` for a person, redacted (it may quote what was typed, or a
+    document), and return ``code``."""
+    from otel_diary.pipeline.redact import redact  # read by every command but --help
+
+    print(f"otel-diary {command}: {redact(message)}", file=sys.stderr)
     return code
 
 

@@ -27,6 +27,7 @@ from otel_diary.index.documents import error_signatures
 from otel_diary.index.folder import FolderStore
 from otel_diary.index.lessons import Lesson, lesson_path
 from otel_diary.pipeline.redact import redact
+from otel_diary.readers.knowledge import redacted
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,24 +57,24 @@ def run(args: argparse.Namespace) -> int:
             {"id": lesson.id, "signature": lesson.signature, "runs": lesson.runs,
              "recovered": lesson.recovered, "first_seen": lesson.first_seen,
              "last_seen": lesson.last_seen, "agents": lesson.agents,
-             "evidence": lesson.evidence, "seen": lesson.seen,
-             "rules": [{"text": r.text, "votes": r.votes, "evidence": r.evidence}
+             "evidence": lesson.evidence, "seen": redacted(lesson.seen),
+             "rules": [{"text": redact(r.text), "votes": r.votes, "evidence": r.evidence}
                        for r in lesson.rules],
              "file": str(root / lesson_path(lesson.signature))} for lesson in lessons]})
         return 0 if lessons else 1
     if not lessons:
-        wanted = f" for {redact(args.signature)}" if args.signature else ""
+        wanted = f" for {args.signature}" if args.signature else ""
         return fail("lessons", f"no lessons{wanted} in {store.where} yet", 1)
     if args.signature:
-        print(lessons[0].as_document(), end="")
+        print(redact(lessons[0].as_document()), end="")
         return 0
     for lesson in lessons:
         print(f"{lesson.id}  {lesson.runs} run(s)  {lesson.last_seen[:10]}  {lesson.signature}")
         if lesson.seen:
-            print(f"    Seen: {lesson.seen[0]}")
+            print(f"    Seen: {redact(lesson.seen[0])}")
         if lesson.rules:
             best = lesson.rules[0]
-            print(f"    What worked: {best.text} ({best.votes} vote(s))")
+            print(f"    What worked: {redact(best.text)} ({best.votes} vote(s))")
         print(f"    {root / lesson_path(lesson.signature)}")
     return 0
 

@@ -27,7 +27,7 @@ from otel_diary.errors import IndexUnavailable, SearchError
 from otel_diary.index.query import SearchResult, fts_terms
 from otel_diary.index.store import DiaryIndex
 from otel_diary.pipeline.redact import redact
-from otel_diary.readers.knowledge import Found, search_lessons
+from otel_diary.readers.knowledge import Found, search_lessons, shown_hit
 from otel_diary.text import parse_since
 
 
@@ -143,12 +143,13 @@ def run(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace, result: SearchResult, lessons: list[dict[str, Any]],
           root: Path) -> int:
     found = 0 if result.hits else 1  # as grep's, on the diaries: lessons come beside them
+    hits = [shown_hit(hit) for hit in result.hits]
     if args.json:
         print_json({
             "query": redact(args.query),
             "match": result.match if result.hits else "none",
             "count": len(result.hits),
-            "results": [{**hit.as_dict(), "file": str(root / hit.path)} for hit in result.hits],
+            "results": [{**hit.as_dict(), "file": str(root / hit.path)} for hit in hits],
             "lessons": lessons,
         })
         return found
@@ -168,7 +169,7 @@ def _show(args: argparse.Namespace, result: SearchResult, lessons: list[dict[str
         return found
     if result.match == "any":
         print("No diary has every word; these have some of them.\n")
-    for hit in result.hits:
+    for hit in hits:
         print(f"{hit.id}  {hit.outcome}  {hit.created[:10]}  {hit.agent}  {hit.task}")
         print(f"    {hit.title}")
         print(f"    {root / hit.path}")

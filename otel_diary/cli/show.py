@@ -25,7 +25,9 @@ from otel_diary.cli.common import (
 from otel_diary.errors import DiaryError, IndexUnavailable
 from otel_diary.index.query import Hit
 from otel_diary.index.store import DiaryIndex
+from otel_diary.pipeline.redact import redact
 from otel_diary.pipeline.render import DIARY_ROOT, parse_front_matter, split_front_matter
+from otel_diary.readers.knowledge import redacted
 from otel_diary.text import read_text
 
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
@@ -130,9 +132,9 @@ def run(args: argparse.Namespace) -> int:
     documents, where = found
     if not documents and not trace:
         documents = _lesson(root, url, wanted)
-    if not documents:
+    if not documents:  # an id as it was typed: the redactor tells a key by its case
         return fail("show", f"no diary {'for trace' if trace else 'or lesson for id'} "
-                            f"{wanted} {where}", 1)
+                            f"{wanted if trace else args.id.strip()} {where}", 1)
     return _print(args, documents)
 
 
@@ -146,8 +148,8 @@ def _print(args: argparse.Namespace, documents: list[Shown]) -> int:
             except ValueError:
                 front, body = {}, content
             diaries.append({"id": ident, "path": path, "file": file,
-                            "front_matter": front, "body": body})
+                            "front_matter": redacted(front), "body": redact(body)})
         print_json({"diaries": diaries})
         return 0
-    sys.stdout.write("\n".join(content for _id, _path, _file, content in documents))
+    sys.stdout.write("\n".join(redact(content) for _id, _path, _file, content in documents))
     return 0

@@ -19,7 +19,7 @@ import sqlite3
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -52,7 +52,11 @@ Kind = Literal["lesson", "diary"]
 
 
 class ReadError(DiaryError):
-    """A request the knowledge base cannot answer, with a message for whoever asked."""
+    """A request the knowledge base cannot answer, with a message for whoever asked,
+    redacted: it may quote what was asked."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,6 +137,27 @@ def _plain_json(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+def redacted(value: Any) -> Any:
+    """``value`` (a string, or front matter as JSON has it) with every string in it
+    redacted. What the readers give back of a document goes through it: a diary written
+    before the redactor knew a kind of key, or a document another tool put in the
+    knowledge base, gives no secret away."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [redacted(item) for item in value]
+    if isinstance(value, dict):
+        return {redacted(key): redacted(item) for key, item in value.items()}
+    return value
+
+
+def shown_hit(hit: Hit) -> Hit:
+    """``hit`` with its words redacted (see :func:`redacted`)."""
+    return replace(hit, title=redact(hit.title), agent=redact(hit.agent),
+                   task=redact(hit.task), summary=redact(hit.summary),
+                   snippet=redact(hit.snippet))
+
+
 def _bounded(text: str, limit: int, what: str) -> str:
     if len(text) > limit:
         raise ReadError(f"{what} is {len(text):,} characters long; at most {limit:,} are read")
@@ -146,9 +171,10 @@ def _limit(limit: int) -> int:
 
 
 def _found_lesson(lesson: KnownLesson, snippet: str = "", matched: Iterable[str] = ()) -> Found:
-    return Found(id=lesson.id, kind="lesson", title=lesson.title, path=lesson.path,
-                 outcome="", agent="", task="", created=lesson.created, snippet=snippet,
-                 matched=list(matched), learned=lesson.worked)
+    return Found(id=lesson.id, kind="lesson", title=redact(lesson.title), path=lesson.path,
+                 outcome="", agent="", task="", created=lesson.created,
+                 snippet=redact(snippet), matched=list(matched),
+                 learned=redact(lesson.worked))
 
 
 def ranked_lessons(lessons: LessonSource, terms: Sequence[str], diaries: Sequence[str],
@@ -180,6 +206,7 @@ def search_lessons(root: str | Path, query: str, limit: int = 10,
 
 
 def _found_diary(hit: Hit, matched: Iterable[str] = ()) -> Found:
+    hit = shown_hit(hit)
     return Found(id=hit.id, kind="diary", title=hit.title, path=hit.path, outcome=hit.outcome,
                  agent=hit.agent, task=hit.task, created=hit.created,
                  snippet=hit.snippet or hit.summary, matched=list(matched),
@@ -247,7 +274,8 @@ class _ScratchIndex:
 # -- the knowledge base --------------------------------------------------------------------
 
 def document(asked: str, path: str, content: str) -> Document:
-    """The diary or lesson ``content`` stored at ``path`` (asked for as ``asked``)."""
+    """The diary or lesson ``content`` stored at ``path`` (asked for as ``asked``), its
+    words redacted (see :func:`redacted`)."""
     try:
         front = parse_front_matter(content)
     except ValueError:
@@ -256,10 +284,11 @@ def document(asked: str, path: str, content: str) -> Document:
     kind = front.get("source_type", "diary")
     if not ident or kind not in ("diary", "lesson"):
         raise ReadError(f"{asked!r} is not a diary or lesson document")
-    body = split_front_matter(content)[1]
+    body = redact(split_front_matter(content)[1])
     return Document(id=ident, kind=kind, path=path, uri=f"diary://{ident}",
-                    title=plain_text(front.get("title")) or heading(body),
-                    front_matter=_plain_json(front), body=body, content=content)
+                    title=redact(plain_text(front.get("title"))) or heading(body),
+                    front_matter=redacted(_plain_json(front)), body=body,
+                    content=redact(content))
 
 
 class KnowledgeBase:
@@ -336,7 +365,7 @@ class KnowledgeBase:
             found = ranked_lessons(self._lessons, fts_terms(query),
                                    [hit.id for hit in result.hits], limit, since)
         found += [_found_diary(hit, ["text"]) for hit in result.hits]
-        return SearchAnswer(query=query, match=result.match if found else "none",
+        return SearchAnswer(query=redact(query), match=result.match if found else "none",
                             results=found[:limit])
 
     # -- fetch -------------------------------------------------------------------------
