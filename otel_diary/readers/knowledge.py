@@ -147,8 +147,18 @@ def redacted(value: Any) -> Any:
     if isinstance(value, list):
         return [redacted(item) for item in value]
     if isinstance(value, dict):
-        return {redacted(key): redacted(item) for key, item in value.items()}
+        return {redacted(key): _redacted_item(str(key), item) for key, item in value.items()}
     return value
+
+
+def _redacted_item(key: str, value: Any) -> Any:
+    """The ``value`` of ``key``, redacted as the line ``key: value`` is: what names a
+    secret (``password: hunter2``) is its key."""
+    if not isinstance(value, str):
+        return redacted(value)
+    head = f"{key}: "
+    line = redact(head + value)
+    return line[len(head):] if line.startswith(head) else redact(value)
 
 
 def shown_hit(hit: Hit) -> Hit:

@@ -106,6 +106,27 @@ def test_fetch_returns_the_whole_document_by_id_or_path(kb: KB) -> None:
     assert by_id.uri == f"diary://{diary.id}"
 
 
+def test_fetch_gives_a_documents_secrets_back_redacted(kb: KB) -> None:
+    """A document another tool put in the knowledge base, with a password in its front
+    matter and a token in its body: the front matter, the body and the text come back
+    without them, each secret's place marked."""
+    root, _ = kb
+    file = root / "diaries" / "notes" / "deploy.md"
+    file.parent.mkdir(parents=True)
+    file.write_text("---\nid: kh-deploy-notes\nsource_type: diary\ntitle: Deploy notes\n"
+                    "password: hunter2xyz\nhosts:\n- db.internal\n---\n\n# Deploy notes\n\n"
+                    "Log in with ghp_" + "Ab1" * 12 + " first.\n", encoding="utf-8")
+    with KnowledgeBase(root) as base:
+        document = base.fetch("diaries/notes/deploy.md")
+    assert document.front_matter == {
+        "id": "kh-deploy-notes", "source_type": "diary", "title": "Deploy notes",
+        "password": "[REDACTED:password]", "hosts": ["db.internal"]}
+    assert document.body == "# Deploy notes\n\nLog in with [REDACTED:github_token] first.\n"
+    for text in (document.content, str(document.front_matter)):
+        assert "hunter2" not in text and "Ab1Ab1" not in text
+    assert document.title == "Deploy notes"
+
+
 @pytest.mark.parametrize("wanted", ["../outside.md", "/etc/passwd", "diaries/../index.sqlite3",
                                     "kh-00000000000000000000", "diaries/agents/none.md"])
 def test_fetch_refuses_what_is_not_a_document_of_the_knowledge_base(kb: KB, wanted: str) -> None:
