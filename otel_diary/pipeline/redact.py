@@ -290,6 +290,34 @@ _NO_COUNT = (r"(?![0-9][0-9.,/]{0,39}(?:ms|s|m|h|%)?(?![^\s\"'`,;)\]}]))"
 name names test results or a folder, those are."""
 
 
+_END = r"(?=[\s\"'`,;)\]}]|$)"
+_NAMED = r"[\"'][A-Za-z_][\w.-]{0,100}[\"']"
+_ACCESS = rf"(?:\.\w{{1,60}}|\[{_NAMED}\]|\({_NAMED}\)|\(\))"
+_REFERENCE = (
+    r"(?!(?:\\{0,7}[\"'])?(?-i:(?:\$\{\{[ \t]{0,4}[A-Za-z_][\w.]{0,100}[ \t]{0,4}\}\}"
+    r"|\{\{[ \t]{0,4}[.$]?[A-Za-z_][\w.]{0,100}[ \t]{0,4}\}\}"
+    r"|\$\{[A-Za-z_]\w{0,100}\}|\$[A-Z_][A-Z0-9_]{0,100}"
+    rf"|<%=?[ \t]{{0,4}}[A-Za-z_]\w{{0,60}}{_ACCESS}{{0,6}}[ \t]{{0,4}}%>"
+    r"|(?:os\.environ|os\.getenv|process\.env|import\.meta\.env|System\.getenv|ENV|getpass"
+    rf"|settings|config|self|this|request|req|secrets|credentials|env|vars){_ACCESS}{{0,6}}"
+    rf"|[A-Za-z_][\w.]{{0,100}}(?:\[{_NAMED}\]|\({_NAMED}\))"
+    r"|<[A-Za-z][\w .-]{0,60}>|\*{3,}|x{3,}|X{3,})" + _END +
+    r"|(?:str|string|bytes|bool|int|SecretStr|None|null|NULL|nil|undefined)(?=[\s;,)\]}|=]|$)"
+    r"|(?:Optional|Union|Annotated)\[))")
+"""Values that name a secret kept elsewhere, not the secret: a variable (``$DB_PASSWORD``,
+``${DB_PASSWORD}``, ``${{ secrets.DB_PASSWORD }}``, ``{{ .Values.db.password }}``,
+``<%= ENV['X'] %>``), code reading one (``os.environ["X"]``, ``process.env.X``,
+``self._token``, ``config['api_key']``), a type (``password: str``, ``token: string;``)
+or a placeholder (``<your-api-key>``, ``****``, ``xxx``). A traceback's source line, a
+type error and a config template keep what the next reader needs."""
+
+_NAMES_NO_SECRET = (r"(?![_.-](?i:type|url|uri|endpoint|name|file|path|count|length|ttl"
+                    r"|expires|expires_in|expires_at|expiry|env|var|header|field|prefix)"
+                    r"(?![A-Za-z0-9]))")
+"""What after a secret's name makes a name that holds none (``token_type``,
+``password_file``, ``secret_name``, ``api_key_header``)."""
+
+
 def _assignment(keys: tuple[str, ...]) -> str:
     """``<key>=<value>`` for one of ``keys``, in the usual spellings of config and logs.
 
@@ -307,10 +335,11 @@ def _assignment(keys: tuple[str, ...]) -> str:
         if key in _GLUED_ONLY else re.escape(key)
         for key in sorted(keys, key=len, reverse=True))
     return (
-        r"(?i)(?P<head>(?P<key>" + alternatives + r")(?-i:(?![a-z]))[A-Za-z0-9_.-]{0,40}"
+        r"(?i)(?P<head>(?P<key>" + alternatives + r")(?-i:(?![a-z]))" + _NAMES_NO_SECRET
+        + r"[A-Za-z0-9_.-]{0,40}"
         r"(?:\\{0,7}[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}"
         r"(?:\r?\n[ \t]{1,8}[A-Za-z0-9_-]{1,40}:[ \t]{1,4}|\r?\n[ \t]{0,8})?)"
-        r"(?!(?:\\{0,7}[\"'])?\[REDACTED:|[=>])"
+        r"(?!(?:\\{0,7}[\"'])?\[REDACTED:|[=>])" + _REFERENCE +
         r"(?:" + _QUOTED_VALUE + r"|(?!\\[\"'])[^\s\"'`]{1,512}"
         r"(?:(?:(?<=[:=])[ \t]{0,4}|[ \t]{1,4}(?::=|=>|[:=])[ \t]{0,4})"
         r"(?:(?P<inner>[\"'])" + _quoted("inner") + r"(?P=inner)?|[^\s\"'`]{1,512}))?)"
@@ -336,7 +365,7 @@ FLAG_RULES: tuple[_Rule, ...] = (
         r"(?![A-Za-z0-9_-])(?:[ \t]{1,4}|[ \t]{0,4}=[ \t]{0,4}"
         # an argument list: ['--password', 'value'], ["--token", "value"]
         r"|(?P<listed>[\"']),[ \t]{0,2}(?=(?P=listed))))"
-        r"(?![\"']?\[REDACTED:)"
+        r"(?![\"']?\[REDACTED:)" + _REFERENCE +
         r"(?:(?P<quote>[\"'])" + _quoted("quote") + r"|(?!--)[^\s\"'`]{1,512})"), ("--",)),
 )
 """Secrets given to a command as a flag's value, with ``=`` or a space."""

@@ -400,6 +400,50 @@ def test_a_word_ending_in_a_key_prefix_is_left_alone(text: str) -> None:
     assert redact(text) == text
 
 
+@pytest.mark.parametrize("text", [
+    # a traceback's source lines
+    '    token = os.environ["GITHUB_TOKEN"]', "    api_key = os.getenv('OPENAI_API_KEY')",
+    "    password=settings.DB_PASSWORD,", "    password = request.form['password']",
+    "api_key = config['api_key']", "password = getpass.getpass()", "token = self._token",
+    "  const token = process.env.API_TOKEN;", "token = None", "password: null",
+    # types, in a type error or a model's fields
+    "def login(username: str, password: str) -> Token:", "token: str | None = None",
+    "    api_key: Optional[str] = None", "api_key: str = Field(...)", "  token: string;",
+    # config templates and placeholders
+    "DB_PASSWORD=${DB_PASSWORD}", "OPENAI_API_KEY=$OPENAI_API_KEY",
+    "password: ${{ secrets.DB_PASSWORD }}", "password: {{ .Values.db.password }}",
+    "secret_key_base: <%= ENV['SECRET_KEY_BASE'] %>", "api_key: <your-api-key>",
+    "api_key: ****", "token: xxx", "--api-key $OPENAI_API_KEY", "--password=${PGPASSWORD}",
+    # names that hold no secret
+    '{"token_type": "Bearer", "expires_in": 3600}', "password_file: /run/secrets/db",
+    "secret_name: db-creds", "api_key_header: X-Api-Key",
+])
+def test_a_value_that_names_a_secret_kept_elsewhere_is_left_as_it_is(text: str) -> None:
+    """A variable, code reading one, a type or a placeholder is no secret: the next reader
+    needs to see which variable was missing."""
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("password: $uperman1", "password: [REDACTED:password]"),
+    ("DB_PASSWORD=${DB_PASSWORD}hunter2", "DB_PASSWORD=[REDACTED:password]"),
+    ('token: "${{ secrets.X }}hunter2"', 'token: "[REDACTED:token]"'),
+    ("token: a8F3kd.Zk29s", "token: [REDACTED:token]"),
+    ("password: os.Hunter2", "password: [REDACTED:password]"),
+    ("token: None2Many!", "token: [REDACTED:token]"),
+    ("api_key: string123", "api_key: [REDACTED:api_key]"),
+    ("password: xxxhunter2", "password: [REDACTED:password]"),
+    ("password: selfie2024", "password: [REDACTED:password]"),
+    ("password: ****hunter2", "password: [REDACTED:password]"),
+    ("secret_id: 7c1a9f0e-hunter", "secret_id: [REDACTED:secret]"),
+    ("--password hunter2xyz", "--password [REDACTED:password]"),
+])
+def test_a_value_shaped_almost_like_a_reference_is_redacted(text: str, expected: str) -> None:
+    """A variable or placeholder with more after it, a lower-case ``$`` word, a dotted
+    word that is no known root, a type's name with more to it: all stay secrets."""
+    assert redact(text) == expected
+
+
 @pytest.mark.parametrize(("text", "expected"), [
     ("Server=db;Uid=sa;Pwd=MyS3cret", "Server=db;Uid=sa;Pwd=[REDACTED:password]"),
     ('conn = "Driver={ODBC};UID=sa;PWD=S3cr3t!;"',
