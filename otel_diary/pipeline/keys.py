@@ -6,6 +6,10 @@ Redaction finds a service's key wherever a word starts with its prefix, so it is
 of an error message (``Invalid API Key gsk_…``), a header or a URL as well as out of an
 assignment; and glued to a longer word (``kh-gsk_…``) when what follows the prefix looks
 generated.
+
+It also holds the shapes of values that are no secret but name one kept elsewhere (a
+variable, code reading one, a type, a placeholder): an assignment's value is not taken
+for a secret when it has one.
 """
 
 from __future__ import annotations
@@ -77,6 +81,37 @@ def key_runs(text: str) -> str:
         found.append(text[start:end])
         start = runs.find(_RUN, end)
     return " ".join(found)
+
+
+_END = r"(?=[\s\"'`,;)\]}]|$)"
+_NAMED = r"[\"'][A-Za-z_][\w.-]{0,100}[\"']"
+_ACCESS = (rf"(?:\.\w{{1,60}}|\[{_NAMED}\]|\(\)"
+           rf"|\({_NAMED}(?:[ \t]{{0,4}},[ \t]{{0,4}}[\"'](?:\[REDACTED:\w{{1,40}}\])?[\"'])?\))")
+"""How code reads a value: an attribute, a subscript or a call by name, also with a
+default that is empty or was redacted (by the rule for a secret's default)."""
+REFERENCE = (
+    r"(?!(?:\\{0,7}[\"'])?(?-i:(?:\$\{\{[ \t]{0,4}[A-Za-z_][\w.]{0,100}[ \t]{0,4}\}\}"
+    r"|\{\{[ \t]{0,4}[.$]?[A-Za-z_][\w.]{0,100}[ \t]{0,4}\}\}"
+    r"|\$\{[A-Za-z_]\w{0,100}\}|\$[A-Z_][A-Z0-9_]{0,100}"
+    rf"|<%=?[ \t]{{0,4}}[A-Za-z_]\w{{0,60}}{_ACCESS}{{0,6}}[ \t]{{0,4}}%>"
+    r"|(?:os\.environ|os\.getenv|process\.env|import\.meta\.env|System\.getenv|ENV|getpass"
+    rf"|settings|config|self|this|request|req|secrets|credentials|env|vars){_ACCESS}{{0,6}}"
+    rf"|[A-Za-z_][\w.]{{0,100}}(?:\[{_NAMED}\]|\({_NAMED}\))"
+    r"|<[A-Za-z][\w .-]{0,60}>|\*{3,}|x{3,}|X{3,})" + _END +
+    r"|(?:str|string|bytes|bool|int|SecretStr|None|null|NULL|nil|undefined)(?=[\s;,)\]}|=]|$)"
+    r"|(?:Optional|Union|Annotated)\[))")
+"""Values that name a secret kept elsewhere, not the secret: a variable (``$DB_PASSWORD``,
+``${DB_PASSWORD}``, ``${{ secrets.DB_PASSWORD }}``, ``{{ .Values.db.password }}``,
+``<%= ENV['X'] %>``), code reading one (``os.environ["X"]``, ``process.env.X``,
+``self._token``, ``config['api_key']``), a type (``password: str``, ``token: string;``)
+or a placeholder (``<your-api-key>``, ``****``, ``xxx``). A traceback's source line, a
+type error and a config template keep what the next reader needs."""
+
+NAMES_NO_SECRET = (r"(?![_.-](?i:type|url|uri|endpoint|name|file|path|count|length|ttl"
+                    r"|expires|expires_in|expires_at|expiry|env|var|header|field|prefix)"
+                    r"(?![A-Za-z0-9]))")
+"""What after a secret's name makes a name that holds none (``token_type``,
+``password_file``, ``secret_name``, ``api_key_header``)."""
 
 
 _PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")

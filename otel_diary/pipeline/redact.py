@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from urllib.parse import urlsplit, urlunsplit
 
-from otel_diary.pipeline.keys import MARK, SERVICE_KEYS, key_runs, redact_private_keys
+from otel_diary.pipeline.keys import (
+    MARK,
+    NAMES_NO_SECRET,
+    REFERENCE,
+    SERVICE_KEYS,
+    key_runs,
+    redact_private_keys,
+)
 from otel_diary.text import clean
 
 LITERAL_MARK = MARK.format(kind="configured_secret")
@@ -90,6 +97,9 @@ _MAYBE_QUOTED = "(?(q)" + _quoted("q") + r"|[^\s\"']{1,512})"
 
 _AWS_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA",
                  "APKA", "AROA")
+
+_SECRET_NAME = r"[\w.-]{0,60}(?i:pass|pwd|secret|token|key|credential)[\w.-]{0,60}"
+"""A variable's name that says it holds a secret (``DB_PASSWORD``, ``api_token``)."""
 
 BUILTIN_RULES: tuple[_Rule, ...] = (
     _rule("aws_access_key",
@@ -200,6 +210,14 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
           ("gh secret set",), keep_prefix=True),
     _rule("secret", r"(--from-literal=[A-Za-z0-9_.-]{1,253}=(?P<q>[\"'])?)" + _MAYBE_QUOTED,
           ("--from-literal=",), keep_prefix=True),
+    # A default code gives a secret it reads from the environment (``os.getenv(
+    # "DB_PASSWORD", "hunter2")``, ``ENV.fetch('API_TOKEN', '…')``, ``process.env.
+    # DB_PASSWORD || "hunter2"``): a traceback's source line may show one.
+    _Rule("secret", (
+        r"((?:(?:getenv|get|fetch|setdefault)\([ \t]{0,4}[\"']" + _SECRET_NAME + r"[\"']"
+        r"[ \t]{0,4},|process\.env\." + _SECRET_NAME + r"[ \t]{0,4}(?:\|\||\?\?))"
+        r"[ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:)" + _quoted("q")),
+        ("getenv(", "get(", "fetch(", "setdefault(", "process.env."), keep_prefix=True),
 )
 """The case-sensitive families, each scanned by the regex engine from its literal prefix."""
 
@@ -290,32 +308,9 @@ _NO_COUNT = (r"(?![0-9][0-9.,/]{0,39}(?:ms|s|m|h|%)?(?![^\s\"'`,;)\]}]))"
 name names test results or a folder, those are."""
 
 
-_END = r"(?=[\s\"'`,;)\]}]|$)"
-_NAMED = r"[\"'][A-Za-z_][\w.-]{0,100}[\"']"
-_ACCESS = rf"(?:\.\w{{1,60}}|\[{_NAMED}\]|\({_NAMED}\)|\(\))"
-_REFERENCE = (
-    r"(?!(?:\\{0,7}[\"'])?(?-i:(?:\$\{\{[ \t]{0,4}[A-Za-z_][\w.]{0,100}[ \t]{0,4}\}\}"
-    r"|\{\{[ \t]{0,4}[.$]?[A-Za-z_][\w.]{0,100}[ \t]{0,4}\}\}"
-    r"|\$\{[A-Za-z_]\w{0,100}\}|\$[A-Z_][A-Z0-9_]{0,100}"
-    rf"|<%=?[ \t]{{0,4}}[A-Za-z_]\w{{0,60}}{_ACCESS}{{0,6}}[ \t]{{0,4}}%>"
-    r"|(?:os\.environ|os\.getenv|process\.env|import\.meta\.env|System\.getenv|ENV|getpass"
-    rf"|settings|config|self|this|request|req|secrets|credentials|env|vars){_ACCESS}{{0,6}}"
-    rf"|[A-Za-z_][\w.]{{0,100}}(?:\[{_NAMED}\]|\({_NAMED}\))"
-    r"|<[A-Za-z][\w .-]{0,60}>|\*{3,}|x{3,}|X{3,})" + _END +
-    r"|(?:str|string|bytes|bool|int|SecretStr|None|null|NULL|nil|undefined)(?=[\s;,)\]}|=]|$)"
-    r"|(?:Optional|Union|Annotated)\[))")
-"""Values that name a secret kept elsewhere, not the secret: a variable (``$DB_PASSWORD``,
-``${DB_PASSWORD}``, ``${{ secrets.DB_PASSWORD }}``, ``{{ .Values.db.password }}``,
-``<%= ENV['X'] %>``), code reading one (``os.environ["X"]``, ``process.env.X``,
-``self._token``, ``config['api_key']``), a type (``password: str``, ``token: string;``)
-or a placeholder (``<your-api-key>``, ``****``, ``xxx``). A traceback's source line, a
-type error and a config template keep what the next reader needs."""
-
-_NAMES_NO_SECRET = (r"(?![_.-](?i:type|url|uri|endpoint|name|file|path|count|length|ttl"
-                    r"|expires|expires_in|expires_at|expiry|env|var|header|field|prefix)"
-                    r"(?![A-Za-z0-9]))")
-"""What after a secret's name makes a name that holds none (``token_type``,
-``password_file``, ``secret_name``, ``api_key_header``)."""
+_CALL = (r"[A-Za-z_][\w.]{0,100}\((?:[ \t]{0,4}(?:\"[^\"\r\n]{0,200}\"|'[^'\r\n]{0,200}'"
+         r"|[\w.]{1,100})[ \t]{0,4},?){1,6}\)")
+"""A call with simple arguments (``decrypt('aHVudGVyMg==')``): a value taken whole."""
 
 
 def _assignment(keys: tuple[str, ...]) -> str:
@@ -335,12 +330,12 @@ def _assignment(keys: tuple[str, ...]) -> str:
         if key in _GLUED_ONLY else re.escape(key)
         for key in sorted(keys, key=len, reverse=True))
     return (
-        r"(?i)(?P<head>(?P<key>" + alternatives + r")(?-i:(?![a-z]))" + _NAMES_NO_SECRET
+        r"(?i)(?P<head>(?P<key>" + alternatives + r")(?-i:(?![a-z]))" + NAMES_NO_SECRET
         + r"[A-Za-z0-9_.-]{0,40}"
         r"(?:\\{0,7}[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}"
         r"(?:\r?\n[ \t]{1,8}[A-Za-z0-9_-]{1,40}:[ \t]{1,4}|\r?\n[ \t]{0,8})?)"
-        r"(?!(?:\\{0,7}[\"'])?\[REDACTED:|[=>])" + _REFERENCE +
-        r"(?:" + _QUOTED_VALUE + r"|(?!\\[\"'])[^\s\"'`]{1,512}"
+        r"(?!(?:\\{0,7}[\"'])?\[REDACTED:|[=>])" + REFERENCE +
+        r"(?:" + _QUOTED_VALUE + "|" + _CALL + r"|(?!\\[\"'])[^\s\"'`]{1,512}"
         r"(?:(?:(?<=[:=])[ \t]{0,4}|[ \t]{1,4}(?::=|=>|[:=])[ \t]{0,4})"
         r"(?:(?P<inner>[\"'])" + _quoted("inner") + r"(?P=inner)?|[^\s\"'`]{1,512}))?)"
     )
@@ -365,7 +360,7 @@ FLAG_RULES: tuple[_Rule, ...] = (
         r"(?![A-Za-z0-9_-])(?:[ \t]{1,4}|[ \t]{0,4}=[ \t]{0,4}"
         # an argument list: ['--password', 'value'], ["--token", "value"]
         r"|(?P<listed>[\"']),[ \t]{0,2}(?=(?P=listed))))"
-        r"(?![\"']?\[REDACTED:)" + _REFERENCE +
+        r"(?![\"']?\[REDACTED:)" + REFERENCE +
         r"(?:(?P<quote>[\"'])" + _quoted("quote") + r"|(?!--)[^\s\"'`]{1,512})"), ("--",)),
 )
 """Secrets given to a command as a flag's value, with ``=`` or a space."""

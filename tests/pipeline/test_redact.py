@@ -425,6 +425,29 @@ def test_a_value_that_names_a_secret_kept_elsewhere_is_left_as_it_is(text: str) 
 
 
 @pytest.mark.parametrize(("text", "expected"), [
+    ('    password = os.getenv("DB_PASSWORD", "hunter2")',
+     '    password = os.getenv("DB_PASSWORD", "[REDACTED:secret]")'),
+    ("token = os.environ.get('API_TOKEN', 'abc123def')",
+     "token = os.environ.get('API_TOKEN', '[REDACTED:secret]')"),
+    ("ENV.fetch('SECRET_KEY_BASE', 'dev-secret-123')",
+     "ENV.fetch('SECRET_KEY_BASE', '[REDACTED:secret]')"),
+    ('const pw = process.env.DB_PASSWORD || "hunter2";',
+     'const pw = process.env.DB_PASSWORD || "[REDACTED:secret]";'),
+    ('d.setdefault("token", "t0k3n-value")', 'd.setdefault("token", "[REDACTED:secret]")'),
+    ('password = config.get("db_pw", "hunter2")', "password = [REDACTED:password]"),
+    ("password = decrypt('aHVudGVyMg==')", "password = [REDACTED:password]"),
+    # defaults of names that hold no secret, and no default at all
+    ('port = os.getenv("PORT", "8080")', None),
+    ('host = os.environ.get("DB_HOST", "localhost")', None),
+    ('x = cfg.get("password", "")', None),
+])
+def test_a_default_code_gives_a_secret_is_redacted(text: str, expected: str | None) -> None:
+    """A literal in code, as a traceback's source line shows it, is the secret: the
+    default of a variable named for one, or a call's argument assigned to one."""
+    assert redact(text) == (text if expected is None else expected)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
     ("password: $uperman1", "password: [REDACTED:password]"),
     ("DB_PASSWORD=${DB_PASSWORD}hunter2", "DB_PASSWORD=[REDACTED:password]"),
     ('token: "${{ secrets.X }}hunter2"', 'token: "[REDACTED:token]"'),
