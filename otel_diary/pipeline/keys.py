@@ -15,6 +15,7 @@ for a secret when it has one.
 from __future__ import annotations
 
 import re
+from functools import cache
 
 MARK = "[REDACTED:{kind}]"
 """What a secret becomes; ``kind`` names its family."""
@@ -90,7 +91,7 @@ _ACCESS = (rf"(?:\.\w{{1,60}}|\[{_NAMED}\]|\(\)"
 """How code reads a value: an attribute, a subscript or a call by name, also with a
 default that is empty or was redacted (by the rule for a secret's default)."""
 REFERENCE = (
-    r"(?!(?:\\{0,7}[\"'])?(?-i:(?:\$\{\{[ \t]{0,4}[A-Za-z_][\w.]{0,100}[ \t]{0,4}\}\}"
+    r"(?:\\{0,7}[\"'])?(?:(?:\$\{\{[ \t]{0,4}[A-Za-z_][\w.]{0,100}[ \t]{0,4}\}\}"
     r"|\{\{[ \t]{0,4}[.$]?[A-Za-z_][\w.]{0,100}[ \t]{0,4}\}\}"
     r"|\$\{[A-Za-z_]\w{0,100}\}|\$[A-Z_][A-Z0-9_]{0,100}"
     rf"|<%=?[ \t]{{0,4}}[A-Za-z_]\w{{0,60}}{_ACCESS}{{0,6}}[ \t]{{0,4}}%>"
@@ -99,13 +100,20 @@ REFERENCE = (
     rf"|[A-Za-z_][\w.]{{0,100}}(?:\[{_NAMED}\]|\({_NAMED}\))"
     r"|<[A-Za-z][\w .-]{0,60}>|\*{3,}|x{3,}|X{3,})" + _END +
     r"|(?:str|string|bytes|bool|int|SecretStr|None|null|NULL|nil|undefined)(?=[\s;,)\]}|=]|$)"
-    r"|(?:Optional|Union|Annotated)\[))")
+    r"|(?:Optional|Union|Annotated)\[)")
 """Values that name a secret kept elsewhere, not the secret: a variable (``$DB_PASSWORD``,
 ``${DB_PASSWORD}``, ``${{ secrets.DB_PASSWORD }}``, ``{{ .Values.db.password }}``,
 ``<%= ENV['X'] %>``), code reading one (``os.environ["X"]``, ``process.env.X``,
 ``self._token``, ``config['api_key']``), a type (``password: str``, ``token: string;``)
 or a placeholder (``<your-api-key>``, ``****``, ``xxx``). A traceback's source line, a
 type error and a config template keep what the next reader needs."""
+
+
+@cache
+def reference() -> re.Pattern[str]:
+    """:data:`REFERENCE`, compiled on first use: one pattern for every assignment's value."""
+    return re.compile(REFERENCE)
+
 
 NAMES_NO_SECRET = (r"(?![_.-](?i:type|url|uri|endpoint|name|file|path|count|length|ttl"
                     r"|expires|expires_in|expires_at|expiry|env|var|header|field|prefix)"

@@ -18,10 +18,10 @@ from urllib.parse import urlsplit, urlunsplit
 from otel_diary.pipeline.keys import (
     MARK,
     NAMES_NO_SECRET,
-    REFERENCE,
     SERVICE_KEYS,
     key_runs,
     redact_private_keys,
+    reference,
 )
 from otel_diary.text import clean
 
@@ -334,7 +334,7 @@ def _assignment(keys: tuple[str, ...]) -> str:
         + r"[A-Za-z0-9_.-]{0,40}"
         r"(?:\\{0,7}[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}"
         r"(?:\r?\n[ \t]{1,8}[A-Za-z0-9_-]{1,40}:[ \t]{1,4}|\r?\n[ \t]{0,8})?)"
-        r"(?!(?:\\{0,7}[\"'])?\[REDACTED:|[=>])" + REFERENCE +
+        r"(?!(?:\\{0,7}[\"'])?\[REDACTED:|[=>])"
         r"(?:" + _QUOTED_VALUE + "|" + _CALL + r"|(?!\\[\"'])[^\s\"'`]{1,512}"
         r"(?:(?:(?<=[:=])[ \t]{0,4}|[ \t]{1,4}(?::=|=>|[:=])[ \t]{0,4})"
         r"(?:(?P<inner>[\"'])" + _quoted("inner") + r"(?P=inner)?|[^\s\"'`]{1,512}))?)"
@@ -346,6 +346,8 @@ class _AssignmentRule(_Rule):
     """``password=…``-style assignments and ``--password X`` flags; the kind follows the key."""
 
     def replace(self, match: re.Match[str]) -> str:
+        if reference().match(match.string, match.end("head")):
+            return match.group(0)  # a variable, code reading one, a type, a placeholder
         groups = match.groupdict()
         kind = _ASSIGNMENT_KEYS.get(groups["key"].lower(), "secret")
         return (groups["head"] + (groups.get("escaped") or groups.get("quote") or "")
@@ -360,7 +362,7 @@ FLAG_RULES: tuple[_Rule, ...] = (
         r"(?![A-Za-z0-9_-])(?:[ \t]{1,4}|[ \t]{0,4}=[ \t]{0,4}"
         # an argument list: ['--password', 'value'], ["--token", "value"]
         r"|(?P<listed>[\"']),[ \t]{0,2}(?=(?P=listed))))"
-        r"(?![\"']?\[REDACTED:)" + REFERENCE +
+        r"(?![\"']?\[REDACTED:)"
         r"(?:(?P<quote>[\"'])" + _quoted("quote") + r"|(?!--)[^\s\"'`]{1,512})"), ("--",)),
 )
 """Secrets given to a command as a flag's value, with ``=`` or a space."""
@@ -476,6 +478,7 @@ class SecretRedactor:
         pay none of it; a process that redacts a query or two compiles only what they need."""
         for rule in (*WORD_RULES, *_LITERAL_RULES, *ANCHORED_RULES, *self._extra):
             rule.pattern  # noqa: B018  (a cached property: compiled once)
+        reference()
         return self
 
     def __call__(self, text: str) -> str:
