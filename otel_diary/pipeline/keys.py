@@ -64,6 +64,11 @@ SERVICE_KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 )
 """Each kind of key, the prefixes its keys start with, and the rest of one after it."""
 
+def generated(body: str) -> bool:
+    """True when ``body`` looks generated: an upper-case letter, a lower-case one, a digit."""
+    return body.lower() != body and body.upper() != body and any(map(str.isdigit, body))
+
+
 KEY_MIN = 28
 KEY_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+/=-"
 _AS_RUNS = bytes(ord("x") if chr(byte) in KEY_CHARS else ord(" ") for byte in range(256))

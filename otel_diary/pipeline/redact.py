@@ -19,6 +19,7 @@ from otel_diary.pipeline.keys import (
     MARK,
     NAMES_NO_SECRET,
     SERVICE_KEYS,
+    generated,
     key_runs,
     redact_private_keys,
     reference,
@@ -222,20 +223,15 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
 """The case-sensitive families, each scanned by the regex engine from its literal prefix."""
 
 
-def _generated(body: str) -> bool:
-    """True when ``body`` looks generated: an upper-case letter, a lower-case one, a digit."""
-    return body.lower() != body and body.upper() != body and any(map(str.isdigit, body))
-
-
 @dataclass(frozen=True)
 class _GluedRule(_Rule):
     """A key glued to a longer word, taken only when its prefix names the key's kind on its
     own (``sk-proj-``, not ``sk-``: branch names and cloud resource names end words in
-    ``-task-``, ``Disk-``) and its body looks generated (:func:`_generated`). Checked on
+    ``-task-``, ``Disk-``) and its body looks generated (:func:`keys.generated`). Checked on
     each match, not in the pattern, so that a run of prefixes is scanned once."""
 
     def replace(self, match: re.Match[str]) -> str:
-        if _generated(match.group("key")):
+        if generated(match.group("key")):
             return MARK.format(kind=self.kind)
         return match.group(0)
 
@@ -252,12 +248,12 @@ own rules pass over as part of it."""
 class _ServiceRule(_Rule):
     """A service's key by its prefix (:data:`keys.SERVICE_KEYS`): taken where a word starts
     with it, and glued to a longer word (``kh-gsk_…``, ``cfg.ghp_…``) when its body looks
-    generated (:func:`_generated`)."""
+    generated (:func:`keys.generated`)."""
 
     def replace(self, match: re.Match[str]) -> str:
         start = match.start()
         if start == 0 or match.string[start - 1] not in _WORD_CHARS \
-                or _generated(match.group("key")):
+                or generated(match.group("key")):
             return MARK.format(kind=self.kind)
         return match.group(0)
 
@@ -518,6 +514,11 @@ class SecretRedactor:
         return text
 
 
+_SEPARATED = re.compile(r"(?i)[a-z0-9_.-]{0,52}(?:\\{0,7}[\"'])?[ \t]{0,4}[:=]")
+"""What starts every assignment: a name, then ``:`` or ``=``. Until its rule is compiled,
+a needle without one ("the build passed") is passed over: a reader compiles none."""
+
+
 def _redact_anchored(text: str, rules: tuple[_Rule, ...]) -> str:
     """Apply case-insensitive ``rules`` at their needles' positions, leftmost match first."""
     lowered = text.lower()
@@ -541,6 +542,9 @@ def _redact_anchored(text: str, rules: tuple[_Rule, ...]) -> str:
         if position < done:
             continue
         rule = rules[index]
+        if "pattern" not in rule.__dict__ and isinstance(rule, _AssignmentRule) \
+                and not _SEPARATED.match(text, position):
+            continue
         match = rule.pattern.match(text, position)
         if match is None:
             continue

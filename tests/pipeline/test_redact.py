@@ -645,3 +645,22 @@ def test_rules_compile_when_a_pipeline_is_built_not_when_imported(tmp_path: Path
     on_import, after_build = done.stdout.splitlines()
     left, total = map(int, after_build.split())
     assert (int(on_import), left) == (0, 0) and total > 100
+
+
+def test_a_needle_with_no_assignment_after_it_compiles_no_rule() -> None:
+    """A reader redacts titles and snippets ("the build passed", "the orders API"): a
+    secret's name with no ``:`` or ``=`` after it compiles no assignment rule, while one
+    with them does, and is redacted."""
+    script = (
+        "import otel_diary.pipeline.redact as r\n"
+        "rules = (*r.WORD_RULES, *r._LITERAL_RULES, *r.ANCHORED_RULES)\n"
+        "text = 'Tighten types in the orders API; the build passed on attempt 3. Token count'\n"
+        "assert r.redact(text) == text\n"
+        "print(sum('pattern' in rule.__dict__ for rule in rules))\n"
+        "print(r.redact('then api_key = hunter2xyz'))\n"
+        "print(sum('pattern' in rule.__dict__ for rule in rules))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True)
+    before, redacted, after = done.stdout.splitlines()
+    assert (int(before), redacted) == (0, "then api_key = [REDACTED:api_key]")
+    assert int(after) >= 1
