@@ -415,6 +415,9 @@ def test_a_word_ending_in_a_key_prefix_is_left_alone(text: str) -> None:
     "secret_key_base: <%= ENV['SECRET_KEY_BASE'] %>", "api_key: <your-api-key>",
     "api_key: ****", "token: xxx", "--api-key $OPENAI_API_KEY", "--password=${PGPASSWORD}",
     # names that hold no secret
+    # a validation error's verdict
+    "token: invalid", "password: must be at least 8 characters", "api_key: required",
+    "error: password: Field required [type=missing, input_value={}, input_type=dict]",
     '{"token_type": "Bearer", "expires_in": 3600}', "password_file: /run/secrets/db",
     "secret_name: db-creds", "api_key_header: X-Api-Key",
 ])
@@ -459,6 +462,8 @@ def test_a_default_code_gives_a_secret_is_redacted(text: str, expected: str | No
     ("password: selfie2024", "password: [REDACTED:password]"),
     ("password: ****hunter2", "password: [REDACTED:password]"),
     ("secret_id: 7c1a9f0e-hunter", "secret_id: [REDACTED:secret]"),
+    ("password: invalid!23", "password: [REDACTED:password]"),
+    ("password: mustang99", "password: [REDACTED:password]"),
     ("--password hunter2xyz", "--password [REDACTED:password]"),
 ])
 def test_a_value_shaped_almost_like_a_reference_is_redacted(text: str, expected: str) -> None:
