@@ -30,6 +30,7 @@ from otel_diary import (
 )
 from otel_diary.cli import main
 from otel_diary.conventions import OPENINFERENCE
+from otel_diary.index.postgres import PostgresStore
 from otel_diary.pipeline.llm import LLMReflector
 from otel_diary.sinks.hub.sink import HubSink
 from otel_diary.wiring import build_pipeline
@@ -286,10 +287,16 @@ def test_a_key_in_a_document_written_before_its_rule_reaches_no_reader(
     if where == "folder":
         assert main(["reindex", "--dir", str(root)]) == 0  # the lesson is grown again
         source = ["--dir", str(root)]
+        grown = (root / "diaries" / "lessons" / "code-TS2345.md").read_text(encoding="utf-8")
     else:
         url = request.getfixturevalue("postgres_url")
         assert main(["store", "import", "--dir", str(root), "--store", url]) == 0
         source = ["--store", url]
+        with PostgresStore(url, max_connections=1) as store:
+            grown = store.lesson("code:TS2345").as_document()
+    # the lesson grown from the diary holds what it tells, not its key
+    assert "error TS2345: Argument [REDACTED:groq_api_key]" in grown
+    assert OLD_KEY[:12] not in grown
     capsys.readouterr()
     assert main(["lessons", "--json", *source]) == 0
     [lesson] = [lesson for lesson in json.loads(capsys.readouterr().out)["lessons"]

@@ -18,6 +18,7 @@ from otel_diary.cli.common import add_store_argument, fail, open_store_of, print
 from otel_diary.errors import IndexUnavailable
 from otel_diary.index.documents import Entry, entry_from_parts, scan_diaries
 from otel_diary.index.lessons import Sighting, sighting
+from otel_diary.pipeline.redact import redact
 from otel_diary.settings import Settings
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ def _import(store: PostgresStore, root: Path) -> int:
         seen.add(entry.id)
         kept = present.get(entry.id)
         skipped += kept is not None
-        batch.append((entry, content, sighting(path, front, content), kept))
+        batch.append((entry, content, sighting(path, front, content, redact), kept))
         if len(batch) >= PROGRESS_EVERY:
             added += flush()
         if n % PROGRESS_EVERY == 0:

@@ -35,6 +35,7 @@ from otel_diary.index.rules import (
 )
 from otel_diary.index.templates import first_error_line, stderr_block
 from otel_diary.pipeline.classify import TaskRun
+from otel_diary.pipeline.redact import redact
 from otel_diary.pipeline.render import (
     DIARY_ROOT,
     KB_FOLDER,
@@ -122,9 +123,12 @@ Held = tuple[Sighting, tuple[tuple[str, str, str], ...]]
 """A sighting kept for a lesson until its batch is released, with its rule operations."""
 
 
-def sighting(path: str, front: Mapping[str, Any], content: str) -> tuple[str, Sighting] | None:
+def sighting(path: str, front: Mapping[str, Any], content: str,
+             redactor: Callable[[str], str] | None = None) -> tuple[str, Sighting] | None:
     """The lesson signature of a diary and what it tells the lesson; ``None`` when the
-    diary met no recognisable error."""
+    diary met no recognisable error. A rebuild and an import pass a ``redactor``: an
+    older otel-diary, or another tool, may have left a key in the diary they read."""
+    clean = redactor or str
     body = split_front_matter(content)[1]
     parts = sections(body)
     error = parts.get("Error encountered", "")
@@ -134,13 +138,13 @@ def sighting(path: str, front: Mapping[str, Any], content: str) -> tuple[str, Si
     created = front.get("created")
     return signature, Sighting(
         id=one_line(str(front.get("id", "")), 100), path=path,
-        title=one_line(str(front.get("title", "")), 200),
+        title=one_line(clean(str(front.get("title", ""))), 200),
         agent=one_line(str(front.get("agent", "")), 200),
         created=one_line(str(created if created is not None else ""), 40),
         recovered=front.get("outcome") == "recovered",
-        error_line=one_line(first_error_line(stderr_block(error) or error), MAX_LINE),
-        recovery=one_line(parts.get("How it was recovered", ""), MAX_RULE_CHARS),
-        learned=one_line(parts.get("What was learned", ""), 400),
+        error_line=one_line(clean(first_error_line(stderr_block(error) or error)), MAX_LINE),
+        recovery=one_line(clean(parts.get("How it was recovered", "")), MAX_RULE_CHARS),
+        learned=one_line(clean(parts.get("What was learned", "")), 400),
     )
 
 
@@ -446,7 +450,7 @@ class LessonBook:
         gathered: dict[str, Lesson] = {}
         ordered = sorted(diaries, key=lambda item: (str(item[1].get("created", "")), item[0]))
         for path, front, content in ordered:
-            found = sighting(path, front, content)
+            found = sighting(path, front, content, redact)
             if found is not None:
                 signature, seen = found
                 gathered.setdefault(signature, Lesson(signature)).add(seen)
@@ -484,7 +488,7 @@ class LessonBook:
                 if not inside(self.root / path, self._base):
                     continue  # "diaries/agents/../../x", or a link leading out
                 content = read_text(self.root / path, within=self._base)
-                found = sighting(path, parse_front_matter(content), content)
+                found = sighting(path, parse_front_matter(content), content, redact)
             except (OSError, ValueError, TypeError):
                 continue
             if found is not None and found[0] == lesson.signature:
