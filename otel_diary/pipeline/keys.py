@@ -123,9 +123,9 @@ def reference() -> re.Pattern[str]:
     return re.compile(REFERENCE)
 
 
-NAMES_NO_SECRET = (r"(?![_.-](?i:type|url|uri|endpoint|name|file|path|count|length|ttl"
-                    r"|expires|expires_in|expires_at|expiry|env|var|header|field|prefix)"
-                    r"(?![A-Za-z0-9]))")
+NAMES_NO_SECRET = (r"(?![_.-](?i:type|url|uri|endpoint|name|file|path|count|counter|length|ttl"
+                    r"|expires|expires_in|expires_at|expiry|env|var|header|field|prefix|ids"
+                    r"|details|provider|selector|refs)(?![A-Za-z0-9]))")
 """What after a secret's name makes a name that holds none (``token_type``,
 ``password_file``, ``secret_name``, ``api_key_header``)."""
 

@@ -419,7 +419,8 @@ def test_a_word_ending_in_a_key_prefix_is_left_alone(text: str) -> None:
     "token: invalid", "password: must be at least 8 characters", "api_key: required",
     "error: password: Field required [type=missing, input_value={}, input_type=dict]",
     '{"token_type": "Bearer", "expires_in": 3600}', "password_file: /run/secrets/db",
-    "secret_name: db-creds", "api_key_header: X-Api-Key",
+    "secret_name: db-creds", "api_key_header: X-Api-Key", "token_counter=count_tokens,",
+    "    token_provider: BedrockTokenProvider | None = None", "secret_refs = resolve_refs(",
 ])
 def test_a_value_that_names_a_secret_kept_elsewhere_is_left_as_it_is(text: str) -> None:
     """A variable, code reading one, a type or a placeholder is no secret: the next reader
