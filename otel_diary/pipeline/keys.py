@@ -123,11 +123,15 @@ def reference() -> re.Pattern[str]:
     return re.compile(REFERENCE)
 
 
-NAMES_NO_SECRET = (r"(?![_.-](?i:type|url|uri|endpoint|name|file|path|count|counter|length|ttl"
-                    r"|expires|expires_in|expires_at|expiry|env|var|header|field|prefix|ids"
-                    r"|details|provider|selector|refs)(?![A-Za-z0-9]))")
-"""What after a secret's name makes a name that holds none (``token_type``,
-``password_file``, ``secret_name``, ``api_key_header``)."""
+_WHAT_OF_IT = (r"(?i:type|url|uri|endpoint|name|file|path|dir|count|counter|length|limit|size"
+               r"|ttl|age|expires|expires_in|expires_at|expiry|env|var|header|field|prefix|ids"
+               r"|details|provider|selector|refs|policy|enabled|required|mode|used)")
+NAMES_NO_SECRET = (rf"(?![_.-]{_WHAT_OF_IT}(?![A-Za-z0-9])|[A-Za-z0-9]{{0,20}}"
+                   rf"(?:[_.-][A-Za-z0-9]{{1,20}}){{0,3}}?[_.-]{_WHAT_OF_IT}(?![A-Za-z0-9_.-])"
+                   r"|(?<=token)s(?![A-Za-z0-9_.-]))")
+"""What after a secret's name makes a name that holds none: a word that says what of it
+the name is, next (``token_type``, ``token_endpoint_auth_method``) or last
+(``PASSWORD_MIN_LENGTH``, ``SECRETS_DIR``); or ``TOKENS``, a count (``MAX_TOKENS``)."""
 
 
 _PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")

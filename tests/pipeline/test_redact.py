@@ -421,6 +421,9 @@ def test_a_word_ending_in_a_key_prefix_is_left_alone(text: str) -> None:
     '{"token_type": "Bearer", "expires_in": 3600}', "password_file: /run/secrets/db",
     "secret_name: db-creds", "api_key_header: X-Api-Key", "token_counter=count_tokens,",
     "    token_provider: BedrockTokenProvider | None = None", "secret_refs = resolve_refs(",
+    "MAX_TOKENS=4096", "OPENAI_MAX_TOKENS: 1024", "TOKEN_LIMIT=8000", "PASSWORD_MIN_LENGTH=8",
+    "SECRETS_DIR=/run/secrets", "TOKENIZER_PATH=/models/tok",
+    'token_endpoint_auth_method="client_secret_post"', "TOKEN_COUNT_BASIS_VERSION = 2",
 ])
 def test_a_value_that_names_a_secret_kept_elsewhere_is_left_as_it_is(text: str) -> None:
     """A variable, code reading one, a type or a placeholder is no secret: the next reader
@@ -465,6 +468,8 @@ def test_a_default_code_gives_a_secret_is_redacted(text: str, expected: str | No
     ("secret_id: 7c1a9f0e-hunter", "secret_id: [REDACTED:secret]"),
     ("password: invalid!23", "password: [REDACTED:password]"),
     ("password: mustang99", "password: [REDACTED:password]"),
+    ("API_KEYS=abc123,def456", "API_KEYS=[REDACTED:api_key]"),
+    ("PASSWORD_SALT=s4lty", "PASSWORD_SALT=[REDACTED:password]"),
     ("--password hunter2xyz", "--password [REDACTED:password]"),
 ])
 def test_a_value_shaped_almost_like_a_reference_is_redacted(text: str, expected: str) -> None:
