@@ -78,6 +78,9 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "END without BEGIN": lambda n: repeat("QUJDREVGR0hJSktMTU5PUA==\n-----END PRIVATE KEY-----\n",
                                           n),
     "mixed prefixes": lambda n: repeat("AKIAeyJghp_glpat-xoxb-sk-://u:p Bearer password=", n),
+    "password = f( never closed": lambda n: "password = f(" + "a" * (n - 13),
+    "getenv('PASS...' repeated": lambda n: repeat("getenv('PASS" + "a" * 70, n),
+    "token: self.a.a.a...": lambda n: repeat("token: self" + ".a" * 40 + " ", n),
 }
 
 

@@ -7,9 +7,9 @@ of an error message (``Invalid API Key gsk_…``), a header or a URL as well as 
 assignment; and glued to a longer word (``kh-gsk_…``) when what follows the prefix looks
 generated.
 
-It also holds the shapes of values that are no secret but name one kept elsewhere (a
-variable, code reading one, a type, a placeholder): an assignment's value is not taken
-for a secret when it has one.
+It also holds the shapes of an assignment's values: those that are no secret but name one
+kept elsewhere (a variable, code reading one, a type, a placeholder), which are left as
+they are, and a call, which is redacted whole.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ REFERENCE = (
     r"|(?:os\.environ|os\.getenv|process\.env|import\.meta\.env|System\.getenv|ENV|getpass"
     rf"|settings|config|self|this|request|req|secrets|credentials|env|vars){_ACCESS}{{0,6}}"
     rf"|[A-Za-z_][\w.]{{0,100}}(?:\[{_NAMED}\]|\({_NAMED}\))"
-    r"|<[A-Za-z][\w .-]{0,60}>|\*{3,}|x{3,}|X{3,})" + _END +
+    r"|<[A-Za-z][\w .-]{0,60}>|\*{3,64}|x{3,64}|X{3,64})" + _END +
     r"|(?:str|string|bytes|bool|int|SecretStr|None|null|NULL|nil|undefined)(?=[\s;,)\]}|=]|$)"
     r"|(?:Optional|Union|Annotated)\["
     r"|(?:required|missing|invalid|expired|revoked|empty|incorrect|wrong|must|should|cannot"
@@ -115,6 +115,13 @@ REFERENCE = (
 or a placeholder (``<your-api-key>``, ``****``, ``xxx``); or a verdict on one (``token:
 invalid``, ``password: must be at least 8 characters``). A traceback's source line, a
 type error, a config template and a validation error keep what the next reader needs."""
+
+
+_ARG = r"(?:\"[^\"\r\n]{0,200}\"|'[^'\r\n]{0,200}'|[\w.]{1,100})"
+CALL = (rf"[A-Za-z_][\w.]{{0,100}}\([ \t]{{0,4}}(?:{_ARG}(?:[ \t]{{0,4}},[ \t]{{0,4}}{_ARG}){{0,5}}"
+         r"[ \t]{0,4})?\)")
+"""An assignment's value that is a call with simple arguments, a comma between each
+(``password = decrypt('aHVudGVyMg==')``): redacted whole, arguments and all."""
 
 
 @cache

@@ -16,6 +16,7 @@ from functools import cached_property
 from urllib.parse import urlsplit, urlunsplit
 
 from otel_diary.pipeline.keys import (
+    CALL,
     MARK,
     NAMES_NO_SECRET,
     SERVICE_KEYS,
@@ -304,11 +305,6 @@ _NO_COUNT = (r"(?![0-9][0-9.,/]{0,39}(?:ms|s|m|h|%)?(?![^\s\"'`,;)\]}]))"
 name names test results or a folder, those are."""
 
 
-_CALL = (r"[A-Za-z_][\w.]{0,100}\((?:[ \t]{0,4}(?:\"[^\"\r\n]{0,200}\"|'[^'\r\n]{0,200}'"
-         r"|[\w.]{1,100})[ \t]{0,4},?){1,6}\)")
-"""A call with simple arguments (``decrypt('aHVudGVyMg==')``): a value taken whole."""
-
-
 def _assignment(keys: tuple[str, ...]) -> str:
     """``<key>=<value>`` for one of ``keys``, in the usual spellings of config and logs.
 
@@ -331,7 +327,7 @@ def _assignment(keys: tuple[str, ...]) -> str:
         r"(?:\\{0,7}[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}"
         r"(?:\r?\n[ \t]{1,8}[A-Za-z0-9_-]{1,40}:[ \t]{1,4}|\r?\n[ \t]{0,8})?)"
         r"(?!(?:\\{0,7}[\"'])?\[REDACTED:|[=>])"
-        r"(?:" + _QUOTED_VALUE + "|" + _CALL + r"|(?!\\[\"'])[^\s\"'`]{1,512}"
+        r"(?:" + _QUOTED_VALUE + "|" + CALL + r"|(?!\\[\"'])[^\s\"'`]{1,512}"
         r"(?:(?:(?<=[:=])[ \t]{0,4}|[ \t]{1,4}(?::=|=>|[:=])[ \t]{0,4})"
         r"(?:(?P<inner>[\"'])" + _quoted("inner") + r"(?P=inner)?|[^\s\"'`]{1,512}))?)"
     )
