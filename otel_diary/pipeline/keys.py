@@ -69,6 +69,9 @@ def generated(body: str) -> bool:
     return body.lower() != body and body.upper() != body and any(map(str.isdigit, body))
 
 
+WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+"""What a key glued to a longer word follows."""
+
 KEY_MIN = 28
 KEY_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+/=-"
 _AS_RUNS = bytes(ord("x") if chr(byte) in KEY_CHARS else ord(" ") for byte in range(256))
@@ -88,6 +91,9 @@ def key_runs(text: str) -> str:
         start = runs.find(_RUN, end)
     return " ".join(found)
 
+
+SECRET_NAME = r"[\w.-]{0,60}(?i:pass|pwd|secret|token|key|credential)[\w.-]{0,60}"
+"""A variable's name that says it holds a secret (``DB_PASSWORD``, ``api_token``)."""
 
 _END = r"(?=[\s\"'`,;)\]}]|$)"
 _NAMED = r"[\"'][A-Za-z_][\w.-]{0,100}[\"']"
@@ -118,10 +124,11 @@ type error, a config template and a validation error keep what the next reader n
 
 
 _ARG = r"(?:\"[^\"\r\n]{0,200}\"|'[^'\r\n]{0,200}'|[\w.]{1,100})"
-CALL = (rf"[A-Za-z_][\w.]{{0,100}}\([ \t]{{0,4}}(?:{_ARG}(?:[ \t]{{0,4}},[ \t]{{0,4}}{_ARG}){{0,5}}"
-         r"[ \t]{0,4})?\)")
+CALL = (rf"[A-Za-z_][\w.]{{0,100}}(?:\([ \t]{{0,4}}(?:{_ARG}(?:[ \t]{{0,4}},[ \t]{{0,4}}{_ARG})"
+         rf"{{0,5}}[ \t]{{0,4}})?\)|\[{_ARG}\])")
 """An assignment's value that is a call with simple arguments, a comma between each
-(``password = decrypt('aHVudGVyMg==')``): redacted whole, arguments and all."""
+(``password = decrypt('aHVudGVyMg==')``), or a subscript (``config["db"]``): one value,
+redacted whole unless it names a secret kept elsewhere."""
 
 
 @cache

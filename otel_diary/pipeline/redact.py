@@ -19,7 +19,9 @@ from otel_diary.pipeline.keys import (
     CALL,
     MARK,
     NAMES_NO_SECRET,
+    SECRET_NAME,
     SERVICE_KEYS,
+    WORD_CHARS,
     generated,
     key_runs,
     redact_private_keys,
@@ -99,9 +101,6 @@ _MAYBE_QUOTED = "(?(q)" + _quoted("q") + r"|[^\s\"']{1,512})"
 
 _AWS_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA",
                  "APKA", "AROA")
-
-_SECRET_NAME = r"[\w.-]{0,60}(?i:pass|pwd|secret|token|key|credential)[\w.-]{0,60}"
-"""A variable's name that says it holds a secret (``DB_PASSWORD``, ``api_token``)."""
 
 BUILTIN_RULES: tuple[_Rule, ...] = (
     _rule("aws_access_key",
@@ -216,8 +215,8 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
     # "DB_PASSWORD", "hunter2")``, ``ENV.fetch('API_TOKEN', '…')``, ``process.env.
     # DB_PASSWORD || "hunter2"``): a traceback's source line may show one.
     _Rule("secret", (
-        r"((?:(?:getenv|get|fetch|setdefault)\([ \t]{0,4}[\"']" + _SECRET_NAME + r"[\"']"
-        r"[ \t]{0,4},|process\.env\." + _SECRET_NAME + r"[ \t]{0,4}(?:\|\||\?\?))"
+        r"((?:(?:getenv|get|fetch|setdefault)\([ \t]{0,4}[\"']" + SECRET_NAME + r"[\"']"
+        r"[ \t]{0,4},|process\.env\." + SECRET_NAME + r"[ \t]{0,4}(?:\|\||\?\?))"
         r"[ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:)" + _quoted("q")),
         ("getenv(", "get(", "fetch(", "setdefault(", "process.env."), keep_prefix=True),
 )
@@ -253,14 +252,11 @@ class _ServiceRule(_Rule):
 
     def replace(self, match: re.Match[str]) -> str:
         start = match.start()
-        if start == 0 or match.string[start - 1] not in _WORD_CHARS \
+        if start == 0 or match.string[start - 1] not in WORD_CHARS \
                 or generated(match.group("key")):
             return MARK.format(kind=self.kind)
         return match.group(0)
 
-
-_WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
-"""What a key glued to a longer word follows."""
 
 _GLUED_ONLY = ("pass", "pwd", "key")
 """Keys that name a secret only as the end of a longer name (``DB_PASS``, ``MYSQL_PWD``,
@@ -330,6 +326,8 @@ def _assignment(keys: tuple[str, ...]) -> str:
         r"(?:" + _QUOTED_VALUE + "|" + CALL + r"|(?!\\[\"'])[^\s\"'`]{1,512}"
         r"(?:(?:(?<=[:=])[ \t]{0,4}|[ \t]{1,4}(?::=|=>|[:=])[ \t]{0,4})"
         r"(?:(?P<inner>[\"'])" + _quoted("inner") + r"(?P=inner)?|[^\s\"'`]{1,512}))?)"
+        r"(?P<fallback>[ \t]{1,4}(?:or|\|\||\?\?)[ \t]{1,4}(?P<fq>[\"'])"
+        r"(?:(?!(?P=fq))[^\r\n]){1,512}(?P=fq))?"
     )
 
 
@@ -338,12 +336,14 @@ class _AssignmentRule(_Rule):
     """``password=…``-style assignments and ``--password X`` flags; the kind follows the key."""
 
     def replace(self, match: re.Match[str]) -> str:
-        if reference().match(match.string, match.end("head")):
-            return match.group(0)  # a variable, code reading one, a type, a placeholder
         groups = match.groupdict()
-        kind = _ASSIGNMENT_KEYS.get(groups["key"].lower(), "secret")
-        return (groups["head"] + (groups.get("escaped") or groups.get("quote") or "")
-                + MARK.format(kind=kind))
+        mark = MARK.format(kind=_ASSIGNMENT_KEYS.get(groups["key"].lower(), "secret"))
+        if reference().match(match.string, match.end("head")):
+            if not groups.get("fallback"):
+                return match.group(0)  # a variable, code reading one, a type, a placeholder
+            end = match.end("fq") - match.start()  # but the literal it falls back to
+            return match.group(0)[:end] + mark + groups["fq"]
+        return groups["head"] + (groups.get("escaped") or groups.get("quote") or "") + mark
 
 
 FLAG_RULES: tuple[_Rule, ...] = (

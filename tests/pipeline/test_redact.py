@@ -443,6 +443,13 @@ def test_a_value_that_names_a_secret_kept_elsewhere_is_left_as_it_is(text: str) 
     ('d.setdefault("token", "t0k3n-value")', 'd.setdefault("token", "[REDACTED:secret]")'),
     ('password = config.get("db_pw", "hunter2")', "password = [REDACTED:password]"),
     ("password = decrypt('aHVudGVyMg==')", "password = [REDACTED:password]"),
+    # the literal code falls back to when the variable is unset
+    ('SECRET_KEY = os.environ.get("SECRET_KEY") or "dev-secret-key-123"',
+     'SECRET_KEY = os.environ.get("SECRET_KEY") or "[REDACTED:secret]"'),
+    ('password = settings.DB or "hunter2"', 'password = settings.DB or "[REDACTED:password]"'),
+    ('api_key = config["k"] ?? "zzz"', 'api_key = config["k"] ?? "[REDACTED:api_key]"'),
+    ('DEBUG = os.environ.get("DEBUG") or "0"', None),
+    ("token = os.getenv('GH_TOKEN') or ''", None),
     # defaults of names that hold no secret, and no default at all
     ('port = os.getenv("PORT", "8080")', None),
     ('host = os.environ.get("DB_HOST", "localhost")', None),
