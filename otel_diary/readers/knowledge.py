@@ -197,10 +197,11 @@ def ranked_lessons(lessons: LessonSource, terms: Sequence[str], diaries: Sequenc
         return []
     found: dict[str, Found] = {}
     for lesson, snippet in lessons.search(terms, limit):
-        if since is None or lesson.created >= since:
-            found.setdefault(lesson.id, _found_lesson(lesson, snippet, ["text"]))
+        if lesson.id not in found and (since is None or lesson.created >= since):
+            found[lesson.id] = _found_lesson(lesson, snippet, ["text"])
     for lesson, diary in lessons.gathering(diaries, max(1, limit // 2)):
-        found.setdefault(lesson.id, _found_lesson(lesson, "", [diary]))
+        if lesson.id not in found:  # each is built (and redacted) once
+            found[lesson.id] = _found_lesson(lesson, "", [diary])
     return list(found.values())
 
 
@@ -441,19 +442,24 @@ class KnowledgeBase:
         found: dict[str, Found] = {}
         words = " ".join(dict.fromkeys(_PLAIN_WORD.findall(line[:500])))
         for lesson, shared in self._lessons.by_signature(keys):
-            found.setdefault(lesson.id, _found_lesson(lesson, "", shared))
+            if lesson.id not in found:  # each is built (and redacted) once
+                found[lesson.id] = _found_lesson(lesson, "", shared)
         for lesson, snippet in self._lessons.search(fts_terms(words), limit):
-            found.setdefault(lesson.id, _found_lesson(lesson, snippet, ["text"]))
+            if lesson.id not in found:
+                found[lesson.id] = _found_lesson(lesson, snippet, ["text"])
         by_signature, by_text = self._query(
             lambda index: self._error_diaries(index, keys, words, limit))
         for lesson, diary in self._lessons.gathering(
                 [hit.id for hit in (*by_signature, *by_text)], max(1, limit // 2)):
-            found.setdefault(lesson.id, _found_lesson(lesson, "", [diary]))
+            if lesson.id not in found:
+                found[lesson.id] = _found_lesson(lesson, "", [diary])
         met = self._shared(by_signature, keys)
         for hit in by_signature:
-            found.setdefault(hit.id, _found_diary(hit, met[hit.id]))
+            if hit.id not in found:
+                found[hit.id] = _found_diary(hit, met[hit.id])
         for hit in by_text:
-            found.setdefault(hit.id, _found_diary(hit, ["text"]))
+            if hit.id not in found:
+                found[hit.id] = _found_diary(hit, ["text"])
         return LessonsAnswer(signatures=signatures, template=template, first_line=redact(line),
                              results=list(found.values())[:limit])
 
