@@ -8,7 +8,8 @@
     ├── ConventionsError       an attribute mapping that cannot be used (also a ValueError)
     ├── SpoolFullError         the hub spool is at its bound; the diary was not spooled
     ├── IndexUnavailable       the index database cannot be opened or read
-    ├── SearchError            a search the index cannot run (a message for the person)
+    ├── QuotingError           a message that may quote what was asked, redacted
+    │   └── SearchError        a search the index cannot run (a message for the person)
     ├── DecodeError            a payload that is not an OTLP trace request (also a ValueError)
     └── TooLarge               a payload past the size cap, found while inflating (a ValueError)
 
@@ -54,14 +55,18 @@ class IndexUnavailable(DiaryError):
     """The index database cannot be opened or read (missing folder, damage, locking)."""
 
 
-class SearchError(DiaryError):
-    """A search the index cannot run, with a message meant for the person who typed it.
-    The message is redacted as a diary is: it may quote what was typed."""
+class QuotingError(DiaryError):
+    """An error whose message may quote what a person or an agent asked (a query, an id),
+    secrets included: the message is redacted as a diary is."""
 
     def __init__(self, message: str) -> None:
-        from otel_diary.pipeline.redact import redact  # loaded by a search already
+        from otel_diary.pipeline.redact import redact  # loaded by a reader already
 
         super().__init__(redact(message))
+
+
+class SearchError(QuotingError):
+    """A search the index cannot run, with a message meant for the person who typed it."""
 
 
 class DecodeError(DiaryError, ValueError):

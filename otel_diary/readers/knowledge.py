@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from otel_diary.errors import DiaryError, IndexUnavailable, SearchError
+from otel_diary.errors import IndexUnavailable, QuotingError, SearchError
 from otel_diary.index.documents import (
     MAX_DOCUMENT_BYTES,
     entry_from_document,
@@ -51,12 +51,8 @@ _PLAIN_WORD = re.compile(r"[^\W\d_]{3,}")
 Kind = Literal["lesson", "diary"]
 
 
-class ReadError(DiaryError):
-    """A request the knowledge base cannot answer, with a message for whoever asked,
-    redacted: it may quote what was asked."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(redact(message))
+class ReadError(QuotingError):
+    """A request the knowledge base cannot answer, with a message for whoever asked."""
 
 
 @dataclass(frozen=True, kw_only=True)
