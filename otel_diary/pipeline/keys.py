@@ -64,6 +64,7 @@ SERVICE_KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 )
 """Each kind of key, the prefixes its keys start with, and the rest of one after it."""
 
+
 def generated(body: str) -> bool:
     """True when ``body`` looks generated: an upper-case letter, a lower-case one, a digit."""
     return body.lower() != body and body.upper() != body and any(map(str.isdigit, body))
