@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 import httpx
+import psycopg
 import pytest
 from hypothesis import given, settings
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
@@ -30,6 +31,7 @@ from otel_diary import (
 )
 from otel_diary.cli import main
 from otel_diary.conventions import OPENINFERENCE
+from otel_diary.index.pgschema import SCHEMA
 from otel_diary.index.postgres import PostgresStore
 from otel_diary.pipeline.llm import LLMReflector
 from otel_diary.sinks.hub.sink import HubSink
@@ -264,6 +266,7 @@ async def _mcp_answers(command: list[str], diary: str, lesson: str) -> list[str]
     async with stdio_session(command) as session:
         answers = [await session.call_tool("kb_search", {"query": "tighten types orders"}),
                    await session.call_tool("kb_search", {"query": OLD_KEY}),
+                   await session.call_tool("kb_search", {"query": "gsk"}),
                    await session.call_tool("kb_lessons", {"error": TS_STDERR}),
                    await session.call_tool("kb_fetch", {"id": diary}),
                    await session.call_tool("kb_fetch", {"id": f"kh-{OLD_KEY}"}),
@@ -294,6 +297,10 @@ def test_a_key_in_a_document_written_before_its_rule_reaches_no_reader(
         source = ["--store", url]
         with PostgresStore(url, max_connections=1) as store:
             grown = store.lesson("code:TS2345").as_document()
+        with psycopg.connect(url) as conn:  # the store is shared: what it keeps is redacted
+            [(kept,)] = conn.execute(f"SELECT content FROM {SCHEMA}.diaries WHERE id = %s",
+                                     (diary.id,)).fetchall()
+        assert OLD_KEY[:12] not in kept and kept.count("[REDACTED:groq_api_key]") == 4
     # the lesson grown from the diary holds what it tells, not its key
     assert "error TS2345: Argument [REDACTED:groq_api_key]" in grown
     assert OLD_KEY[:12] not in grown
@@ -302,7 +309,8 @@ def test_a_key_in_a_document_written_before_its_rule_reaches_no_reader(
     [lesson] = [lesson for lesson in json.loads(capsys.readouterr().out)["lessons"]
                 if lesson["signature"] == "code:TS2345"]
     asked = [["search", "tighten types orders"], ["search", "--json", "types"],
-             ["search", OLD_KEY], ["show", "--id", diary.id], ["show", "--json", "--id", diary.id],
+             ["search", OLD_KEY], ["search", "gsk"], ["search", OLD_KEY[4:]],
+             ["show", "--id", diary.id], ["show", "--json", "--id", diary.id],
              ["show", "--trace", diary.trace_id], ["show", "--id", lesson["id"]],
              ["show", "--id", OLD_KEY], ["lessons"], ["lessons", "--signature", "TS2345"],
              ["context", "--task", "tighten the types of orders"]]
@@ -317,7 +325,9 @@ def test_a_key_in_a_document_written_before_its_rule_reaches_no_reader(
     outputs.append(capsys.readouterr().out)
     outputs += anyio.run(_mcp_answers, [*MCP_SERVER, *source], diary.id, lesson["id"])
 
-    assert [output for output in outputs if OLD_KEY[:12].lower() in output.lower()] == []
+    assert [output for output in outputs if OLD_KEY[:12].lower() in output.lower()
+            or OLD_KEY[4:16].lower() in output.lower()] == []
+    assert OLD_KEY in (root / diary.path).read_text(encoding="utf-8")  # the file as it was
     marked = "".join(outputs)
     # the readers found and printed the documents, with the key's place marked
     assert marked.count("[REDACTED:groq_api_key]") >= 20, marked

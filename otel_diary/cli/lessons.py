@@ -23,11 +23,10 @@ from otel_diary.cli.common import (
 )
 from otel_diary.errors import IndexUnavailable
 from otel_diary.index.base import DiaryStore
-from otel_diary.index.documents import error_signatures
+from otel_diary.index.documents import error_signatures, redacted
 from otel_diary.index.folder import FolderStore
 from otel_diary.index.lessons import Lesson, lesson_path
 from otel_diary.pipeline.redact import redact
-from otel_diary.readers.knowledge import redacted
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -2,8 +2,9 @@
 
 ``migrate`` creates or upgrades the store's schema (replicas starting at once wait for
 each other). ``import`` copies the diaries of a folder knowledge base into the store,
-oldest first, growing their lessons; diaries already there are skipped, so it may be run
-again. Both use ``--store URL`` or ``OTEL_DIARY_STORE_URL``.
+oldest first, growing their lessons, with what the redactor finds in them taken out;
+diaries already there are skipped, so it may be run again. Both use ``--store URL`` or
+``OTEL_DIARY_STORE_URL``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from otel_diary.cli.common import add_store_argument, fail, open_store_of, print_skipped
 from otel_diary.errors import IndexUnavailable
-from otel_diary.index.documents import Entry, entry_from_parts, scan_diaries
+from otel_diary.index.documents import Entry, entry_from_parts, redacted_document, scan_diaries
 from otel_diary.index.lessons import Sighting, sighting
 from otel_diary.pipeline.redact import redact
 from otel_diary.settings import Settings
@@ -105,6 +106,7 @@ def _import(store: PostgresStore, root: Path) -> int:
 
     seen: set[str] = set()
     for n, (path, front, content) in enumerate(diaries, 1):
+        front, content = redacted_document(front, content)  # the store is shared
         try:
             entry = entry_from_parts(path, front, content)
         except ValueError as exc:

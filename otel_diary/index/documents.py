@@ -22,11 +22,13 @@ from typing import Any
 
 from otel_diary.index.templates import error_template, stderr_block
 from otel_diary.pipeline.classify import TaskRun
+from otel_diary.pipeline.redact import redact
 from otel_diary.pipeline.render import (
     DIARY_ROOT,
     KB_FOLDER,
     Diary,
     error_encountered,
+    front_matter,
     implicit_resolvers,
     parse_front_matter,
     split_front_matter,
@@ -323,10 +325,55 @@ def _entry(path: str, front: Mapping[str, Any], body: str, learned: str,
 
 def read_entry(root: Path, path: str, base: Path) -> Entry:
     """The index entry of the diary at ``path`` (relative to ``root``), read within
-    ``base``; ``OSError``, ``ValueError`` or ``TypeError`` (see :func:`why_unreadable`)
-    when there is none."""
-    return entry_from_document(path, read_text(root / path, "replace", within=base,
-                                               max_bytes=MAX_DOCUMENT_BYTES))
+    ``base``, its words redacted (see :func:`redacted_document`); ``OSError``,
+    ``ValueError`` or ``TypeError`` (see :func:`why_unreadable`) when there is none."""
+    content = read_text(root / path, "replace", within=base, max_bytes=MAX_DOCUMENT_BYTES)
+    return entry_from_parts(path, *redacted_document(_fields(content), content))
+
+
+# -- redacting what a document says ----------------------------------------------------------
+
+def redacted(value: Any) -> Any:
+    """``value`` (a string, or front matter) with every string in it redacted."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, (list, tuple, set)):
+        return [redacted(item) for item in value]
+    if isinstance(value, dict):
+        return {redacted(key): _redacted_item(str(key), item) for key, item in value.items()}
+    return value
+
+
+def _redacted_item(key: str, value: Any) -> Any:
+    """The ``value`` of ``key``, redacted as the line ``key: value`` is: what names a
+    secret (``password: hunter2``) is its key."""
+    if not isinstance(value, str):
+        return redacted(value)
+    head = f"{key}: "
+    line = redact(head + value)
+    return line[len(head):] if line.startswith(head) else redact(value)
+
+
+def redacted_document(front: Mapping[str, Any], content: str,
+                      ) -> tuple[Mapping[str, Any], str]:
+    """A document read from a file (its front matter ``front`` and text ``content``) with
+    the secrets the redactor knows taken out, for the index and the store: a diary written
+    before the redactor knew a kind of key, or put in the folder by another tool, would
+    otherwise give it back in a search's snippet (cut inside it, or highlighted in part).
+    The text is kept as it is when nothing in it is a secret; else its body is redacted
+    and, when a front-matter value held one, the front matter is written again from the
+    values redacted. The pipeline's own diaries are redacted already and do not come
+    here."""
+    if redact(content) == content:
+        return front, content
+    head, body = split_front_matter(content)
+    if not head:
+        return front, redact(content)
+    between = content[len(head) + 5:len(content) - len(body)]  # "---\n" and blank lines
+    if redact(head) != head:
+        front = redacted(front)
+        head = front_matter(front).removesuffix("\n")
+    return front, f"---\n{head}\n{between}{redact(body)}"
 
 
 def scan_entries(root: Path, folder: Path, unreadable: Unreadable | None = None,

@@ -18,8 +18,9 @@ from collections.abc import Iterator
 
 from otel_diary.index.documents import Entry
 
-SCHEMA_VERSION = 2
-"""An index of another version is dropped and rebuilt from the folder when opened."""
+SCHEMA_VERSION = 3
+"""An index of another version is dropped and rebuilt from the folder when opened (3: the
+words of a diary read from its file are redacted, see ``redacted_document``)."""
 CACHE_KIB = 8 * 1024
 """SQLite's page cache per connection (the file itself is read through a memory map)."""
 MMAP_BYTES = 256 * 1024 * 1024

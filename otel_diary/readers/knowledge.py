@@ -28,6 +28,7 @@ from otel_diary.index.documents import (
     MAX_DOCUMENT_BYTES,
     entry_from_document,
     error_signatures,
+    redacted,
     template_signature,
 )
 from otel_diary.index.query import Hit, Match, fts_terms
@@ -131,30 +132,6 @@ def error_line(error: str) -> str:
 def _plain_json(value: Any) -> Any:
     """Front-matter values as JSON has them (YAML dates become strings)."""
     return json.loads(json.dumps(value, default=str))
-
-
-def redacted(value: Any) -> Any:
-    """``value`` (a string, or front matter as JSON has it) with every string in it
-    redacted. What the readers give back of a document goes through it: a diary written
-    before the redactor knew a kind of key, or a document another tool put in the
-    knowledge base, gives no secret away."""
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, list):
-        return [redacted(item) for item in value]
-    if isinstance(value, dict):
-        return {redacted(key): _redacted_item(str(key), item) for key, item in value.items()}
-    return value
-
-
-def _redacted_item(key: str, value: Any) -> Any:
-    """The ``value`` of ``key``, redacted as the line ``key: value`` is: what names a
-    secret (``password: hunter2``) is its key."""
-    if not isinstance(value, str):
-        return redacted(value)
-    head = f"{key}: "
-    line = redact(head + value)
-    return line[len(head):] if line.startswith(head) else redact(value)
 
 
 def shown_hit(hit: Hit) -> Hit:
