@@ -11,12 +11,23 @@ import logging
 import re
 import unicodedata
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from otel_diary.errors import IndexUnavailable
-from otel_diary.index.documents import Entry, entry_from_document
+from otel_diary.index.documents import (
+    Entry,
+    entry_from_document,
+    entry_from_parts,
+    redacted,
+    redacted_document,
+)
+from otel_diary.index.lessons import Lesson
+from otel_diary.index.rules import Rule
+from otel_diary.pipeline.render import parse_front_matter
 
 logger = logging.getLogger("otel_diary")
 
@@ -96,6 +107,62 @@ def _search_words(conn: psycopg.Connection[Any]) -> None:
                             for signature, title, content in lessons])
 
 
+def _redacted_words(conn: psycopg.Connection[Any]) -> None:
+    """Version 4: what an import of an older otel-diary kept of a diary, or counted into
+    a lesson, with the secrets the redactor knows taken out (see ``redacted_document``):
+    the diary's text, title, summary and search vector, the lesson's state, text and
+    search vector. Rows holding none are left as they are."""
+    last = ""
+    while rows := conn.execute(f"SELECT id, path, content FROM {SCHEMA}.diaries "
+                               "WHERE id > %s ORDER BY id LIMIT 500", (last,)).fetchall():
+        last = rows[-1][0]
+        found = []
+        for ident, path, content in rows:
+            try:
+                front, text = redacted_document(parse_front_matter(content), content)
+                entry = entry_from_parts(path, front, text) if text != content else None
+            except (ValueError, TypeError, KeyError):
+                continue  # kept as it was found
+            if entry is not None:
+                found.append({"id": ident, "title": entry.title, "summary": entry.summary,
+                              "content": text, "body_start": len(text) - len(entry.body) + 1,
+                              **diary_words(entry)})
+        with conn.cursor() as cursor:
+            cursor.executemany(f"UPDATE {SCHEMA}.diaries SET title = %(title)s, "
+                               "summary = %(summary)s, content = %(content)s, "
+                               f"body_start = %(body_start)s, search = {DIARY_VECTOR} "
+                               "WHERE id = %(id)s", found)
+    changed = []
+    for signature, title, state in conn.execute(
+            f"SELECT signature, title, state FROM {SCHEMA}.lessons").fetchall():
+        if (clean := redacted(state)) != state:
+            content = lesson_of(signature, clean).as_document()
+            changed.append({"signature": signature, "state": Jsonb(clean), "content": content,
+                            **lesson_words(title, content)})
+    with conn.cursor() as cursor:
+        cursor.executemany(f"UPDATE {SCHEMA}.lessons SET state = %(state)s, content = "
+                           f"%(content)s, search = {LESSON_VECTOR} "
+                           "WHERE signature = %(signature)s", changed)
+
+
+def lesson_state(lesson: Lesson) -> dict[str, Any]:
+    """A lesson's state as JSON keeps it."""
+    return asdict(lesson)
+
+
+def lesson_of(signature: str, state: dict[str, Any] | None) -> Lesson:
+    """The lesson a stored state describes (a new one for ``None``)."""
+    if not state:
+        return Lesson(signature)
+    rules = [Rule(str(r["text"]), int(r["votes"]), [str(e) for e in r["evidence"]])
+             for r in state.get("rules", [])]
+    return Lesson(signature=signature, runs=int(state["runs"]),
+                  recovered=int(state["recovered"]), first_seen=str(state["first_seen"]),
+                  last_seen=str(state["last_seen"]), agents=list(state["agents"]),
+                  evidence=list(state["evidence"]), seen=list(state["seen"]), rules=rules,
+                  newest=[dict(item) for item in state["newest"]])
+
+
 _MIGRATIONS: tuple[tuple[str | Callable[[psycopg.Connection[Any]], None], ...], ...] = (
     (
         f"""CREATE TABLE {SCHEMA}.diaries (
@@ -157,6 +224,7 @@ _MIGRATIONS: tuple[tuple[str | Callable[[psycopg.Connection[Any]], None], ...], 
         "ON CONFLICT DO NOTHING",
     ),
     (_search_words,),  # 3: searched by words, as the folder index splits them
+    (_redacted_words,),  # 4: no secret an older import kept
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 

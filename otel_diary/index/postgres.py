@@ -38,6 +38,8 @@ from otel_diary.index.pgschema import (
     SCHEMA,
     SCHEMA_VERSION,
     diary_words,
+    lesson_of,
+    lesson_state,
     lesson_words,
     migrate,
     schema_version,
@@ -45,7 +47,7 @@ from otel_diary.index.pgschema import (
 )
 from otel_diary.index.query import Hit, SearchResult, any_terms, fts_terms
 from otel_diary.index.related import CANDIDATES, WEIGHTS
-from otel_diary.index.rules import Rule, apply_operations
+from otel_diary.index.rules import apply_operations
 from otel_diary.index.store import RANKED
 from otel_diary.pipeline.core import MAX_RELATED
 from otel_diary.pipeline.render import DIARY_ROOT
@@ -72,24 +74,6 @@ def tsquery(terms: Sequence[str], operator: str) -> str:
             found[-1] += ":*"
         parts.append("(" + " <-> ".join(found) + ")")
     return f" {operator} ".join(parts)
-
-
-def lesson_state(lesson: Lesson) -> dict[str, Any]:
-    """A lesson's state as JSON keeps it."""
-    return asdict(lesson)
-
-
-def lesson_of(signature: str, state: dict[str, Any] | None) -> Lesson:
-    """The lesson a stored state describes (a new one for ``None``)."""
-    if not state:
-        return Lesson(signature)
-    rules = [Rule(str(r["text"]), int(r["votes"]), [str(e) for e in r["evidence"]])
-             for r in state.get("rules", [])]
-    return Lesson(signature=signature, runs=int(state["runs"]),
-                  recovered=int(state["recovered"]), first_seen=str(state["first_seen"]),
-                  last_seen=str(state["last_seen"]), agents=list(state["agents"]),
-                  evidence=list(state["evidence"]), seen=list(state["seen"]), rules=rules,
-                  newest=[dict(item) for item in state["newest"]])
 
 
 class PostgresStore:

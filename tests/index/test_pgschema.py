@@ -65,3 +65,40 @@ def test_a_version_2_store_is_searched_by_words_once_migrated(postgres_url: str)
             assert {hit.id for hit in store.search(query).hits} == \
                 {diary.id for diary in diaries}
         assert store.lesson_rows(terms=['"orders"'])[0][3] == "code:TS2345"
+
+
+def test_a_key_an_older_import_kept_is_redacted_once_migrated(postgres_url: str) -> None:
+    """A version 3 store holding a key in a diary (its title and error line) and in the
+    lesson counted from it, as an import of an older otel-diary left them: once migrated,
+    neither its rows nor a search give it back; a diary without one is left byte for byte."""
+    key = "gsk_" + "q7Rk2Vx9" * 6 + "Zp4W"
+    diaries = [render(task_record(n, f"T-{n}", stderr=TS_STDERR)) for n in range(2)]
+    with PostgresStore(postgres_url) as store:
+        for diary in diaries:
+            keep(store, diary)
+    planted = diaries[0].content.replace("Argument of type", f"Argument of type {key}") \
+        .replace(f"title: {diaries[0].title}", f"title: {key}")
+    assert planted.count(key) == 3  # the title, the error line and what was learned
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # back to version 3
+        conn.execute(f"UPDATE {SCHEMA}.diaries SET content = %s, title = %s WHERE id = %s",
+                     (planted, key, diaries[0].id))
+        conn.execute(f"UPDATE {SCHEMA}.lessons SET state = replace(state::text, "
+                     "'Argument of type', %s)::jsonb, content = replace(content, "
+                     "'Argument of type', %s)", (f"Argument of type {key}",) * 2)
+        conn.execute(f"UPDATE {SCHEMA}.meta SET value = '3' WHERE key = 'schema_version'")
+        assert key in str(conn.execute(f"SELECT state FROM {SCHEMA}.lessons").fetchone())
+    with PostgresStore(postgres_url) as store:
+        assert store.migrate() == (3, SCHEMA_VERSION)
+        assert store.search("gsk").hits == []
+        hits = store.search("argument").hits
+        assert len(hits) == 2 and key[4:16] not in str(hits)
+    with psycopg.connect(postgres_url) as conn:
+        rows = conn.execute(f"SELECT id, title, summary, content FROM {SCHEMA}.diaries "
+                            "ORDER BY id").fetchall()
+        lessons = conn.execute(f"SELECT state::text, content FROM {SCHEMA}.lessons").fetchall()
+    assert key[:12] not in str(rows) and key[:12] not in str(lessons)
+    kept = {ident: content for ident, _, _, content in rows}
+    assert kept[diaries[0].id] == planted.replace(key, "[REDACTED:groq_api_key]").replace(
+        "title: [REDACTED:groq_api_key]", "title: '[REDACTED:groq_api_key]'")
+    assert kept[diaries[1].id] == diaries[1].content
+    assert "Argument of type [REDACTED:groq_api_key]" in lessons[0][1]
