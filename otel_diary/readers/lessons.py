@@ -18,13 +18,14 @@ from typing import Protocol
 
 from otel_diary.index.documents import MAX_DOCUMENT_BYTES
 from otel_diary.index.query import fts_terms
+from otel_diary.pipeline.redact import redact
 from otel_diary.pipeline.render import (
     KB_FOLDER,
     LESSON_ROOT,
     parse_front_matter,
     split_front_matter,
 )
-from otel_diary.text import inside, one_line, read_text
+from otel_diary.text import cut, inside, one_line, read_text
 
 VERBATIM = re.compile(r"[A-Za-z0-9_.:/<>@+=, -]{1,60}")
 """Text YAML keeps as it is in a scalar (ASCII, too short to be folded), so a lesson file
@@ -125,6 +126,36 @@ def _lesson_files(folder: Path, base: Path) -> list[tuple[str, os.stat_result]]:
             found.append((entry.name, stat))
     found.sort(key=lambda item: item[0])
     return found
+
+
+def shown_snippet(snippet: str, body: str) -> str:
+    """A full-text ``snippet`` of ``body`` (matches between ``\\x02`` and ``\\x03``) fit to
+    show: matches in ``**``, or, when the lines it was cut from hold a secret, those lines
+    redacted, unmarked. A lesson an older otel-diary grew may hold a key the redactor has
+    learnt since; cut inside the key, or with a match marked inside it, the snippet alone
+    no longer shows the redactor a key, and part of it would be shown. Only the lines
+    found are redacted: every lesson's words, at each search, would cost more than the
+    search."""
+    plain = snippet.replace("\x02", "").replace("\x03", "")
+    core = plain.strip("…")
+    at = body.find(core)
+    if at < 0:  # never seen: the lesson's start instead, far from where it is cut
+        return cut(redact(body[:2 * _AROUND]), len(plain) + 40)
+    start = max(body.rfind("\n", 0, at) + 1, at - _AROUND)
+    end = body.find("\n", at + len(core))
+    end = min(len(body) if end < 0 else end, at + len(core) + _AROUND)
+    lines = body[start:end]
+    shown = redact(lines)
+    if shown == lines:
+        return snippet.replace("\x02", "**").replace("\x03", "**")
+    # From about where the snippet started (redaction moved it by a few characters).
+    begin = shown.rfind(" ", 0, max(at - start - len(lines) + len(shown), 0)) + 1
+    return ("…" if begin else "") + cut(shown[begin:], len(plain) + 40)
+
+
+_AROUND = 1024
+"""Characters read around a snippet, at most, to the lines it was cut from: longer than
+any key the redactor knows."""
 
 
 class LessonFiles:
@@ -269,7 +300,7 @@ class LessonFiles:
                 return []
             db, paths = self._table(texts), self._searchable or []
             rows = db.execute(
-                "SELECT rowid, snippet(lessons, 1, '**', '**', '…', 16) FROM lessons "
+                "SELECT rowid, snippet(lessons, 1, char(2), char(3), '…', 16) FROM lessons "
                 "WHERE lessons MATCH ? ORDER BY bm25(lessons, 10.0, 1.0, 1.0) LIMIT ?",
                 (" AND ".join(terms), 2 * limit)).fetchall()
             found: list[tuple[KnownLesson, str]] = []
@@ -278,7 +309,8 @@ class LessonFiles:
                 lesson = self._parse(paths[row])
                 if lesson is not None and lesson.id not in seen:
                     seen.add(lesson.id)
-                    found.append((lesson, " ".join(str(snippet).split())))
+                    shown = shown_snippet(str(snippet), split_front_matter(texts[paths[row]])[1])
+                    found.append((lesson, " ".join(shown.split())))
         return found[:limit]
 
     def close(self) -> None:

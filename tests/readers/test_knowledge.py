@@ -253,6 +253,21 @@ def test_the_error_line_a_lesson_answer_gives_back_is_redacted(kb: KB) -> None:
     assert answer.signatures == ["code:TS2345"]
     assert diaries["types"].id in [found.id for found in answer.results]
 
+def test_a_lesson_an_older_version_grew_with_a_key_gives_no_part_of_it_back(kb: KB) -> None:
+    """A lesson file holding a key the redactor has learnt since: a search for a word of
+    it, or next to it, gives a snippet with the key's place marked, never its body (the
+    snippet was cut or highlighted inside the key before it was redacted)."""
+    root, diaries = kb
+    key = "ghp_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7c"
+    write_lesson(root, "code:TS2345", f"Export {key} before the release step",
+                 [diaries["types"].id])
+    with KnowledgeBase(root) as base:
+        answers = [base.search(query).results for query in ("ghp", "release", key[4:])]
+    assert [found.kind for found in answers[1]][:1] == ["lesson"]
+    assert "[REDACTED:github_token]" in answers[1][0].snippet
+    assert key[4:16] not in str(answers)
+
+
 def test_lessons_without_lesson_documents_match_diaries_and_fall_back_to_text(kb: KB) -> None:
     """With no lessons, diaries sharing a signature come first; an error without one is
     matched by the words of its first error line."""
