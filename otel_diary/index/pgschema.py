@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Any
 
@@ -77,6 +77,15 @@ def lesson_words(title: str, content: str) -> dict[str, str]:
     return {"title_words": words(title), "content_words": words(content)}
 
 
+def _diary_batches(conn: psycopg.Connection[Any]) -> Iterator[list[tuple[str, str, str]]]:
+    """The store's diaries as ``(id, path, content)``, 500 at a time, in id order."""
+    last = ""
+    while rows := conn.execute(f"SELECT id, path, content FROM {SCHEMA}.diaries "
+                               "WHERE id > %s ORDER BY id LIMIT 500", (last,)).fetchall():
+        last = rows[-1][0]
+        yield rows
+
+
 def _search_words(conn: psycopg.Connection[Any]) -> None:
     """Version 3: the configuration, and every search vector made again from words."""
     conn.execute(f"CREATE TEXT SEARCH DICTIONARY {SCHEMA}.english_stem "
@@ -84,10 +93,7 @@ def _search_words(conn: psycopg.Connection[Any]) -> None:
     conn.execute(f"CREATE TEXT SEARCH CONFIGURATION {CONFIG} (COPY = pg_catalog.english)")
     conn.execute(f"ALTER TEXT SEARCH CONFIGURATION {CONFIG} ALTER MAPPING "
                  f"REPLACE pg_catalog.english_stem WITH {SCHEMA}.english_stem")
-    last = ""
-    while rows := conn.execute(f"SELECT id, path, content FROM {SCHEMA}.diaries "
-                               "WHERE id > %s ORDER BY id LIMIT 500", (last,)).fetchall():
-        last = rows[-1][0]
+    for rows in _diary_batches(conn):
         found = []
         for ident, path, content in rows:
             try:
@@ -112,10 +118,7 @@ def _redacted_words(conn: psycopg.Connection[Any]) -> None:
     a lesson, with the secrets the redactor knows taken out (see ``redacted_document``):
     the diary's text, title, summary and search vector, the lesson's state, text and
     search vector. Rows holding none are left as they are."""
-    last = ""
-    while rows := conn.execute(f"SELECT id, path, content FROM {SCHEMA}.diaries "
-                               "WHERE id > %s ORDER BY id LIMIT 500", (last,)).fetchall():
-        last = rows[-1][0]
+    for rows in _diary_batches(conn):
         found = []
         for ident, path, content in rows:
             try:
