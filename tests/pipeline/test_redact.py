@@ -560,6 +560,25 @@ SAMPLE_KEYS = [
     ("dynatrace_token", f"dt0c01.{KEY_BODY.upper()[:24]}.{KEY_BODY.upper()[:64]}"),
     ("google_oauth_secret", "GOCSPX-" + KEY_BODY[:28]),
     ("age_secret_key", "AGE-SECRET-KEY-1" + KEY_BODY.upper()[:58]),
+    ("elevenlabs_api_key", "sk_" + HEX[:48]),
+    ("together_api_key", "tgp_v1_" + KEY_BODY[:43]),
+    ("firecrawl_api_key", "fc-" + HEX[:32]),
+    ("huggingface_token", "api_org_" + KEY_BODY[:34]),
+    ("docker_hub_token", "dckr_pat_" + KEY_BODY[:27]),
+    ("onepassword_token", "ops_eyJ" + KEY_BODY[:120] * 3),
+    ("flyio_token", "fo1_" + KEY_BODY[:43]),
+    ("flyio_token", "fm2_" + KEY_BODY[:130] + "=="),
+    ("planetscale_token", "pscale_tkn_" + KEY_BODY[:43]),
+    ("prefect_api_key", "pnu_" + KEY_BODY[:36]),
+    ("buildkite_token", "bkua_" + HEX[:40]),
+    ("sourcegraph_token", f"sgp_{HEX[:16]}_{HEX[:40]}"),
+    ("rubygems_api_key", "rubygems_" + HEX[:48]),
+    ("artifactory_token", "AKCp" + KEY_BODY[:69]),
+    ("readme_api_key", "rdme_" + KEY_BODY.lower()[:70]),
+    ("brevo_api_key", f"xkeysib-{HEX[:64]}-{KEY_BODY[:16]}"),
+    ("shippo_token", "shippo_live_" + HEX[:40]),
+    ("square_token", "sq0csp-" + KEY_BODY[:43]),
+    ("square_token", "EAAA" + KEY_BODY[:60]),
 ]
 
 @settings(max_examples=150, deadline=None)
@@ -641,6 +660,8 @@ def test_a_key_after_its_public_part_is_redacted(text: str, expected: str) -> No
     "Authorization: Bearer set; ATATT pending; dp.st.staging; AGE-SECRET-KEY-1 printed",
     "lsv2_pt_short shpat_ dop_v1_abc figd_file whsec_ sntrys_ lin_api_ NRAK- GOCSPX-",
     "time 10:42:AA12 ratio 123456:AAb",
+    "task_queue_backlog_ms_total ops_dashboard_panel_42 fc-barcelona-vs-madrid-2024-final",
+    "sk_" + "0123456789abcdef" * 4 + " is a checksum, not a key; EAAA_" + "a" * 30,
 ])
 def test_a_services_prefix_alone_is_left_as_it_is(text: str) -> None:
     """A prefix with too little after it, or with a word that is no key, stays."""

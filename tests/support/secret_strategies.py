@@ -72,7 +72,9 @@ _SERVICE_KEYS = [  # prefix, its body's characters and length, as the services i
     ("lin_api_", ALNUM, 40), ("ntn_", ALNUM, 46), ("figd_", URLSAFE, 40),
     ("dp.st.", ALNUM, 43), ("pul-", HEX, 40), ("HRKU-", URLSAFE, 60), ("ATATT", URLSAFE, 180),
     ("NRAK-", UPPER_DIGITS, 27), ("GOCSPX-", URLSAFE, 28),
-    ("AGE-SECRET-KEY-1", UPPER_DIGITS, 58),
+    ("AGE-SECRET-KEY-1", UPPER_DIGITS, 58), ("sk_", HEX, 48), ("tgp_v1_", URLSAFE, 43),
+    ("fc-", HEX, 32), ("dckr_pat_", URLSAFE, 27), ("pnu_", ALNUM, 36), ("bkua_", HEX, 40),
+    ("pscale_tkn_", URLSAFE, 43), ("sq0csp-", URLSAFE, 43), ("EAAA", URLSAFE, 60),
 ]
 
 
