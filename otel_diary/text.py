@@ -38,12 +38,42 @@ _ASCII_CONTROLS = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7
 
 
 def clean(text: str) -> str:
-    """``text`` without characters that a YAML stream or a reader's eye cannot take."""
+    """``text`` without characters that a YAML stream or a reader's eye cannot take; a
+    joiner or a presentation selector that shapes the characters around it stays (see
+    :func:`_shaping`)."""
     if text.isascii():  # the common case: one pass in C instead of the regex engine's
         data = text.encode("ascii")
         kept = data.translate(None, _ASCII_CONTROLS)
         return text if len(kept) == len(data) else kept.decode("ascii")
-    return _NON_PRINTABLE.sub("", text)
+    return _NON_PRINTABLE.sub(_shaping, text)
+
+
+_JOINERS = "\u200c\u200d"
+"""Zero-width non-joiner and joiner: part of the spelling of Persian and of Indic scripts,
+and of emoji sequences (👩‍💻)."""
+_SELECTORS = "\ufe0e\ufe0f"
+"""Text and emoji presentation (❤️)."""
+
+
+def _shaping(match: re.Match[str]) -> str:
+    """The invisible character ``match`` found if it shapes the visible characters around
+    it, else nothing: a joiner between two visible characters past ASCII (or a selector
+    after one), and a selector after one, not before another selector. Neither can then
+    split a secret (secrets are ASCII) nor carry hidden text (a run of selectors can)."""
+    char, text, at = match.group(), match.string, match.start()
+    if char in _JOINERS:
+        before = at - 1 if at and text[at - 1] not in _SELECTORS else at - 2
+        return char if _wide(text, before) and _wide(text, at + 1) else ""
+    if char in _SELECTORS:
+        after = text[at + 1:at + 2]
+        shaping = not after or after in _JOINERS or not _NON_PRINTABLE.match(after)
+        return char if shaping and _wide(text, at - 1) else ""
+    return ""
+
+
+def _wide(text: str, at: int) -> bool:
+    """True when ``text[at]`` is a visible character past ASCII."""
+    return 0 <= at < len(text) and text[at] > "\x7f" and not _NON_PRINTABLE.match(text[at])
 
 
 def encodable(text: str) -> str:

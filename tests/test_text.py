@@ -27,7 +27,31 @@ from tests.support.fifo import finishes, needs_fifos
 @given(st.one_of(st.text(alphabet=st.characters(max_codepoint=0x7F)),
                  st.text(alphabet=st.characters(max_codepoint=0x3000, blacklist_categories=()))))
 def test_clean_drops_what_the_pattern_drops(text: str) -> None:
-    assert clean(text) == _NON_PRINTABLE.sub("", text)
+    """What ``clean`` keeps of what the pattern finds is a joiner or a selector shaping
+    visible characters past ASCII; cleaning again changes nothing."""
+    cleaned = clean(text)
+    assert _NON_PRINTABLE.sub("", cleaned) == _NON_PRINTABLE.sub("", text)
+    assert clean(cleaned) == cleaned
+    for kept in _NON_PRINTABLE.finditer(cleaned):
+        assert kept.group() in "\u200c\u200d\ufe0e\ufe0f"
+        assert kept.start() > 0 and cleaned[kept.start() - 1] > "\x7f"
+        assert kept.group() in "\ufe0e\ufe0f" or cleaned[kept.end():kept.end() + 1] > "\x7f"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645", None),  # Persian: I want
+    ("\u0915\u094d\u200d\u0937", None),  # Devanagari, a half form
+    ("\U0001f469\u200d\U0001f4bb fix the build", None),  # woman technologist
+    ("\U0001f3f3\ufe0f\u200d\U0001f308 and \u2764\ufe0f", None),  # rainbow flag, heart
+    ("sk-\u200dproj a\u200cb \u00e9\u200b\u200d\u00e9", "sk-proj ab \u00e9\u00e9"),
+    ("\U0001f600" + "\ufe0f" * 6 + "\U000e0041\U000e0042 hidden", "\U0001f600 hidden"),
+])
+def test_clean_keeps_what_shapes_a_script_or_an_emoji(text: str, expected: str | None) -> None:
+    """Joiners spell Persian and Indic scripts and join emoji, and a selector gives an
+    emoji its look: they stay where they sit between or after visible characters past
+    ASCII. Next to ASCII (inside a key), next to another invisible character, or a run of
+    selectors (which can carry hidden bytes), they go, as tags do."""
+    assert clean(text) == (text if expected is None else expected)
 
 
 def test_clean_keeps_line_breaks_and_tabs_and_drops_controls() -> None:
@@ -38,7 +62,7 @@ def test_clean_keeps_line_breaks_and_tabs_and_drops_controls() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.text(alphabet=" \t\nab\x00~"), st.text()), st.integers(1, 12))
 def test_one_line_is_the_text_flattened_and_capped(text: str, limit: int) -> None:
-    flat = " ".join(_NON_PRINTABLE.sub("", text).split())
+    flat = " ".join(clean(text).split())
     expected = flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
     assert one_line(text, limit) == expected
 

@@ -450,8 +450,8 @@ class SecretRedactor:
     quantifiers and no nested repetition. ``literals`` are secret values known in advance
     (the configured API keys): each occurrence becomes ``[REDACTED:configured_secret]``
     (values shorter than :data:`MIN_LITERAL` characters are ignored). Characters that
-    hide text (zero-width, bidi controls) are removed first, so they cannot split a secret
-    past the patterns.
+    hide text (zero-width, bidi controls) are removed first (see ``text.clean``), so they
+    cannot split a secret past the patterns.
     """
 
     def __init__(self, extra: Mapping[str, str] | None = None, *,
