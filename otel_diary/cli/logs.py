@@ -5,7 +5,9 @@ keys of their own, so a log pipeline can filter on them without parsing prose.
 
 Lines are written by a thread of their own: logging never waits for stderr, so a pipe
 nobody reads (a stopped log shipper) stalls no request. While stderr is not read, at most
-:data:`MAX_QUEUED` lines wait; later ones are dropped, and a line says how many.
+:data:`MAX_QUEUED` lines of :data:`MAX_QUEUED_CHARS` characters in all wait; later ones
+are dropped, and a line says how many. A message or a traceback longer than
+:data:`MAX_TEXT_CHARS` keeps its start and its end.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ from typing import Any
 
 MAX_QUEUED = 1000
 """Log lines waiting for stderr at most; more are dropped (and counted)."""
+MAX_QUEUED_CHARS = 4 * 1024 * 1024
+"""Characters of the messages and tracebacks waiting for stderr at most; a line past it
+is dropped (and counted)."""
+MAX_TEXT_CHARS = 16 * 1024
+"""A message, or a traceback, longer than this is cut in its middle."""
 _TEXT = logging.Formatter()
 
 
@@ -62,21 +69,30 @@ class Queued(logging.Handler):
         self._told = 0
         self._timeout = timeout
         self._queue: queue.Queue[logging.LogRecord | None] = queue.Queue(MAX_QUEUED)
+        self._waiting_chars = 0
+        self._lock = threading.Lock()
         self._closed = False
         self._thread = threading.Thread(target=self._write, name="otel-diary-logs",
                                         daemon=True)
         self._thread.start()
 
     def emit(self, record: logging.LogRecord) -> None:
-        if self._closed:
-            self.out.handle(record)
-            return
         try:
-            record.msg, record.args = record.getMessage(), None  # as it reads now
+            record.msg, record.args = _shortened(record.getMessage()), None  # as it reads now
             if record.exc_info:  # its text, not its frames: what waits holds no more
                 record.exc_text = _TEXT.formatException(record.exc_info)
                 record.exc_info = None
-            self._queue.put_nowait(record)
+            if record.exc_text:
+                record.exc_text = _shortened(record.exc_text)
+            if self._closed:
+                self.out.handle(record)
+                return
+            size = len(record.msg) + len(record.exc_text or "")
+            with self._lock:
+                if self._waiting_chars + size > MAX_QUEUED_CHARS:
+                    raise queue.Full
+                self._queue.put_nowait(record)
+                self._waiting_chars += size
         except queue.Full:
             self.dropped += 1
         except Exception:
@@ -86,6 +102,8 @@ class Queued(logging.Handler):
         while (record := self._queue.get()) is not None:
             self._tell_dropped()
             self.out.handle(record)
+            with self._lock:
+                self._waiting_chars -= len(record.msg) + len(record.exc_text or "")
         self._tell_dropped()
 
     def _tell_dropped(self) -> None:
@@ -104,6 +122,14 @@ class Queued(logging.Handler):
                 self._queue.put(None, timeout=self._timeout)
             self._thread.join(self._timeout)
         super().close()
+
+
+def _shortened(text: str) -> str:
+    """``text`` with its middle left out when longer than :data:`MAX_TEXT_CHARS`."""
+    if len(text) <= MAX_TEXT_CHARS:
+        return text
+    half = MAX_TEXT_CHARS // 2
+    return f"{text[:half]} … [{len(text) - 2 * half} characters left out] … {text[-half:]}"
 
 
 def configure(style: str, verbose: bool) -> Callable[[], None]:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from otel_diary.cli.logs import MAX_QUEUED, configure
+from otel_diary.cli.logs import MAX_QUEUED, MAX_QUEUED_CHARS, MAX_TEXT_CHARS, configure
 
 
 class StalledStream(io.StringIO):
@@ -75,6 +75,37 @@ def test_a_stderr_nobody_reads_stalls_no_one_who_logs(
     assert [line["msg"] for line in lines[:2]] == [
         "line 0", f"otel-diary: {dropped} log line(s) dropped while stderr was not read"]
     assert [line["msg"] for line in lines[2:]] == [f"line {n}" for n in range(1, MAX_QUEUED + 1)]
+
+
+def test_waiting_lines_are_bounded_in_characters_and_each_is_cut(
+        root_logging: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Long lines (an error quoting a whole request) wait in at most MAX_QUEUED_CHARS
+    characters, not MAX_QUEUED of any length; each message and traceback keeps its start
+    and end within MAX_TEXT_CHARS."""
+    stream = StalledStream()
+    monkeypatch.setattr("sys.stderr", stream)
+    stop = configure("json", False)
+    log = logging.getLogger("otel_diary")
+    log.warning("first")
+    assert stream.writing.wait(30)  # the writer holds it: the others wait
+    total = 2 * MAX_QUEUED_CHARS // MAX_TEXT_CHARS
+    for n in range(total):
+        try:
+            raise ValueError("x" * 100_000)
+        except ValueError:
+            log.exception("start %d %s end", n, "y" * 100_000)
+    stream.drained.set()
+    stop()
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    kept = [line for line in lines if line["msg"].startswith("start ")]
+    waiting = sum(len(line["msg"]) + len(line["error"]) for line in kept)
+    assert waiting <= MAX_QUEUED_CHARS
+    assert len(kept) >= MAX_QUEUED_CHARS // (2 * MAX_TEXT_CHARS + 200)  # no fewer than fit
+    assert f"{total - len(kept)} log line(s) dropped" in lines[1]["msg"]
+    for line in kept:
+        assert line["msg"].endswith("y end") and "characters left out" in line["msg"]
+        assert len(line["msg"]) < MAX_TEXT_CHARS + 100 and len(line["error"]) < MAX_TEXT_CHARS + 100
+        assert line["error"].startswith("Traceback") and line["error"].endswith("xxx")
 
 
 def test_json_lines_keep_the_message_as_logged_and_the_error(
