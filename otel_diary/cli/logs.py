@@ -57,8 +57,8 @@ class JsonFormatter(logging.Formatter):
 class Queued(logging.Handler):
     """Hands each record to a thread that writes it with ``out``, without waiting.
 
-    Over :data:`MAX_QUEUED` waiting records a record is dropped and counted; the next
-    line written says how many were. Closed, it writes what waits (for at most
+    Past :data:`MAX_QUEUED` waiting records, or :data:`MAX_QUEUED_CHARS` characters, a
+    record is dropped and counted; the next line written says how many were. Closed, it writes what waits (for at most
     ``timeout`` seconds) and then writes each record itself.
     """
 
