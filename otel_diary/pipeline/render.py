@@ -455,14 +455,16 @@ _NESTED = (dict, list, tuple)  # tuples: !!omap and !!pairs give lists of them
 def _plain_keys(front: dict[Any, Any], budget: int) -> None:
     """Turn the keys of ``front``'s mappings, at any depth, into strings (YAML reads
     ``2026-01-01:`` as a date, ``1:`` as a number, which JSON takes no key of), walking at
-    most ``budget`` values, counted each time they are reached; ``ValueError`` past it.
-    Aliases share one value: without a budget a few hundred bytes of them nest into
-    billions of values (or into themselves) for whoever walks them, while a text's own
-    values are fewer than its characters."""
+    most ``budget`` values and characters of strings, counted each time they are reached;
+    ``ValueError`` past it. Aliases share one value: without a budget a few hundred bytes
+    of them nest into billions of values (or into themselves), and one long string named
+    a thousand times is a thousand strings for whoever walks, redacts or writes them out,
+    while a text's own values and characters are fewer than its characters."""
     stack: list[dict[Any, Any] | list[Any] | tuple[Any, ...]] = [front]
     while stack:
         value = stack.pop()
-        budget -= len(value) + 1
+        budget -= len(value) + 1 + sum(len(item) for item in (
+            value.values() if type(value) is dict else value) if type(item) is str)
         if budget < 0:
             raise ValueError("front matter holds more values than its text (YAML aliases)")
         if type(value) is dict:

@@ -385,3 +385,15 @@ def test_front_matter_that_is_not_yaml_is_told_without_its_text(
         with pytest.raises(ValueError, match=r"^front matter is not YAML: ") as raised:
             parse_front_matter(content)
         assert where in str(raised.value) and "SECRET" not in str(raised.value)
+
+
+def test_a_long_string_named_many_times_by_aliases_is_refused() -> None:
+    """One long string named a thousand times is a thousand strings for whoever walks,
+    redacts or writes the front matter out: refused, as aliases nesting into many values
+    are. The same strings written out in full are read."""
+    long = "A" * 20_000
+    named = f"---\nid: kh-1\npad: &x \"{long}\"\nmany: [{', '.join(['*x'] * 200)}]\n---\n"
+    with pytest.raises(ValueError, match="more values than its text"):
+        parse_front_matter(named)
+    written = f"---\nid: kh-1\nmany: [{', '.join([long] * 20)}]\ntitle: {long}\n---\n"
+    assert parse_front_matter(written)["many"] == [long] * 20
