@@ -58,8 +58,8 @@ class Queued(logging.Handler):
     """Hands each record to a thread that writes it with ``out``, without waiting.
 
     Past :data:`MAX_QUEUED` waiting records, or :data:`MAX_QUEUED_CHARS` characters, a
-    record is dropped and counted; the next line written says how many were. Closed, it writes what waits (for at most
-    ``timeout`` seconds) and then writes each record itself.
+    record is dropped and counted; the next line written says how many were. Closed, it
+    writes what waits (for at most ``timeout`` seconds) and then writes each record itself.
     """
 
     def __init__(self, out: logging.Handler, timeout: float = 5.0) -> None:
