@@ -72,8 +72,9 @@ def _shaping(match: re.Match[str]) -> str:
 
 
 def _wide(text: str, at: int) -> bool:
-    """True when ``text[at]`` is a visible character past ASCII."""
-    return 0 <= at < len(text) and text[at] > "\x7f" and not _NON_PRINTABLE.match(text[at])
+    """True when ``text[at]`` is a visible character past ASCII (not a space)."""
+    return 0 <= at < len(text) and text[at] > "\x7f" and not text[at].isspace() \
+        and not _NON_PRINTABLE.match(text[at])
 
 
 def encodable(text: str) -> str:

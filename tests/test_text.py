@@ -45,6 +45,7 @@ def test_clean_drops_what_the_pattern_drops(text: str) -> None:
     ("\U0001f3f3\ufe0f\u200d\U0001f308 and \u2764\ufe0f", None),  # rainbow flag, heart
     ("sk-\u200dproj a\u200cb \u00e9\u200b\u200d\u00e9", "sk-proj ab \u00e9\u00e9"),
     ("\U0001f600" + "\ufe0f" * 6 + "\U000e0041\U000e0042 hidden", "\U0001f600 hidden"),
+    ("a\u00a0\ufe0f \u3000\u200d\u00e9", "a\u00a0 \u3000\u00e9"),  # after a space: no shape
 ])
 def test_clean_keeps_what_shapes_a_script_or_an_emoji(text: str, expected: str | None) -> None:
     """Joiners spell Persian and Indic scripts and join emoji, and a selector gives an
