@@ -361,19 +361,20 @@ def redacted_document(front: Mapping[str, Any], content: str,
     before the redactor knew a kind of key, or put in the folder by another tool, would
     otherwise give it back in a search's snippet (cut inside it, or highlighted in part).
     The text is kept as it is when nothing in it is a secret; else its body is redacted
-    and, when a front-matter value held one, the front matter is written again from the
-    values redacted. The pipeline's own diaries are redacted already and do not come
-    here."""
-    if redact(content) == content:
-        return front, content
+    and, when the front matter held one (in a value, escaped or not, or in a comment), the
+    front matter is written again from the values redacted. The pipeline's own diaries
+    are redacted already and do not come here."""
     head, body = split_front_matter(content)
     if not head:
         return front, redact(content)
+    shown_front, shown_body = redacted(front), redact(body)
+    rewrite = shown_front != front or redact(head) != head
+    if not rewrite and shown_body == body:
+        return front, content
     between = content[len(head) + 5:len(content) - len(body)]  # "---\n" and blank lines
-    if redact(head) != head:
-        front = redacted(front)
-        head = front_matter(front).removesuffix("\n")
-    return front, f"---\n{head}\n{between}{redact(body)}"
+    if rewrite:
+        front, head = shown_front, front_matter(shown_front).removesuffix("\n")
+    return front, f"---\n{head}\n{between}{shown_body}"
 
 
 def scan_entries(root: Path, folder: Path, unreadable: Unreadable | None = None,

@@ -54,3 +54,16 @@ def test_a_key_in_the_front_matter_is_written_again_as_a_string() -> None:
     assert redacted.endswith("---\n\n# Deploy the orders service\n\n## What was done\n"
                              "Set the token for the release step.\n")
     assert entry_from_parts("p.md", front, redacted).title == "[REDACTED:github_token]"
+
+
+def test_a_key_escaped_in_a_quoted_value_or_in_a_comment_is_taken_out() -> None:
+    """``"\\ngsk_…"`` reads as a line break and the key, but as text the key is glued to
+    an ``n``; a comment is no value at all. The front matter is written again from its
+    values, redacted, and keeps no comment."""
+    groq = "gsk_" + "0" * 52
+    for line in (f'note: "\\r\\n{groq} "', f"# password: hunter2xyz {KEY}"):
+        content = DOCUMENT.replace("tags:\n", f"{line}\ntags:\n")
+        front, redacted = redacted_document(parse_front_matter(content), content)
+        assert groq not in redacted and KEY not in redacted and "hunter2xyz" not in redacted
+        assert parse_front_matter(redacted) == front
+        assert front["title"] == "Deploy the orders service"
