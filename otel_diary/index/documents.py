@@ -365,10 +365,13 @@ def redacted_document(front: Mapping[str, Any], content: str,
     front matter is written again from the values redacted. The pipeline's own diaries
     are redacted already and do not come here."""
     head, body = split_front_matter(content)
+    escaped = "\\" in head  # a double-quoted value's escapes ("\ngsk_…") hide what they spell
+    if not escaped and redact(content) == content:
+        return front, content
     if not head:
         return front, redact(content)
     shown_front, shown_body = redacted(front), redact(body)
-    rewrite = shown_front != front or redact(head) != head
+    rewrite = shown_front != front or redact(head) != head  # a value, or a comment
     if not rewrite and shown_body == body:
         return front, content
     between = content[len(head) + 5:len(content) - len(body)]  # "---\n" and blank lines
