@@ -89,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         text = _input_text(args)
     except OSError as exc:
-        return fail("context", f"cannot read {args.error_file}: {exc.strerror}", 2)
+        where = "standard input" if args.error_file in (None, "-") else args.error_file
+        return fail("context", f"cannot read {where}: {exc.strerror or exc}", 2)
     task = args.task
     error = text[-MAX_ERROR_CHARS:]
     event = _hook_input(text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import shutil
 import sys
@@ -170,6 +171,22 @@ def test_an_unreadable_error_file_is_an_error(
                              str(tmp_path / "missing.txt"))
     assert (code, out) == (2, "")
     assert "missing.txt" in err
+
+
+def test_a_standard_input_that_cannot_be_read_is_named_with_why(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, kb: KB) -> None:
+    """A hook's standard input that fails to read (a terminal lost, an I/O error) exits 2
+    saying which input and why, not "cannot read None: None"."""
+    root, _, _ = kb
+
+    class Failing(io.StringIO):
+        def read(self, size: int | None = -1) -> str:
+            raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr("sys.stdin", Failing())
+    assert main(["context", "--dir", str(root)]) == 2
+    assert capsys.readouterr().err == \
+        "otel-diary context: cannot read standard input: Input/output error\n"
 
 
 def test_a_client_hook_event_on_standard_input_is_not_an_error(
