@@ -57,15 +57,16 @@ def settings_from(settings: Settings | None, overrides: Mapping[str, Any]) -> Se
     return settings
 
 
-def settings_redactor(settings: Settings) -> SecretRedactor:
+def settings_redactor(settings: Settings, *, prepare: bool = True) -> SecretRedactor:
     """The redactor ``settings`` describe: the built-in families, the configured extra
-    patterns, and the literal values of the configured keys and tokens."""
+    patterns, and the literal values of the configured keys and tokens; every rule
+    compiled now when ``prepare`` (a pipeline's), else on first use (a reader's)."""
     from otel_diary.pipeline.redact import SecretRedactor
 
     secrets = (settings.hub_api_key, settings.reflection_api_key, settings.serve_token)
-    return SecretRedactor(settings.redact_patterns,
-                          literals=[s.get_secret_value() for s in secrets if s is not None]
-                          ).prepare()
+    redactor = SecretRedactor(settings.redact_patterns,
+                              literals=[s.get_secret_value() for s in secrets if s is not None])
+    return redactor.prepare() if prepare else redactor
 
 
 def reflector_from(settings: Settings,

@@ -6,6 +6,7 @@ Each command lives in a module with ``add_arguments(parser)`` and ``run(args) ->
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import os
@@ -65,6 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(arguments)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if any(os.environ.get(name) for name in REDACTION_VARIABLES):
+        _redact_as_configured()
     try:
         code = int(modules[args.command].run(args))
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
@@ -73,6 +76,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return _reader_went_away()
+
+
+REDACTION_VARIABLES = ("OTEL_DIARY_REDACT_PATTERNS", "MOTHER_AI_API_KEY",
+                       "OTEL_DIARY_REFLECTION_API_KEY", "OTEL_DIARY_SERVE_TOKEN")
+"""The settings redaction takes besides its built-in families: read only when one is set
+(reading every setting costs a session-start hook about 40 ms)."""
+
+
+def _redact_as_configured() -> None:
+    """What any command redacts (a reader's answers, an error, a log line) takes out the
+    configured patterns and keys too, as the pipeline does. Settings that cannot be read
+    are the command's to report: it runs with the built-in families."""
+    from otel_diary.pipeline.redact import use
+    from otel_diary.settings import Settings
+    from otel_diary.wiring import settings_redactor
+
+    with contextlib.suppress(ValueError):
+        use(settings_redactor(Settings(), prepare=False))
 
 
 def _is_text(word: str) -> bool:

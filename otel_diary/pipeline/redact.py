@@ -79,11 +79,6 @@ class _Rule:
         return mark
 
 
-def _rule(kind: str, pattern: str, needles: tuple[str, ...], *,
-          keep_prefix: bool = False) -> _Rule:
-    return _Rule(kind, pattern, needles, keep_prefix)
-
-
 def _quoted(group: str) -> str:
     """A value after the opening quote captured as ``group``: up to its closing quote,
     backslash escapes and the other kind of quote included (``"pa\\"ss"``, ``"it's"``, as
@@ -103,113 +98,113 @@ _AWS_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA",
                  "APKA", "AROA")
 
 BUILTIN_RULES: tuple[_Rule, ...] = (
-    _rule("aws_access_key",
+    _Rule("aws_access_key",
           r"A(?:KIA|SIA|BIA|CCA|GPA|IDA|IPA|NPA|NVA|PKA|ROA)(?<![A-Z0-9].{4})"
           r"[A-Z0-9]{16}(?![A-Z0-9])",
           _AWS_PREFIXES),
     # The secret access key given with it (``AKIA… wJalr…``, ``AKIA…:wJalr…``,
     # ``AKIA… secret wJalr…``): forty characters of base64 just after the access key,
     # found by the marker the rule before left (the rules run in this order).
-    _rule("aws_secret_key",
+    _Rule("aws_secret_key",
           r"(\[REDACTED:aws_access_key\][\s\"',:;=|]{1,4}(?:[A-Za-z_]{1,32}[\s\"':=]{1,4})?)"
           r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
           ("[REDACTED:aws_access_key]",), keep_prefix=True),
-    _rule("gitlab_token",
+    _Rule("gitlab_token",
           r"gl(?<![A-Za-z0-9_.-].{2})(?:pat|dt|rt|ptt|ft|soat|cbt|imt|oas|agent)"
           r"-[A-Za-z0-9_-]{20,255}",
           ("gl",)),
-    _rule("slack_token",
+    _Rule("slack_token",
           r"xox(?<![A-Za-z0-9_.-].{3})[abposre]-[A-Za-z0-9-]{10,255}", ("xox",)),
-    _rule("slack_token",
+    _Rule("slack_token",
           r"xapp-(?<![A-Za-z0-9_.-].{5})[0-9]-[A-Za-z0-9-]{10,255}", ("xapp-",)),
-    _rule("slack_token",
+    _Rule("slack_token",
           r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/-]{8,255}",
           ("hooks.slack.com",)),
     # Discord's and Teams' incoming webhooks: whoever has the URL posts to the channel.
-    _rule("discord_webhook",
+    _Rule("discord_webhook",
           r"(discord(?:app)?\.com/api/webhooks/[0-9]{5,30}/)[A-Za-z0-9_-]{20,255}",
           ("discord.com/api/webhooks/", "discordapp.com/api/webhooks/"), keep_prefix=True),
-    _rule("teams_webhook", r"(\.webhook\.office\.com/webhookb2/)[^\s\"'<>]{20,512}",
+    _Rule("teams_webhook", r"(\.webhook\.office\.com/webhookb2/)[^\s\"'<>]{20,512}",
           (".webhook.office.com/webhookb2/",), keep_prefix=True),
-    _rule("teams_webhook", r"(outlook\.office\.com/webhook/)[^\s\"'<>]{20,512}",
+    _Rule("teams_webhook", r"(outlook\.office\.com/webhook/)[^\s\"'<>]{20,512}",
           ("outlook.office.com/webhook/",), keep_prefix=True),
-    _rule("zapier_webhook", r"(hooks\.zapier\.com/hooks/catch/[0-9]{1,20}/)[A-Za-z0-9]{4,64}",
+    _Rule("zapier_webhook", r"(hooks\.zapier\.com/hooks/catch/[0-9]{1,20}/)[A-Za-z0-9]{4,64}",
           ("hooks.zapier.com/hooks/catch/",), keep_prefix=True),
     # A registry's credentials in Docker's config.json: base64 of user:password.
-    _rule("docker_auth", r"(\"auth\"[ \t]{0,4}:[ \t]{0,4}\")(?:[A-Za-z0-9+/]{4}){3,1024}"
+    _Rule("docker_auth", r"(\"auth\"[ \t]{0,4}:[ \t]{0,4}\")(?:[A-Za-z0-9+/]{4}){3,1024}"
           r"(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?(?=\")", ('"auth"',), keep_prefix=True),
     # An API key as a URL's query parameter (``?key=…``, as Google's APIs take it).
-    _rule("api_key", r"([?&]key=)(?!\[REDACTED:)[^\s&#\"'<>]{8,512}", ("?key=", "&key="),
+    _Rule("api_key", r"([?&]key=)(?!\[REDACTED:)[^\s&#\"'<>]{8,512}", ("?key=", "&key="),
           keep_prefix=True),
-    _rule("api_key", r"sk-" + _token_start(3) + r"[A-Za-z0-9_-]{20,255}", ("sk-",)),
-    _rule("api_key", r"sk_(?:live|test)_" + _token_start(8) + r"[A-Za-z0-9]{16,255}",
+    _Rule("api_key", r"sk-" + _token_start(3) + r"[A-Za-z0-9_-]{20,255}", ("sk-",)),
+    _Rule("api_key", r"sk_(?:live|test)_" + _token_start(8) + r"[A-Za-z0-9]{16,255}",
           ("sk_live_", "sk_test_")),
-    _rule("api_key", r"rk_(?:live|test)_" + _token_start(8) + r"[A-Za-z0-9]{16,255}",
+    _Rule("api_key", r"rk_(?:live|test)_" + _token_start(8) + r"[A-Za-z0-9]{16,255}",
           ("rk_live_", "rk_test_")),
-    _rule("jwt",
+    _Rule("jwt",
           r"eyJ" + _token_start(3) + r"[A-Za-z0-9_-]{4,8192}\.[A-Za-z0-9_-]{4,8192}"
           r"\.[A-Za-z0-9_-]{0,8192}",
           ("eyJ",)),
-    _rule("google_oauth_token", r"ya29\." + _token_start(5) + r"[A-Za-z0-9_-]{20,2048}",
+    _Rule("google_oauth_token", r"ya29\." + _token_start(5) + r"[A-Za-z0-9_-]{20,2048}",
           ("ya29.",)),
     # A Telegram bot's token after its numeric id (``123456789:AA…``, ``/bot123456789:AA…``).
-    _rule("telegram_bot_token", r"(:)(?<=[0-9]{6}:)AA[A-Za-z0-9_-]{30,40}(?![A-Za-z0-9_-])",
+    _Rule("telegram_bot_token", r"(:)(?<=[0-9]{6}:)AA[A-Za-z0-9_-]{30,40}(?![A-Za-z0-9_-])",
           (":AA",), keep_prefix=True),
     # A Terraform Cloud token's secret after its id (``<14 characters>.atlasv1.…``).
-    _rule("terraform_token", r"(\.atlasv1\.)(?<=[A-Za-z0-9]{14}\.atlasv1\.)"
+    _Rule("terraform_token", r"(\.atlasv1\.)(?<=[A-Za-z0-9]{14}\.atlasv1\.)"
           r"[A-Za-z0-9_=-]{60,255}", (".atlasv1.",), keep_prefix=True),
-    *(_rule("azure_storage_key", "(" + key + r")[A-Za-z0-9+/]{20,512}={0,2}", (key,),
+    *(_Rule("azure_storage_key", "(" + key + r")[A-Za-z0-9+/]{20,512}={0,2}", (key,),
             keep_prefix=True) for key in ("AccountKey=", "SharedAccessKey=")),
-    _rule("azure_sas", r"(sig=(?<=[?&;]sig=))[A-Za-z0-9%+/=_-]{16,512}", ("sig=",),
+    _Rule("azure_sas", r"(sig=(?<=[?&;]sig=))[A-Za-z0-9%+/=_-]{16,512}", ("sig=",),
           keep_prefix=True),
     # The user may be empty (redis://:pw@host). MongoDB drivers take a password holding
     # "/" unescaped; elsewhere a "/" after a port ends the authority (https://host:8080/a@b
     # is a path), and one in a password (mysql://root:ab/cd@db) holds no "@" or ":". A password
     # holding "@" runs to the authority's last one (p@ss in ://u:p@ss@host).
-    _rule("url_credentials",
+    _Rule("url_credentials",
           r"(mongodb(?:\+srv)?://[^\s:/@\"'<>]{0,256}:)[^\s:\"'<>]{1,256}(?=@)",
           ("mongodb",), keep_prefix=True),
-    _rule("url_credentials",
+    _Rule("url_credentials",
           r"(://[^\s:/@\"'<>]{0,256}:)(?:[^\s/\"'<>]{1,256}"
           r"|(?![0-9]{1,5}/)[^\s\"'<>@:]{1,256})(?=@)",
           ("://",), keep_prefix=True),
     # A database URL has no port before its user's password (mysql://root:2024/pw@db).
-    _rule("url_credentials",
+    _Rule("url_credentials",
           r"((?:mysql|mariadb|postgres(?:ql)?|rediss?|amqps?)(?:\+[a-z0-9]{1,20})?"
           r"://[^\s:/@\"'<>]{0,256}:)(?!\[REDACTED:)[^\s\"'<>@:]{1,256}(?=@)",
           ("mysql", "mariadb", "postgres", "redis", "amqp"), keep_prefix=True),
     # curl -u user:password (not a numeric uid:gid, as docker run -u gives).
-    *(_rule("password",
+    *(_Rule("password",
             "(" + flag + r"(?<=[ \t]" + flag + r")(?:[ \t]{1,4}|=)(?P<q>[\"'])?"
             r"(?![0-9]{1,10}:[0-9]{1,10}(?![^\s\"']))[^\s:\"']{1,256}:)" + _MAYBE_QUOTED,
             (flag,), keep_prefix=True) for flag in ("-u", "--user")),
     # openssl ... -pass pass:password (also -passin, -passout, -password)
-    _rule("password", r"(-pass" + _token_start(5) + r"(?:in|out|word)?[ \t]{1,4}"
+    _Rule("password", r"(-pass" + _token_start(5) + r"(?:in|out|word)?[ \t]{1,4}"
           r"(?P<q>[\"'])?pass:)" + _MAYBE_QUOTED, ("-pass",), keep_prefix=True),
     # sshpass -p password
-    _rule("password", r"(sshpass" + _token_start(7) + r"[ \t]{1,4}-p[ \t]{0,4}(?P<q>[\"'])?)"
+    _Rule("password", r"(sshpass" + _token_start(7) + r"[ \t]{1,4}-p[ \t]{0,4}(?P<q>[\"'])?)"
           r"(?!-)" + _MAYBE_QUOTED, ("sshpass",), keep_prefix=True),
     # mysql [options] -ppassword (the password glued to -p; "-p db" asks for one).
-    *(_rule("password",
+    *(_Rule("password",
             "(" + tool + _token_start(len(tool)) + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
             r"[ \t]{1,4}-p(?P<q>[\"'])?)(?![-\s])" + _MAYBE_QUOTED,
             (tool,), keep_prefix=True) for tool in ("mysql", "mysqldump", "mysqladmin",
                                                     "mariadb")),
     # docker login [registry] [-u user] -p password: at most three words in between.
-    *(_rule("password",
+    *(_Rule("password",
             "(" + tool + _token_start(6) + r"[ \t]{1,4}login"
             r"(?:[ \t]{1,4}[^\s]{1,256}){0,3}?[ \t]{1,4}-p(?:[ \t]{1,4}|=)(?P<q>[\"'])?)"
             r"(?!-)" + _MAYBE_QUOTED,
             (tool,), keep_prefix=True) for tool in ("docker", "podman")),
     # redis-cli -a password (or --pass password), gh secret set NAME --body value, and
     # kubectl create secret ... --from-literal=NAME=value.
-    _rule("password", r"(redis-cli" + _token_start(9) + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
+    _Rule("password", r"(redis-cli" + _token_start(9) + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
           r"[ \t]{1,4}(?:-a|--pass)[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + _MAYBE_QUOTED,
           ("redis-cli",), keep_prefix=True),
-    _rule("secret", r"(gh secret set" + _token_start(13) + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
+    _Rule("secret", r"(gh secret set" + _token_start(13) + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
           r"[ \t]{1,4}(?:--body(?:[ \t]{1,4}|=)|-b[ \t]{0,4})(?P<q>[\"'])?)(?!-)" + _MAYBE_QUOTED,
           ("gh secret set",), keep_prefix=True),
-    _rule("secret", r"(--from-literal=[A-Za-z0-9_.-]{1,253}=(?P<q>[\"'])?)" + _MAYBE_QUOTED,
+    _Rule("secret", r"(--from-literal=[A-Za-z0-9_.-]{1,253}=(?P<q>[\"'])?)" + _MAYBE_QUOTED,
           ("--from-literal=",), keep_prefix=True),
     # A default code gives a secret it reads from the environment (``os.getenv(
     # "DB_PASSWORD", "hunter2")``, ``ENV.fetch('API_TOKEN', '…')``, ``process.env.
@@ -568,11 +563,19 @@ _default: SecretRedactor | None = None
 
 
 def redact(text: str) -> str:
-    """``text`` with the built-in families of secrets replaced (no extra patterns)."""
+    """``text`` with the secrets of the process's redactor replaced: the built-in
+    families, unless :func:`use` gave it another."""
     global _default
     if _default is None:
         _default = SecretRedactor()
     return _default(text)
+
+
+def use(redactor: SecretRedactor) -> None:
+    """Make ``redactor`` the one :func:`redact` applies (a CLI reader's: the configured
+    patterns and keys too)."""
+    global _default
+    _default = redactor
 
 
 def without(text: str, secret: str | None) -> str:

@@ -3,6 +3,7 @@ of its output goes away (``otel-diary demo | head``)."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -11,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from otel_diary.cli import main
+from otel_diary.cli import REDACTION_VARIABLES, main
+from otel_diary.pipeline.redact import SecretRedactor, use
+from otel_diary.settings import _SETTINGS
+from tests.support.knowledge import build_knowledge_base
 
 
 def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -64,3 +68,40 @@ def test_arguments_that_are_not_utf8_are_a_usage_error(
         main([*argv, "--dir", str(tmp_path)])
     assert exited.value.code == 2
     assert "\\xff' is not valid UTF-8 text" in capsys.readouterr().err
+
+
+def test_every_command_redacts_the_configured_patterns_and_keys(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A diary written before a pattern was configured, or holding the hub's own key,
+    comes back from the readers with both taken out, as the pipeline takes them out of
+    what it writes: the index's words, the document, the query echoed."""
+    root = tmp_path / "kb"
+    diary = build_knowledge_base(root)["types"]
+    file = root / diary.path
+    hub_key = "hub-key-" + "Q7" * 12
+    file.write_text(file.read_text(encoding="utf-8").replace(
+        "Tighten types in orders", f"Tighten types in orders TCK-12345678 {hub_key}"),
+        encoding="utf-8")
+    monkeypatch.setenv("OTEL_DIARY_REDACT_PATTERNS", '{"ticket": "TCK-[0-9]{8}"}')
+    monkeypatch.setenv("MOTHER_AI_API_KEY", hub_key)
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    try:
+        assert main(["reindex", "--dir", str(root)]) == 0  # the index's words too
+        capsys.readouterr()
+        outputs = []
+        for argv in (["search", "--json", "TCK-12345678 tighten"], ["show", "--id", diary.id],
+                     ["context", "--task", "tighten the types of orders"]):
+            assert main([*argv, "--dir", str(root)]) == 0
+            outputs.append(capsys.readouterr().out)
+    finally:
+        use(SecretRedactor())  # the process's redactor, as before
+    for output in outputs:
+        assert "TCK-12345678" not in output and hub_key not in output
+        assert "[REDACTED:ticket]" in output and "[REDACTED:configured_secret]" in output
+
+
+def test_the_variables_read_for_redaction_are_those_of_its_settings() -> None:
+    """The CLI reads the settings for redaction only when one of these is set."""
+    assert set(REDACTION_VARIABLES) == {_SETTINGS[name].variable for name in (
+        "redact_patterns", "hub_api_key", "reflection_api_key", "serve_token")}
