@@ -66,8 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(arguments)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if any(os.environ.get(name) for name in REDACTION_VARIABLES):
-        _redact_as_configured()
+    if any(value and key.upper() in REDACTION_VARIABLES for key, value in os.environ.items()):
+        _redact_as_configured()  # settings read names in any case, as this does
     try:
         code = int(modules[args.command].run(args))
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit

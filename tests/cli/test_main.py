@@ -84,7 +84,7 @@ def test_every_command_redacts_the_configured_patterns_and_keys(
         "Tighten types in orders", f"Tighten types in orders TCK-12345678 {hub_key}"),
         encoding="utf-8")
     monkeypatch.setenv("OTEL_DIARY_REDACT_PATTERNS", '{"ticket": "TCK-[0-9]{8}"}')
-    monkeypatch.setenv("MOTHER_AI_API_KEY", hub_key)
+    monkeypatch.setenv("mother_ai_api_key", hub_key)  # settings read names in any case
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
     try:
         assert main(["reindex", "--dir", str(root)]) == 0  # the index's words too
