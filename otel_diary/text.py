@@ -24,13 +24,25 @@ if TYPE_CHECKING:
 # character (Unicode category Cf: zero-width, bidi controls, soft hyphen, word joiner,
 # tags...) and the other default-ignorable ones (variation selectors, fillers), which
 # could hide text or split a secret that redaction would otherwise recognize.
-_NON_PRINTABLE = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f"
-    "\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e"
-    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\uffff\ud800-\udfff\U000110bd"
+_HIDDEN = (
+    "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f"
+    "\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b\u200e\u200f\u2028-\u202e"
+    "\u2060-\u206f\u3164\ufe00-\ufe0d\ufeff\uffa0\ufff0-\uffff\ud800-\udfff\U000110bd"
     "\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
-    "\U000e0000-\U000e0fff]"
-)
+    "\U000e0000-\U000e0fff")
+_SHAPING = "\u200c\u200d\ufe0e\ufe0f"
+"""Zero-width non-joiner and joiner (part of the spelling of Persian and of Indic scripts,
+and of emoji sequences: 👩‍💻), text and emoji presentation (❤️)."""
+_NON_PRINTABLE = re.compile(f"[{_HIDDEN}{_SHAPING}]")
+_HIDDEN_ONLY = re.compile(f"[{_HIDDEN}]")
+_WIDE = f"[^\\x00-\\x7f\\s{_HIDDEN}{_SHAPING}]"
+"""A visible character past ASCII, not a space."""
+_UNSHAPING = re.compile(
+    f"(?<!{_WIDE})(?<!{_WIDE}[\ufe0e\ufe0f])[\u200c\u200d]|[\u200c\u200d](?!{_WIDE})"
+    f"|(?<!{_WIDE})[\ufe0e\ufe0f]|[\ufe0e\ufe0f](?=[\ufe0e\ufe0f])")
+"""A joiner or a selector that shapes nothing: a joiner not between two visible characters
+past ASCII (or such a character and its selector), a selector not after one, or before
+another selector (a run of them can carry hidden bytes)."""
 
 
 _ASCII_CONTROLS = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
@@ -39,42 +51,14 @@ _ASCII_CONTROLS = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7
 
 def clean(text: str) -> str:
     """``text`` without characters that a YAML stream or a reader's eye cannot take; a
-    joiner or a presentation selector that shapes the characters around it stays (see
-    :func:`_shaping`)."""
+    joiner or a presentation selector shaping visible characters past ASCII stays. Next to
+    ASCII it goes: it could split a secret, and secrets are ASCII."""
     if text.isascii():  # the common case: one pass in C instead of the regex engine's
         data = text.encode("ascii")
         kept = data.translate(None, _ASCII_CONTROLS)
         return text if len(kept) == len(data) else kept.decode("ascii")
-    return _NON_PRINTABLE.sub(_shaping, text)
-
-
-_JOINERS = "\u200c\u200d"
-"""Zero-width non-joiner and joiner: part of the spelling of Persian and of Indic scripts,
-and of emoji sequences (👩‍💻)."""
-_SELECTORS = "\ufe0e\ufe0f"
-"""Text and emoji presentation (❤️)."""
-
-
-def _shaping(match: re.Match[str]) -> str:
-    """The invisible character ``match`` found if it shapes the visible characters around
-    it, else nothing: a joiner between two visible characters past ASCII (or a selector
-    after one), and a selector after one, not before another selector. Neither can then
-    split a secret (secrets are ASCII) nor carry hidden text (a run of selectors can)."""
-    char, text, at = match.group(), match.string, match.start()
-    if char in _JOINERS:
-        before = at - 1 if at and text[at - 1] not in _SELECTORS else at - 2
-        return char if _wide(text, before) and _wide(text, at + 1) else ""
-    if char in _SELECTORS:
-        after = text[at + 1:at + 2]
-        shaping = not after or after in _JOINERS or not _NON_PRINTABLE.match(after)
-        return char if shaping and _wide(text, at - 1) else ""
-    return ""
-
-
-def _wide(text: str, at: int) -> bool:
-    """True when ``text[at]`` is a visible character past ASCII (not a space)."""
-    return 0 <= at < len(text) and text[at] > "\x7f" and not text[at].isspace() \
-        and not _NON_PRINTABLE.match(text[at])
+    text = _HIDDEN_ONLY.sub("", text)
+    return _UNSHAPING.sub("", text) if any(char in text for char in _SHAPING) else text
 
 
 def encodable(text: str) -> str:
