@@ -220,13 +220,22 @@ def test_prose_and_build_output_stay_as_they_are(text: str) -> None:
     ("api_key: secret: abc123 next", "api_key: [REDACTED:api_key] next"),
     ("ACCESSKEY= password = hunter2 next", "ACCESSKEY= [REDACTED:api_key] next"),
     ('ACCESSKEY= password="hunter2" next', "ACCESSKEY= [REDACTED:api_key] next"),
-    ("api_key =\npassword = hunter2\n", "api_key =\n[REDACTED:api_key]\n"),
+    # a list under the key, indented or not (as YAML writes it): its first item
+    ("password:\n  - hunter2xyz\n", "password:\n  - [REDACTED:password]\n"),
+    ("secret:\n- hunter2xyz\n", "secret:\n- [REDACTED:secret]\n"),
+    # a key left empty on its line: the next line is a key of its own, not its value
+    ("api_key =\npassword = hunter2\n", "api_key =\npassword = [REDACTED:password]\n"),
+    ("api_key:\nmodel: gpt-4o\n", None),
+    ("OPENAI_API_KEY=\nANTHROPIC_API_KEY=\nMODEL=gpt-4o\n", None),
     # a value of its own is the value, whatever follows it
     ("password=hunter2 user=bob", "password=[REDACTED:password] user=bob"),
 ])
-def test_a_key_whose_value_is_a_mapping_or_another_key(text: str, expected: str) -> None:
-    """Config dumps nest a secret under its key (``password:`` then ``value: …``) or leave
-    a key empty before the next one: the value after them is the secret, not the key."""
+def test_a_key_whose_value_is_a_mapping_or_another_key(text: str, expected: str | None) -> None:
+    """Config dumps nest a secret under its key (``password:`` then ``value: …`` or a
+    list) or leave a key empty before the next one on its line: the value after them is
+    the secret, not the key. A key left empty at the end of its line (an ``.env``
+    template) has no value: the next line's key and value are no secret of it."""
+    expected = text if expected is None else expected
     assert redact(text) == expected
 
 def test_key_block_cut_off_by_a_log_tail_is_still_redacted() -> None:
