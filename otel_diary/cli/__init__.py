@@ -66,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(arguments)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if any(value and key.upper() in REDACTION_VARIABLES for key, value in os.environ.items()):
+    if args.command in READERS and any(
+            value and key.upper() in REDACTION_VARIABLES for key, value in os.environ.items()):
         _redact_as_configured()  # settings read names in any case, as this does
     try:
         code = int(modules[args.command].run(args))
@@ -78,6 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _reader_went_away()
 
 
+READERS = frozenset(("search", "show", "lessons", "context", "mcp", "reindex", "store"))
+"""The commands that read the knowledge base (those that write diaries build the
+pipeline's redactor from the settings themselves)."""
 REDACTION_VARIABLES = ("OTEL_DIARY_REDACT_PATTERNS", "MOTHER_AI_API_KEY",
                        "OTEL_DIARY_REFLECTION_API_KEY", "OTEL_DIARY_SERVE_TOKEN")
 """The settings redaction takes besides its built-in families: read only when one is set
@@ -85,7 +89,7 @@ REDACTION_VARIABLES = ("OTEL_DIARY_REDACT_PATTERNS", "MOTHER_AI_API_KEY",
 
 
 def _redact_as_configured() -> None:
-    """What any command redacts (a reader's answers, an error, a log line) takes out the
+    """What a reader redacts (its answers, an error, the index's words) takes out the
     configured patterns and keys too, as the pipeline does. Settings that cannot be read
     are the command's to report: it runs with the built-in families."""
     from otel_diary.pipeline.redact import use
