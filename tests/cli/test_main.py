@@ -70,7 +70,7 @@ def test_arguments_that_are_not_utf8_are_a_usage_error(
     assert "\\xff' is not valid UTF-8 text" in capsys.readouterr().err
 
 
-def test_every_command_redacts_the_configured_patterns_and_keys(
+def test_every_reader_redacts_the_configured_patterns_and_keys(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     """A diary written before a pattern was configured, or holding the hub's own key,

@@ -253,6 +253,7 @@ def test_the_error_line_a_lesson_answer_gives_back_is_redacted(kb: KB) -> None:
     assert answer.signatures == ["code:TS2345"]
     assert diaries["types"].id in [found.id for found in answer.results]
 
+
 def test_a_lesson_an_older_version_grew_with_a_key_gives_no_part_of_it_back(kb: KB) -> None:
     """A lesson file holding a key the redactor has learnt since: a search for a word of
     it, or next to it, gives a snippet with the key's place marked, never its body (the
