@@ -10,6 +10,7 @@ import argparse
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from otel_diary.cli.common import (
     add_common_arguments,
@@ -23,7 +24,7 @@ from otel_diary.cli.common import (
     store_of,
 )
 from otel_diary.errors import DiaryError, IndexUnavailable
-from otel_diary.index.documents import redacted
+from otel_diary.index.documents import redacted, redacted_document
 from otel_diary.index.query import Hit
 from otel_diary.index.store import DiaryIndex
 from otel_diary.pipeline.redact import redact
@@ -139,17 +140,23 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(args: argparse.Namespace, documents: list[Shown]) -> int:
+    shown = [(ident, path, file, *_redacted(content))
+             for ident, path, file, content in documents]
     if args.json:
-        diaries = []
-        for ident, path, file, content in documents:
-            try:
-                front = parse_front_matter(content)
-                body = split_front_matter(content)[1]
-            except ValueError:
-                front, body = {}, content
-            diaries.append({"id": ident, "path": path, "file": file,
-                            "front_matter": redacted(front), "body": redact(body)})
-        print_json({"diaries": diaries})
+        print_json({"diaries": [{"id": ident, "path": path, "file": file,
+                                 "front_matter": redacted(front),
+                                 "body": split_front_matter(text)[1]}
+                                for ident, path, file, front, text in shown]})
         return 0
-    sys.stdout.write("\n".join(redact(content) for _id, _path, _file, content in documents))
+    sys.stdout.write("\n".join(text for *_, text in shown))
     return 0
+
+
+def _redacted(content: str) -> tuple[dict[str, Any], str]:
+    """A document's front matter (none: ``{}``) and its text, redacted as the index
+    keeps it (see :func:`redacted_document`)."""
+    try:
+        front = parse_front_matter(content)
+    except ValueError:
+        return {}, redact(content)
+    return front, redacted_document(front, content)[1]

@@ -29,6 +29,7 @@ from otel_diary.index.documents import (
     entry_from_document,
     error_signatures,
     redacted,
+    redacted_document,
     template_signature,
 )
 from otel_diary.index.query import Hit, Match, fts_terms
@@ -259,7 +260,7 @@ class _ScratchIndex:
 
 def document(asked: str, path: str, content: str) -> Document:
     """The diary or lesson ``content`` stored at ``path`` (asked for as ``asked``), its
-    words redacted (see :func:`redacted`)."""
+    words redacted (see :func:`redacted` and :func:`redacted_document`)."""
     try:
         front = parse_front_matter(content)
     except ValueError:
@@ -268,11 +269,11 @@ def document(asked: str, path: str, content: str) -> Document:
     kind = front.get("source_type", "diary")
     if not ident or kind not in ("diary", "lesson"):
         raise ReadError(f"{asked!r} is not a diary or lesson document")
-    body = redact(split_front_matter(content)[1])
+    shown = redacted_document(front, content)[1]
+    body = split_front_matter(shown)[1]
     return Document(id=ident, kind=kind, path=path, uri=f"diary://{ident}",
                     title=redact(plain_text(front.get("title"))) or heading(body),
-                    front_matter=redacted(_plain_json(front)), body=body,
-                    content=redact(content))
+                    front_matter=redacted(_plain_json(front)), body=body, content=shown)
 
 
 class KnowledgeBase:

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from otel_diary import Diary
+from otel_diary.cli import main
 from otel_diary.index.documents import MAX_DOCUMENT_BYTES
 from otel_diary.index.store import INDEX_FILE, DiaryIndex
+from otel_diary.pipeline.render import parse_front_matter
 from otel_diary.readers.knowledge import KnowledgeBase, ReadError, error_line
 from tests.support.fifo import finishes, needs_fifos
 from tests.support.kb import kb_pipeline, task_record, write
@@ -125,6 +127,26 @@ def test_fetch_gives_a_documents_secrets_back_redacted(kb: KB) -> None:
     for text in (document.content, str(document.front_matter)):
         assert "hunter2" not in text and "Ab1Ab1" not in text
     assert document.title == "Deploy notes"
+
+
+def test_fetch_and_show_take_out_a_key_a_quoted_value_escapes(
+        kb: KB, capsys: pytest.CaptureFixture[str]) -> None:
+    """``"\\r\\ngsk_…"`` reads as a line break and a key, but as text the key is glued to
+    an ``n``: the document's text comes back written again from its values, redacted."""
+    root, _ = kb
+    key = "gsk_" + "0" * 52
+    file = root / "diaries" / "agents" / "coder" / "escaped.md"
+    file.write_text("---\nid: kh-escaped-notes\nsource_type: diary\ntitle: Escaped\n"
+                    f'note: "\\r\\n{key} "\n---\n\n# Escaped\n', encoding="utf-8")
+    with KnowledgeBase(root) as base:
+        document = base.fetch("diaries/agents/coder/escaped.md")
+    assert main(["reindex", "--dir", str(root)]) == 0
+    capsys.readouterr()
+    assert main(["show", "--id", "kh-escaped-notes", "--dir", str(root)]) == 0
+    shown = capsys.readouterr().out
+    for text in (document.content, shown):
+        assert key not in text
+        assert parse_front_matter(text)["note"] == "\r\n[REDACTED:groq_api_key] "
 
 
 @pytest.mark.parametrize("wanted", ["../outside.md", "/etc/passwd", "diaries/../index.sqlite3",
