@@ -33,7 +33,6 @@ _HIDDEN = (
 _SHAPING = "\u200c\u200d\ufe0e\ufe0f"
 """Zero-width non-joiner and joiner (part of the spelling of Persian and of Indic scripts,
 and of emoji sequences: 👩‍💻), text and emoji presentation (❤️)."""
-_NON_PRINTABLE = re.compile(f"[{_HIDDEN}{_SHAPING}]")
 _HIDDEN_ONLY = re.compile(f"[{_HIDDEN}]")
 _WIDE = f"[^\\x00-\\x7f\\s{_HIDDEN}{_SHAPING}]"
 """A visible character past ASCII, not a space."""
@@ -46,7 +45,7 @@ another selector (a run of them can carry hidden bytes)."""
 
 
 _ASCII_CONTROLS = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
-"""The ASCII part of ``_NON_PRINTABLE``."""
+"""The ASCII part of ``_HIDDEN``."""
 
 
 def clean(text: str) -> str:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_diary.text import (
-    _NON_PRINTABLE,
+    _HIDDEN,
+    _SHAPING,
     clean,
     encodable,
     knowledge_files,
@@ -21,6 +23,9 @@ from otel_diary.text import (
     read_text,
 )
 from tests.support.fifo import finishes, needs_fifos
+
+_NON_PRINTABLE = re.compile(f"[{_HIDDEN}{_SHAPING}]")
+"""Every character ``clean`` may take out."""
 
 
 @settings(max_examples=300, deadline=None)

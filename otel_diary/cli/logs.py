@@ -87,7 +87,7 @@ class Queued(logging.Handler):
             if self._closed:
                 self.out.handle(record)
                 return
-            size = len(record.msg) + len(record.exc_text or "")
+            size = _chars(record)
             with self._lock:
                 if self._waiting_chars + size > MAX_QUEUED_CHARS:
                     raise queue.Full
@@ -103,7 +103,7 @@ class Queued(logging.Handler):
             self._tell_dropped()
             self.out.handle(record)
             with self._lock:
-                self._waiting_chars -= len(record.msg) + len(record.exc_text or "")
+                self._waiting_chars -= _chars(record)
         self._tell_dropped()
 
     def _tell_dropped(self) -> None:
@@ -122,6 +122,11 @@ class Queued(logging.Handler):
                 self._queue.put(None, timeout=self._timeout)
             self._thread.join(self._timeout)
         super().close()
+
+
+def _chars(record: logging.LogRecord) -> int:
+    """The characters ``record`` holds while it waits: its message and its traceback."""
+    return len(record.msg) + len(record.exc_text or "")
 
 
 def _shortened(text: str) -> str:
