@@ -14,6 +14,7 @@ import gc
 import ipaddress
 import logging
 import signal
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -216,3 +217,10 @@ class _Server(uvicorn.Server):
 
     def install_signal_handlers(self) -> None:  # uvicorn < 0.29
         pass
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's, except that a port it cannot bind ends this task, not the process:
+        uvicorn logs why and calls ``sys.exit(3)``, which skipped the service's own
+        message and exit code."""
+        with contextlib.suppress(SystemExit):
+            await super().serve(sockets)

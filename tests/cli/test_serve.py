@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -36,28 +37,35 @@ class Serve:
 
     def __init__(self, root: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.root = root
+        for _ in range(3):  # a free port can be taken before serve binds it: pick again
+            if self._start(args, {**os.environ, **(env or {})}):
+                return
+            if "cannot listen for" not in self.stderr.read_text():
+                break
+        raise AssertionError("serve did not start:\n" + self.stderr.read_text())
+
+    def _start(self, args: tuple[str, ...], environment: dict[str, str]) -> bool:
         self.http_port = free_port()
         self.grpc_port = free_port()
         self.url = f"http://127.0.0.1:{self.http_port}"
-        self.stderr = root / f"serve-{self.http_port}.log"
-        environment = {**os.environ, **(env or {})}
+        self.stderr = self.root / f"serve-{self.http_port}.log"
         with self.stderr.open("wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "otel_diary.cli", "serve", "--dir", str(root / "kb"),
-                 "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port),
-                 "--grace", "0.2", *args],
+                [sys.executable, "-m", "otel_diary.cli", "serve", "--dir",
+                 str(self.root / "kb"), "--http-port", str(self.http_port),
+                 "--grpc-port", str(self.grpc_port), "--grace", "0.2", *args],
                 env=environment, stderr=log, stdout=subprocess.DEVNULL)
         for _ in range(400):  # bounded: about 20 s
             try:
                 if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    return
+                    return True
             except httpx.HTTPError:
                 pass
             if self.process.poll() is not None:
-                break
+                return False
             time.sleep(0.05)
         self.process.kill()
-        raise AssertionError("serve did not start:\n" + self.stderr.read_text())
+        return False
 
     def exporting_provider(self, service: str = "svc") -> TracerProvider:
         """A provider whose spans the SDK's OTLP/HTTP exporter sends to this service."""
@@ -339,6 +347,24 @@ def test_a_flag_out_of_range_is_named_as_given(tmp_path: Path, args: tuple[str, 
         [sys.executable, "-m", "otel_diary.cli", "serve", "--dir", str(tmp_path / "kb"),
          "--grpc-port", "0", *args], capture_output=True, text=True, timeout=20)
     assert (done.returncode, done.stderr) == (2, f"otel-diary serve: {said}\n")
+
+
+@pytest.mark.parametrize("taken", ["--http-port", "--grpc-port"])
+def test_a_port_in_use_is_named_and_serve_exits_1(tmp_path: Path, taken: str) -> None:
+    """A port another process listens on stops serve with a line naming the protocol and
+    the address, and exit code 1, whichever listener it is."""
+    with socket.create_server(("127.0.0.1", 0)) as other:
+        port = other.getsockname()[1]
+        ports = {"--http-port": str(free_port()), "--grpc-port": str(free_port()),
+                 taken: str(port)}
+        done = subprocess.run(
+            [sys.executable, "-m", "otel_diary.cli", "serve", "--dir", str(tmp_path / "kb"),
+             "--log-format", "text", *(item for pair in ports.items() for item in pair)],
+            capture_output=True, text=True, timeout=30)
+    protocol = "HTTP" if taken == "--http-port" else "gRPC"
+    assert done.returncode == 1, done.stderr
+    assert f"cannot listen for OTLP/{protocol} on 127.0.0.1:{port}" in done.stderr
+    assert "is listening on" not in done.stderr
 
 
 def test_traces_without_a_task_never_keep_a_task_out(tmp_path: Path) -> None:
