@@ -60,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     with kb:
         if args.transport == "http":
-            serve_http(kb, token=token, host=args.host, port=args.port)
+            if not serve_http(kb, token=token, host=args.host, port=args.port):
+                return fail("mcp", f"cannot listen on {args.host} port {args.port}", 1)
         else:
             serve_stdio(kb)
     return 0

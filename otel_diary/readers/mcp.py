@@ -8,6 +8,7 @@ Transports: stdio, or streamable HTTP at ``/mcp`` behind a bearer token.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hmac
 import logging
@@ -219,9 +220,10 @@ class _Announcing(uvicorn.Server):
             print(self._listening, file=sys.stderr, flush=True)
 
 
-def serve_http(kb: KnowledgeBase, *, token: str, host: str, port: int) -> None:
+def serve_http(kb: KnowledgeBase, *, token: str, host: str, port: int) -> bool:
     """Serve ``kb`` over streamable HTTP at ``http://<host>:<port>/mcp`` until interrupted,
-    saying on standard error once it listens, and what it reads.
+    saying on standard error once it listens, and what it reads; False when it could not
+    listen (uvicorn logged why).
 
     An ``Upgrade`` request (a WebSocket handshake, ``curl --http2``'s ``h2c``) is served as
     the HTTP/1.1 request it also is, and logs nothing: no client, token or not, fills the
@@ -237,7 +239,10 @@ def serve_http(kb: KnowledgeBase, *, token: str, host: str, port: int) -> None:
     logging.getLogger("uvicorn.error").addFilter(_upgrade_warnings)  # after Config's setup
     address = f"[{host}]" if ":" in host else host
     listening = f"otel-diary mcp is listening on http://{address}:{port}{HTTP_PATH}"
-    _Announcing(config, f"{listening}; it reads {kb.where}").run()
+    server = _Announcing(config, f"{listening}; it reads {kb.where}")
+    with contextlib.suppress(SystemExit):  # uvicorn's answer to a port it cannot bind
+        server.run()
+    return server.started
 
 
 def _upgrade_warnings(record: logging.LogRecord) -> bool:

@@ -378,6 +378,22 @@ def test_http_needs_a_token_to_start(tmp_path: Path) -> None:
     assert "OTEL_DIARY_MCP_TOKEN" in done.stderr
 
 
+def test_over_http_a_port_in_use_is_named_and_it_exits_1(tmp_path: Path) -> None:
+    """A port another process listens on: one line of the command's own names the address,
+    after uvicorn's saying why, and the exit code is 1, as for ``serve``."""
+    with socket.create_server(("127.0.0.1", 0)) as other:
+        port = other.getsockname()[1]
+        done = subprocess.run([*SERVER, "--transport", "http", "--port", str(port),
+                               "--dir", str(tmp_path)], capture_output=True, text=True,
+                              env={**os.environ, "OTEL_DIARY_MCP_TOKEN": "t" * 24},
+                              timeout=60)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.splitlines()
+    assert "address already in use" in lines[0]
+    assert lines[-1] == f"otel-diary mcp: cannot listen on 127.0.0.1 port {port}"
+    assert "is listening" not in done.stderr
+
+
 def test_without_the_mcp_extra_the_command_says_which_to_install(tmp_path: Path) -> None:
     """With the SDK and the web server it brings not importable (``pip install otel-diary``
     alone), ``otel-diary mcp`` names the extra to install."""
