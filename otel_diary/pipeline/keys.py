@@ -9,7 +9,8 @@ generated.
 
 It also holds the shapes of an assignment's values: those that are no secret but name one
 kept elsewhere (a variable, code reading one, a type, a placeholder), which are left as
-they are, and a call, which is redacted whole.
+they are, a call, which is redacted whole, and a value that may be quoted; and where a
+token starts.
 """
 
 from __future__ import annotations
@@ -112,6 +113,31 @@ def key_runs(text: str) -> str:
         start = runs.find(_RUN, end)
     return " ".join(found)
 
+
+def token_start(prefix_length: int) -> str:
+    """Asserts that the ``prefix_length`` characters just matched start a token.
+
+    A secret glued to a token character is part of a longer word; refusing those starts
+    also keeps every scan linear (a run of token characters is entered once). Placed after
+    a literal prefix so the regex engine can still search for that literal quickly.
+    """
+    return rf"(?<![A-Za-z0-9_.-].{{{prefix_length}}})"
+
+
+def quoted(group: str) -> str:
+    """A value after the opening quote captured as ``group``: up to its closing quote,
+    backslash escapes and the other kind of quote included (``"pa\\"ss"``, ``"it's"``, as
+    a shell or a JSON string writes them; a value ending in a backslash runs on to the next
+    such quote), else (none on the line) up to its first quote of that kind, or the line's
+    end."""
+    quote = f"(?P={group})"
+    return (rf"(?:(?:(?!{quote})[^\\\r\n]|\\[^\r\n]){{1,512}}(?={quote})"
+            rf"|(?:(?!{quote})[^\r\n]){{1,512}})")
+
+
+MAYBE_QUOTED = "(?(q)" + quoted("q") + r"|[^\s\"']{1,512})"
+"""A value after an opening quote that may be there (group ``q``): quoted as
+:func:`quoted` says, else up to white space or a quote."""
 
 SECRET_NAME = r"[\w.-]{0,60}(?i:pass|pwd|secret|token|key|credential)[\w.-]{0,60}"
 """A variable's name that says it holds a secret (``DB_PASSWORD``, ``api_token``)."""

@@ -2,9 +2,10 @@
 
 Runs before anything leaves the process (the model call, the hub POST, the file). Every
 pattern is anchored on a literal or a token boundary and uses bounded quantifiers with no
-ambiguous nested repetition (the one repeated group, words after ``docker login``, is
-delimited by white space), and private-key blocks are found with plain string search, so
-the work is linear in the input: a megabyte of hostile build log costs milliseconds.
+ambiguous nested repetition (the repeated groups, a command's words before its flag in
+:mod:`~otel_diary.pipeline.commands`, are delimited by white space), and private-key blocks
+are found with plain string search, so the work is linear in the input: a megabyte of
+hostile build log costs milliseconds.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from urllib.parse import urlsplit, urlunsplit
 
+from otel_diary.pipeline.commands import COMMAND_RULES
 from otel_diary.pipeline.keys import (
     CALL,
     MARK,
@@ -24,8 +26,10 @@ from otel_diary.pipeline.keys import (
     WORD_CHARS,
     generated,
     key_runs,
+    quoted,
     redact_private_keys,
     reference,
+    token_start,
 )
 from otel_diary.text import clean
 
@@ -34,16 +38,6 @@ MIN_LITERAL = 6
 """Shorter configured secrets are not searched for literally (they would match prose)."""
 
 _KIND = re.compile(r"[a-z0-9_]{1,40}")
-
-
-def _token_start(prefix_length: int) -> str:
-    """Asserts that the ``prefix_length`` characters just matched start a token.
-
-    A secret glued to a token character is part of a longer word; refusing those starts
-    also keeps every scan linear (a run of token characters is entered once). Placed after
-    a literal prefix so the regex engine can still search for that literal quickly.
-    """
-    return rf"(?<![A-Za-z0-9_.-].{{{prefix_length}}})"
 
 
 @dataclass(frozen=True)
@@ -78,21 +72,6 @@ class _Rule:
                 return whole[: start - offset] + mark + whole[end - offset:]
         return mark
 
-
-def _quoted(group: str) -> str:
-    """A value after the opening quote captured as ``group``: up to its closing quote,
-    backslash escapes and the other kind of quote included (``"pa\\"ss"``, ``"it's"``, as
-    a shell or a JSON string writes them; a value ending in a backslash runs on to the next
-    such quote), else (none on the line) up to its first quote of that kind, or the line's
-    end."""
-    quote = f"(?P={group})"
-    return (rf"(?:(?:(?!{quote})[^\\\r\n]|\\[^\r\n]){{1,512}}(?={quote})"
-            rf"|(?:(?!{quote})[^\r\n]){{1,512}})")
-
-
-_MAYBE_QUOTED = "(?(q)" + _quoted("q") + r"|[^\s\"']{1,512})"
-"""A value after an opening quote that may be there (group ``q``): quoted as
-:func:`_quoted` says, else up to white space or a quote."""
 
 _AWS_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA",
                  "APKA", "AROA")
@@ -136,16 +115,16 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
     # An API key as a URL's query parameter (``?key=…``, as Google's APIs take it).
     _Rule("api_key", r"([?&]key=)(?!\[REDACTED:)[^\s&#\"'<>]{8,512}", ("?key=", "&key="),
           keep_prefix=True),
-    _Rule("api_key", r"sk-" + _token_start(3) + r"[A-Za-z0-9_-]{20,255}", ("sk-",)),
-    _Rule("api_key", r"sk_(?:live|test)_" + _token_start(8) + r"[A-Za-z0-9]{16,255}",
+    _Rule("api_key", r"sk-" + token_start(3) + r"[A-Za-z0-9_-]{20,255}", ("sk-",)),
+    _Rule("api_key", r"sk_(?:live|test)_" + token_start(8) + r"[A-Za-z0-9]{16,255}",
           ("sk_live_", "sk_test_")),
-    _Rule("api_key", r"rk_(?:live|test)_" + _token_start(8) + r"[A-Za-z0-9]{16,255}",
+    _Rule("api_key", r"rk_(?:live|test)_" + token_start(8) + r"[A-Za-z0-9]{16,255}",
           ("rk_live_", "rk_test_")),
     _Rule("jwt",
-          r"eyJ" + _token_start(3) + r"[A-Za-z0-9_-]{4,8192}\.[A-Za-z0-9_-]{4,8192}"
+          r"eyJ" + token_start(3) + r"[A-Za-z0-9_-]{4,8192}\.[A-Za-z0-9_-]{4,8192}"
           r"\.[A-Za-z0-9_-]{0,8192}",
           ("eyJ",)),
-    _Rule("google_oauth_token", r"ya29\." + _token_start(5) + r"[A-Za-z0-9_-]{20,2048}",
+    _Rule("google_oauth_token", r"ya29\." + token_start(5) + r"[A-Za-z0-9_-]{20,2048}",
           ("ya29.",)),
     # A Telegram bot's token after its numeric id (``123456789:AA…``, ``/bot123456789:AA…``).
     _Rule("telegram_bot_token", r"(:)(?<=[0-9]{6}:)AA[A-Za-z0-9_-]{30,40}(?![A-Za-z0-9_-])",
@@ -173,46 +152,15 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
           r"((?:mysql|mariadb|postgres(?:ql)?|rediss?|amqps?)(?:\+[a-z0-9]{1,20})?"
           r"://[^\s:/@\"'<>]{0,256}:)(?!\[REDACTED:)[^\s\"'<>@:]{1,256}(?=@)",
           ("mysql", "mariadb", "postgres", "redis", "amqp"), keep_prefix=True),
-    # curl -u user:password (not a numeric uid:gid, as docker run -u gives).
-    *(_Rule("password",
-            "(" + flag + r"(?<=[ \t]" + flag + r")(?:[ \t]{1,4}|=)(?P<q>[\"'])?"
-            r"(?![0-9]{1,10}:[0-9]{1,10}(?![^\s\"']))[^\s:\"']{1,256}:)" + _MAYBE_QUOTED,
-            (flag,), keep_prefix=True) for flag in ("-u", "--user")),
-    # openssl ... -pass pass:password (also -passin, -passout, -password)
-    _Rule("password", r"(-pass" + _token_start(5) + r"(?:in|out|word)?[ \t]{1,4}"
-          r"(?P<q>[\"'])?pass:)" + _MAYBE_QUOTED, ("-pass",), keep_prefix=True),
-    # sshpass -p password
-    _Rule("password", r"(sshpass" + _token_start(7) + r"[ \t]{1,4}-p[ \t]{0,4}(?P<q>[\"'])?)"
-          r"(?!-)" + _MAYBE_QUOTED, ("sshpass",), keep_prefix=True),
-    # mysql [options] -ppassword (the password glued to -p; "-p db" asks for one).
-    *(_Rule("password",
-            "(" + tool + _token_start(len(tool)) + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
-            r"[ \t]{1,4}-p(?P<q>[\"'])?)(?![-\s])" + _MAYBE_QUOTED,
-            (tool,), keep_prefix=True) for tool in ("mysql", "mysqldump", "mysqladmin",
-                                                    "mariadb")),
-    # docker login [registry] [-u user] -p password: at most three words in between.
-    *(_Rule("password",
-            "(" + tool + _token_start(6) + r"[ \t]{1,4}login"
-            r"(?:[ \t]{1,4}[^\s]{1,256}){0,3}?[ \t]{1,4}-p(?:[ \t]{1,4}|=)(?P<q>[\"'])?)"
-            r"(?!-)" + _MAYBE_QUOTED,
-            (tool,), keep_prefix=True) for tool in ("docker", "podman")),
-    # redis-cli -a password (or --pass password), gh secret set NAME --body value, and
-    # kubectl create secret ... --from-literal=NAME=value.
-    _Rule("password", r"(redis-cli" + _token_start(9) + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
-          r"[ \t]{1,4}(?:-a|--pass)[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + _MAYBE_QUOTED,
-          ("redis-cli",), keep_prefix=True),
-    _Rule("secret", r"(gh secret set" + _token_start(13) + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
-          r"[ \t]{1,4}(?:--body(?:[ \t]{1,4}|=)|-b[ \t]{0,4})(?P<q>[\"'])?)(?!-)" + _MAYBE_QUOTED,
-          ("gh secret set",), keep_prefix=True),
-    _Rule("secret", r"(--from-literal=[A-Za-z0-9_.-]{1,253}=(?P<q>[\"'])?)" + _MAYBE_QUOTED,
-          ("--from-literal=",), keep_prefix=True),
+    *(_Rule(kind, expression, needles, keep_prefix=True)
+      for kind, expression, needles in COMMAND_RULES),
     # A default code gives a secret it reads from the environment (``os.getenv(
     # "DB_PASSWORD", "hunter2")``, ``ENV.fetch('API_TOKEN', '…')``, ``process.env.
     # DB_PASSWORD || "hunter2"``): a traceback's source line may show one.
     _Rule("secret", (
         r"((?:(?:getenv|get|fetch|setdefault)\([ \t]{0,4}[\"']" + SECRET_NAME + r"[\"']"
         r"[ \t]{0,4},|process\.env\." + SECRET_NAME + r"[ \t]{0,4}(?:\|\||\?\?))"
-        r"[ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:)" + _quoted("q")),
+        r"[ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:)" + quoted("q")),
         ("getenv(", "get(", "fetch(", "setdefault(", "process.env."), keep_prefix=True),
 )
 """The case-sensitive families, each scanned by the regex engine from its literal prefix."""
@@ -279,7 +227,7 @@ _ASSIGNMENT_KEYS: dict[str, str] = {
 
 
 _QUOTED_VALUE = (
-    r"(?P<quote>[\"'])" + _quoted("quote") +
+    r"(?P<quote>[\"'])" + quoted("quote") +
     # In escaped quotes (JSON inside a string, at any depth: \" \\\" \\\\\\\"): up to
     # the same escaped quote, the value's own more deeply escaped quotes included.
     r"|(?P<escaped>(?P<escapes>\\{1,7})[\"'])"
@@ -321,7 +269,7 @@ def _assignment(keys: tuple[str, ...]) -> str:
         r"(?!(?:\\{0,7}[\"'])?\[REDACTED:|[=>])"
         r"(?:" + _QUOTED_VALUE + "|" + CALL + r"|(?!\\[\"'])[^\s\"'`]{1,512}"
         r"(?:(?:(?<=[:=])[ \t]{0,4}|[ \t]{1,4}(?::=|=>|[:=])[ \t]{0,4})"
-        r"(?:(?P<inner>[\"'])" + _quoted("inner") + r"(?P=inner)?|[^\s\"'`]{1,512}))?)"
+        r"(?:(?P<inner>[\"'])" + quoted("inner") + r"(?P=inner)?|[^\s\"'`]{1,512}))?)"
         r"(?P<fallback>[ \t]{1,4}(?:or|\|\||\?\?)[ \t]{1,4}(?P<fq>[\"'])"
         r"(?:(?!(?P=fq))[^\r\n]){1,512}(?P=fq))?"
     )
@@ -351,7 +299,7 @@ FLAG_RULES: tuple[_Rule, ...] = (
         # an argument list: ['--password', 'value'], ["--token", "value"]
         r"|(?P<listed>[\"']),[ \t]{0,2}(?=(?P=listed))))"
         r"(?![\"']?\[REDACTED:)"
-        r"(?:(?P<quote>[\"'])" + _quoted("quote") + r"|(?!--)[^\s\"'`]{1,512})"), ("--",)),
+        r"(?:(?P<quote>[\"'])" + quoted("quote") + r"|(?!--)[^\s\"'`]{1,512})"), ("--",)),
 )
 """Secrets given to a command as a flag's value, with ``=`` or a space."""
 
@@ -415,7 +363,7 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
     _AssignmentRule("password", (
         r"(?i)(?P<head>(?P<key>(?:(?P<connection>(?<=;))|(?<![A-Za-z0-9_.;-]))pwd)=)"
         r"(?!\[REDACTED:)(?:(?P<quote>[\"'])(?!\.{0,2}/|~/|[A-Za-z]:[\\/]|\$)"
-        + _quoted("quote") + r"|\{[^}\r\n]{1,512}\}"
+        + quoted("quote") + r"|\{[^}\r\n]{1,512}\}"
         r"|(?(connection)[^\s;\"'`]{1,512}"
         r"|(?![$%=]|\.{0,2}/|~/|[A-Za-z]:[\\/])(?=[^\s;\"'`(){}]{0,511}[0-9!@#^&*+?<>|~-])"
         r"(?![^\s;\"'`(){}]{0,512}\()[^\s;\"'`(){}]{1,512}))"),
