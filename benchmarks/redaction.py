@@ -81,6 +81,11 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "password = f( never closed": lambda n: "password = f(" + "a" * (n - 13),
     "getenv('PASS...' repeated": lambda n: repeat("getenv('PASS" + "a" * 70, n),
     "token: self.a.a.a...": lambda n: repeat("token: self" + ".a" * 40 + " ", n),
+    "echo a | b c (no stdin)": lambda n: repeat("echo aaaa | bbbb cccc ", n),
+    "htpasswd -b -b ...": lambda n: repeat("htpasswd -b -b -b -b ", n),
+    "smbclient -U without %": lambda n: repeat("smbclient -U aaaa ", n),
+    "7z then words": lambda n: repeat("7z a b c d e f g ", n),
+    "aws configure set ...": lambda n: repeat("aws configure set a.b.c_key ", n),
 }
 
 

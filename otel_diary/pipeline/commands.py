@@ -8,13 +8,32 @@ own), the few words that may come between, and the value, which is all the rule 
 
 from __future__ import annotations
 
-from otel_diary.pipeline.keys import MAYBE_QUOTED, token_start
+import re
+
+from otel_diary.pipeline.keys import MAYBE_QUOTED, quoted, token_start
+
+_WORDS = r"(?:[ \t]{1,4}[^\s;|&]{1,256}){0,6}?"
+"""Up to six words of the same command (not past ``;``, ``|`` or ``&``), as few as will do."""
+
+
+def _given(tool: str, flag: str) -> str:
+    """``tool``, a few words, then ``flag``, a space and the value (not another flag)."""
+    return ("(" + re.escape(tool) + token_start(len(tool)) + _WORDS + r"[ \t]{1,4}"
+            + flag + r"[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + MAYBE_QUOTED)
+
+
+_PIPED_TO = (r"(?=(?(q)[\"'])[ \t]{0,4}\|[ \t]{0,4}(?:chpasswd|sudo[ \t]{1,4}"
+             r"(?:-[A-Za-z]{1,4}[ \t]{1,4}){0,3}?-[A-Za-z]{0,3}S(?![A-Za-z])"
+             r"|[^\s;|&][^\n;|&]{0,256}?[ \t](?:--password-stdin|--with-token|--stdin)"
+             r"(?![A-Za-z-])))")
+"""What reads a secret from standard input: ``sudo -S``, ``chpasswd``, a login's
+``--password-stdin``, ``gh auth login --with-token``, ``passwd --stdin``."""
 
 COMMAND_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    # curl -u user:password (not a numeric uid:gid, as docker run -u gives).
+    # curl -u user:password (not a numeric uid:gid, as docker run -u gives, nor a URL).
     *(("password",
        "(" + flag + r"(?<=[ \t]" + flag + r")(?:[ \t]{1,4}|=)(?P<q>[\"'])?"
-       r"(?![0-9]{1,10}:[0-9]{1,10}(?![^\s\"']))[^\s:\"']{1,256}:)" + MAYBE_QUOTED,
+       r"(?![0-9]{1,10}:[0-9]{1,10}(?![^\s\"']))[^\s:\"']{1,256}:)(?!//)" + MAYBE_QUOTED,
        (flag,)) for flag in ("-u", "--user")),
     # openssl ... -pass pass:password (also -passin, -passout, -password)
     ("password", r"(-pass" + token_start(5) + r"(?:in|out|word)?[ \t]{1,4}"
@@ -29,10 +48,11 @@ COMMAND_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
        (tool,)) for tool in ("mysql", "mysqldump", "mysqladmin", "mariadb")),
     # docker login [registry] [-u user] -p password: at most three words in between.
     *(("password",
-       "(" + tool + token_start(6) + r"[ \t]{1,4}login"
+       "(" + tool + token_start(len(tool)) + r"[ \t]{1,4}login"
        r"(?:[ \t]{1,4}[^\s]{1,256}){0,3}?[ \t]{1,4}-p(?:[ \t]{1,4}|=)(?P<q>[\"'])?)"
        r"(?!-)" + MAYBE_QUOTED,
-       (tool,)) for tool in ("docker", "podman")),
+       (tool,)) for tool in ("docker", "podman", "buildah", "skopeo", "nerdctl", "oras",
+                             "helm registry", "az", "cf")),
     # redis-cli -a password (or --pass password), gh secret set NAME --body value, and
     # kubectl create secret ... --from-literal=NAME=value.
     ("password", r"(redis-cli" + token_start(9) + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
@@ -42,6 +62,46 @@ COMMAND_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("gh secret set",)),
     ("secret", r"(--from-literal=[A-Za-z0-9_.-]{1,253}=(?P<q>[\"'])?)" + MAYBE_QUOTED,
      ("--from-literal=",)),
+    # aws configure set aws_secret_access_key VALUE (a token, a key, a password too).
+    ("secret", r"(aws configure set" + token_start(17) + r"[ \t]{1,4}"
+     r"(?:[A-Za-z0-9_-]{1,64}\.){0,2}[A-Za-z0-9_]{0,40}(?:secret|token|key|password)"
+     r"[A-Za-z0-9_]{0,40}"
+     r"[ \t]{1,4}(?P<q>[\"'])?)(?![\"']?\[REDACTED:)" + MAYBE_QUOTED, ("aws configure set",)),
+    # keytool and jarsigner: -storepass VALUE, -keypass VALUE (-storepass:env NAME names one).
+    ("password", r"(-(?<![A-Za-z0-9_-]-)(?:src|dest)?(?:store|key)pass[ \t]{1,4}(?P<q>[\"'])?)"
+     r"(?!-)" + MAYBE_QUOTED,
+     tuple(f"-{side}{what}pass" for side in ("", "src", "dest") for what in ("store", "key"))),
+    # A password a tool takes after its own flag: sqlcmd -P, mongosh -p, ldapsearch -w,
+    # openssl enc -k, zip -P.
+    *(("password", _given(tool, flag), (tool,)) for tool, flag in (
+        ("sqlcmd", "-P"), ("bcp", "-P"),
+        *((tool, "-p") for tool in ("mongo", "mongosh", "mongodump", "mongorestore",
+                                    "mongoexport", "mongoimport")),
+        *((tool, "-w") for tool in ("ldapsearch", "ldapadd", "ldapmodify", "ldapdelete",
+                                    "ldappasswd", "ldapwhoami")),
+        ("openssl", "-k"), ("zip", "-P"), ("unzip", "-P"))),
+    # 7z a -pPASSWORD archive.7z (glued, as mysql's).
+    *(("password", "(" + tool + token_start(len(tool)) + _WORDS + r"[ \t]{1,4}-p(?P<q>[\"'])?)"
+       r"(?![-\s])" + MAYBE_QUOTED, (tool,)) for tool in ("7z", "7za", "7zz", "7zr")),
+    # rabbitmqctl add_user NAME PASSWORD (and change_password, authenticate_user).
+    ("password", r"(rabbitmqctl" + token_start(11) + _WORDS + r"[ \t]{1,4}"
+     r"(?:add_user|change_password|authenticate_user)[ \t]{1,4}[^\s;|&]{1,256}[ \t]{1,4}"
+     r"(?P<q>[\"'])?)(?!-)" + MAYBE_QUOTED, ("rabbitmqctl",)),
+    # smbclient -U user%password (Samba's tools join the two with %): the two quoted
+    # together, or the password alone.
+    *(("password", "(" + tool + token_start(len(tool)) + _WORDS + r"[ \t]{1,4}(?:-U[ \t]{0,4}"
+       r"|--user(?:=|[ \t]{1,4}))(?P<u>[\"'])?[^\s%\"']{1,256}%(?(u)|(?P<q>[\"'])?))"
+       r"(?(u)" + quoted("u") + "|" + MAYBE_QUOTED + ")", (tool,))
+      for tool in ("smbclient", "rpcclient", "smbcacls", "smbget", "net")),
+    # htpasswd -b[n] [file] user password: the last word of the batch form.
+    ("password", r"(htpasswd" + token_start(8) + r"(?:[ \t]{1,4}-[A-Za-z]{1,6}){0,3}?"
+     r"[ \t]{1,4}-(?=[A-Za-z]{0,5}b)(?:(?=[A-Za-z]{0,5}n)[A-Za-z]{1,6}(?P<n>)|[A-Za-z]{1,6})"
+     r"(?:[ \t]{1,4}-[A-Za-z]{1,6}){0,3}(?(n)|[ \t]{1,4}[^\s;|&-][^\s;|&]{0,255})"
+     r"[ \t]{1,4}[^\s;|&]{1,256}[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + MAYBE_QUOTED, ("htpasswd",)),
+    # echo PASSWORD | sudo -S …, | docker login --password-stdin, | chpasswd
+    *(("password", "(" + tool + token_start(len(tool)) + r"(?:[ \t]{1,4}-[neE]{1,3})?[ \t]{1,4}"
+       r"(?P<q>[\"'])?)(?![-$])" + MAYBE_QUOTED + _PIPED_TO, (tool,))
+      for tool in ("echo", "printf")),
 )
 """Each rule's kind, its expression (group 1 is what comes before the value, kept), and the
 literals every match starts with."""

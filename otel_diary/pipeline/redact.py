@@ -76,6 +76,9 @@ class _Rule:
 _AWS_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA",
                  "APKA", "AROA")
 
+_USER = r"(?:\[REDACTED:[a-z0-9_]{1,40}\]|[^\s:/@\"'<>\[]{0,256})"
+"""A URL's user: a key redacted already (``https://ghp_…@github.com``) is one, whole."""
+
 BUILTIN_RULES: tuple[_Rule, ...] = (
     _Rule("aws_access_key",
           r"A(?:KIA|SIA|BIA|CCA|GPA|IDA|IPA|NPA|NVA|PKA|ROA)(?<![A-Z0-9].{4})"
@@ -141,10 +144,10 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
     # is a path), and one in a password (mysql://root:ab/cd@db) holds no "@" or ":". A password
     # holding "@" runs to the authority's last one (p@ss in ://u:p@ss@host).
     _Rule("url_credentials",
-          r"(mongodb(?:\+srv)?://[^\s:/@\"'<>]{0,256}:)[^\s:\"'<>]{1,256}(?=@)",
+          r"(mongodb(?:\+srv)?://" + _USER + r":)[^\s:\"'<>]{1,256}(?=@)",
           ("mongodb",), keep_prefix=True),
     _Rule("url_credentials",
-          r"(://[^\s:/@\"'<>]{0,256}:)(?:[^\s/\"'<>]{1,256}"
+          r"(://" + _USER + r":)(?:[^\s/\"'<>]{1,256}"
           r"|(?![0-9]{1,5}/)[^\s\"'<>@:]{1,256})(?=@)",
           ("://",), keep_prefix=True),
     # A database URL has no port before its user's password (mysql://root:2024/pw@db).

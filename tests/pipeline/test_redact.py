@@ -47,6 +47,8 @@ EXAMPLES = [
      "a\n[REDACTED:private_key]\nb"),
     ("url_credentials", "git clone https://ci:hunter2@git.example.com/app.git",
      "git clone https://ci:[REDACTED:url_credentials]@git.example.com/app.git"),
+    ("github_token", "git clone https://ghp_" + "a1" * 18 + "@github.com/acme/app.git",
+     "git clone https://[REDACTED:github_token]@github.com/acme/app.git"),
     ("password", "DB_PASSWORD=hunter2 next", "DB_PASSWORD=[REDACTED:password] next"),
     ("secret", '{"client_secret": "two words"}', '{"client_secret": "[REDACTED:secret]"}'),
     ("password", 'body={\\"user\\": \\"admin\\", \\"password\\": \\"Hunter2Secret\\"}',

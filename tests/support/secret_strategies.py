@@ -143,7 +143,13 @@ def _command_secret(draw: st.DrawFn) -> Drawn:
         "redis-cli -h cache -a {}", "redis-cli --pass {} ping", "gh secret set TOKEN --body {}",
         "gh secret set TOKEN -b {} --repo acme/app", "gh secret set TOKEN --body={}",
         "kubectl create secret generic db --from-literal=password={}",
-        "kubectl create secret generic db --from-literal=DSN={} -n prod"]))
+        "kubectl create secret generic db --from-literal=DSN={} -n prod",
+        "aws configure set aws_secret_access_key {}", "keytool -list -storepass {} -v",
+        "sqlcmd -S db -U sa -P {} -Q q", "mongosh -u admin -p {} db", "ldapsearch -w {} -x",
+        "zip -r -P {} out.zip dist", "7z a -p{} out.7z", "rabbitmqctl add_user app {}",
+        "smbclient //h/s -U bob%{}", "htpasswd -Bbn bob {}", "htpasswd -bc f bob {}",
+        "echo {} | sudo -S ls", "echo {} | docker login --password-stdin",
+        "az login -u app -p {} --tenant t"]))
     return command.format(f"{quote}{value}{quote}"), [value]
 
 

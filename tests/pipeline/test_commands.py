@@ -1,0 +1,68 @@
+"""Secrets a command line hands a tool: the value goes, the command and its other words stay."""
+
+from __future__ import annotations
+
+import pytest
+
+from otel_diary.pipeline.redact import redact
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("aws configure set aws_secret_access_key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+     "aws configure set aws_secret_access_key [REDACTED:secret]"),
+    ("aws configure set profile.dev.aws_session_token FwoGZXIvYXdzEJr --profile dev",
+     "aws configure set profile.dev.aws_session_token [REDACTED:secret] --profile dev"),
+    ("keytool -genkeypair -storepass changeit1 -keypass 'key pass' -alias app",
+     "keytool -genkeypair -storepass [REDACTED:password] -keypass '[REDACTED:password]' "
+     "-alias app"),
+    ("keytool -importkeystore -srcstorepass Src1pass -deststorepass Dst2pass",
+     "keytool -importkeystore -srcstorepass [REDACTED:password] "
+     "-deststorepass [REDACTED:password]"),
+    ('sqlcmd -S localhost -U sa -P "YourStrong!Passw0rd" -Q "SELECT 1"',
+     'sqlcmd -S localhost -U sa -P "[REDACTED:password]" -Q "SELECT 1"'),
+    ("mongosh -u admin -p S3cretPw --authenticationDatabase admin",
+     "mongosh -u admin -p [REDACTED:password] --authenticationDatabase admin"),
+    ("ldapsearch -x -D cn=admin,dc=x -w adminPw1 -b dc=x",
+     "ldapsearch -x -D cn=admin,dc=x -w [REDACTED:password] -b dc=x"),
+    ("openssl enc -aes-256-cbc -k Hunter2Xyz -in a -out b",
+     "openssl enc -aes-256-cbc -k [REDACTED:password] -in a -out b"),
+    ("zip -r -P Hunter2Xyz out.zip dist", "zip -r -P [REDACTED:password] out.zip dist"),
+    ("7z a -pHunter2Xyz out.7z dist", "7z a -p[REDACTED:password] out.7z dist"),
+    ("rabbitmqctl add_user app Hunter2Xyz", "rabbitmqctl add_user app [REDACTED:password]"),
+    ("smbclient //files/share -U 'CORP\\bob%Hunter 2Xyz' -c ls",
+     "smbclient //files/share -U 'CORP\\bob%[REDACTED:password]' -c ls"),
+    ("htpasswd -Bbn testuser testpassword > auth/htpasswd",
+     "htpasswd -Bbn testuser [REDACTED:password] > auth/htpasswd"),
+    ("htpasswd -c -b /etc/nginx/.htpasswd admin S3cret!",
+     "htpasswd -c -b /etc/nginx/.htpasswd admin [REDACTED:password]"),
+    ('echo "Hunter2Xyz" | sudo -S apt-get install -y jq',
+     'echo "[REDACTED:password]" | sudo -S apt-get install -y jq'),
+    ("echo Hunter2Xyz|docker login -u ci --password-stdin ghcr.io",
+     "echo [REDACTED:password]|docker login -u ci --password-stdin ghcr.io"),
+    ("printf 'bob:Hunter2Xyz' | chpasswd", "printf '[REDACTED:password]' | chpasswd"),
+    ("az login --service-principal -u http://app -p Hunter2Xyz --tenant t1",
+     "az login --service-principal -u http://app -p [REDACTED:password] --tenant t1"),
+    ("helm registry login ghcr.io -u bob -p Hunter2Xyz",
+     "helm registry login ghcr.io -u bob -p [REDACTED:password]"),
+])
+def test_the_value_a_command_is_given_is_redacted(text: str, expected: str) -> None:
+    """Each tool's secret is replaced; the tool, its flags and its other words stay."""
+    assert redact(text) == expected
+    assert redact(expected) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "aws configure set region eu-west-1; aws configure set output json",
+    "keytool -list -storepass:env STOREPASS -keystore app.jks",
+    "mongosh -u admin -p --authenticationDatabase admin",
+    "unzip dist.zip; scp -P 2222 dist host:; gzip -p 4 big.log",
+    "openssl s_client -connect host:443 -k; 7z x dist.7z -o/tmp",
+    "rabbitmqctl list_users; htpasswd -n bob; htpasswd -B file bob",
+    'echo hello | grep h; echo "$PW" | sudo -S ls; echo -n done | wc -c',
+    "printf '%s' hi | tee out.txt; echo build ok; sudo -S true",
+    "smbclient -L //files -N; net view; az login --use-device-code",
+])
+def test_commands_without_a_secret_stay_as_they_are(text: str) -> None:
+    """A tool's other flags (a port, a thread count), a value it will prompt for, one a
+    variable holds, and a pipe into no reader of secrets are left alone."""
+    assert redact(text) == text
