@@ -158,16 +158,17 @@ REFERENCE = (
     rf"|[A-Za-z_][\w.]{{0,100}}(?:\[{_NAMED}\]|\({_NAMED}\))"
     r"|<[A-Za-z][\w .-]{0,60}>|\*{3,64}|x{3,64}|X{3,64})" + _END +
     r"|(?:str|string|bytes|bool|int|SecretStr|None|null|NULL|nil|undefined)(?=[\s;,)\]}|=]|$)"
-    r"|(?:Optional|Union|Annotated)\["
+    r"|(?:Optional|Union|Annotated)\[|\$\("
     r"|(?:required|missing|invalid|expired|revoked|empty|incorrect|wrong|must|should|cannot"
     r"|not|too|field|Field)(?=[.,;)]?(?:\s|$)))")
 """Values that name a secret kept elsewhere, not the secret: a variable (``$DB_PASSWORD``,
 ``${DB_PASSWORD}``, ``${{ secrets.DB_PASSWORD }}``, ``{{ .Values.db.password }}``,
 ``<%= ENV['X'] %>``), code reading one (``os.environ["X"]``, ``process.env.X``,
-``self._token``, ``config['api_key']``), a type (``password: str``, ``token: string;``)
-or a placeholder (``<your-api-key>``, ``****``, ``xxx``); or a verdict on one (``token:
-invalid``, ``password: must be at least 8 characters``). A traceback's source line, a
-type error, a config template and a validation error keep what the next reader needs."""
+``self._token``, ``config['api_key']``) or a command's output (``$(gh auth token)``), a
+type (``password: str``, ``token: string;``) or a placeholder (``<your-api-key>``,
+``****``, ``xxx``); or a verdict on one (``token: invalid``, ``password: must be at least
+8 characters``). A traceback's source line, a type error, a config template and a
+validation error keep what the next reader needs."""
 
 
 _ARG = r"(?:\"[^\"\r\n]{0,200}\"|'[^'\r\n]{0,200}'|[\w.]{1,100})"

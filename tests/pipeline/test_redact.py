@@ -214,6 +214,33 @@ def test_prose_and_build_output_stay_as_they_are(text: str) -> None:
 
 
 @pytest.mark.parametrize(("text", "expected"), [
+    ("GET /v1/maps?api_key=Zq7xW2mK9pL4&page=2#top 200",
+     "GET /v1/maps?api_key=[REDACTED:api_key]&page=2#top 200"),
+    ("https://x.example/cb?code=1&client_secret=Zq7xW2mK9pL4&state=s",
+     "https://x.example/cb?code=1&client_secret=[REDACTED:secret]&state=s"),
+    ("wss://x.example/socket?access_token=Zq7xW2mK9pL4#x",
+     "wss://x.example/socket?access_token=[REDACTED:token]#x"),
+    ("https://x.example/login?password=&user=bob", None),
+    ("DB_PASSWORD=a&b=c next", "DB_PASSWORD=[REDACTED:password] next"),
+])
+def test_a_query_parameters_value_ends_at_the_next_parameter(text: str,
+                                                            expected: str | None) -> None:
+    """In a URL's query the value ends at ``&`` or ``#``: the parameters after it stay,
+    and an empty value is none; elsewhere ``&`` may be part of a password."""
+    assert redact(text) == (text if expected is None else expected)
+
+
+@pytest.mark.parametrize("text", [
+    "export GITHUB_TOKEN=$(gh auth token); TOKEN=\"$(vault read -field=t kv/ci)\" make",
+    "API_KEY=$(cat ~/.config/key) ./deploy.sh",
+])
+def test_a_command_substitution_is_no_secret(text: str) -> None:
+    """``$(…)`` names the command that gives the secret when the shell runs it: it stays
+    whole (it became ``TOKEN=[REDACTED:token] auth token)``)."""
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize(("text", "expected"), [
     # a mapping nested under the key: the value is its value
     ("db:\n  password:\n    value: hunter2xyz\n",
      "db:\n  password:\n    value: [REDACTED:password]\n"),
