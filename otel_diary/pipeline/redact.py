@@ -10,6 +10,7 @@ hostile build log costs milliseconds.
 
 from __future__ import annotations
 
+import binascii
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -334,9 +335,32 @@ only such runs of a text are searched for their needles."""
 _WORD = "[A-Za-z0-9._~+/=-]"
 """A credential's characters in a header."""
 
+@dataclass(frozen=True)
+class _CredentialsRule(_Rule):
+    """Base64 of ``user:password`` (HTTP Basic, npm's ``_auth``), taken only when it
+    decodes to that: ``Basic realm`` and other words after the name stay."""
+
+    def replace(self, match: re.Match[str]) -> str:
+        try:
+            decoded = binascii.a2b_base64(match.group("value")).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            return match.group(0)
+        if ":" in decoded and decoded.isprintable():
+            return match.group(1) + MARK.format(kind=self.kind)
+        return match.group(0)
+
+
 ANCHORED_RULES: tuple[_Rule, ...] = (
     _Rule("bearer", (r"(?i)(\bbearer[ \t]{1,8})[A-Za-z0-9._~+/=-]{8,4096}"),
           ("bearer",), keep_prefix=True, anchored=True),
+    # Basic credentials outside an Authorization header (``auth: "Basic …"``), and .npmrc's
+    # ``_auth=…`` (also after a registry: ``//registry.example/:_auth=…``).
+    _CredentialsRule("authorization", r"(?i)(\bbasic[ \t]{1,8})(?P<value>(?:[A-Za-z0-9+/]{4})"
+                     r"{2,1024}(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?)(?![A-Za-z0-9+/=])",
+                     ("basic",), anchored=True),
+    _CredentialsRule("npm_token", r"(?i)((?<![A-Za-z0-9])_auth[ \t]{0,4}=[ \t]{0,4}[\"']?)"
+                     r"(?P<value>(?:[A-Za-z0-9+/]{4}){2,1024}(?:[A-Za-z0-9+/]{2}=="
+                     r"|[A-Za-z0-9+/]{3}=)?)(?![A-Za-z0-9+/=])", ("_auth",), anchored=True),
     # After its scheme, or alone (some APIs take the key itself): then a word of twelve
     # characters or more holding a letter and a digit (not "Authorization: required").
     _Rule("authorization",

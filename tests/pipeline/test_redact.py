@@ -159,6 +159,10 @@ EXAMPLES = [
      "curl -X POST https://hooks.zapier.com/hooks/catch/123456/[REDACTED:zapier_webhook]/ -d {}"),
     ("docker_auth", '{"auths": {"ghcr.io": {"auth": "Y2k6Z2hwX2h1bnRlcjI="}}}',
      '{"auths": {"ghcr.io": {"auth": "[REDACTED:docker_auth]"}}}'),
+    ("authorization", 'PROXY_AUTH="Basic Y2k6Z2hwX2h1bnRlcjI=" make',
+     'PROXY_AUTH="Basic [REDACTED:authorization]" make'),
+    ("npm_token", "//npm.example/:_auth=Y2k6Z2hwX2h1bnRlcjI=",
+     "//npm.example/:_auth=[REDACTED:npm_token]"),
     ("api_key", "GET /maps/api/geocode/json?address=x&key=Zq7xW2mK9pL4vN8r 200",
      "GET /maps/api/geocode/json?address=x&key=[REDACTED:api_key] 200"),
     ("password", "redis-cli -h cache -a hunter2secret ping",
@@ -206,6 +210,7 @@ def test_each_family_becomes_its_marker(kind: str, text: str, expected: str) -> 
     "redis-cli -a; gh secret set --help; gh secret list; /search?key=name&q=x sort key=id",
     "https://discord.com/api/webhooks/ docs; a webhook.office.com/webhookb2/ URL",
     '{"auth": "anonymous"} {"auth": "oauth2"} {"auth": "token-from-env"} "auth": "none"',
+    'WWW-Authenticate: Basic realm="x"; basic test passed; Basic SGVsbG8gd29ybGQh _auth=abcdefgh',
 ])
 def test_prose_and_build_output_stay_as_they_are(text: str) -> None:
     """Ordinary log lines and numbers named like secrets are not redacted."""

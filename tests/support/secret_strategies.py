@@ -167,11 +167,15 @@ def _webhook(draw: st.DrawFn) -> Drawn:
 
 @st.composite
 def _docker_auth(draw: st.DrawFn) -> Drawn:
-    """A registry's credentials as Docker's config.json keeps them."""
+    """A registry's credentials as Docker's config.json or .npmrc keeps them, or HTTP Basic
+    credentials outside a header."""
     user = draw(_chars(ALNUM, 1, 12))
     password = draw(_chars(ALNUM, 1, 1)) + draw(_chars(PASSWORD_CHARS, 7, 40))
     auth = base64.b64encode(f"{user}:{password}".encode()).decode()
-    return f'{{"auths": {{"ghcr.io": {{"auth": "{auth}"}}}}}}', [auth]
+    shape = draw(st.sampled_from(['{{"auths": {{"ghcr.io": {{"auth": "{}"}}}}}}',
+                                  "//npm.example/:_auth={}", '_auth = "{}"',
+                                  'PROXY_AUTH="Basic {}"', "auth: basic {}"]))
+    return shape.format(auth), [auth]
 
 
 _KEYS = ["password", "PASSWORD", "db_password", "DB_PASSWORD", "passwd", "Passphrase",
