@@ -32,7 +32,7 @@ from psycopg.types.string import StrDumperUnknown
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from otel_diary.errors import IndexUnavailable
-from otel_diary.pipeline.redact import redact, without
+from otel_diary.pipeline.redact import MIN_LITERAL, redact
 from otel_diary.runner import renew_after_fork
 from otel_diary.text import one_line
 
@@ -374,3 +374,14 @@ class Connections:
             pool = self._pool if self._opened else None
         if pool is not None:
             self._renew(pool)
+
+
+def without(text: str, secret: str | None) -> str:
+    """``text`` with ``secret`` (the database's password) replaced by ``[REDACTED]``:
+    everywhere, or for one shorter than :data:`~otel_diary.pipeline.redact.MIN_LITERAL`
+    where it stands as a word (``p`` is not taken out of ``port``)."""
+    if not secret:
+        return text
+    if len(secret) >= MIN_LITERAL:
+        return text.replace(secret, "[REDACTED]")
+    return re.sub(rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])", "[REDACTED]", text)

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import compress
 from urllib.parse import urlsplit, urlunsplit
 
 from otel_diary.pipeline.commands import COMMAND_RULES
@@ -482,15 +483,35 @@ class SecretRedactor:
         for rule in WORD_RULES if words else ():
             if rule.needles[0] in words:  # each is in a long word (and has one needle)
                 text = rule.pattern.sub(rule.replace, text)
-        for rule in _LITERAL_RULES:
-            for needle in rule.needles:  # every match starts with one: skip the scan
-                if needle in text:
-                    text = rule.pattern.sub(rule.replace, text)
-                    break
+        text = _redact_literal(text)
         text = _redact_anchored(text, ANCHORED_RULES)
         for rule in self._extra:
             text = rule.pattern.sub(rule.replace, text)
         return text
+
+
+_NEEDLES = tuple(needle for rule in _LITERAL_RULES for needle in rule.needles)
+_RULE_OF = tuple(rule for rule in _LITERAL_RULES for _ in rule.needles)
+"""Each case-sensitive rule's needles, in the rules' order, and the rule of each."""
+
+
+def _redact_literal(text: str) -> str:
+    """Apply each case-sensitive rule to ``text`` if it holds one of the rule's needles
+    (every match starts with one: the scan is skipped). The needles are looked for in C,
+    and again after a rule changed the text (its marker may be a later rule's needle)."""
+    start, done = 0, None
+    while start < len(_NEEDLES):
+        found = map(text.__contains__, _NEEDLES[start:])
+        for index in compress(range(start, len(_NEEDLES)), found):
+            rule = _RULE_OF[index]
+            if rule is not done:  # a rule is tried once, whichever of its needles is found
+                done, changed = rule, rule.pattern.sub(rule.replace, text)
+                if changed is not text:
+                    text, start = changed, index + 1
+                    break
+        else:
+            return text
+    return text
 
 
 _SEPARATED = re.compile(r"(?i)[a-z0-9_.-]{0,52}(?:\\{0,7}[\"'])?[ \t]{0,4}[:=]")
@@ -564,17 +585,6 @@ def use(redactor: SecretRedactor) -> None:
     patterns and keys too)."""
     global _default
     _default = redactor
-
-
-def without(text: str, secret: str | None) -> str:
-    """``text`` with ``secret`` replaced by ``[REDACTED]``: everywhere, or for one shorter
-    than :data:`MIN_LITERAL` where it stands as a word (``p`` is not taken out of
-    ``port``)."""
-    if not secret:
-        return text
-    if len(secret) >= MIN_LITERAL:
-        return text.replace(secret, "[REDACTED]")
-    return re.sub(rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])", "[REDACTED]", text)
 
 
 def display_url(url: str) -> str:

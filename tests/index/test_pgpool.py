@@ -19,7 +19,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from otel_diary import ORCHESTRATOR, ChildSummary
 from otel_diary.errors import IndexUnavailable
-from otel_diary.index.pgpool import POOL_NAME
+from otel_diary.index.pgpool import POOL_NAME, without
 from otel_diary.index.postgres import PostgresStore
 from otel_diary.index.stages import IndexRelatedFinder, LessonFirstFinder
 from otel_diary.pipeline.core import Pipeline
@@ -377,3 +377,15 @@ def test_a_related_lookup_waiting_on_a_silent_store_ends_when_cut_short(
     finally:
         store.close()
         proxy.close()
+
+
+@pytest.mark.parametrize(("secret", "text", "expected"), [
+    ("hunter22", "auth failed for hunter22x", "auth failed for [REDACTED]x"),
+    ("p", "connection to port 1 failed: password=p", "connection to port 1 failed: "
+                                                    "password=[REDACTED]"),
+    ("ab1", "ab1:ab12 xab1", "[REDACTED]:ab12 xab1"),
+    (None, "nothing to take", "nothing to take"),
+])
+def test_a_known_secret_is_taken_out_without_garbling_the_text(
+        secret: str | None, text: str, expected: str) -> None:
+    assert without(text, secret) == expected
