@@ -160,7 +160,7 @@ REFERENCE = (
     r"|(?:str|string|bytes|bool|int|SecretStr|None|null|NULL|nil|undefined)(?=[\s;,)\]}|=]|$)"
     r"|(?:Optional|Union|Annotated)\[|\$\("
     r"|(?:required|missing|invalid|expired|revoked|empty|incorrect|wrong|must|should|cannot"
-    r"|not|too|field|Field)(?=[.,;)]?(?:\s|$)))")
+    r"|not|too|field|Field)(?=[.,;:)]?(?:\s|$)))")
 """Values that name a secret kept elsewhere, not the secret: a variable (``$DB_PASSWORD``,
 ``${DB_PASSWORD}``, ``${{ secrets.DB_PASSWORD }}``, ``{{ .Values.db.password }}``,
 ``<%= ENV['X'] %>``), code reading one (``os.environ["X"]``, ``process.env.X``,

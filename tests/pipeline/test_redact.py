@@ -206,6 +206,7 @@ def test_each_family_becomes_its_marker(kind: str, text: str, expected: str) -> 
     "pass: test_login pass: 1.2s pass=12ms pass: N/A pass: - surefire.pass=PASSED x.pass=1.5s",
     r"env.pwd=./build process.pwd=C:\build os.pwd=~/src postgres://db:5432/app",
     "password reset for user42; the password field was empty; Passwords rotated in 2024",
+    "error: token: expired: log in again; Error: password: required: set DB_PASSWORD",
     "redis-cli -a; gh secret set --help; gh secret list; /search?key=name&q=x sort key=id",
     "https://discord.com/api/webhooks/ docs; a webhook.office.com/webhookb2/ URL",
     '{"auth": "anonymous"} {"auth": "oauth2"} {"auth": "token-from-env"} "auth": "none"',
