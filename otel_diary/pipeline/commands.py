@@ -98,10 +98,12 @@ COMMAND_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      r"[ \t]{1,4}-(?=[A-Za-z]{0,5}b)(?:(?=[A-Za-z]{0,5}n)[A-Za-z]{1,6}(?P<n>)|[A-Za-z]{1,6})"
      r"(?:[ \t]{1,4}-[A-Za-z]{1,6}){0,3}(?(n)|[ \t]{1,4}[^\s;|&-][^\s;|&]{0,255})"
      r"[ \t]{1,4}[^\s;|&]{1,256}[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + MAYBE_QUOTED, ("htpasswd",)),
-    # echo PASSWORD | sudo -S …, | docker login --password-stdin, | chpasswd
-    *(("password", "(" + tool + token_start(len(tool)) + r"(?:[ \t]{1,4}-[neE]{1,3})?[ \t]{1,4}"
-       r"(?P<q>[\"'])?)(?![-$])" + MAYBE_QUOTED + _PIPED_TO, (tool,))
-      for tool in ("echo", "printf")),
+    # echo PASSWORD | sudo -S …, | docker login --password-stdin, | chpasswd (also
+    # printf '%s\n' PASSWORD | …)
+    *(("password", "(" + tool + token_start(len(tool)) + r"(?:[ \t]{1,4}-[neE]{1,3})?" + form
+       + r"[ \t]{1,4}(?P<q>[\"'])?)(?![-$])" + MAYBE_QUOTED + _PIPED_TO, (tool,))
+      for tool, form in (("echo", ""),
+                         ("printf", r"(?:[ \t]{1,4}(?P<f>[\"'])%s(?:\\n)?(?P=f))?"))),
 )
 """Each rule's kind, its expression (group 1 is what comes before the value, kept), and the
 literals every match starts with."""

@@ -40,6 +40,8 @@ from otel_diary.pipeline.redact import redact
     ("echo Hunter2Xyz|docker login -u ci --password-stdin ghcr.io",
      "echo [REDACTED:password]|docker login -u ci --password-stdin ghcr.io"),
     ("printf 'bob:Hunter2Xyz' | chpasswd", "printf '[REDACTED:password]' | chpasswd"),
+    ("printf '%s\\n' 'Hunter2Xyz' | docker login -u ci --password-stdin",
+     "printf '%s\\n' '[REDACTED:password]' | docker login -u ci --password-stdin"),
     ("az login --service-principal -u http://app -p Hunter2Xyz --tenant t1",
      "az login --service-principal -u http://app -p [REDACTED:password] --tenant t1"),
     ("helm registry login ghcr.io -u bob -p Hunter2Xyz",

@@ -149,6 +149,7 @@ def _command_secret(draw: st.DrawFn) -> Drawn:
         "zip -r -P {} out.zip dist", "7z a -p{} out.7z", "rabbitmqctl add_user app {}",
         "smbclient //h/s -U bob%{}", "htpasswd -Bbn bob {}", "htpasswd -bc f bob {}",
         "echo {} | sudo -S ls", "echo {} | docker login --password-stdin",
+        "printf '%s\\n' {} | chpasswd",
         "az login -u app -p {} --tenant t"]))
     return command.format(f"{quote}{value}{quote}"), [value]
 
