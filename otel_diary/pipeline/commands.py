@@ -16,9 +16,10 @@ _WORDS = r"(?:[ \t]{1,4}[^\s;|&]{1,256}){0,6}?"
 """Up to six words of the same command (not past ``;``, ``|`` or ``&``), as few as will do."""
 
 
-def _given(tool: str, flag: str) -> str:
-    """``tool``, a few words, then ``flag``, a space and the value (not another flag)."""
-    return ("(" + re.escape(tool) + token_start(len(tool)) + _WORDS + r"[ \t]{1,4}"
+def _given(tool: str, flag: str, rest: str = "") -> str:
+    """``tool`` (then ``rest`` of its name: a family of tools is one needle), a few
+    words, then ``flag``, a space and the value (not another flag)."""
+    return ("(" + re.escape(tool) + token_start(len(tool)) + rest + _WORDS + r"[ \t]{1,4}"
             + flag + r"[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + MAYBE_QUOTED)
 
 
@@ -43,16 +44,16 @@ COMMAND_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      r"(?!-)" + MAYBE_QUOTED, ("sshpass",)),
     # mysql [options] -ppassword (the password glued to -p; "-p db" asks for one).
     *(("password",
-       "(" + tool + token_start(len(tool)) + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
+       "(" + tool + token_start(len(tool)) + rest + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
        r"[ \t]{1,4}-p(?P<q>[\"'])?)(?![-\s])" + MAYBE_QUOTED,
-       (tool,)) for tool in ("mysql", "mysqldump", "mysqladmin", "mariadb")),
-    # docker login [registry] [-u user] -p password: at most three words in between.
-    *(("password",
-       "(" + tool + token_start(len(tool)) + r"[ \t]{1,4}login"
-       r"(?:[ \t]{1,4}[^\s]{1,256}){0,3}?[ \t]{1,4}-p(?:[ \t]{1,4}|=)(?P<q>[\"'])?)"
-       r"(?!-)" + MAYBE_QUOTED,
-       (tool,)) for tool in ("docker", "podman", "buildah", "skopeo", "nerdctl", "oras",
-                             "helm registry", "az", "cf")),
+       (tool,)) for tool, rest in (("mysql", "(?:dump|admin)?"), ("mariadb", ""))),
+    # docker login [registry] [-u user] -p password: at most three words in between (the
+    # match starts at login, one needle for every tool, after one space or tab).
+    ("password",
+     "(login(?:" + "|".join(rf"(?<=(?<![A-Za-z0-9_.-]){tool}[ \t]login)" for tool in (
+         "docker", "podman", "buildah", "skopeo", "nerdctl", "oras", "helm registry", "az",
+         "cf")) + r")(?:[ \t]{1,4}[^\s]{1,256}){0,3}?[ \t]{1,4}-p(?:[ \t]{1,4}|=)"
+     r"(?P<q>[\"'])?)(?!-)" + MAYBE_QUOTED, ("login",)),
     # redis-cli -a password (or --pass password), gh secret set NAME --body value, and
     # kubectl create secret ... --from-literal=NAME=value.
     ("password", r"(redis-cli" + token_start(9) + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
@@ -67,32 +68,33 @@ COMMAND_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      r"(?:[A-Za-z0-9_-]{1,64}\.){0,2}[A-Za-z0-9_]{0,40}(?:secret|token|key|password)"
      r"[A-Za-z0-9_]{0,40}"
      r"[ \t]{1,4}(?P<q>[\"'])?)(?![\"']?\[REDACTED:)" + MAYBE_QUOTED, ("aws configure set",)),
-    # keytool and jarsigner: -storepass VALUE, -keypass VALUE (-storepass:env NAME names one).
-    ("password", r"(-(?<![A-Za-z0-9_-]-)(?:src|dest)?(?:store|key)pass[ \t]{1,4}(?P<q>[\"'])?)"
-     r"(?!-)" + MAYBE_QUOTED,
-     tuple(f"-{side}{what}pass" for side in ("", "src", "dest") for what in ("store", "key"))),
+    # keytool and jarsigner: -storepass VALUE, -keypass VALUE (-storepass:env NAME names one)
+    # (the match starts at the needle, after the dash and the side: one needle each).
+    *(("password", "(" + what + "(?:" + "|".join(
+        rf"(?<=(?<![A-Za-z0-9_-])-{side}{what})" for side in ("", "src", "dest"))
+       + r")[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + MAYBE_QUOTED, (what,))
+      for what in ("storepass", "keypass")),
     # A password a tool takes after its own flag: sqlcmd -P, mongosh -p, ldapsearch -w,
-    # openssl enc -k, zip -P.
-    *(("password", _given(tool, flag), (tool,)) for tool, flag in (
-        ("sqlcmd", "-P"), ("bcp", "-P"),
-        *((tool, "-p") for tool in ("mongo", "mongosh", "mongodump", "mongorestore",
-                                    "mongoexport", "mongoimport")),
-        *((tool, "-w") for tool in ("ldapsearch", "ldapadd", "ldapmodify", "ldapdelete",
-                                    "ldappasswd", "ldapwhoami")),
-        ("openssl", "-k"), ("zip", "-P"), ("unzip", "-P"))),
-    # 7z a -pPASSWORD archive.7z (glued, as mysql's).
-    *(("password", "(" + tool + token_start(len(tool)) + _WORDS + r"[ \t]{1,4}-p(?P<q>[\"'])?)"
-       r"(?![-\s])" + MAYBE_QUOTED, (tool,)) for tool in ("7z", "7za", "7zz", "7zr")),
+    # openssl enc -k, zip -P, ssh-keygen -N (the new passphrase; -P the old).
+    *(("password", _given(tool, flag, rest), (tool,)) for tool, flag, rest in (
+        ("sqlcmd", "-P", ""), ("bcp", "-P", ""),
+        ("mongo", "-p", "(?:sh|dump|restore|export|import)?"),
+        ("ldap", "-w", "(?:search|add|modify|delete|passwd|whoami)"),
+        ("openssl", "-k", ""), ("zip", "-P", ""), ("unzip", "-P", ""),
+        ("ssh-keygen", "-[NP]", ""))),
+    # 7z a -pPASSWORD archive.7z (7za, 7zz, 7zr; glued, as mysql's).
+    ("password", "(7z" + token_start(2) + r"[azr]?" + _WORDS + r"[ \t]{1,4}-p(?P<q>[\"'])?)"
+     r"(?![-\s])" + MAYBE_QUOTED, ("7z",)),
     # rabbitmqctl add_user NAME PASSWORD (and change_password, authenticate_user).
     ("password", r"(rabbitmqctl" + token_start(11) + _WORDS + r"[ \t]{1,4}"
      r"(?:add_user|change_password|authenticate_user)[ \t]{1,4}[^\s;|&]{1,256}[ \t]{1,4}"
      r"(?P<q>[\"'])?)(?!-)" + MAYBE_QUOTED, ("rabbitmqctl",)),
     # smbclient -U user%password (Samba's tools join the two with %): the two quoted
     # together, or the password alone.
-    *(("password", "(" + tool + token_start(len(tool)) + _WORDS + r"[ \t]{1,4}(?:-U[ \t]{0,4}"
-       r"|--user(?:=|[ \t]{1,4}))(?P<u>[\"'])?[^\s%\"']{1,256}%(?(u)|(?P<q>[\"'])?))"
+    *(("password", "(" + tool + token_start(len(tool)) + rest + _WORDS + r"[ \t]{1,4}(?:-U"
+       r"[ \t]{0,4}|--user(?:=|[ \t]{1,4}))(?P<u>[\"'])?[^\s%\"']{1,256}%(?(u)|(?P<q>[\"'])?))"
        r"(?(u)" + quoted("u") + "|" + MAYBE_QUOTED + ")", (tool,))
-      for tool in ("smbclient", "rpcclient", "smbcacls", "smbget", "net")),
+      for tool, rest in (("smb", "(?:client|cacls|get)"), ("rpcclient", ""), ("net", ""))),
     # htpasswd -b[n] [file] user password: the last word of the batch form.
     ("password", r"(htpasswd" + token_start(8) + r"(?:[ \t]{1,4}-[A-Za-z]{1,6}){0,3}?"
      r"[ \t]{1,4}-(?=[A-Za-z]{0,5}b)(?:(?=[A-Za-z]{0,5}n)[A-Za-z]{1,6}(?P<n>)|[A-Za-z]{1,6})"

@@ -27,6 +27,8 @@ from otel_diary.pipeline.redact import redact
     ("openssl enc -aes-256-cbc -k Hunter2Xyz -in a -out b",
      "openssl enc -aes-256-cbc -k [REDACTED:password] -in a -out b"),
     ("zip -r -P Hunter2Xyz out.zip dist", "zip -r -P [REDACTED:password] out.zip dist"),
+    ("ssh-keygen -t ed25519 -N 'Hunter 2Xyz' -f deploy_key",
+     "ssh-keygen -t ed25519 -N '[REDACTED:password]' -f deploy_key"),
     ("7z a -pHunter2Xyz out.7z dist", "7z a -p[REDACTED:password] out.7z dist"),
     ("rabbitmqctl add_user app Hunter2Xyz", "rabbitmqctl add_user app [REDACTED:password]"),
     ("smbclient //files/share -U 'CORP\\bob%Hunter 2Xyz' -c ls",
@@ -63,6 +65,7 @@ def test_the_value_a_command_is_given_is_redacted(text: str, expected: str) -> N
     'echo hello | grep h; echo "$PW" | sudo -S ls; echo -n done | wc -c',
     "printf '%s' hi | tee out.txt; echo build ok; sudo -S true",
     "smbclient -L //files -N; net view; az login --use-device-code",
+    'ssh-keygen -t ed25519 -N "" -f deploy_key -C ci@example.com',
 ])
 def test_commands_without_a_secret_stay_as_they_are(text: str) -> None:
     """A tool's other flags (a port, a thread count), a value it will prompt for, one a

@@ -149,7 +149,9 @@ def _command_secret(draw: st.DrawFn) -> Drawn:
         "zip -r -P {} out.zip dist", "7z a -p{} out.7z", "rabbitmqctl add_user app {}",
         "smbclient //h/s -U bob%{}", "htpasswd -Bbn bob {}", "htpasswd -bc f bob {}",
         "echo {} | sudo -S ls", "echo {} | docker login --password-stdin",
-        "printf '%s\\n' {} | chpasswd",
+        "printf '%s\\n' {} | chpasswd", "ssh-keygen -t ed25519 -N {} -f key",
+        "mongodump -u a -p {} --db x",
+        "jarsigner -srckeypass {} app.jar", "7za a -p{} out.7z", "smbcacls -U bob%{} //h/s",
         "az login -u app -p {} --tenant t"]))
     return command.format(f"{quote}{value}{quote}"), [value]
 
