@@ -24,7 +24,8 @@ def _given(tool: str, flag: str, rest: str = "") -> str:
 
 
 _PIPED_TO = (r"(?=(?(q)[\"'])[ \t]{0,4}\|[ \t]{0,4}(?:chpasswd|sudo[ \t]{1,4}"
-             r"(?:-[A-Za-z]{1,4}[ \t]{1,4}){0,3}?-[A-Za-z]{0,3}S(?![A-Za-z])"
+             r"(?:-[A-Za-z]{1,4}(?:[ \t]{1,4}[^\s-][^\s]{0,64})?[ \t]{1,4}){0,3}?"
+             r"-[A-Za-z]{0,3}S(?![A-Za-z])"
              r"|[^\s;|&][^\n;|&]{0,256}?[ \t](?:--password-stdin|--with-token|--stdin)"
              r"(?![A-Za-z-])))")
 """What reads a secret from standard input: ``sudo -S``, ``chpasswd``, a login's
@@ -85,6 +86,10 @@ COMMAND_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # 7z a -pPASSWORD archive.7z (7za, 7zz, 7zr; glued, as mysql's).
     ("password", "(7z" + token_start(2) + r"[azr]?" + _WORDS + r"[ \t]{1,4}-p(?P<q>[\"'])?)"
      r"(?![-\s])" + MAYBE_QUOTED, ("7z",)),
+    # mc alias set NAME URL ACCESS_KEY SECRET_KEY (MinIO's client; the match starts at
+    # alias, after "mc ").
+    ("secret", r"(alias(?<=(?<![A-Za-z0-9_.-])mc[ \t]alias)[ \t]{1,4}set(?:[ \t]{1,4}"
+     r"[^\s;|&]{1,256}){3}[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + MAYBE_QUOTED, ("alias",)),
     # rabbitmqctl add_user NAME PASSWORD (and change_password, authenticate_user).
     ("password", r"(rabbitmqctl" + token_start(11) + _WORDS + r"[ \t]{1,4}"
      r"(?:add_user|change_password|authenticate_user)[ \t]{1,4}[^\s;|&]{1,256}[ \t]{1,4}"

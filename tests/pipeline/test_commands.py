@@ -31,6 +31,10 @@ from otel_diary.pipeline.redact import redact
      "ssh-keygen -t ed25519 -N '[REDACTED:password]' -f deploy_key"),
     ("7z a -pHunter2Xyz out.7z dist", "7z a -p[REDACTED:password] out.7z dist"),
     ("rabbitmqctl add_user app Hunter2Xyz", "rabbitmqctl add_user app [REDACTED:password]"),
+    ("mc alias set local http://127.0.0.1:9000 minioadmin 'Hunter 2Xyz'",
+     "mc alias set local http://127.0.0.1:9000 minioadmin '[REDACTED:secret]'"),
+    ('echo Hunter2Xyz | sudo -u deploy -S systemctl restart app',
+     'echo [REDACTED:password] | sudo -u deploy -S systemctl restart app'),
     ("smbclient //files/share -U 'CORP\\bob%Hunter 2Xyz' -c ls",
      "smbclient //files/share -U 'CORP\\bob%[REDACTED:password]' -c ls"),
     ("htpasswd -Bbn testuser testpassword > auth/htpasswd",
@@ -66,6 +70,7 @@ def test_the_value_a_command_is_given_is_redacted(text: str, expected: str) -> N
     "printf '%s' hi | tee out.txt; echo build ok; sudo -S true",
     "smbclient -L //files -N; net view; az login --use-device-code",
     'ssh-keygen -t ed25519 -N "" -f deploy_key -C ci@example.com',
+    "mc alias list; alias set=1; git config alias.st status; mc alias set local",
 ])
 def test_commands_without_a_secret_stay_as_they_are(text: str) -> None:
     """A tool's other flags (a port, a thread count), a value it will prompt for, one a

@@ -150,7 +150,8 @@ def _command_secret(draw: st.DrawFn) -> Drawn:
         "smbclient //h/s -U bob%{}", "htpasswd -Bbn bob {}", "htpasswd -bc f bob {}",
         "echo {} | sudo -S ls", "echo {} | docker login --password-stdin",
         "printf '%s\\n' {} | chpasswd", "ssh-keygen -t ed25519 -N {} -f key",
-        "mongodump -u a -p {} --db x",
+        "mongodump -u a -p {} --db x", "mc alias set s3 https://s3.example AKID {}",
+        "echo {} | sudo -u deploy -S ls",
         "jarsigner -srckeypass {} app.jar", "7za a -p{} out.7z", "smbcacls -U bob%{} //h/s",
         "az login -u app -p {} --tenant t"]))
     return command.format(f"{quote}{value}{quote}"), [value]
