@@ -4,6 +4,9 @@
 A build or a tool call's output often echoes the command it ran, and an agent's own
 command is in its span. Each rule is the tool's name (or its flag, where the flag is its
 own), the few words that may come between, and the value, which is all the rule replaces.
+A match starts at its rule's needle: a family of tools shares one (``mongo`` for
+``mongosh`` and ``mongodump``), and where the tools differ, the rule starts at the word
+after the tool (``login`` in ``docker login``, ``az login``), looking back at the tool.
 """
 
 from __future__ import annotations
