@@ -155,7 +155,7 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
     # A database URL has no port before its user's password (mysql://root:2024/pw@db).
     _Rule("url_credentials",
           r"((?:mysql|mariadb|postgres(?:ql)?|rediss?|amqps?)(?:\+[a-z0-9]{1,20})?"
-          r"://[^\s:/@\"'<>]{0,256}:)(?!\[REDACTED:)[^\s\"'<>@:]{1,256}(?=@)",
+          r"://" + _USER + r":)(?!\[REDACTED:)[^\s\"'<>@:]{1,256}(?=@)",
           ("mysql", "mariadb", "postgres", "redis", "amqp"), keep_prefix=True),
     *(_Rule(kind, expression, needles, keep_prefix=True)
       for kind, expression, needles in COMMAND_RULES),

@@ -48,6 +48,8 @@ EXAMPLES = [
      "git clone https://ci:[REDACTED:url_credentials]@git.example.com/app.git"),
     ("github_token", "git clone https://ghp_" + "a1" * 18 + "@github.com/acme/app.git",
      "git clone https://[REDACTED:github_token]@github.com/acme/app.git"),
+    ("github_token", "redis://ghp_" + "a1" * 18 + "@cache:6379/0",
+     "redis://[REDACTED:github_token]@cache:6379/0"),
     ("password", "DB_PASSWORD=hunter2 next", "DB_PASSWORD=[REDACTED:password] next"),
     ("secret", '{"client_secret": "two words"}', '{"client_secret": "[REDACTED:secret]"}'),
     ("password", 'body={\\"user\\": \\"admin\\", \\"password\\": \\"Hunter2Secret\\"}',
