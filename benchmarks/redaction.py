@@ -86,6 +86,10 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "smbclient -U without %": lambda n: repeat("smbclient -U aaaa ", n),
     "7z then words": lambda n: repeat("7z a b c d e f g ", n),
     "aws configure set ...": lambda n: repeat("aws configure set a.b.c_key ", n),
+    "fly secrets set A=b A=b ...": lambda n: repeat("fly secrets set " + "A=b " * 70, n),
+    "fly secrets set A=\" unclosed": lambda n: repeat('fly secrets set A="', n),
+    "net use \\\\a ...": lambda n: repeat("net use \\\\a ", n),
+    "put-parameter SecureString": lambda n: repeat("put-parameter SecureString ", n),
 }
 
 

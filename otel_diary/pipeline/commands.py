@@ -12,8 +12,10 @@ after the tool (``login`` in ``docker login``, ``az login``), looking back at th
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from otel_diary.pipeline.keys import MAYBE_QUOTED, quoted, token_start
+from otel_diary.pipeline.keys import MARK, MAYBE_QUOTED, quoted, token_start
+from otel_diary.pipeline.rule import Rule
 
 _WORDS = r"(?:[ \t]{1,4}[^\s;|&]{1,256}){0,6}?"
 """Up to six words of the same command (not past ``;``, ``|`` or ``&``), as few as will do."""
@@ -29,12 +31,15 @@ def _given(tool: str, flag: str, rest: str = "") -> str:
 _PIPED_TO = (r"(?=(?(q)[\"'])[ \t]{0,4}\|[ \t]{0,4}(?:chpasswd|sudo[ \t]{1,4}"
              r"(?:-[A-Za-z]{1,4}(?:[ \t]{1,4}[^\s-][^\s]{0,64})?[ \t]{1,4}){0,3}?"
              r"-[A-Za-z]{0,3}S(?![A-Za-z])"
-             r"|[^\s;|&][^\n;|&]{0,256}?[ \t](?:--password-stdin|--with-token|--stdin)"
+             r"|[^\s;|&][^\n;|&]{0,256}?[ \t](?:--password-stdin|--with-token|--stdin"
+             r"|--data-file[ \t=]-|secrets?[ \t]{1,4}(?:put|set|create)|env[ \t]{1,4}add)"
              r"(?![A-Za-z-])))")
 """What reads a secret from standard input: ``sudo -S``, ``chpasswd``, a login's
-``--password-stdin``, ``gh auth login --with-token``, ``passwd --stdin``."""
+``--password-stdin``, ``gh auth login --with-token``, ``passwd --stdin``, a secret
+store's ``gcloud secrets create NAME --data-file=-``, ``wrangler secret put NAME``,
+``gh secret set NAME``, ``docker secret create NAME -``, ``vercel env add NAME``."""
 
-COMMAND_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # curl -u user:password (not a numeric uid:gid, as docker run -u gives, nor a URL).
     *(("password",
        "(" + flag + r"(?<=[ \t]" + flag + r")(?:[ \t]{1,4}|=)(?P<q>[\"'])?"
@@ -114,6 +119,46 @@ COMMAND_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
        + r"[ \t]{1,4}(?P<q>[\"'])?)(?![-$])" + MAYBE_QUOTED + _PIPED_TO, (tool,))
       for tool, form in (("echo", ""),
                          ("printf", r"(?:[ \t]{1,4}(?P<f>[\"'])%s(?:\\n)?(?P=f))?"))),
+    # aws secretsmanager create-secret … --secret-string VALUE (not a file:// it reads), and
+    # aws ssm put-parameter … --value VALUE, when the parameter is a SecureString.
+    ("secret", r"(--secret-string(?:[ \t]{1,4}|=)(?P<q>[\"'])?)(?!fileb?://)" + MAYBE_QUOTED,
+     ("--secret-string",)),
+    ("secret", r"(put-parameter" + token_start(13) + r"(?=[^\n;|&]{0,512}SecureString)"
+     + _WORDS + r"[ \t]{1,4}--value(?:[ \t]{1,4}|=)(?P<q>[\"'])?)(?!-|fileb?://)"
+     + MAYBE_QUOTED, ("put-parameter",)),
+    # net use [Z:] \\host\share PASSWORD [/user:NAME], or /user:NAME PASSWORD (Windows; a
+    # * asks for it).
+    ("password", r"(net[ \t]{1,4}use" + token_start(7) + r"(?:[ \t]{1,4}(?:[A-Za-z]:|\*))?"
+     r"[ \t]{1,4}\\\\[^\s;|&]{1,256}(?:[ \t]{1,4}/(?i:user):[^\s;|&]{1,256})?[ \t]{1,4}"
+     r"(?P<q>[\"'])?)(?![/*])" + MAYBE_QUOTED, ("net",)),
 )
 """Each rule's kind, its expression (group 1 is what comes before the value, kept), and the
 literals every match starts with."""
+
+_PAIR = re.compile(r"((?<![^ \t])(?P<o>[\"'])?[A-Za-z_][A-Za-z0-9_]{0,127}=(?(o)|(?P<q>[\"'])?))"
+                   r"(?![\"']?\[REDACTED:|\$)(?(o)" + quoted("o") + "|" + MAYBE_QUOTED + ")")
+"""A ``NAME=VALUE`` word (quoted whole, or its value quoted), up to the value."""
+
+
+@dataclass(frozen=True)
+class _EachValue(Rule):
+    """A secret store's command setting secrets: ``fly secrets set A=x B=y``. Every value
+    of the match (the words of one command) is one; a ``$VARIABLE`` names one kept
+    elsewhere."""
+
+    def replace(self, match: re.Match[str]) -> str:
+        return match.group(1) + _PAIR.sub(r"\1" + MARK.format(kind=self.kind), match.group(2))
+
+
+_WORD = r"""(?:[^\s;|&"']{1,512}|(?=[^\s;|&]))(?:"[^"\n]{0,512}"?|'[^'\n]{0,512}'?)?"""
+"""A shell word: plain, then maybe quoted (``A="x y"``), or quoted whole."""
+
+COMMAND_RULES: tuple[Rule, ...] = (
+    *(Rule(kind, expression, needles, keep_prefix=True) for kind, expression, needles in _RULES),
+    # fly secrets set NAME=VALUE NAME=VALUE … (flyctl, supabase, doppler too).
+    _EachValue("secret", "(secrets[ \t]set(?:" + "|".join(
+        rf"(?<=(?<![A-Za-z0-9_.-]){tool}[ \t]secrets[ \t]set)" for tool in (
+            "fly", "flyctl", "supabase", "doppler")) + r"))((?:[ \t]{1,4}" + _WORD + "){1,64})",
+        ("secrets set",)),
+)
+"""The rules, in the order they are tried."""

@@ -14,7 +14,6 @@ import binascii
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import cached_property
 from itertools import compress
 from urllib.parse import urlsplit, urlunsplit
 
@@ -33,6 +32,7 @@ from otel_diary.pipeline.keys import (
     reference,
     token_start,
 )
+from otel_diary.pipeline.rule import Rule
 from otel_diary.text import clean
 
 LITERAL_MARK = MARK.format(kind="configured_secret")
@@ -42,127 +42,93 @@ MIN_LITERAL = 6
 _KIND = re.compile(r"[a-z0-9_]{1,40}")
 
 
-@dataclass(frozen=True)
-class _Rule:
-    """One family of secrets and how to find it."""
-
-    kind: str
-    expression: str
-    """The regular expression, compiled on first use: most texts hold none of the needles
-    of most rules, and a process that redacts little compiles little."""
-    needles: tuple[str, ...] = ()
-    """Literals that start every match (lower-case when ``anchored``): a text holding
-    none of them is not scanned."""
-    keep_prefix: bool = False
-    """Group 1 is context (``Bearer ``, ``://user:``) kept in front of the marker."""
-    anchored: bool = False
-    """Case-insensitive: tried only where a needle starts in the lower-cased text."""
-
-    @cached_property
-    def pattern(self) -> re.Pattern[str]:
-        return re.compile(self.expression)
-
-    def replace(self, match: re.Match[str]) -> str:
-        mark = MARK.format(kind=self.kind)
-        if self.keep_prefix:
-            return match.group(1) + mark
-        if "secret" in self.pattern.groupindex:
-            start, end = match.span("secret")
-            if start >= 0:
-                offset = match.start()
-                whole = match.group(0)
-                return whole[: start - offset] + mark + whole[end - offset:]
-        return mark
-
-
 _AWS_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA",
                  "APKA", "AROA")
 
 _USER = r"(?:\[REDACTED:[a-z0-9_]{1,40}\]|[^\s:/@\"'<>\[]{0,256})"
 """A URL's user: a key redacted already (``https://ghp_…@github.com``) is one, whole."""
 
-BUILTIN_RULES: tuple[_Rule, ...] = (
-    _Rule("aws_access_key",
+BUILTIN_RULES: tuple[Rule, ...] = (
+    Rule("aws_access_key",
           r"A(?:KIA|SIA|BIA|CCA|GPA|IDA|IPA|NPA|NVA|PKA|ROA)(?<![A-Z0-9].{4})"
           r"[A-Z0-9]{16}(?![A-Z0-9])",
           _AWS_PREFIXES),
     # The secret access key given with it (``AKIA… wJalr…``, ``AKIA…:wJalr…``,
     # ``AKIA… secret wJalr…``): forty characters of base64 just after the access key,
     # found by the marker the rule before left (the rules run in this order).
-    _Rule("aws_secret_key",
+    Rule("aws_secret_key",
           r"(\[REDACTED:aws_access_key\][\s\"',:;=|]{1,4}(?:[A-Za-z_]{1,32}[\s\"':=]{1,4})?)"
           r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
           ("[REDACTED:aws_access_key]",), keep_prefix=True),
-    _Rule("gitlab_token",
+    Rule("gitlab_token",
           r"gl(?<![A-Za-z0-9_.-].{2})(?:pat|dt|rt|ptt|ft|soat|cbt|imt|oas|agent)"
           r"-[A-Za-z0-9_-]{20,255}",
           ("gl",)),
-    _Rule("slack_token",
+    Rule("slack_token",
           r"xox(?<![A-Za-z0-9_.-].{3})[abposre]-[A-Za-z0-9-]{10,255}", ("xox",)),
-    _Rule("slack_token",
+    Rule("slack_token",
           r"xapp-(?<![A-Za-z0-9_.-].{5})[0-9]-[A-Za-z0-9-]{10,255}", ("xapp-",)),
-    _Rule("slack_token",
+    Rule("slack_token",
           r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/-]{8,255}",
           ("hooks.slack.com",)),
     # Discord's and Teams' incoming webhooks: whoever has the URL posts to the channel.
-    _Rule("discord_webhook",
+    Rule("discord_webhook",
           r"(discord(?:app)?\.com/api/webhooks/[0-9]{5,30}/)[A-Za-z0-9_-]{20,255}",
           ("discord.com/api/webhooks/", "discordapp.com/api/webhooks/"), keep_prefix=True),
-    _Rule("teams_webhook", r"(\.webhook\.office\.com/webhookb2/)[^\s\"'<>]{20,512}",
+    Rule("teams_webhook", r"(\.webhook\.office\.com/webhookb2/)[^\s\"'<>]{20,512}",
           (".webhook.office.com/webhookb2/",), keep_prefix=True),
-    _Rule("teams_webhook", r"(outlook\.office\.com/webhook/)[^\s\"'<>]{20,512}",
+    Rule("teams_webhook", r"(outlook\.office\.com/webhook/)[^\s\"'<>]{20,512}",
           ("outlook.office.com/webhook/",), keep_prefix=True),
-    _Rule("zapier_webhook", r"(hooks\.zapier\.com/hooks/catch/[0-9]{1,20}/)[A-Za-z0-9]{4,64}",
+    Rule("zapier_webhook", r"(hooks\.zapier\.com/hooks/catch/[0-9]{1,20}/)[A-Za-z0-9]{4,64}",
           ("hooks.zapier.com/hooks/catch/",), keep_prefix=True),
     # A registry's credentials in Docker's config.json: base64 of user:password.
-    _Rule("docker_auth", r"(\"auth\"[ \t]{0,4}:[ \t]{0,4}\")(?:[A-Za-z0-9+/]{4}){3,1024}"
+    Rule("docker_auth", r"(\"auth\"[ \t]{0,4}:[ \t]{0,4}\")(?:[A-Za-z0-9+/]{4}){3,1024}"
           r"(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?(?=\")", ('"auth"',), keep_prefix=True),
     # An API key as a URL's query parameter (``?key=…``, as Google's APIs take it).
-    _Rule("api_key", r"([?&]key=)(?!\[REDACTED:)[^\s&#\"'<>]{8,512}", ("?key=", "&key="),
+    Rule("api_key", r"([?&]key=)(?!\[REDACTED:)[^\s&#\"'<>]{8,512}", ("?key=", "&key="),
           keep_prefix=True),
-    _Rule("api_key", r"sk-" + token_start(3) + r"[A-Za-z0-9_-]{20,255}", ("sk-",)),
-    _Rule("api_key", r"sk_(?:live|test)_" + token_start(8) + r"[A-Za-z0-9]{16,255}",
+    Rule("api_key", r"sk-" + token_start(3) + r"[A-Za-z0-9_-]{20,255}", ("sk-",)),
+    Rule("api_key", r"sk_(?:live|test)_" + token_start(8) + r"[A-Za-z0-9]{16,255}",
           ("sk_live_", "sk_test_")),
-    _Rule("api_key", r"rk_(?:live|test)_" + token_start(8) + r"[A-Za-z0-9]{16,255}",
+    Rule("api_key", r"rk_(?:live|test)_" + token_start(8) + r"[A-Za-z0-9]{16,255}",
           ("rk_live_", "rk_test_")),
-    _Rule("jwt",
+    Rule("jwt",
           r"eyJ" + token_start(3) + r"[A-Za-z0-9_-]{4,8192}\.[A-Za-z0-9_-]{4,8192}"
           r"\.[A-Za-z0-9_-]{0,8192}",
           ("eyJ",)),
-    _Rule("google_oauth_token", r"ya29\." + token_start(5) + r"[A-Za-z0-9_-]{20,2048}",
+    Rule("google_oauth_token", r"ya29\." + token_start(5) + r"[A-Za-z0-9_-]{20,2048}",
           ("ya29.",)),
     # A Telegram bot's token after its numeric id (``123456789:AA…``, ``/bot123456789:AA…``).
-    _Rule("telegram_bot_token", r"(:)(?<=[0-9]{6}:)AA[A-Za-z0-9_-]{30,40}(?![A-Za-z0-9_-])",
+    Rule("telegram_bot_token", r"(:)(?<=[0-9]{6}:)AA[A-Za-z0-9_-]{30,40}(?![A-Za-z0-9_-])",
           (":AA",), keep_prefix=True),
     # A Terraform Cloud token's secret after its id (``<14 characters>.atlasv1.…``).
-    _Rule("terraform_token", r"(\.atlasv1\.)(?<=[A-Za-z0-9]{14}\.atlasv1\.)"
+    Rule("terraform_token", r"(\.atlasv1\.)(?<=[A-Za-z0-9]{14}\.atlasv1\.)"
           r"[A-Za-z0-9_=-]{60,255}", (".atlasv1.",), keep_prefix=True),
-    *(_Rule("azure_storage_key", "(" + key + r")[A-Za-z0-9+/]{20,512}={0,2}", (key,),
+    *(Rule("azure_storage_key", "(" + key + r")[A-Za-z0-9+/]{20,512}={0,2}", (key,),
             keep_prefix=True) for key in ("AccountKey=", "SharedAccessKey=")),
-    _Rule("azure_sas", r"(sig=(?<=[?&;]sig=))[A-Za-z0-9%+/=_-]{16,512}", ("sig=",),
+    Rule("azure_sas", r"(sig=(?<=[?&;]sig=))[A-Za-z0-9%+/=_-]{16,512}", ("sig=",),
           keep_prefix=True),
     # The user may be empty (redis://:pw@host). MongoDB drivers take a password holding
     # "/" unescaped; elsewhere a "/" after a port ends the authority (https://host:8080/a@b
     # is a path), and one in a password (mysql://root:ab/cd@db) holds no "@" or ":". A password
     # holding "@" runs to the authority's last one (p@ss in ://u:p@ss@host).
-    _Rule("url_credentials",
+    Rule("url_credentials",
           r"(mongodb(?:\+srv)?://" + _USER + r":)[^\s:\"'<>]{1,256}(?=@)",
           ("mongodb",), keep_prefix=True),
-    _Rule("url_credentials",
+    Rule("url_credentials",
           r"(://" + _USER + r":)(?:[^\s/\"'<>]{1,256}"
           r"|(?![0-9]{1,5}/)[^\s\"'<>@:]{1,256})(?=@)",
           ("://",), keep_prefix=True),
     # A database URL has no port before its user's password (mysql://root:2024/pw@db).
-    _Rule("url_credentials",
+    Rule("url_credentials",
           r"((?:mysql|mariadb|postgres(?:ql)?|rediss?|amqps?)(?:\+[a-z0-9]{1,20})?"
           r"://" + _USER + r":)(?!\[REDACTED:)[^\s\"'<>@:]{1,256}(?=@)",
           ("mysql", "mariadb", "postgres", "redis", "amqp"), keep_prefix=True),
-    *(_Rule(kind, expression, needles, keep_prefix=True)
-      for kind, expression, needles in COMMAND_RULES),
+    *COMMAND_RULES,
     # A default code gives a secret it reads from the environment (``os.getenv(
     # "DB_PASSWORD", "hunter2")``, ``ENV.fetch('API_TOKEN', '…')``, ``process.env.
     # DB_PASSWORD || "hunter2"``): a traceback's source line may show one.
-    _Rule("secret", (
+    Rule("secret", (
         r"((?:(?:getenv|get|fetch|setdefault)\([ \t]{0,4}[\"']" + SECRET_NAME + r"[\"']"
         r"[ \t]{0,4},|process\.env\." + SECRET_NAME + r"[ \t]{0,4}(?:\|\||\?\?))"
         r"[ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:)" + quoted("q")),
@@ -172,7 +138,7 @@ BUILTIN_RULES: tuple[_Rule, ...] = (
 
 
 @dataclass(frozen=True)
-class _GluedRule(_Rule):
+class _GluedRule(Rule):
     """A key glued to a longer word, taken only when its prefix names the key's kind on its
     own (``sk-proj-``, not ``sk-``: branch names and cloud resource names end words in
     ``-task-``, ``Disk-``) and its body looks generated (:func:`keys.generated`). Checked on
@@ -184,7 +150,7 @@ class _GluedRule(_Rule):
         return match.group(0)
 
 
-GLUED_RULES: tuple[_Rule, ...] = tuple(
+GLUED_RULES: tuple[Rule, ...] = tuple(
     _GluedRule("api_key", (re.escape(prefix) + rf"(?<=[A-Za-z0-9_.-].{{{len(prefix)}}})"
                            r"(?P<key>[A-Za-z0-9_-]{20,255})"), (prefix,))
     for prefix in ("sk-proj-", "sk-ant-", "sk-svcacct-", "sk-admin-"))
@@ -193,7 +159,7 @@ own rules pass over as part of it."""
 
 
 @dataclass(frozen=True)
-class _ServiceRule(_Rule):
+class _ServiceRule(Rule):
     """A service's key by its prefix (:data:`keys.SERVICE_KEYS`): taken where a word starts
     with it, and glued to a longer word (``kh-gsk_…``, ``cfg.ghp_…``) when its body looks
     generated (:func:`keys.generated`)."""
@@ -281,7 +247,7 @@ def _assignment(keys: tuple[str, ...]) -> str:
 
 
 @dataclass(frozen=True)
-class _AssignmentRule(_Rule):
+class _AssignmentRule(Rule):
     """``password=…``-style assignments and ``--password X`` flags; the kind follows the key."""
 
     def replace(self, match: re.Match[str]) -> str:
@@ -307,7 +273,7 @@ _IN_QUERY = re.compile(r"[?&][A-Za-z0-9_.-]{0,64}\Z")
 _QUERY_REST = re.compile("[&#]")
 
 
-FLAG_RULES: tuple[_Rule, ...] = (
+FLAG_RULES: tuple[Rule, ...] = (
     _AssignmentRule("secret", (
         r"(?P<head>--(?=[A-Za-z])(?i:(?:[a-z0-9]{1,20}[-_](?:[a-z0-9]{1,20}[-_])?)?"
         r"(?P<key>password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key"
@@ -323,7 +289,7 @@ FLAG_RULES: tuple[_Rule, ...] = (
 _LITERAL_RULES = BUILTIN_RULES + FLAG_RULES
 """The case-sensitive rules: each is tried only on a text holding one of its needles."""
 
-SERVICE_RULES: tuple[_Rule, ...] = tuple(
+SERVICE_RULES: tuple[Rule, ...] = tuple(
     _ServiceRule(kind, re.escape(prefix) + f"(?P<key>{body})", (prefix,))
     for kind, prefixes, body in SERVICE_KEYS for prefix in prefixes)
 """The keys of services agents call, by their prefixes (:data:`keys.SERVICE_KEYS`)."""
@@ -337,7 +303,7 @@ _WORD = "[A-Za-z0-9._~+/=-]"
 """A credential's characters in a header."""
 
 @dataclass(frozen=True)
-class _CredentialsRule(_Rule):
+class _CredentialsRule(Rule):
     """Base64 of ``user:password`` (HTTP Basic, npm's ``_auth``), taken only when it
     decodes to that: ``Basic realm`` and other words after the name stay."""
 
@@ -351,8 +317,8 @@ class _CredentialsRule(_Rule):
         return match.group(0)
 
 
-ANCHORED_RULES: tuple[_Rule, ...] = (
-    _Rule("bearer", (r"(?i)(\bbearer[ \t]{1,8})[A-Za-z0-9._~+/=-]{8,4096}"),
+ANCHORED_RULES: tuple[Rule, ...] = (
+    Rule("bearer", (r"(?i)(\bbearer[ \t]{1,8})[A-Za-z0-9._~+/=-]{8,4096}"),
           ("bearer",), keep_prefix=True, anchored=True),
     # Basic credentials outside an Authorization header (``auth: "Basic …"``), and .npmrc's
     # ``_auth=…`` (also after a registry: ``//registry.example/:_auth=…``).
@@ -364,7 +330,7 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
                      r"|[A-Za-z0-9+/]{3}=)?)(?![A-Za-z0-9+/=])", ("_auth",), anchored=True),
     # After its scheme, or alone (some APIs take the key itself): then a word of twelve
     # characters or more holding a letter and a digit (not "Authorization: required").
-    _Rule("authorization",
+    Rule("authorization",
           (r"(?i)(\bauthorization[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?"
                      r"(?:(?:basic|token|digest|apikey|key)[ \t]{1,8}|(?=" + _WORD + "{12})"
                      r"(?=" + _WORD + "{0,4095}[0-9])(?=" + _WORD + "{0,4095}[a-z])))"
@@ -378,14 +344,14 @@ ANCHORED_RULES: tuple[_Rule, ...] = (
     # In prose: "with password hunter2xyz", "the passphrase is S3cret-pw", "my password,
     # it is S3cret-pw": a word of letters and digits after it (not "the password field",
     # "password reset", "password, build42 failed", "password is base64-encoded").
-    _Rule("password", (
+    Rule("password", (
         r"(?i)(\b(?:passw(?:or)?d|passphrase)\b(?:[ \t]{1,4}(?:(?:is|was|set to)[ \t]{1,4})?"
         r"|[ \t]{0,2},[ \t]{1,4}(?:(?:it|which)[ \t]{1,4}(?:is|was)|it['\u2019]s)[ \t]{1,4}))"
         r"(?!\[REDACTED:|[A-Za-z0-9]{1,20}-[a-z]{2,20}ed(?![A-Za-z0-9-]))"
         r"(?=[^\s\"'`,;]{0,127}[0-9])(?=[^\s\"'`,;]{0,127}[A-Za-z])"
         r"[^\s\"'`,;]{6,128}"), ("passw", "passphrase"), keep_prefix=True, anchored=True),
     # Cookie: and Set-Cookie: headers: session ids, to the line's end.
-    _Rule("cookie", (r"(?i)(\b(?:set-)?cookie[\"']?[ \t]{0,4}:[ \t]{0,4}[\"']?)"
+    Rule("cookie", (r"(?i)(\b(?:set-)?cookie[\"']?[ \t]{0,4}:[ \t]{0,4}[\"']?)"
                              r"[^\s\"'][^\r\n\"']{0,4095}"),
           ("cookie",), keep_prefix=True, anchored=True),
     # pass alone, lower-case, with a quoted value (``pass: "…"``, ``{"pass": "…"}``); pass
@@ -519,7 +485,7 @@ _SEPARATED = re.compile(r"(?i)[a-z0-9_.-]{0,52}(?:\\{0,7}[\"'])?[ \t]{0,4}[:=]")
 a needle without one ("the build passed") is passed over: a reader compiles none."""
 
 
-def _redact_anchored(text: str, rules: tuple[_Rule, ...]) -> str:
+def _redact_anchored(text: str, rules: tuple[Rule, ...]) -> str:
     """Apply case-insensitive ``rules`` at their needles' positions, leftmost match first."""
     lowered = text.lower()
     if len(lowered) != len(text):  # a character changed length when lower-cased
@@ -555,7 +521,7 @@ def _redact_anchored(text: str, rules: tuple[_Rule, ...]) -> str:
     return "".join(out)
 
 
-def compile_extra(kind: str, pattern: str) -> _Rule:
+def compile_extra(kind: str, pattern: str) -> Rule:
     """A configured pattern as a rule; ``ValueError`` naming the kind when it is unusable."""
     if not _KIND.fullmatch(kind):
         raise ValueError(f"redaction kind {kind!r} must match [a-z0-9_]{{1,40}}")
@@ -565,7 +531,7 @@ def compile_extra(kind: str, pattern: str) -> _Rule:
         raise ValueError(f"redaction pattern {kind!r} does not compile: {exc}") from None
     if compiled.fullmatch(""):
         raise ValueError(f"redaction pattern {kind!r} matches the empty string")
-    return _Rule(kind, pattern)
+    return Rule(kind, pattern)
 
 
 _default: SecretRedactor | None = None

@@ -52,6 +52,20 @@ from otel_diary.pipeline.redact import redact
      "az login --service-principal -u http://app -p [REDACTED:password] --tenant t1"),
     ("helm registry login ghcr.io -u bob -p Hunter2Xyz",
      "helm registry login ghcr.io -u bob -p [REDACTED:password]"),
+    ("aws secretsmanager put-secret-value --secret-id db --secret-string '{\"pw\": \"Hu 2\"}'",
+     "aws secretsmanager put-secret-value --secret-id db --secret-string '[REDACTED:secret]'"),
+    ("aws ssm put-parameter --name /db/pw --value Hunter2Xyz --type SecureString",
+     "aws ssm put-parameter --name /db/pw --value [REDACTED:secret] --type SecureString"),
+    ("net use Z: \\\\files\\share Hunter2Xyz /user:CORP\\bob",
+     "net use Z: \\\\files\\share [REDACTED:password] /user:CORP\\bob"),
+    ('net use \\\\files\\share /USER:bob "Hunter 2Xyz"',
+     'net use \\\\files\\share /USER:bob "[REDACTED:password]"'),
+    ("echo -n Hunter2Xyz | gcloud secrets create db --data-file=-",
+     "echo -n [REDACTED:password] | gcloud secrets create db --data-file=-"),
+    ("echo Hunter2Xyz | npx wrangler secret put STRIPE_KEY",
+     "echo [REDACTED:password] | npx wrangler secret put STRIPE_KEY"),
+    ("echo Hunter2Xyz | vercel env add DATABASE production",
+     "echo [REDACTED:password] | vercel env add DATABASE production"),
 ])
 def test_the_value_a_command_is_given_is_redacted(text: str, expected: str) -> None:
     """Each tool's secret is replaced; the tool, its flags and its other words stay."""
@@ -71,8 +85,30 @@ def test_the_value_a_command_is_given_is_redacted(text: str, expected: str) -> N
     "smbclient -L //files -N; net view; az login --use-device-code",
     'ssh-keygen -t ed25519 -N "" -f deploy_key -C ci@example.com',
     "mc alias list; alias set=1; git config alias.st status; mc alias set local",
+    "aws secretsmanager create-secret --name db --secret-string file://secret.json",
+    "aws ssm put-parameter --name /app/env --type String --value production",
+    "net use \\\\files\\share /persistent:yes; net use \\\\files\\share * /user:bob",
+    "fly secrets set DATABASE_URL=$DATABASE_URL EMPTY= -a app; fly secrets list",
+    "heroku config:set NODE_ENV=production; notfly secrets set A=b",
 ])
 def test_commands_without_a_secret_stay_as_they_are(text: str) -> None:
     """A tool's other flags (a port, a thread count), a value it will prompt for, one a
     variable holds, and a pipe into no reader of secrets are left alone."""
     assert redact(text) == text
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("fly secrets set STRIPE=sk9283hfsd93 OTHER=abcd1234efgh5678 -a app",
+     "fly secrets set STRIPE=[REDACTED:secret] OTHER=[REDACTED:secret] -a app"),
+    ("flyctl secrets set --stage DSN=\"a b\" 'SEED=c d' A=e|tee log B=f",
+     "flyctl secrets set --stage DSN=\"[REDACTED:secret]\" 'SEED=[REDACTED:secret]' "
+     "A=[REDACTED:secret]|tee log B=f"),
+    ("supabase secrets set --project-ref abc STRIPE=sk9283hfsd93; echo A=b",
+     "supabase secrets set --project-ref abc STRIPE=[REDACTED:secret]; echo A=b"),
+    ("doppler secrets set WEBHOOK=abc123xyz", "doppler secrets set WEBHOOK=[REDACTED:secret]"),
+])
+def test_every_value_a_secret_store_is_given_is_redacted(text: str, expected: str) -> None:
+    """A secret store's command sets secrets whatever their names say: each value of the
+    command goes (not a later command's), its names and flags stay."""
+    assert redact(text) == expected
+    assert redact(expected) == expected

@@ -153,7 +153,10 @@ def _command_secret(draw: st.DrawFn) -> Drawn:
         "mongodump -u a -p {} --db x", "mc alias set s3 https://s3.example AKID {}",
         "echo {} | sudo -u deploy -S ls",
         "jarsigner -srckeypass {} app.jar", "7za a -p{} out.7z", "smbcacls -U bob%{} //h/s",
-        "az login -u app -p {} --tenant t"]))
+        "az login -u app -p {} --tenant t", "aws secretsmanager create-secret --secret-string {}",
+        "aws ssm put-parameter --type SecureString --value {}", "net use \\\\h\\s /user:bob {}",
+        "echo {} | wrangler secret put KEY", "echo {} | gcloud secrets create db --data-file=-",
+        "fly secrets set A=1 STRIPE={} -a app", "supabase secrets set KEY={}"]))
     return command.format(f"{quote}{value}{quote}"), [value]
 
 

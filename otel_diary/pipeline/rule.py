@@ -1,0 +1,43 @@
+"""A redaction rule: a family of secrets, the regular expression that finds them, and the
+literals every match starts with."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+from otel_diary.pipeline.keys import MARK
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One family of secrets and how to find it."""
+
+    kind: str
+    expression: str
+    """The regular expression, compiled on first use: most texts hold none of the needles
+    of most rules, and a process that redacts little compiles little."""
+    needles: tuple[str, ...] = ()
+    """Literals that start every match (lower-case when ``anchored``): a text holding
+    none of them is not scanned."""
+    keep_prefix: bool = False
+    """Group 1 is context (``Bearer ``, ``://user:``) kept in front of the marker."""
+    anchored: bool = False
+    """Case-insensitive: tried only where a needle starts in the lower-cased text."""
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile(self.expression)
+
+    def replace(self, match: re.Match[str]) -> str:
+        mark = MARK.format(kind=self.kind)
+        if self.keep_prefix:
+            return match.group(1) + mark
+        if "secret" in self.pattern.groupindex:
+            start, end = match.span("secret")
+            if start >= 0:
+                offset = match.start()
+                whole = match.group(0)
+                return whole[: start - offset] + mark + whole[end - offset:]
+        return mark
