@@ -50,80 +50,80 @@ _USER = r"(?:\[REDACTED:[a-z0-9_]{1,40}\]|[^\s:/@\"'<>\[]{0,256})"
 
 BUILTIN_RULES: tuple[Rule, ...] = (
     Rule("aws_access_key",
-          r"A(?:KIA|SIA|BIA|CCA|GPA|IDA|IPA|NPA|NVA|PKA|ROA)(?<![A-Z0-9].{4})"
-          r"[A-Z0-9]{16}(?![A-Z0-9])",
-          _AWS_PREFIXES),
+         r"A(?:KIA|SIA|BIA|CCA|GPA|IDA|IPA|NPA|NVA|PKA|ROA)(?<![A-Z0-9].{4})"
+         r"[A-Z0-9]{16}(?![A-Z0-9])",
+         _AWS_PREFIXES),
     # The secret access key given with it (``AKIA… wJalr…``, ``AKIA…:wJalr…``,
     # ``AKIA… secret wJalr…``): forty characters of base64 just after the access key,
     # found by the marker the rule before left (the rules run in this order).
     Rule("aws_secret_key",
-          r"(\[REDACTED:aws_access_key\][\s\"',:;=|]{1,4}(?:[A-Za-z_]{1,32}[\s\"':=]{1,4})?)"
-          r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
-          ("[REDACTED:aws_access_key]",), keep_prefix=True),
+         r"(\[REDACTED:aws_access_key\][\s\"',:;=|]{1,4}(?:[A-Za-z_]{1,32}[\s\"':=]{1,4})?)"
+         r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
+         ("[REDACTED:aws_access_key]",), keep_prefix=True),
     Rule("gitlab_token",
-          r"gl(?<![A-Za-z0-9_.-].{2})(?:pat|dt|rt|ptt|ft|soat|cbt|imt|oas|agent)"
-          r"-[A-Za-z0-9_-]{20,255}",
-          ("gl",)),
+         r"gl(?<![A-Za-z0-9_.-].{2})(?:pat|dt|rt|ptt|ft|soat|cbt|imt|oas|agent)"
+         r"-[A-Za-z0-9_-]{20,255}",
+         ("gl",)),
     Rule("slack_token",
-          r"xox(?<![A-Za-z0-9_.-].{3})[abposre]-[A-Za-z0-9-]{10,255}", ("xox",)),
+         r"xox(?<![A-Za-z0-9_.-].{3})[abposre]-[A-Za-z0-9-]{10,255}", ("xox",)),
     Rule("slack_token",
-          r"xapp-(?<![A-Za-z0-9_.-].{5})[0-9]-[A-Za-z0-9-]{10,255}", ("xapp-",)),
+         r"xapp-(?<![A-Za-z0-9_.-].{5})[0-9]-[A-Za-z0-9-]{10,255}", ("xapp-",)),
     Rule("slack_token",
-          r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/-]{8,255}",
-          ("hooks.slack.com",)),
+         r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/-]{8,255}",
+         ("hooks.slack.com",)),
     # Discord's and Teams' incoming webhooks: whoever has the URL posts to the channel.
     Rule("discord_webhook",
-          r"(discord(?:app)?\.com/api/webhooks/[0-9]{5,30}/)[A-Za-z0-9_-]{20,255}",
-          ("discord.com/api/webhooks/", "discordapp.com/api/webhooks/"), keep_prefix=True),
+         r"(discord(?:app)?\.com/api/webhooks/[0-9]{5,30}/)[A-Za-z0-9_-]{20,255}",
+         ("discord.com/api/webhooks/", "discordapp.com/api/webhooks/"), keep_prefix=True),
     Rule("teams_webhook", r"(\.webhook\.office\.com/webhookb2/)[^\s\"'<>]{20,512}",
-          (".webhook.office.com/webhookb2/",), keep_prefix=True),
+         (".webhook.office.com/webhookb2/",), keep_prefix=True),
     Rule("teams_webhook", r"(outlook\.office\.com/webhook/)[^\s\"'<>]{20,512}",
-          ("outlook.office.com/webhook/",), keep_prefix=True),
+         ("outlook.office.com/webhook/",), keep_prefix=True),
     Rule("zapier_webhook", r"(hooks\.zapier\.com/hooks/catch/[0-9]{1,20}/)[A-Za-z0-9]{4,64}",
-          ("hooks.zapier.com/hooks/catch/",), keep_prefix=True),
+         ("hooks.zapier.com/hooks/catch/",), keep_prefix=True),
     # A registry's credentials in Docker's config.json: base64 of user:password.
     Rule("docker_auth", r"(\"auth\"[ \t]{0,4}:[ \t]{0,4}\")(?:[A-Za-z0-9+/]{4}){3,1024}"
-          r"(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?(?=\")", ('"auth"',), keep_prefix=True),
+         r"(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?(?=\")", ('"auth"',), keep_prefix=True),
     # An API key as a URL's query parameter (``?key=…``, as Google's APIs take it).
     Rule("api_key", r"([?&]key=)(?!\[REDACTED:)[^\s&#\"'<>]{8,512}", ("?key=", "&key="),
-          keep_prefix=True),
+         keep_prefix=True),
     Rule("api_key", r"sk-" + token_start(3) + r"[A-Za-z0-9_-]{20,255}", ("sk-",)),
     Rule("api_key", r"sk_(?:live|test)_" + token_start(8) + r"[A-Za-z0-9]{16,255}",
-          ("sk_live_", "sk_test_")),
+         ("sk_live_", "sk_test_")),
     Rule("api_key", r"rk_(?:live|test)_" + token_start(8) + r"[A-Za-z0-9]{16,255}",
-          ("rk_live_", "rk_test_")),
+         ("rk_live_", "rk_test_")),
     Rule("jwt",
-          r"eyJ" + token_start(3) + r"[A-Za-z0-9_-]{4,8192}\.[A-Za-z0-9_-]{4,8192}"
-          r"\.[A-Za-z0-9_-]{0,8192}",
-          ("eyJ",)),
+         r"eyJ" + token_start(3) + r"[A-Za-z0-9_-]{4,8192}\.[A-Za-z0-9_-]{4,8192}"
+         r"\.[A-Za-z0-9_-]{0,8192}",
+         ("eyJ",)),
     Rule("google_oauth_token", r"ya29\." + token_start(5) + r"[A-Za-z0-9_-]{20,2048}",
-          ("ya29.",)),
+         ("ya29.",)),
     # A Telegram bot's token after its numeric id (``123456789:AA…``, ``/bot123456789:AA…``).
     Rule("telegram_bot_token", r"(:)(?<=[0-9]{6}:)AA[A-Za-z0-9_-]{30,40}(?![A-Za-z0-9_-])",
-          (":AA",), keep_prefix=True),
+         (":AA",), keep_prefix=True),
     # A Terraform Cloud token's secret after its id (``<14 characters>.atlasv1.…``).
     Rule("terraform_token", r"(\.atlasv1\.)(?<=[A-Za-z0-9]{14}\.atlasv1\.)"
-          r"[A-Za-z0-9_=-]{60,255}", (".atlasv1.",), keep_prefix=True),
+         r"[A-Za-z0-9_=-]{60,255}", (".atlasv1.",), keep_prefix=True),
     *(Rule("azure_storage_key", "(" + key + r")[A-Za-z0-9+/]{20,512}={0,2}", (key,),
-            keep_prefix=True) for key in ("AccountKey=", "SharedAccessKey=")),
+           keep_prefix=True) for key in ("AccountKey=", "SharedAccessKey=")),
     Rule("azure_sas", r"(sig=(?<=[?&;]sig=))[A-Za-z0-9%+/=_-]{16,512}", ("sig=",),
-          keep_prefix=True),
+         keep_prefix=True),
     # The user may be empty (redis://:pw@host). MongoDB drivers take a password holding
     # "/" unescaped; elsewhere a "/" after a port ends the authority (https://host:8080/a@b
     # is a path), and one in a password (mysql://root:ab/cd@db) holds no "@" or ":". A password
     # holding "@" runs to the authority's last one (p@ss in ://u:p@ss@host).
     Rule("url_credentials",
-          r"(mongodb(?:\+srv)?://" + _USER + r":)[^\s:\"'<>]{1,256}(?=@)",
-          ("mongodb",), keep_prefix=True),
+         r"(mongodb(?:\+srv)?://" + _USER + r":)[^\s:\"'<>]{1,256}(?=@)",
+         ("mongodb",), keep_prefix=True),
     Rule("url_credentials",
-          r"(://" + _USER + r":)(?:[^\s/\"'<>]{1,256}"
-          r"|(?![0-9]{1,5}/)[^\s\"'<>@:]{1,256})(?=@)",
-          ("://",), keep_prefix=True),
+         r"(://" + _USER + r":)(?:[^\s/\"'<>]{1,256}"
+         r"|(?![0-9]{1,5}/)[^\s\"'<>@:]{1,256})(?=@)",
+         ("://",), keep_prefix=True),
     # A database URL has no port before its user's password (mysql://root:2024/pw@db).
     Rule("url_credentials",
-          r"((?:mysql|mariadb|postgres(?:ql)?|rediss?|amqps?)(?:\+[a-z0-9]{1,20})?"
-          r"://" + _USER + r":)(?!\[REDACTED:)[^\s\"'<>@:]{1,256}(?=@)",
-          ("mysql", "mariadb", "postgres", "redis", "amqp"), keep_prefix=True),
+         r"((?:mysql|mariadb|postgres(?:ql)?|rediss?|amqps?)(?:\+[a-z0-9]{1,20})?"
+         r"://" + _USER + r":)(?!\[REDACTED:)[^\s\"'<>@:]{1,256}(?=@)",
+         ("mysql", "mariadb", "postgres", "redis", "amqp"), keep_prefix=True),
     *COMMAND_RULES,
     # A default code gives a secret it reads from the environment (``os.getenv(
     # "DB_PASSWORD", "hunter2")``, ``ENV.fetch('API_TOKEN', '…')``, ``process.env.
@@ -319,7 +319,7 @@ class _CredentialsRule(Rule):
 
 ANCHORED_RULES: tuple[Rule, ...] = (
     Rule("bearer", (r"(?i)(\bbearer[ \t]{1,8})[A-Za-z0-9._~+/=-]{8,4096}"),
-          ("bearer",), keep_prefix=True, anchored=True),
+         ("bearer",), keep_prefix=True, anchored=True),
     # Basic credentials outside an Authorization header (``auth: "Basic …"``), and .npmrc's
     # ``_auth=…`` (also after a registry: ``//registry.example/:_auth=…``).
     _CredentialsRule("authorization", r"(?i)(\bbasic[ \t]{1,8})(?P<value>(?:[A-Za-z0-9+/]{4})"
@@ -331,11 +331,11 @@ ANCHORED_RULES: tuple[Rule, ...] = (
     # After its scheme, or alone (some APIs take the key itself): then a word of twelve
     # characters or more holding a letter and a digit (not "Authorization: required").
     Rule("authorization",
-          (r"(?i)(\bauthorization[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?"
+         (r"(?i)(\bauthorization[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?"
                      r"(?:(?:basic|token|digest|apikey|key)[ \t]{1,8}|(?=" + _WORD + "{12})"
                      r"(?=" + _WORD + "{0,4095}[0-9])(?=" + _WORD + "{0,4095}[a-z])))"
                      + _WORD + "{4,4096}"),
-          ("authorization",), keep_prefix=True, anchored=True),
+         ("authorization",), keep_prefix=True, anchored=True),
     *(_AssignmentRule("secret", _assignment(tuple(k for k in _ASSIGNMENT_KEYS
                                                   if k.startswith(needle))),
                       (needle,), anchored=True)
@@ -353,7 +353,7 @@ ANCHORED_RULES: tuple[Rule, ...] = (
     # Cookie: and Set-Cookie: headers: session ids, to the line's end.
     Rule("cookie", (r"(?i)(\b(?:set-)?cookie[\"']?[ \t]{0,4}:[ \t]{0,4}[\"']?)"
                              r"[^\s\"'][^\r\n\"']{0,4095}"),
-          ("cookie",), keep_prefix=True, anchored=True),
+         ("cookie",), keep_prefix=True, anchored=True),
     # pass alone, lower-case, with a quoted value (``pass: "…"``, ``{"pass": "…"}``); pass
     # or pwd ending a dotted name, also with one that is no count or path
     # (``mail.smtp.pass=…``, not ``results.pass=12`` or ``os.pwd=/app``).
