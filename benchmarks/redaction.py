@@ -90,6 +90,8 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "fly secrets set A=\" unclosed": lambda n: repeat('fly secrets set A="', n),
     "net use \\\\a ...": lambda n: repeat("net use \\\\a ", n),
     "put-parameter SecureString": lambda n: repeat("put-parameter SecureString ", n),
+    '"keyName": "key1", ...': lambda n: repeat('"keyName": "key1", ', n),
+    "LS0tLS1CRUdJTi (base64 PEM)": lambda n: repeat("LS0tLS1CRUdJTiBQUklWQVRFIEtF ", n),
 }
 
 

@@ -82,6 +82,15 @@ SERVICE_KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("shippo_token", ("shippo_live_", "shippo_test_"), "[a-f0-9]{40}(?![A-Za-z0-9_])"),
     ("square_token", ("sq0atp-", "sq0csp-"), "[A-Za-z0-9_-]{22,255}"),
     ("square_token", ("EAAA",), "[A-Za-z0-9_-]{56,255}"),
+    # A PEM private key in base64 ("-----BEGIN [RSA ]PRIVATE KEY", as a Kubernetes secret's
+    # tls.key or a kubeconfig's client-key-data holds it), and a Docker config (a
+    # registry's .dockerconfigjson: {"auths": …}).
+    ("private_key", ("LS0tLS1CRUdJTi",),
+     "(?:BQUklWQVRFIEtF|BSU0EgUFJJVkFURSBL|BFQyBQUklWQVRFIEtF|BEU0EgUFJJVkFURSBL"
+     "|BPUEVOU1NIIFBSSVZBVEUgS0VZ|BFTkNSWVBURUQgUFJJVkFURSBL|BQR1AgUFJJVkFURSBLRVkgQkxP)"
+     "[A-Za-z0-9+/]{16,16384}={0,2}"),
+    ("docker_auth", ("eyJhdXRocyI6", "ewoJImF1dGhz", "ewogICJhdXRocyI6"),
+     "[A-Za-z0-9+/]{16,16384}={0,2}"),
 )
 """Each kind of key, the prefixes its keys start with, and the rest of one after it."""
 

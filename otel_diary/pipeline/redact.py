@@ -106,6 +106,12 @@ BUILTIN_RULES: tuple[Rule, ...] = (
          r"[A-Za-z0-9_=-]{60,255}", (".atlasv1.",), keep_prefix=True),
     *(Rule("azure_storage_key", "(" + key + r")[A-Za-z0-9+/]{20,512}={0,2}", (key,),
            keep_prefix=True) for key in ("AccountKey=", "SharedAccessKey=")),
+    # Azure's keys as its CLI lists them (JSON): a storage account's ("keyName": …,
+    # "value": …), Cosmos DB's, Service Bus's and Event Hubs' ("primaryMasterKey": …).
+    Rule("azure_storage_key", r"(\"keyName\":[ \t]{0,4}\"(?:key|kerb)[12]\",[^{}]{0,96}?"
+         r"\"value\":[ \t]{0,4}\")[A-Za-z0-9+/]{86}==(?=\")", ('"keyName"',), keep_prefix=True),
+    Rule("azure_key", r"(\"(?:primary|secondary)(?:Readonly)?(?:Master)?Key\":[ \t]{0,4}\")"
+         r"[A-Za-z0-9+/]{40,86}={1,2}(?=\")", ('"primary', '"secondary'), keep_prefix=True),
     Rule("azure_sas", r"(sig=(?<=[?&;]sig=))[A-Za-z0-9%+/=_-]{16,512}", ("sig=",),
          keep_prefix=True),
     # The user may be empty (redis://:pw@host). MongoDB drivers take a password holding

@@ -164,6 +164,21 @@ EXAMPLES = [
      'PROXY_AUTH="Basic [REDACTED:authorization]" make'),
     ("npm_token", "//npm.example/:_auth=Y2k6Z2hwX2h1bnRlcjI=",
      "//npm.example/:_auth=[REDACTED:npm_token]"),
+    ("docker_auth", "  .dockerconfigjson: eyJhdXRocyI6eyJnaGNyLmlvIjp7ImF1dGgiOiJZMms2YUhWdWRHV"
+     "nlNZz09In19fQ==\n", "  .dockerconfigjson: [REDACTED:docker_auth]\n"),
+    ("private_key", "  tls.key: LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0tCk1JSUV2UUlCQURBTkJn\n"
+     "  tls.crt: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUM1ekNDQWMrZ0F3SUJBZ0lC",
+     "  tls.key: [REDACTED:private_key]\n"
+     "  tls.crt: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUM1ekNDQWMrZ0F3SUJBZ0lC"),
+    ("private_key", "client-key-data: LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQpNSUlFb3dJ",
+     "client-key-data: [REDACTED:private_key]"),
+    ("azure_storage_key", '[\n  {\n    "keyName": "key1",\n    "permissions": "FULL",\n'
+     '    "value": "TZhzvIwvKbJkb/hZ34k2sMvAy8s0wSsq6mziYF08mR5IsDqmSL0azpQ9J38qmTlKY2yi2Se1'
+     'Vj9OocBC+fw0dA=="\n  }\n]', '[\n  {\n    "keyName": "key1",\n    "permissions": '
+     '"FULL",\n    "value": "[REDACTED:azure_storage_key]"\n  }\n]'),
+    ("azure_key", '{"primaryMasterKey": "TZhzvIwvKbJkb/hZ34k2sMvAy8s0wSsq6mziYF08mR5IsDqmSL0azp'
+     'Q9J38qmTlKY2yi2Se1Vj9OocBC+fw0dA==", "primaryKey": "id"}',
+     '{"primaryMasterKey": "[REDACTED:azure_key]", "primaryKey": "id"}'),
     ("api_key", "GET /maps/api/geocode/json?address=x&key=Zq7xW2mK9pL4vN8r 200",
      "GET /maps/api/geocode/json?address=x&key=[REDACTED:api_key] 200"),
     ("password", "redis-cli -h cache -a hunter2secret ping",

@@ -97,6 +97,22 @@ def _private_key(draw: st.DrawFn) -> Drawn:
 
 
 @st.composite
+def _encoded(draw: st.DrawFn) -> Drawn:
+    """A secret kept in base64 (a Kubernetes secret's private key, a kubeconfig's, a
+    registry's Docker config), or an Azure key as its CLI lists it."""
+    block, _ = draw(_private_key())
+    config = json.dumps({"auths": {"ghcr.io": {"auth": draw(_chars(ALNUM, 8, 40))}}},
+                        separators=draw(st.sampled_from([(",", ":"), (", ", ": ")])))
+    encoded = base64.b64encode(draw(st.sampled_from([block, config])).encode()).decode()
+    key = base64.b64encode(draw(st.binary(min_size=64, max_size=64))).decode()
+    shape = draw(st.sampled_from([
+        "  tls.key: {}", "    client-key-data: {}", '"key.pem": "{}"', ".dockerconfigjson: {}",
+        '{{"keyName": "key1", "permissions": "FULL", "value": "{key}"}}',
+        '{{\n  "primaryMasterKey": "{key}",\n  "secondaryMasterKey": "x"}}']))
+    return (shape.format(encoded, key=key), [key if "{key}" in shape else encoded])
+
+
+@st.composite
 def _url_credentials(draw: st.DrawFn) -> Drawn:
     user = draw(_chars(ALNUM + "._-", 1, 16))
     password = draw(_chars(ALNUM + "!$*()_+-.~%", 6, 32))
@@ -276,6 +292,7 @@ FAMILIES: dict[str, st.SearchStrategy[Drawn]] = {
     "command_secret": _command_secret(),
     "webhook": _webhook(),
     "docker_auth": _docker_auth(),
+    "encoded": _encoded(),
 }
 """Family -> strategy drawing ``(text, secrets)``."""
 
