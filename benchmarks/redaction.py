@@ -92,6 +92,9 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "put-parameter SecureString": lambda n: repeat("put-parameter SecureString ", n),
     '"keyName": "key1", ...': lambda n: repeat('"keyName": "key1", ', n),
     "LS0tLS1CRUdJTi (base64 PEM)": lambda n: repeat("LS0tLS1CRUdJTiBQUklWQVRFIEtF ", n),
+    "password> repeated": lambda n: repeat("password>", n),
+    'key="a repeated': lambda n: repeat('key="a', n),
+    "ENV AAAA...": lambda n: repeat("ENV " + "A" * 50, n),
 }
 
 

@@ -126,6 +126,11 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("secret", r"(put-parameter" + token_start(13) + r"(?=[^\n;|&]{0,512}SecureString)"
      + _WORDS + r"[ \t]{1,4}--value(?:[ \t]{1,4}|=)(?P<q>[\"'])?)(?!-|fileb?://)"
      + MAYBE_QUOTED, ("put-parameter",)),
+    # A Dockerfile's ENV NAME VALUE (the form without "="), for a name ending as a secret's.
+    ("secret", r"(ENV" + token_start(3) + r"[ \t]{1,4}[A-Za-z0-9_]{0,60}"
+     r"(?:PASSWORD|PASSWD|PASSPHRASE|SECRET(?:_KEY)?|TOKEN|API_?KEY|ACCESS_KEY|PRIVATE_KEY|_PASS"
+     r"|_PWD)(?![A-Za-z0-9_])[ \t]{1,4}(?P<q>[\"'])?)(?![$\s]|\[REDACTED:)" + MAYBE_QUOTED,
+     ("ENV",)),
     # net use [Z:] \\host\share PASSWORD [/user:NAME], or /user:NAME PASSWORD (Windows; a
     # * asks for it).
     ("password", r"(net[ \t]{1,4}use" + token_start(7) + r"(?:[ \t]{1,4}(?:[A-Za-z]:|\*))?"

@@ -356,6 +356,16 @@ ANCHORED_RULES: tuple[Rule, ...] = (
         r"(?!\[REDACTED:|[A-Za-z0-9]{1,20}-[a-z]{2,20}ed(?![A-Za-z0-9-]))"
         r"(?=[^\s\"'`,;]{0,127}[0-9])(?=[^\s\"'`,;]{0,127}[A-Za-z])"
         r"[^\s\"'`,;]{6,128}"), ("passw", "passphrase"), keep_prefix=True, anchored=True),
+    # In XML: <password>…</password> (Maven's settings.xml), <apiKey>, <clientSecret>;
+    # and <add key="ClearTextPassword" value="…"/> (NuGet.config, .NET's appSettings).
+    Rule("secret", r"(?i)((?P<name>passw(?:or)?d|passphrase|secret|token|(?:(?<=api)|(?<=api[_-])"
+         r"|(?<=access)|(?<=private))key)>)(?!\$\{|\[REDACTED:)[^<>\r\n]{1,512}"
+         r"(?=</[\w.:-]{0,60}(?P=name)>)",
+         ("password>", "passwd>", "passphrase>", "secret>", "token>", "key>"),
+         keep_prefix=True, anchored=True),
+    Rule("secret", r"(?i)(key=\"[\w.:-]{0,60}(?:passw(?:or)?d|secret|token|api[-_]?key"
+         r"|access[-_]?key)\"[ \t]{1,4}value=\")(?![$%]|\[REDACTED:)[^\"\r\n]{1,512}(?=\")",
+         ('key="',), keep_prefix=True, anchored=True),
     # Cookie: and Set-Cookie: headers: session ids, to the line's end.
     Rule("cookie", (r"(?i)(\b(?:set-)?cookie[\"']?[ \t]{0,4}:[ \t]{0,4}[\"']?)"
                              r"[^\s\"'][^\r\n\"']{0,4095}"),

@@ -66,6 +66,7 @@ from otel_diary.pipeline.redact import redact
      "echo [REDACTED:password] | npx wrangler secret put STRIPE_KEY"),
     ("echo Hunter2Xyz | vercel env add DATABASE production",
      "echo [REDACTED:password] | vercel env add DATABASE production"),
+    ("Step 5/10 : ENV DB_PASSWORD Hunter2Xyz", "Step 5/10 : ENV DB_PASSWORD [REDACTED:secret]"),
 ])
 def test_the_value_a_command_is_given_is_redacted(text: str, expected: str) -> None:
     """Each tool's secret is replaced; the tool, its flags and its other words stay."""
@@ -90,6 +91,7 @@ def test_the_value_a_command_is_given_is_redacted(text: str, expected: str) -> N
     "net use \\\\files\\share /persistent:yes; net use \\\\files\\share * /user:bob",
     "fly secrets set DATABASE_URL=$DATABASE_URL EMPTY= -a app; fly secrets list",
     "heroku config:set NODE_ENV=production; notfly secrets set A=b",
+    "ENV PASSWORD_MIN_LENGTH 8; ENV MAX_TOKENS 300; ENV SECRET_KEY $SECRET_KEY; ENV APP prod",
 ])
 def test_commands_without_a_secret_stay_as_they_are(text: str) -> None:
     """A tool's other flags (a port, a thread count), a value it will prompt for, one a

@@ -176,6 +176,12 @@ EXAMPLES = [
      '    "value": "TZhzvIwvKbJkb/hZ34k2sMvAy8s0wSsq6mziYF08mR5IsDqmSL0azpQ9J38qmTlKY2yi2Se1'
      'Vj9OocBC+fw0dA=="\n  }\n]', '[\n  {\n    "keyName": "key1",\n    "permissions": '
      '"FULL",\n    "value": "[REDACTED:azure_storage_key]"\n  }\n]'),
+    ("secret", "<server><id>nexus</id><username>ci</username><password>S3cret Pw</password>",
+     "<server><id>nexus</id><username>ci</username><password>[REDACTED:secret]</password>"),
+    ("secret", "<apiKey>abc123XYZ</apiKey><Db.ClientSecret>x</Db.ClientSecret>",
+     "<apiKey>[REDACTED:secret]</apiKey><Db.ClientSecret>[REDACTED:secret]</Db.ClientSecret>"),
+    ("secret", '<add key="Username" value="ci" /><add key="ClearTextPassword" value="S3 Pw" />',
+     '<add key="Username" value="ci" /><add key="ClearTextPassword" value="[REDACTED:secret]" />'),
     ("azure_key", '{"primaryMasterKey": "TZhzvIwvKbJkb/hZ34k2sMvAy8s0wSsq6mziYF08mR5IsDqmSL0azp'
      'Q9J38qmTlKY2yi2Se1Vj9OocBC+fw0dA==", "primaryKey": "id"}',
      '{"primaryMasterKey": "[REDACTED:azure_key]", "primaryKey": "id"}'),
@@ -211,6 +217,10 @@ def test_each_family_becomes_its_marker(kind: str, text: str, expected: str) -> 
     "docker run -u 1000:1000 -p 8080:80 app && git push -u origin main",
     "fetched https://registry.npmjs.org:443/@types/node and http://host:8080/a@b",
     "docker login -u ci --password-stdin ghcr.io; pwd: /app; design sig=1",
+    "<key>CFBundleName</key><string>App</string><primaryKey>id</primaryKey><sortKey>n</sortKey>",
+    '<password>${env.NEXUS_PASSWORD}</password></password> tail</x><add key="Password" '
+    'value="%NUGET_PW%" /><add key="Timeout" value="30" />',
+    "  certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUM1ekNDQWMrZ0F3",
     r'body={\"password\": \"\"} next',
     "PASS: test_orders (0.01s) PWD=/app OLDPWD=/ TESTS_PASSED=12 BYPASS=1 DB_PASSES: 3",
     "--pass 3 -pass env:VAR sshpass -e ssh host; pass: 12 pwd: /app",

@@ -113,6 +113,19 @@ def _encoded(draw: st.DrawFn) -> Drawn:
 
 
 @st.composite
+def _config_file(draw: st.DrawFn) -> Drawn:
+    """A secret in a config file's own syntax: XML elements and NuGet's ``<add key=…>``, a
+    Dockerfile's ``ENV NAME VALUE``."""
+    value = draw(_chars(ALNUM, 1, 1)) + draw(_chars(PASSWORD_CHARS + " ", 5, 40)).rstrip()
+    shape = draw(st.sampled_from([
+        "<password>{}</password>", "<server><id>x</id><password>{}</password></server>",
+        "<apiKey>{}</apiKey>", "<clientSecret>{}</clientSecret>", "<db.passwd>{}</db.passwd>",
+        '<add key="ClearTextPassword" value="{}" />', '<add key="Stripe.ApiKey" value="{}"/>',
+        'ENV DB_PASSWORD "{}"', "Step 3/9 : ENV GITHUB_TOKEN '{}'"]))
+    return shape.format(value), [value]
+
+
+@st.composite
 def _url_credentials(draw: st.DrawFn) -> Drawn:
     user = draw(_chars(ALNUM + "._-", 1, 16))
     password = draw(_chars(ALNUM + "!$*()_+-.~%", 6, 32))
@@ -293,6 +306,7 @@ FAMILIES: dict[str, st.SearchStrategy[Drawn]] = {
     "webhook": _webhook(),
     "docker_auth": _docker_auth(),
     "encoded": _encoded(),
+    "config_file": _config_file(),
 }
 """Family -> strategy drawing ``(text, secrets)``."""
 
