@@ -131,6 +131,13 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      r"(?:PASSWORD|PASSWD|PASSPHRASE|SECRET(?:_KEY)?|TOKEN|API_?KEY|ACCESS_KEY|PRIVATE_KEY|_PASS"
      r"|_PWD)(?![A-Za-z0-9_])[ \t]{1,4}(?P<q>[\"'])?)(?![$\s]|\[REDACTED:)" + MAYBE_QUOTED,
      ("ENV",)),
+    # SQL: CREATE USER … [WITH] PASSWORD '…' (PostgreSQL), … IDENTIFIED [WITH plugin] BY
+    # '…' (MySQL, Oracle; in lower case after a quoted user: 'bob'@'%' identified by '…');
+    # a quote inside is doubled or escaped.
+    ("password", r"((?:PASSWORD|password) '|(?:IDENTIFIED|(?<=['\"`][ \t])identified)"
+     r"(?:[ \t]{1,4}(?:WITH|with)[ \t]{1,4}[A-Za-z0-9_]{1,64})?[ \t]{1,4}(?:BY|by)[ \t]{1,4}')"
+     r"(?!\[REDACTED:)(?:[^'\\\r\n]|''|\\[^\r\n]){1,512}(?=')",
+     ("PASSWORD '", "password '", "IDENTIFIED", "identified")),
     # net use [Z:] \\host\share PASSWORD [/user:NAME], or /user:NAME PASSWORD (Windows; a
     # * asks for it).
     ("password", r"(net[ \t]{1,4}use" + token_start(7) + r"(?:[ \t]{1,4}(?:[A-Za-z]:|\*))?"

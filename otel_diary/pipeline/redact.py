@@ -139,6 +139,16 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         r"[ \t]{0,4},|process\.env\." + SECRET_NAME + r"[ \t]{0,4}(?:\|\||\?\?))"
         r"[ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:)" + quoted("q")),
         ("getenv(", "get(", "fetch(", "setdefault(", "process.env."), keep_prefix=True),
+    # A user and a password given together in code: ``auth=("bob", "…")`` (requests),
+    # ``HTTPBasicAuth(``, ``NetworkCredential(``, ``smtp.login(``.
+    Rule("password", r"((?:auth=\(|(?:(?<=Basic)|(?<=Digest))Auth\(|NetworkCredential\(|\.login\()"
+         r"[ \t]{0,4}(?P<u>[\"'])"
+         r"[^\"'\r\n]{0,256}(?P=u)[ \t]{0,4},[ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:)" + quoted("q"),
+         ("auth=(", "Auth(", "NetworkCredential(", ".login("), keep_prefix=True),
+    # An output Terraform keeps sensitive, as `terraform output -json` shows it.
+    Rule("secret", r"(\"sensitive\":[ \t]{0,4}true,[^{}]{0,96}?\"value\":[ \t]{0,4}\")"
+         r"(?!\[REDACTED:)(?:[^\"\\\r\n]|\\[^\r\n]){1,4096}(?=\")", ('"sensitive"',),
+         keep_prefix=True),
 )
 """The case-sensitive families, each scanned by the regex engine from its literal prefix."""
 
@@ -243,7 +253,7 @@ def _assignment(keys: tuple[str, ...]) -> str:
         r"(?:\\{0,7}[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}"
         r"(?:(?<=:)(?:[ \t]{0,4}\r?\n)(?:[ \t]{0,8}-[ \t]{1,4}"
         r"|[ \t]{1,8}(?:[A-Za-z0-9_-]{1,40}:[ \t]{1,4})?))?)"
-        r"(?!(?:\\{0,7}[\"'])?\[REDACTED:|[=>])"
+        r"(?!(?:\\{0,7}[\"'])?\[REDACTED:|[=>]|[{\[](?![^\s\"'`]))"
         r"(?:" + _QUOTED_VALUE + "|" + CALL + r"|(?!\\[\"'])[^\s\"'`]{1,512}"
         r"(?:(?:(?<=[:=])[ \t]{0,4}|[ \t]{1,4}(?::=|=>|[:=])[ \t]{0,4})"
         r"(?:(?P<inner>[\"'])" + quoted("inner") + r"(?P=inner)?|[^\s\"'`]{1,512}))?)"

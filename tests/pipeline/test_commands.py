@@ -67,6 +67,12 @@ from otel_diary.pipeline.redact import redact
     ("echo Hunter2Xyz | vercel env add DATABASE production",
      "echo [REDACTED:password] | vercel env add DATABASE production"),
     ("Step 5/10 : ENV DB_PASSWORD Hunter2Xyz", "Step 5/10 : ENV DB_PASSWORD [REDACTED:secret]"),
+    ("psql -c \"CREATE ROLE app LOGIN PASSWORD 'it''s Hunter2'\"",
+     "psql -c \"CREATE ROLE app LOGIN PASSWORD '[REDACTED:password]'\""),
+    ("ALTER USER 'bob'@'%' IDENTIFIED WITH mysql_native_password BY 'Hunter2Xyz';",
+     "ALTER USER 'bob'@'%' IDENTIFIED WITH mysql_native_password BY '[REDACTED:password]';"),
+    ("create user 'bob'@'localhost' identified by 'Hunter2Xyz'",
+     "create user 'bob'@'localhost' identified by '[REDACTED:password]'"),
 ])
 def test_the_value_a_command_is_given_is_redacted(text: str, expected: str) -> None:
     """Each tool's secret is replaced; the tool, its flags and its other words stay."""
@@ -92,6 +98,7 @@ def test_the_value_a_command_is_given_is_redacted(text: str, expected: str) -> N
     "fly secrets set DATABASE_URL=$DATABASE_URL EMPTY= -a app; fly secrets list",
     "heroku config:set NODE_ENV=production; notfly secrets set A=b",
     "ENV PASSWORD_MIN_LENGTH 8; ENV MAX_TOKENS 300; ENV SECRET_KEY $SECRET_KEY; ENV APP prod",
+    "The regression was identified by 'git bisect'; ALTER USER app PASSWORD NULL",
 ])
 def test_commands_without_a_secret_stay_as_they_are(text: str) -> None:
     """A tool's other flags (a port, a thread count), a value it will prompt for, one a

@@ -182,6 +182,15 @@ EXAMPLES = [
      "<apiKey>[REDACTED:secret]</apiKey><Db.ClientSecret>[REDACTED:secret]</Db.ClientSecret>"),
     ("secret", '<add key="Username" value="ci" /><add key="ClearTextPassword" value="S3 Pw" />',
      '<add key="Username" value="ci" /><add key="ClearTextPassword" value="[REDACTED:secret]" />'),
+    ("password", 'requests.get(url, auth=("bob", "S3cret Pw")); HTTPBasicAuth(\'bob\', \'x1\')',
+     'requests.get(url, auth=("bob", "[REDACTED:password]")); '
+     "HTTPBasicAuth('bob', '[REDACTED:password]')"),
+    ("password", 'smtp.login("bob@example.com", "S3cretPw")',
+     'smtp.login("bob@example.com", "[REDACTED:password]")'),
+    ("secret", '{\n  "db_password": {\n    "sensitive": true,\n    "type": "string",\n'
+     '    "value": "S3cret\\"Pw"\n  }\n}',
+     '{\n  "db_password": {\n    "sensitive": true,\n    "type": "string",\n'
+     '    "value": "[REDACTED:secret]"\n  }\n}'),
     ("azure_key", '{"primaryMasterKey": "TZhzvIwvKbJkb/hZ34k2sMvAy8s0wSsq6mziYF08mR5IsDqmSL0azp'
      'Q9J38qmTlKY2yi2Se1Vj9OocBC+fw0dA==", "primaryKey": "id"}',
      '{"primaryMasterKey": "[REDACTED:azure_key]", "primaryKey": "id"}'),
@@ -221,6 +230,9 @@ def test_each_family_becomes_its_marker(kind: str, text: str, expected: str) -> 
     '<password>${env.NEXUS_PASSWORD}</password></password> tail</x><add key="Password" '
     'value="%NUGET_PW%" /><add key="Timeout" value="30" />',
     "  certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUM1ekNDQWMrZ0F3",
+    'server.login(user, password); auth=("bob", os.environ["PW"]); '
+    '{"url": {"sensitive": false, "type": "string", "value": "https://x"}}',
+    "const User = new Schema({\n  password: {\n    type: String,\n    required: true\n  }\n})",
     r'body={\"password\": \"\"} next',
     "PASS: test_orders (0.01s) PWD=/app OLDPWD=/ TESTS_PASSED=12 BYPASS=1 DB_PASSES: 3",
     "--pass 3 -pass env:VAR sshpass -e ssh host; pass: 12 pwd: /app",

@@ -113,15 +113,21 @@ def _encoded(draw: st.DrawFn) -> Drawn:
 
 
 @st.composite
-def _config_file(draw: st.DrawFn) -> Drawn:
-    """A secret in a config file's own syntax: XML elements and NuGet's ``<add key=…>``, a
-    Dockerfile's ``ENV NAME VALUE``."""
+def _in_syntax(draw: st.DrawFn) -> Drawn:
+    """A secret in a format's or a language's own syntax: XML elements and NuGet's ``<add
+    key=…>``, a Dockerfile's ``ENV NAME VALUE``, SQL, a user and password in code, a
+    sensitive Terraform output."""
     value = draw(_chars(ALNUM, 1, 1)) + draw(_chars(PASSWORD_CHARS + " ", 5, 40)).rstrip()
     shape = draw(st.sampled_from([
         "<password>{}</password>", "<server><id>x</id><password>{}</password></server>",
         "<apiKey>{}</apiKey>", "<clientSecret>{}</clientSecret>", "<db.passwd>{}</db.passwd>",
         '<add key="ClearTextPassword" value="{}" />', '<add key="Stripe.ApiKey" value="{}"/>',
-        'ENV DB_PASSWORD "{}"', "Step 3/9 : ENV GITHUB_TOKEN '{}'"]))
+        'ENV DB_PASSWORD "{}"', "Step 3/9 : ENV GITHUB_TOKEN '{}'",
+        "CREATE USER app WITH PASSWORD '{}';", "ALTER USER 'bob'@'%' IDENTIFIED BY '{}'",
+        "CREATE USER scott IDENTIFIED WITH caching_sha2_password BY '{}'",
+        'requests.get(url, auth=("bob", "{}"))', "HTTPBasicAuth('bob', '{}')",
+        'smtp.login("bob@example.com", "{}")', 'new NetworkCredential("bob", "{}")',
+        '{{"db": {{"sensitive": true, "type": "string", "value": "{}"}}}}']))
     return shape.format(value), [value]
 
 
@@ -306,7 +312,7 @@ FAMILIES: dict[str, st.SearchStrategy[Drawn]] = {
     "webhook": _webhook(),
     "docker_auth": _docker_auth(),
     "encoded": _encoded(),
-    "config_file": _config_file(),
+    "syntax": _in_syntax(),
 }
 """Family -> strategy drawing ``(text, secrets)``."""
 
