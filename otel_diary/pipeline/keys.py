@@ -123,6 +123,31 @@ def key_runs(text: str) -> str:
     return " ".join(found)
 
 
+_IN_QUERY = re.compile(r"[?&][A-Za-z0-9_.-]{0,64}\Z")
+"""What a URL's query parameter's name follows, up to the key."""
+_QUERY_REST = re.compile("[&#]")
+_SETTINGS = ("--set", "--set-string", "--set-env-vars", "--update-env-vars")
+"""Flags taking a list of settings: ``helm --set a=1,b=2``, ``gcloud --set-env-vars``."""
+_SETTINGS_GLUED = tuple(flag + "=" for flag in _SETTINGS)
+_SETTING_REST = re.compile(r"(?<!\\),")
+
+
+def value_end(text: str, start: int) -> re.Pattern[str] | None:
+    """What ends the value of the key at ``start``, before white space does: the next
+    parameter of a URL's query (``?api_key=…&page=2``: ``&`` or ``#``), or the next setting
+    of a list (``helm --set a=1,db.password=…,b=2``: an unescaped ``,``)."""
+    if _IN_QUERY.search(text, max(0, start - 65), start):
+        return _QUERY_REST
+    low = max(0, start - 2048)
+    space = max(text.rfind(" ", low, start), text.rfind("\t", low, start))
+    if space < 0 and low:
+        return None  # the word is longer than a list of settings is
+    if text.endswith(_SETTINGS, max(0, space - 19), max(0, space)) \
+            or text.startswith(_SETTINGS_GLUED, space + 1):
+        return _SETTING_REST
+    return None
+
+
 def token_start(prefix_length: int) -> str:
     """Asserts that the ``prefix_length`` characters just matched start a token.
 

@@ -31,6 +31,7 @@ from otel_diary.pipeline.keys import (
     redact_private_keys,
     reference,
     token_start,
+    value_end,
 )
 from otel_diary.pipeline.rule import Rule
 from otel_diary.text import clean
@@ -275,18 +276,14 @@ class _AssignmentRule(Rule):
             end = match.end("fq") - match.start()  # but the literal it falls back to
             return match.group(0)[:end] + mark + groups["fq"]
         start, value, end = match.start(), match.end("head"), match.end()
-        if not groups.get("quote") and _IN_QUERY.search(match.string, max(0, start - 65), start):
-            # a URL's query parameter (?api_key=…&page=2): the value ends at the next one
-            rest = _QUERY_REST.search(match.string, value, end)
+        ends = None if groups.get("quote") else value_end(match.string, start)
+        if ends is not None:  # at the next parameter of a URL's query, or setting of a list
+            rest = ends.search(match.string, value, end)
             if rest is not None:
                 return match.group(0) if rest.start() == value else \
                     groups["head"] + mark + match.string[rest.start():end]
         return groups["head"] + (groups.get("escaped") or groups.get("quote") or "") + mark
 
-
-_IN_QUERY = re.compile(r"[?&][A-Za-z0-9_.-]{0,64}\Z")
-"""What a URL's query parameter's name follows, up to the key."""
-_QUERY_REST = re.compile("[&#]")
 
 
 FLAG_RULES: tuple[Rule, ...] = (

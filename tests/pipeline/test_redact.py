@@ -266,11 +266,19 @@ def test_prose_and_build_output_stay_as_they_are(text: str) -> None:
      "wss://x.example/socket?access_token=[REDACTED:token]#x"),
     ("https://x.example/login?password=&user=bob", None),
     ("DB_PASSWORD=a&b=c next", "DB_PASSWORD=[REDACTED:password] next"),
+    ("helm upgrade app . --set image.tag=1.2,auth.token=Zq7xW2mK9pL4,replicas=3 --wait",
+     "helm upgrade app . --set image.tag=1.2,auth.token=[REDACTED:token],replicas=3 --wait"),
+    ("helm install db . --set-string db.password=ab\\,cd,db.user=bob",
+     "helm install db . --set-string db.password=[REDACTED:password],db.user=bob"),
+    ("gcloud run deploy api --set-env-vars=MODE=prod,API_KEY=Zq7xW2mK9pL4,REGION=eu",
+     "gcloud run deploy api --set-env-vars=MODE=prod,API_KEY=[REDACTED:api_key],REGION=eu"),
+    ("DB_PASSWORD=a,b,c next", "DB_PASSWORD=[REDACTED:password] next"),
 ])
 def test_a_query_parameters_value_ends_at_the_next_parameter(text: str,
                                                             expected: str | None) -> None:
-    """In a URL's query the value ends at ``&`` or ``#``: the parameters after it stay,
-    and an empty value is none; elsewhere ``&`` may be part of a password."""
+    """In a URL's query the value ends at ``&`` or ``#``, in a list of settings (``helm
+    --set``, ``gcloud --set-env-vars``) at an unescaped ``,``: the parameters after it stay,
+    and an empty value is none; elsewhere ``&`` and ``,`` may be part of a password."""
     assert redact(text) == (text if expected is None else expected)
 
 
