@@ -95,6 +95,8 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "password> repeated": lambda n: repeat("password>", n),
     'key="a repeated': lambda n: repeat('key="a', n),
     "ENV AAAA...": lambda n: repeat("ENV " + "A" * 50, n),
+    "name: aaaa... (no secret)": lambda n: repeat("name: " + "a" * 60, n),
+    '"name": "DB_PASSWORD", "a": "b"': lambda n: repeat('"name": "DB_PASSWORD", "a": "b", ', n),
 }
 
 

@@ -18,6 +18,7 @@ from itertools import compress
 from urllib.parse import urlsplit, urlunsplit
 
 from otel_diary.pipeline.commands import COMMAND_RULES
+from otel_diary.pipeline.formats import FORMAT_ANCHORED, FORMAT_RULES
 from otel_diary.pipeline.keys import (
     CALL,
     MARK,
@@ -107,12 +108,6 @@ BUILTIN_RULES: tuple[Rule, ...] = (
          r"[A-Za-z0-9_=-]{60,255}", (".atlasv1.",), keep_prefix=True),
     *(Rule("azure_storage_key", "(" + key + r")[A-Za-z0-9+/]{20,512}={0,2}", (key,),
            keep_prefix=True) for key in ("AccountKey=", "SharedAccessKey=")),
-    # Azure's keys as its CLI lists them (JSON): a storage account's ("keyName": …,
-    # "value": …), Cosmos DB's, Service Bus's and Event Hubs' ("primaryMasterKey": …).
-    Rule("azure_storage_key", r"(\"keyName\":[ \t]{0,4}\"(?:key|kerb)[12]\",[^{}]{0,96}?"
-         r"\"value\":[ \t]{0,4}\")[A-Za-z0-9+/]{86}==(?=\")", ('"keyName"',), keep_prefix=True),
-    Rule("azure_key", r"(\"(?:primary|secondary)(?:Readonly)?(?:Master)?Key\":[ \t]{0,4}\")"
-         r"[A-Za-z0-9+/]{40,86}={1,2}(?=\")", ('"primary', '"secondary'), keep_prefix=True),
     Rule("azure_sas", r"(sig=(?<=[?&;]sig=))[A-Za-z0-9%+/=_-]{16,512}", ("sig=",),
          keep_prefix=True),
     # The user may be empty (redis://:pw@host). MongoDB drivers take a password holding
@@ -132,6 +127,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
          r"://" + _USER + r":)(?!\[REDACTED:)[^\s\"'<>@:]{1,256}(?=@)",
          ("mysql", "mariadb", "postgres", "redis", "amqp"), keep_prefix=True),
     *COMMAND_RULES,
+    *FORMAT_RULES,
     # A default code gives a secret it reads from the environment (``os.getenv(
     # "DB_PASSWORD", "hunter2")``, ``ENV.fetch('API_TOKEN', '…')``, ``process.env.
     # DB_PASSWORD || "hunter2"``): a traceback's source line may show one.
@@ -146,10 +142,6 @@ BUILTIN_RULES: tuple[Rule, ...] = (
          r"[ \t]{0,4}(?P<u>[\"'])"
          r"[^\"'\r\n]{0,256}(?P=u)[ \t]{0,4},[ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:)" + quoted("q"),
          ("auth=(", "Auth(", "NetworkCredential(", ".login("), keep_prefix=True),
-    # An output Terraform keeps sensitive, as `terraform output -json` shows it.
-    Rule("secret", r"(\"sensitive\":[ \t]{0,4}true,[^{}]{0,96}?\"value\":[ \t]{0,4}\")"
-         r"(?!\[REDACTED:)(?:[^\"\\\r\n]|\\[^\r\n]){1,4096}(?=\")", ('"sensitive"',),
-         keep_prefix=True),
 )
 """The case-sensitive families, each scanned by the regex engine from its literal prefix."""
 
@@ -253,7 +245,9 @@ def _assignment(keys: tuple[str, ...]) -> str:
         + r"[A-Za-z0-9_.-]{0,40}"
         r"(?:\\{0,7}[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}"
         r"(?:(?<=:)(?:[ \t]{0,4}\r?\n)(?:[ \t]{0,8}-[ \t]{1,4}"
-        r"|[ \t]{1,8}(?:[A-Za-z0-9_-]{1,40}:[ \t]{1,4})?))?)"
+        r"|[ \t]{1,8}(?:[A-Za-z0-9_-]{1,40}:[ \t]{1,4})?)|\{[ \t]{0,4}(?P<nested>\\{0,7}[\"'])"
+        r"(?:value|secret|password|token|key|data)(?P=nested)[ \t]{0,4}:[ \t]{0,4}"
+        r"(?=\\{0,7}[\"']))?)"
         r"(?!(?:\\{0,7}[\"'])?\[REDACTED:|[=>]|[{\[](?![^\s\"'`]))"
         r"(?:" + _QUOTED_VALUE + "|" + CALL + r"|(?!\\[\"'])[^\s\"'`]{1,512}"
         r"(?:(?:(?<=[:=])[ \t]{0,4}|[ \t]{1,4}(?::=|=>|[:=])[ \t]{0,4})"
@@ -363,16 +357,7 @@ ANCHORED_RULES: tuple[Rule, ...] = (
         r"(?!\[REDACTED:|[A-Za-z0-9]{1,20}-[a-z]{2,20}ed(?![A-Za-z0-9-]))"
         r"(?=[^\s\"'`,;]{0,127}[0-9])(?=[^\s\"'`,;]{0,127}[A-Za-z])"
         r"[^\s\"'`,;]{6,128}"), ("passw", "passphrase"), keep_prefix=True, anchored=True),
-    # In XML: <password>…</password> (Maven's settings.xml), <apiKey>, <clientSecret>;
-    # and <add key="ClearTextPassword" value="…"/> (NuGet.config, .NET's appSettings).
-    Rule("secret", r"(?i)((?P<name>passw(?:or)?d|passphrase|secret|token|(?:(?<=api)|(?<=api[_-])"
-         r"|(?<=access)|(?<=private))key)>)(?!\$\{|\[REDACTED:)[^<>\r\n]{1,512}"
-         r"(?=</[\w.:-]{0,60}(?P=name)>)",
-         ("password>", "passwd>", "passphrase>", "secret>", "token>", "key>"),
-         keep_prefix=True, anchored=True),
-    Rule("secret", r"(?i)(key=\"[\w.:-]{0,60}(?:passw(?:or)?d|secret|token|api[-_]?key"
-         r"|access[-_]?key)\"[ \t]{1,4}value=\")(?![$%]|\[REDACTED:)[^\"\r\n]{1,512}(?=\")",
-         ('key="',), keep_prefix=True, anchored=True),
+    *FORMAT_ANCHORED,
     # Cookie: and Set-Cookie: headers: session ids, to the line's end.
     Rule("cookie", (r"(?i)(\b(?:set-)?cookie[\"']?[ \t]{0,4}:[ \t]{0,4}[\"']?)"
                              r"[^\s\"'][^\r\n\"']{0,4095}"),

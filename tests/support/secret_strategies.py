@@ -116,7 +116,7 @@ def _encoded(draw: st.DrawFn) -> Drawn:
 def _in_syntax(draw: st.DrawFn) -> Drawn:
     """A secret in a format's or a language's own syntax: XML elements and NuGet's ``<add
     key=…>``, a Dockerfile's ``ENV NAME VALUE``, SQL, a user and password in code, a
-    sensitive Terraform output."""
+    sensitive Terraform output, a container's environment, an SSM parameter."""
     value = draw(_chars(ALNUM, 1, 1)) + draw(_chars(PASSWORD_CHARS + " ", 5, 40)).rstrip()
     shape = draw(st.sampled_from([
         "<password>{}</password>", "<server><id>x</id><password>{}</password></server>",
@@ -127,7 +127,10 @@ def _in_syntax(draw: st.DrawFn) -> Drawn:
         "CREATE USER scott IDENTIFIED WITH caching_sha2_password BY '{}'",
         'requests.get(url, auth=("bob", "{}"))', "HTTPBasicAuth('bob', '{}')",
         'smtp.login("bob@example.com", "{}")', 'new NetworkCredential("bob", "{}")',
-        '{{"db": {{"sensitive": true, "type": "string", "value": "{}"}}}}']))
+        '{{"db": {{"sensitive": true, "type": "string", "value": "{}"}}}}',
+        '- name: DB_PASSWORD\n  value: "{}"', '{{"name": "API_TOKEN", "value": "{}"}}',
+        '{{"Name": "/app/db/password", "Type": "SecureString", "Value": "{}"}}',
+        '{{"password": {{"value": "{}"}}}}']))
     return shape.format(value), [value]
 
 
