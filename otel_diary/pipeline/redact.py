@@ -14,7 +14,6 @@ import binascii
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from itertools import compress
 from urllib.parse import urlsplit, urlunsplit
 
 from otel_diary.pipeline.commands import COMMAND_RULES
@@ -458,25 +457,39 @@ class SecretRedactor:
             if rule.needles[0] in words:  # each is in a long word (and has one needle)
                 text = rule.pattern.sub(rule.replace, text)
         text = _redact_literal(text)
-        text = _redact_anchored(text, ANCHORED_RULES)
+        text = _redact_anchored(text)
         for rule in self._extra:
             text = rule.pattern.sub(rule.replace, text)
         return text
 
 
+def _by_first(needles: tuple[str, ...]) -> dict[str, tuple[tuple[int, str], ...]]:
+    """``needles`` (with their indices) by their first character: a text is searched only
+    for the needles starting with one of its characters (a name or an id has few)."""
+    found: dict[str, list[tuple[int, str]]] = {}
+    for index, needle in enumerate(needles):
+        found.setdefault(needle[0], []).append((index, needle))
+    return {first: tuple(indexed) for first, indexed in found.items()}
+
+
 _NEEDLES = tuple(needle for rule in _LITERAL_RULES for needle in rule.needles)
 _RULE_OF = tuple(rule for rule in _LITERAL_RULES for _ in rule.needles)
-"""Each case-sensitive rule's needles, in the rules' order, and the rule of each."""
+_NEEDLES_BY_FIRST = _by_first(_NEEDLES)
+"""Each case-sensitive rule's needles, in the rules' order, the rule of each, and their
+indices by first character."""
 
 
 def _redact_literal(text: str) -> str:
     """Apply each case-sensitive rule to ``text`` if it holds one of the rule's needles
-    (every match starts with one: the scan is skipped). The needles are looked for in C,
-    and again after a rule changed the text (its marker may be a later rule's needle)."""
+    (every match starts with one: the scan is skipped), in the rules' order. The needles
+    are looked for again after a rule changed the text (its marker may be a later rule's
+    needle)."""
     start, done = 0, None
-    while start < len(_NEEDLES):
-        found = map(text.__contains__, _NEEDLES[start:])
-        for index in compress(range(start, len(_NEEDLES)), found):
+    while True:
+        found = sorted(index for first in _NEEDLES_BY_FIRST.keys() & set(text)
+                       for index, needle in _NEEDLES_BY_FIRST[first]
+                       if index >= start and needle in text)
+        for index in found:
             rule = _RULE_OF[index]
             if rule is not done:  # a rule is tried once, whichever of its needles is found
                 done, changed = rule, rule.pattern.sub(rule.replace, text)
@@ -485,7 +498,6 @@ def _redact_literal(text: str) -> str:
                     break
         else:
             return text
-    return text
 
 
 _SEPARATED = re.compile(r"(?i)[a-z0-9_.-]{0,52}(?:\\{0,7}[\"'])?[ \t]{0,4}[:=]")
@@ -493,19 +505,28 @@ _SEPARATED = re.compile(r"(?i)[a-z0-9_.-]{0,52}(?:\\{0,7}[\"'])?[ \t]{0,4}[:=]")
 a needle without one ("the build passed") is passed over: a reader compiles none."""
 
 
-def _redact_anchored(text: str, rules: tuple[Rule, ...]) -> str:
-    """Apply case-insensitive ``rules`` at their needles' positions, leftmost match first."""
+_ANCHORED_NEEDLES = tuple(needle for rule in ANCHORED_RULES for needle in rule.needles)
+_ANCHORED_OF = tuple(index for index, rule in enumerate(ANCHORED_RULES) for _ in rule.needles)
+_ANCHORED_BY_FIRST = _by_first(_ANCHORED_NEEDLES)
+"""Each case-insensitive rule's needles, the index of the rule of each, and their indices
+by first character."""
+
+
+def _redact_anchored(text: str) -> str:
+    """Apply the case-insensitive rules at their needles' positions, leftmost match first
+    (a text is searched only for the needles starting with one of its characters)."""
+    rules = ANCHORED_RULES
     lowered = text.lower()
     if len(lowered) != len(text):  # a character changed length when lower-cased
         for rule in rules:
             text = rule.pattern.sub(rule.replace, text)
         return text
     candidates: list[tuple[int, int]] = []
-    for index, rule in enumerate(rules):
-        for needle in rule.needles:
+    for first in _ANCHORED_BY_FIRST.keys() & set(lowered):
+        for which, needle in _ANCHORED_BY_FIRST[first]:
             position = lowered.find(needle)
             while position >= 0:
-                candidates.append((position, index))
+                candidates.append((position, _ANCHORED_OF[which]))
                 position = lowered.find(needle, position + 1)
     if not candidates:
         return text
