@@ -14,8 +14,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from otel_diary.pipeline.keys import MARK, MAYBE_QUOTED, quoted, token_start
+from otel_diary.pipeline.keys import MARK, quoted, token_start
 from otel_diary.pipeline.rule import Rule
+
+_VALUE = "(?(q)" + quoted("q") + r"|[^\s\"';|&]{1,512})"
+"""A value after an opening quote that may be there (group ``q``): quoted, as
+:func:`keys.quoted` says, else a shell word, which ``;``, ``|`` and ``&`` end."""
 
 _WORDS = r"(?:[ \t]{1,4}[^\s;|&]{1,256}){0,6}?"
 """Up to six words of the same command (not past ``;``, ``|`` or ``&``), as few as will do."""
@@ -25,7 +29,7 @@ def _given(tool: str, flag: str, rest: str = "") -> str:
     """``tool`` (then ``rest`` of its name: a family of tools is one needle), a few
     words, then ``flag``, a space and the value (not another flag)."""
     return ("(" + re.escape(tool) + token_start(len(tool)) + rest + _WORDS + r"[ \t]{1,4}"
-            + flag + r"[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + MAYBE_QUOTED)
+            + flag + r"[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + _VALUE)
 
 
 _PIPED_TO = (r"(?=(?(q)[\"'])[ \t]{0,4}\|[ \t]{0,4}(?:chpasswd|sudo[ \t]{1,4}"
@@ -43,18 +47,18 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # curl -u user:password (not a numeric uid:gid, as docker run -u gives, nor a URL).
     *(("password",
        "(" + flag + r"(?<=[ \t]" + flag + r")(?:[ \t]{1,4}|=)(?P<q>[\"'])?"
-       r"(?![0-9]{1,10}:[0-9]{1,10}(?![^\s\"']))[^\s:\"']{1,256}:)(?!//)" + MAYBE_QUOTED,
+       r"(?![0-9]{1,10}:[0-9]{1,10}(?![^\s\"']))[^\s:\"']{1,256}:)(?!//)" + _VALUE,
        (flag,)) for flag in ("-u", "--user")),
     # openssl ... -pass pass:password (also -passin, -passout, -password)
     ("password", r"(-pass" + token_start(5) + r"(?:in|out|word)?[ \t]{1,4}"
-     r"(?P<q>[\"'])?pass:)" + MAYBE_QUOTED, ("-pass",)),
+     r"(?P<q>[\"'])?pass:)" + _VALUE, ("-pass",)),
     # sshpass -p password
     ("password", r"(sshpass" + token_start(7) + r"[ \t]{1,4}-p[ \t]{0,4}(?P<q>[\"'])?)"
-     r"(?!-)" + MAYBE_QUOTED, ("sshpass",)),
+     r"(?!-)" + _VALUE, ("sshpass",)),
     # mysql [options] -ppassword (the password glued to -p; "-p db" asks for one).
     *(("password",
        "(" + tool + token_start(len(tool)) + rest + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
-       r"[ \t]{1,4}-p(?P<q>[\"'])?)(?![-\s])" + MAYBE_QUOTED,
+       r"[ \t]{1,4}-p(?P<q>[\"'])?)(?![-\s])" + _VALUE,
        (tool,)) for tool, rest in (("mysql", "(?:dump|admin)?"), ("mariadb", ""))),
     # docker login [registry] [-u user] -p password: at most three words in between (the
     # match starts at login, one needle for every tool, after one space or tab).
@@ -62,74 +66,76 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      "(login(?:" + "|".join(rf"(?<=(?<![A-Za-z0-9_.-]){tool}[ \t]login)" for tool in (
          "docker", "podman", "buildah", "skopeo", "nerdctl", "oras", "helm registry", "az",
          "cf")) + r")(?:[ \t]{1,4}[^\s]{1,256}){0,3}?[ \t]{1,4}-p(?:[ \t]{1,4}|=)"
-     r"(?P<q>[\"'])?)(?!-)" + MAYBE_QUOTED, ("login",)),
+     r"(?P<q>[\"'])?)(?!-)" + _VALUE, ("login",)),
     # redis-cli -a password (or --pass password), gh secret set NAME --body value, and
     # kubectl create secret ... --from-literal=NAME=value.
     ("password", r"(redis-cli" + token_start(9) + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
-     r"[ \t]{1,4}(?:-a|--pass)[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + MAYBE_QUOTED, ("redis-cli",)),
+     r"[ \t]{1,4}(?:-a|--pass)[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + _VALUE, ("redis-cli",)),
     ("secret", r"(gh secret set" + token_start(13) + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
-     r"[ \t]{1,4}(?:--body(?:[ \t]{1,4}|=)|-b[ \t]{0,4})(?P<q>[\"'])?)(?!-)" + MAYBE_QUOTED,
+     r"[ \t]{1,4}(?:--body(?:[ \t]{1,4}|=)|-b[ \t]{0,4})(?P<q>[\"'])?)(?!-)" + _VALUE,
      ("gh secret set",)),
-    ("secret", r"(--from-literal=[A-Za-z0-9_.-]{1,253}=(?P<q>[\"'])?)" + MAYBE_QUOTED,
+    ("secret", r"(--from-literal=[A-Za-z0-9_.-]{1,253}=(?P<q>[\"'])?)" + _VALUE,
      ("--from-literal=",)),
     # aws configure set aws_secret_access_key VALUE (a token, a key, a password too).
     ("secret", r"(aws configure set" + token_start(17) + r"[ \t]{1,4}"
      r"(?:[A-Za-z0-9_-]{1,64}\.){0,2}[A-Za-z0-9_]{0,40}(?:secret|token|key|password)"
      r"[A-Za-z0-9_]{0,40}"
-     r"[ \t]{1,4}(?P<q>[\"'])?)(?![\"']?\[REDACTED:)" + MAYBE_QUOTED, ("aws configure set",)),
+     r"[ \t]{1,4}(?P<q>[\"'])?)(?![\"']?\[REDACTED:)" + _VALUE, ("aws configure set",)),
     # keytool and jarsigner: -storepass VALUE, -keypass VALUE (-storepass:env NAME names one)
     # (the match starts at the needle, after the dash and the side: one needle each).
     *(("password", "(" + what + "(?:" + "|".join(
         rf"(?<=(?<![A-Za-z0-9_-])-{side}{what})" for side in ("", "src", "dest"))
-       + r")[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + MAYBE_QUOTED, (what,))
+       + r")[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + _VALUE, (what,))
       for what in ("storepass", "keypass")),
     # A password a tool takes after its own flag: sqlcmd -P, mongosh -p, ldapsearch -w,
-    # openssl enc -k, zip -P, ssh-keygen -N (the new passphrase; -P the old).
+    # openssl enc -k, zip -P, ssh-keygen -N (the new passphrase; -P the old), and ngrok's
+    # authtoken, wandb login's key (a word of their own).
     *(("password", _given(tool, flag, rest), (tool,)) for tool, flag, rest in (
         ("sqlcmd", "-P", ""), ("bcp", "-P", ""),
         ("mongo", "-p", "(?:sh|dump|restore|export|import)?"),
         ("ldap", "-w", "(?:search|add|modify|delete|passwd|whoami)"),
         ("openssl", "-k", ""), ("zip", "-P", ""), ("unzip", "-P", ""),
-        ("ssh-keygen", "-[NP]", ""))),
+        ("ssh-keygen", "-[NP]", ""), ("ngrok", "(?:add-)?authtoken", ""),
+        ("wandb", "login", ""))),
     # 7z a -pPASSWORD archive.7z (7za, 7zz, 7zr; glued, as mysql's).
     ("password", "(7z" + token_start(2) + r"[azr]?" + _WORDS + r"[ \t]{1,4}-p(?P<q>[\"'])?)"
-     r"(?![-\s])" + MAYBE_QUOTED, ("7z",)),
+     r"(?![-\s])" + _VALUE, ("7z",)),
     # mc alias set NAME URL ACCESS_KEY SECRET_KEY (MinIO's client; the match starts at
     # alias, after "mc ").
     ("secret", r"(alias(?<=(?<![A-Za-z0-9_.-])mc[ \t]alias)[ \t]{1,4}set(?:[ \t]{1,4}"
-     r"[^\s;|&]{1,256}){3}[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + MAYBE_QUOTED, ("alias",)),
+     r"[^\s;|&]{1,256}){3}[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + _VALUE, ("alias",)),
     # rabbitmqctl add_user NAME PASSWORD (and change_password, authenticate_user).
     ("password", r"(rabbitmqctl" + token_start(11) + _WORDS + r"[ \t]{1,4}"
      r"(?:add_user|change_password|authenticate_user)[ \t]{1,4}[^\s;|&]{1,256}[ \t]{1,4}"
-     r"(?P<q>[\"'])?)(?!-)" + MAYBE_QUOTED, ("rabbitmqctl",)),
+     r"(?P<q>[\"'])?)(?!-)" + _VALUE, ("rabbitmqctl",)),
     # smbclient -U user%password (Samba's tools join the two with %): the two quoted
     # together, or the password alone.
     *(("password", "(" + tool + token_start(len(tool)) + rest + _WORDS + r"[ \t]{1,4}(?:-U"
        r"[ \t]{0,4}|--user(?:=|[ \t]{1,4}))(?P<u>[\"'])?[^\s%\"']{1,256}%(?(u)|(?P<q>[\"'])?))"
-       r"(?(u)" + quoted("u") + "|" + MAYBE_QUOTED + ")", (tool,))
+       r"(?(u)" + quoted("u") + "|" + _VALUE + ")", (tool,))
       for tool, rest in (("smb", "(?:client|cacls|get)"), ("rpcclient", ""), ("net", ""))),
     # htpasswd -b[n] [file] user password: the last word of the batch form.
     ("password", r"(htpasswd" + token_start(8) + r"(?:[ \t]{1,4}-[A-Za-z]{1,6}){0,3}?"
      r"[ \t]{1,4}-(?=[A-Za-z]{0,5}b)(?:(?=[A-Za-z]{0,5}n)[A-Za-z]{1,6}(?P<n>)|[A-Za-z]{1,6})"
      r"(?:[ \t]{1,4}-[A-Za-z]{1,6}){0,3}(?(n)|[ \t]{1,4}[^\s;|&-][^\s;|&]{0,255})"
-     r"[ \t]{1,4}[^\s;|&]{1,256}[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + MAYBE_QUOTED, ("htpasswd",)),
+     r"[ \t]{1,4}[^\s;|&]{1,256}[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + _VALUE, ("htpasswd",)),
     # echo PASSWORD | sudo -S …, | docker login --password-stdin, | chpasswd (also
     # printf '%s\n' PASSWORD | …)
     *(("password", "(" + tool + token_start(len(tool)) + r"(?:[ \t]{1,4}-[neE]{1,3})?" + form
-       + r"[ \t]{1,4}(?P<q>[\"'])?)(?![-$])" + MAYBE_QUOTED + _PIPED_TO, (tool,))
+       + r"[ \t]{1,4}(?P<q>[\"'])?)(?![-$])" + _VALUE + _PIPED_TO, (tool,))
       for tool, form in (("echo", ""),
                          ("printf", r"(?:[ \t]{1,4}(?P<f>[\"'])%s(?:\\n)?(?P=f))?"))),
     # aws secretsmanager create-secret … --secret-string VALUE (not a file:// it reads), and
     # aws ssm put-parameter … --value VALUE, when the parameter is a SecureString.
-    ("secret", r"(--secret-string(?:[ \t]{1,4}|=)(?P<q>[\"'])?)(?!fileb?://)" + MAYBE_QUOTED,
+    ("secret", r"(--secret-string(?:[ \t]{1,4}|=)(?P<q>[\"'])?)(?!fileb?://)" + _VALUE,
      ("--secret-string",)),
     ("secret", r"(put-parameter" + token_start(13) + r"(?=[^\n;|&]{0,512}SecureString)"
      + _WORDS + r"[ \t]{1,4}--value(?:[ \t]{1,4}|=)(?P<q>[\"'])?)(?!-|fileb?://)"
-     + MAYBE_QUOTED, ("put-parameter",)),
+     + _VALUE, ("put-parameter",)),
     # A Dockerfile's ENV NAME VALUE (the form without "="), for a name ending as a secret's.
     ("secret", r"(ENV" + token_start(3) + r"[ \t]{1,4}[A-Za-z0-9_]{0,60}"
      r"(?:PASSWORD|PASSWD|PASSPHRASE|SECRET(?:_KEY)?|TOKEN|API_?KEY|ACCESS_KEY|PRIVATE_KEY|_PASS"
-     r"|_PWD)(?![A-Za-z0-9_])[ \t]{1,4}(?P<q>[\"'])?)(?![$\s]|\[REDACTED:)" + MAYBE_QUOTED,
+     r"|_PWD)(?![A-Za-z0-9_])[ \t]{1,4}(?P<q>[\"'])?)(?![$\s]|\[REDACTED:)" + _VALUE,
      ("ENV",)),
     # SQL: CREATE USER … [WITH] PASSWORD '…' (PostgreSQL), … IDENTIFIED [WITH plugin] BY
     # '…' (MySQL, Oracle; in lower case after a quoted user: 'bob'@'%' identified by '…');
@@ -142,13 +148,13 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # * asks for it).
     ("password", r"(net[ \t]{1,4}use" + token_start(7) + r"(?:[ \t]{1,4}(?:[A-Za-z]:|\*))?"
      r"[ \t]{1,4}\\\\[^\s;|&]{1,256}(?:[ \t]{1,4}/(?i:user):[^\s;|&]{1,256})?[ \t]{1,4}"
-     r"(?P<q>[\"'])?)(?![/*])" + MAYBE_QUOTED, ("net",)),
+     r"(?P<q>[\"'])?)(?![/*])" + _VALUE, ("net",)),
 )
 """Each rule's kind, its expression (group 1 is what comes before the value, kept), and the
 literals every match starts with."""
 
 _PAIR = re.compile(r"((?<![^ \t])(?P<o>[\"'])?[A-Za-z_][A-Za-z0-9_]{0,127}=(?(o)|(?P<q>[\"'])?))"
-                   r"(?![\"']?\[REDACTED:|\$)(?(o)" + quoted("o") + "|" + MAYBE_QUOTED + ")")
+                   r"(?![\"']?\[REDACTED:|\$)(?(o)" + quoted("o") + "|" + _VALUE + ")")
 """A ``NAME=VALUE`` word (quoted whole, or its value quoted), up to the value."""
 
 

@@ -82,6 +82,9 @@ SERVICE_KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("shippo_token", ("shippo_live_", "shippo_test_"), "[a-f0-9]{40}(?![A-Za-z0-9_])"),
     ("square_token", ("sq0atp-", "sq0csp-"), "[A-Za-z0-9_-]{22,255}"),
     ("square_token", ("EAAA",), "[A-Za-z0-9_-]{56,255}"),
+    ("tailscale_key", ("tskey-",), "(?:auth|api|client|scim|webhook)-[A-Za-z0-9]{4,64}"
+     "-[A-Za-z0-9]{16,128}"),
+    ("netlify_token", ("nfp_",), "[A-Za-z0-9]{36,255}"),
     # A PEM private key in base64 ("-----BEGIN [RSA ]PRIVATE KEY", as a Kubernetes secret's
     # tls.key or a kubeconfig's client-key-data holds it), and a Docker config (a
     # registry's .dockerconfigjson: {"auths": …}).

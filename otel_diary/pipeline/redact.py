@@ -109,6 +109,8 @@ BUILTIN_RULES: tuple[Rule, ...] = (
            keep_prefix=True) for key in ("AccountKey=", "SharedAccessKey=")),
     Rule("azure_sas", r"(sig=(?<=[?&;]sig=))[A-Za-z0-9%+/=_-]{16,512}", ("sig=",),
          keep_prefix=True),
+    Rule("url_signature", r"(X-(?:Amz|Goog)-Signature=)[0-9a-fA-F]{16,1024}",
+         ("X-Amz-Signature=", "X-Goog-Signature="), keep_prefix=True),
     # The user may be empty (redis://:pw@host). MongoDB drivers take a password holding
     # "/" unescaped; elsewhere a "/" after a port ends the authority (https://host:8080/a@b
     # is a path), and one in a password (mysql://root:ab/cd@db) holds no "@" or ":". A password
@@ -282,7 +284,8 @@ class _AssignmentRule(Rule):
 FLAG_RULES: tuple[Rule, ...] = (
     _AssignmentRule("secret", (
         r"(?P<head>--(?=[A-Za-z])(?i:(?:[a-z0-9]{1,20}[-_](?:[a-z0-9]{1,20}[-_])?)?"
-        r"(?P<key>password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key"
+        r"(?P<key>password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key|auth"
+        r"(?:[-_]?key|token)?"
         r"|(?<=[a-z0-9][-_])(?:pass|pwd)))"
         r"(?![A-Za-z0-9_-])(?:[ \t]{1,4}|[ \t]{0,4}=[ \t]{0,4}"
         # an argument list: ['--password', 'value'], ["--token", "value"]

@@ -67,6 +67,14 @@ from otel_diary.pipeline.redact import redact
     ("echo Hunter2Xyz | vercel env add DATABASE production",
      "echo [REDACTED:password] | vercel env add DATABASE production"),
     ("Step 5/10 : ENV DB_PASSWORD Hunter2Xyz", "Step 5/10 : ENV DB_PASSWORD [REDACTED:secret]"),
+    ("ngrok config add-authtoken 2AbCdEfGhIj_0123; ngrok http 80",
+     "ngrok config add-authtoken [REDACTED:password]; ngrok http 80"),
+    ("wandb login 0123456789abcdef0123456789abcdef01234567&&python train.py",
+     "wandb login [REDACTED:password]&&python train.py"),
+    ("http --auth bob:Hunter2Xyz GET https://x; tailscale up --authkey Hunter2Xyz",
+     "http --auth [REDACTED:secret] GET https://x; tailscale up --authkey [REDACTED:secret]"),
+    ("sqlcmd -S db -U sa -P Hunter2Xyz;sqlcmd -Q x|tee out",
+     "sqlcmd -S db -U sa -P [REDACTED:password];sqlcmd -Q x|tee out"),
     ("psql -c \"CREATE ROLE app LOGIN PASSWORD 'it''s Hunter2'\"",
      "psql -c \"CREATE ROLE app LOGIN PASSWORD '[REDACTED:password]'\""),
     ("ALTER USER 'bob'@'%' IDENTIFIED WITH mysql_native_password BY 'Hunter2Xyz';",
@@ -99,6 +107,7 @@ def test_the_value_a_command_is_given_is_redacted(text: str, expected: str) -> N
     "heroku config:set NODE_ENV=production; notfly secrets set A=b",
     "ENV PASSWORD_MIN_LENGTH 8; ENV MAX_TOKENS 300; ENV SECRET_KEY $SECRET_KEY; ENV APP prod",
     "The regression was identified by 'git bisect'; ALTER USER app PASSWORD NULL",
+    "curl --auth-type basic --anyauth https://x; wandb login --relogin",
 ])
 def test_commands_without_a_secret_stay_as_they_are(text: str) -> None:
     """A tool's other flags (a port, a thread count), a value it will prompt for, one a
