@@ -1,5 +1,7 @@
 """Secrets a command line hands a tool: ``curl -u user:password``, ``mysql -ppassword``,
-``docker login -p password``, ``kubectl create secret … --from-literal=NAME=value``.
+``docker login -p password``, ``kubectl create secret … --from-literal=NAME=value``, every
+value of ``fly secrets set A=x B=y``; and those a statement gives (SQL's ``PASSWORD '…'``,
+a Dockerfile's ``ENV NAME value``).
 
 A build or a tool call's output often echoes the command it ran, and an agent's own
 command is in its span. Each rule is the tool's name (or its flag, where the flag is its
