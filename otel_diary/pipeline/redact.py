@@ -5,7 +5,8 @@ pattern is anchored on a literal or a token boundary and uses bounded quantifier
 ambiguous nested repetition (the repeated groups, a command's words before its flag in
 :mod:`~otel_diary.pipeline.commands`, are delimited by white space), and private-key blocks
 are found with plain string search, so the work is linear in the input: a megabyte of
-hostile build log costs milliseconds.
+build log costs about a tenth of a second, one built to be slow about a second
+(``benchmarks/redaction.py``).
 """
 
 from __future__ import annotations
@@ -477,27 +478,30 @@ def _by_first(needles: tuple[str, ...]) -> dict[str, tuple[tuple[int, str], ...]
 
 _NEEDLES = tuple(needle for rule in _LITERAL_RULES for needle in rule.needles)
 _RULE_OF = tuple(rule for rule in _LITERAL_RULES for _ in rule.needles)
+_ALL_NEEDLES = tuple(enumerate(_NEEDLES))
 _NEEDLES_BY_FIRST = _by_first(_NEEDLES)
-"""Each case-sensitive rule's needles, in the rules' order, the rule of each, and their
-indices by first character."""
+"""Each case-sensitive rule's needles, in the rules' order, the rule of each, and the
+needles with their indices, all and by first character."""
+_FEW_CHARS = 4096
+"""Past this length, counting a text's characters costs more than it saves."""
 
 
 def _redact_literal(text: str) -> str:
     """Apply each case-sensitive rule to ``text`` if it holds one of the rule's needles
-    (every match starts with one: the scan is skipped), in the rules' order. The needles
-    are looked for again after a rule changed the text (its marker may be a later rule's
-    needle)."""
-    start, done = 0, None
+    (every match starts with one: the scan is skipped), in the rules' order. A text up to
+    :data:`_FEW_CHARS` long is searched only for the needles starting with one of its
+    characters; after a rule changed it, for every later needle (its marker may be one)."""
+    pairs = _ALL_NEEDLES if len(text) > _FEW_CHARS else sorted(
+        (index, needle) for first in _NEEDLES_BY_FIRST.keys() & set(text)
+        for index, needle in _NEEDLES_BY_FIRST[first] if needle in text)
+    done = None
     while True:
-        found = sorted(index for first in _NEEDLES_BY_FIRST.keys() & set(text)
-                       for index, needle in _NEEDLES_BY_FIRST[first]
-                       if index >= start and needle in text)
-        for index in found:
+        for index in (index for index, needle in pairs if needle in text):
             rule = _RULE_OF[index]
             if rule is not done:  # a rule is tried once, whichever of its needles is found
                 done, changed = rule, rule.pattern.sub(rule.replace, text)
                 if changed is not text:
-                    text, start = changed, index + 1
+                    text, pairs = changed, _ALL_NEEDLES[index + 1:]
                     break
         else:
             return text
@@ -508,16 +512,16 @@ _SEPARATED = re.compile(r"(?i)[a-z0-9_.-]{0,52}(?:\\{0,7}[\"'])?[ \t]{0,4}[:=]")
 a needle without one ("the build passed") is passed over: a reader compiles none."""
 
 
-_ANCHORED_NEEDLES = tuple(needle for rule in ANCHORED_RULES for needle in rule.needles)
 _ANCHORED_OF = tuple(index for index, rule in enumerate(ANCHORED_RULES) for _ in rule.needles)
-_ANCHORED_BY_FIRST = _by_first(_ANCHORED_NEEDLES)
-"""Each case-insensitive rule's needles, the index of the rule of each, and their indices
-by first character."""
+_ANCHORED_BY_FIRST = _by_first(tuple(needle for rule in ANCHORED_RULES for needle in rule.needles))
+"""The index of the rule of each case-insensitive needle, and the needles with their
+indices by first character."""
 
 
 def _redact_anchored(text: str) -> str:
     """Apply the case-insensitive rules at their needles' positions, leftmost match first
-    (a text is searched only for the needles starting with one of its characters)."""
+    (a text up to :data:`_FEW_CHARS` long is searched only for the needles starting with
+    one of its characters)."""
     rules = ANCHORED_RULES
     lowered = text.lower()
     if len(lowered) != len(text):  # a character changed length when lower-cased
@@ -525,7 +529,8 @@ def _redact_anchored(text: str) -> str:
             text = rule.pattern.sub(rule.replace, text)
         return text
     candidates: list[tuple[int, int]] = []
-    for first in _ANCHORED_BY_FIRST.keys() & set(lowered):
+    for first in _ANCHORED_BY_FIRST.keys() if len(lowered) > _FEW_CHARS else \
+            _ANCHORED_BY_FIRST.keys() & set(lowered):
         for which, needle in _ANCHORED_BY_FIRST[first]:
             position = lowered.find(needle)
             while position >= 0:
