@@ -194,7 +194,8 @@ REFERENCE = (
     rf"|settings|config|self|this|request|req|secrets|credentials|env|vars){_ACCESS}{{0,6}}"
     rf"|[A-Za-z_][\w.]{{0,100}}(?:\[{_NAMED}\]|\({_NAMED}\))"
     r"|<[A-Za-z][\w .-]{0,60}>|\*{3,64}|x{3,64}|X{3,64})" + _END +
-    r"|(?:str|string|bytes|bool|int|SecretStr|None|null|NULL|nil|undefined)(?=[\s;,)\]}|=]|$)"
+    r"|(?:str|string|bytes|bool|int|SecretStr|None|null|NULL|nil|undefined|true|false|True"
+    r"|False)(?=[;,)\]}|=]{0,4}(?:[\s\"'`]|$))"
     r"|(?:Optional|Union|Annotated)\[|\$\("
     r"|(?:required|missing|invalid|expired|revoked|empty|incorrect|wrong|must|should|cannot"
     r"|not|too|field|Field)(?=[.,;:)]?(?:\s|$)))")
@@ -227,10 +228,12 @@ _WHAT_OF_IT = (r"(?i:type|url|uri|endpoint|name|file|path|dir|count|counter|leng
                r"|details|provider|selector|refs|policy|enabled|required|mode|used)")
 NAMES_NO_SECRET = (rf"(?![_.-]{_WHAT_OF_IT}(?![A-Za-z0-9])|[A-Za-z0-9]{{0,20}}"
                    rf"(?:[_.-][A-Za-z0-9]{{1,20}}){{0,3}}?[_.-]{_WHAT_OF_IT}(?![A-Za-z0-9_.-])"
+                   r"|(?-i:[A-Za-z0-9]{0,20}(?:Name|Ref)s?)(?![A-Za-z0-9_.-])"
                    r"|(?<=token)s(?![A-Za-z0-9_.-]))")
 """What after a secret's name makes a name that holds none: a word that says what of it
 the name is, next (``token_type``, ``token_endpoint_auth_method``) or last
-(``PASSWORD_MIN_LENGTH``, ``SECRETS_DIR``); or ``TOKENS``, a count (``MAX_TOKENS``)."""
+(``PASSWORD_MIN_LENGTH``, ``SECRETS_DIR``), a name or a reference in camel case (a
+Kubernetes ``secretName``, ``secretKeyRef``); or ``TOKENS``, a count (``MAX_TOKENS``)."""
 
 
 _PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")

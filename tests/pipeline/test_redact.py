@@ -239,6 +239,9 @@ def test_each_family_becomes_its_marker(kind: str, text: str, expected: str) -> 
     'server.login(user, password); auth=("bob", os.environ["PW"]); '
     '{"url": {"sensitive": false, "type": "string", "value": "https://x"}}',
     "const User = new Schema({\n  password: {\n    type: String,\n    required: true\n  }\n})",
+    "      secretName: db-creds\n    secretKeyRef: {name: db, key: password}\n"
+    "  tokenSecretRef: my-ref\n  serviceAccountToken: true\n",
+    '{"token": false, "password": null, "api_key": True}',
     r'body={\"password\": \"\"} next',
     "PASS: test_orders (0.01s) PWD=/app OLDPWD=/ TESTS_PASSED=12 BYPASS=1 DB_PASSES: 3",
     "--pass 3 -pass env:VAR sshpass -e ssh host; pass: 12 pwd: /app",
@@ -286,6 +289,17 @@ def test_a_query_parameters_value_ends_at_the_next_parameter(text: str,
     --set``, ``gcloud --set-env-vars``) at an unescaped ``,``: the parameters after it stay,
     and an empty value is none; elsewhere ``&`` and ``,`` may be part of a password."""
     assert redact(text) == (text if expected is None else expected)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("password=True;x1 api_key=None|x2", "password=[REDACTED:password] api_key=[REDACTED:api_key]"),
+    ("def f(token: str | None = None, password: bool = False): token=None; x",
+     "def f(token: str | None = None, password: bool = False): token=None; x"),
+])
+def test_a_literal_is_no_secret_only_as_the_whole_value(text: str, expected: str) -> None:
+    """``None``, ``true``, a type name are no secret (``token=None;``, ``password: bool
+    = False``), but a value that only starts with one is (``True;x1``)."""
+    assert redact(text) == expected
 
 
 @pytest.mark.parametrize("text", [
