@@ -467,21 +467,20 @@ class SecretRedactor:
         return text
 
 
-def _by_first(needles: tuple[str, ...]) -> dict[str, tuple[tuple[int, str], ...]]:
-    """``needles`` (with their indices) by their first character: a text is searched only
-    for the needles starting with one of its characters (a name or an id has few)."""
+def _by_first(indexed: Iterable[tuple[int, str]]) -> dict[str, tuple[tuple[int, str], ...]]:
+    """Needles (each with an index) by their first character: a text is searched only for
+    the needles starting with one of its characters (a name or an id has few)."""
     found: dict[str, list[tuple[int, str]]] = {}
-    for index, needle in enumerate(needles):
+    for index, needle in indexed:
         found.setdefault(needle[0], []).append((index, needle))
-    return {first: tuple(indexed) for first, indexed in found.items()}
+    return {first: tuple(pairs) for first, pairs in found.items()}
 
 
-_NEEDLES = tuple(needle for rule in _LITERAL_RULES for needle in rule.needles)
 _RULE_OF = tuple(rule for rule in _LITERAL_RULES for _ in rule.needles)
-_ALL_NEEDLES = tuple(enumerate(_NEEDLES))
-_NEEDLES_BY_FIRST = _by_first(_NEEDLES)
-"""Each case-sensitive rule's needles, in the rules' order, the rule of each, and the
-needles with their indices, all and by first character."""
+_ALL_NEEDLES = tuple(enumerate(needle for rule in _LITERAL_RULES for needle in rule.needles))
+_NEEDLES_BY_FIRST = _by_first(_ALL_NEEDLES)
+"""The rule of each case-sensitive needle, and the needles with their indices (in the
+rules' order), all and by first character."""
 _FEW_CHARS = 4096
 """Past this length, counting a text's characters costs more than it saves."""
 
@@ -512,10 +511,9 @@ _SEPARATED = re.compile(r"(?i)[a-z0-9_.-]{0,52}(?:\\{0,7}[\"'])?[ \t]{0,4}[:=]")
 a needle without one ("the build passed") is passed over: a reader compiles none."""
 
 
-_ANCHORED_OF = tuple(index for index, rule in enumerate(ANCHORED_RULES) for _ in rule.needles)
-_ANCHORED_BY_FIRST = _by_first(tuple(needle for rule in ANCHORED_RULES for needle in rule.needles))
-"""The index of the rule of each case-insensitive needle, and the needles with their
-indices by first character."""
+_ANCHORED_BY_FIRST = _by_first((index, needle) for index, rule in enumerate(ANCHORED_RULES)
+                               for needle in rule.needles)
+"""The case-insensitive needles, each with its rule's index, by first character."""
 
 
 def _redact_anchored(text: str) -> str:
@@ -528,13 +526,13 @@ def _redact_anchored(text: str) -> str:
         for rule in rules:
             text = rule.pattern.sub(rule.replace, text)
         return text
+    firsts = _ANCHORED_BY_FIRST.keys()
     candidates: list[tuple[int, int]] = []
-    for first in _ANCHORED_BY_FIRST.keys() if len(lowered) > _FEW_CHARS else \
-            _ANCHORED_BY_FIRST.keys() & set(lowered):
-        for which, needle in _ANCHORED_BY_FIRST[first]:
+    for first in firsts if len(lowered) > _FEW_CHARS else firsts & set(lowered):
+        for index, needle in _ANCHORED_BY_FIRST[first]:
             position = lowered.find(needle)
             while position >= 0:
-                candidates.append((position, _ANCHORED_OF[which]))
+                candidates.append((position, index))
                 position = lowered.find(needle, position + 1)
     if not candidates:
         return text
