@@ -16,12 +16,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from otel_diary.pipeline.keys import MARK, quoted, token_start
+from otel_diary.pipeline.keys import MARK, maybe_quoted, quoted, token_start
 from otel_diary.pipeline.rule import Rule
 
-_VALUE = "(?(q)" + quoted("q") + r"|[^\s\"';|&]{1,512})"
-"""A value after an opening quote that may be there (group ``q``): quoted, as
-:func:`keys.quoted` says, else a shell word, which ``;``, ``|`` and ``&`` end."""
+_VALUE = maybe_quoted(";|&")
+"""A value after an opening quote that may be there (group ``q``), unquoted a shell word,
+which ``;``, ``|`` and ``&`` end."""
 
 _WORDS = r"(?:[ \t]{1,4}[^\s;|&]{1,256}){0,6}?"
 """Up to six words of the same command (not past ``;``, ``|`` or ``&``), as few as will do."""

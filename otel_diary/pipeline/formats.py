@@ -9,7 +9,7 @@ Each rule keeps what names the secret (group 1) and replaces the value after it.
 
 from __future__ import annotations
 
-from otel_diary.pipeline.keys import MAYBE_QUOTED
+from otel_diary.pipeline.keys import maybe_quoted
 from otel_diary.pipeline.rule import Rule
 
 _NAMED = (r"[\w./-]{0,80}(?i:password|passwd|passphrase|secret|token|api[_-]?key"
@@ -26,7 +26,7 @@ FORMAT_RULES: tuple[Rule, ...] = (
     # valueFrom, nor a variable), ECS's {"name": "DB_PASSWORD", "value": "…"}, and an SSM
     # parameter ({"Name": "/app/db/password", "Type": "SecureString", "Value": "…"}).
     Rule("secret", r"(name:[ \t]{1,4}(?P<nq>[\"']?)" + _NAMED + r"(?P=nq)[ \t]{0,4}\r?\n"
-         r"[ \t]{1,16}value:[ \t]{1,4}(?P<q>[\"'])?)(?![$>|]|\[REDACTED:)" + MAYBE_QUOTED,
+         r"[ \t]{1,16}value:[ \t]{1,4}(?P<q>[\"'])?)(?![$>|]|\[REDACTED:)" + maybe_quoted(),
          ("name:",), keep_prefix=True),
     Rule("secret", r"(\"(?:name|Name)\":[ \t]{0,4}\"" + _NAMED + r"\",(?:\s{0,16}\"[A-Za-z]"
          r"{1,20}\":[ \t]{0,4}(?:\"[^\"\r\n]{0,64}\"|[0-9a-z]{1,10}),){0,3}\s{0,16}"

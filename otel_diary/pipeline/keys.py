@@ -172,9 +172,10 @@ def quoted(group: str) -> str:
             rf"|(?:(?!{quote})[^\r\n]){{1,512}})")
 
 
-MAYBE_QUOTED = "(?(q)" + quoted("q") + r"|[^\s\"']{1,512})"
-"""A value after an opening quote that may be there (group ``q``): quoted as
-:func:`quoted` says, else up to white space or a quote."""
+def maybe_quoted(ends: str = "") -> str:
+    """A value after an opening quote that may be there (group ``q``): quoted as
+    :func:`quoted` says, else up to white space, a quote or one of ``ends``."""
+    return "(?(q)" + quoted("q") + r"|[^\s\"'" + ends + "]{1,512})"
 
 SECRET_NAME = r"[\w.-]{0,60}(?i:pass|pwd|secret|token|key|credential)[\w.-]{0,60}"
 """A variable's name that says it holds a secret (``DB_PASSWORD``, ``api_token``)."""

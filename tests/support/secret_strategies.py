@@ -18,6 +18,8 @@ UPPER_DIGITS = string.ascii_uppercase + string.digits
 URLSAFE = ALNUM + "_-"
 HEX = string.digits + "abcdef"
 PASSWORD_CHARS = ALNUM + "!#$%^*()_+-.,;:/@&~"
+SHELL_WORD = PASSWORD_CHARS.translate(str.maketrans("", "", ";|&"))
+"""What an unquoted value a shell reads may hold."""
 
 Drawn = tuple[str, list[str]]
 
@@ -178,8 +180,7 @@ def _command_secret(draw: st.DrawFn) -> Drawn:
     """A secret a command is given to store or to log in with (unquoted, a shell word:
     ``;``, ``|`` and ``&`` would end it)."""
     quote = draw(st.sampled_from(["", "'", "\""]))
-    chars = PASSWORD_CHARS if quote else PASSWORD_CHARS.translate(str.maketrans("", "", ";|&"))
-    value = draw(_chars(ALNUM, 1, 1)) + draw(_chars(chars, 5, 40))
+    value = draw(_chars(ALNUM, 1, 1)) + draw(_chars(PASSWORD_CHARS if quote else SHELL_WORD, 5, 40))
     command = draw(st.sampled_from([
         "redis-cli -h cache -a {}", "redis-cli --pass {} ping", "gh secret set TOKEN --body {}",
         "gh secret set TOKEN -b {} --repo acme/app", "gh secret set TOKEN --body={}",
