@@ -133,11 +133,14 @@ def _integer(value: object, bounds: tuple[int, int], what: str) -> int:
 
 
 def _text(value: object, what: str) -> str:
+    """A string field's text; an escaped lone surrogate (``"\\ud83c"``, what JavaScript's
+    ``JSON.stringify`` writes for a string cut inside a character, as the JS SDK's
+    attribute length limit cuts one) becomes U+FFFD, as the Collector reads it."""
     if value is None:
         return ""
-    if type(value) is not str or _SURROGATE.search(value):
+    if type(value) is not str:
         raise DecodeError(f"invalid OTLP/JSON: {what}: expected a string, got {value!r:.48}")
-    return value
+    return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
 
 
 _SPECIAL = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}

@@ -259,6 +259,24 @@ def test_node_exporters_get_diaries(serve: Serve, node_client: Path, protocol: s
     assert received == 9
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", ["json", "proto"])
+def test_a_value_the_node_sdk_cut_inside_a_character_is_read(
+        serve: Serve, node_client: Path, protocol: str) -> None:
+    """The JS SDK's attribute length limit cuts a title inside its emoji (UTF-16 strings),
+    and the JSON exporter sends the half left as an escaped lone surrogate: the requests
+    are taken, as the Collector takes them, not refused whole."""
+    result = subprocess.run(
+        ["node", str(node_client), protocol, serve.url + "/v1/traces", f"cut-{protocol}", "2",
+         "24"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    serve.wait_for_diaries(2)
+    assert serve.stop() == 0
+    titles = {task: diary["title"] for task, diary in serve.diaries().items()}
+    assert titles == {f"cut-{protocol}-{n}": f"Node {protocol} task {n}".ljust(23, ".")
+                      for n in range(2)}
+
+
 METERED_APP = """
 from opentelemetry import metrics, trace
 

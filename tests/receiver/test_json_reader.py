@@ -175,6 +175,26 @@ def test_enum_names_and_unknown_fields_are_read() -> None:
     assert record.is_error and record.attributes["orchestrator.task.id"] == "T-j"
 
 
+def test_an_escaped_lone_surrogate_is_read_as_a_replacement_character() -> None:
+    """``JSON.stringify`` escapes half a character (``"\\ud83c"``) in a string cut inside it;
+    the Collector reads it as U+FFFD, and so does the reader, in values, keys, names and
+    status messages alike (a pair stays the character it encodes)."""
+    document = _task_document()
+    task = _span_of(document)
+    for pair in task["attributes"]:
+        if pair["key"] == "orchestrator.task.title":
+            pair["value"] = {"stringValue": "Fixed \ud83c"}
+    task["attributes"].append({"key": "odd \udf89 key", "value": {"stringValue": "\U0001f389"}})
+    task["name"] = "task \udf89"
+    task["status"] = {"code": 2, "message": "failed \ud83c"}
+    text = json.dumps(document).encode()
+    assert b"\\ud83c" in text and b"\\ud83c\\udf89" in text
+    record = read_json(text, ORCHESTRATOR).parts[0].tasks[0][1]
+    assert record.attributes["orchestrator.task.title"] == "Fixed \ufffd"
+    assert record.name == "task \ufffd"
+    assert record.status_message == "failed \ufffd"  # and the odd key refused nothing
+
+
 def _peak_of_loads(text: bytes) -> int:
     tracemalloc.start()
     try:
