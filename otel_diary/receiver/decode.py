@@ -20,7 +20,9 @@ built: it creates Python objects only for what is kept, and validates the reques
 reads it, against rules compiled from the descriptors protobuf itself decodes with (wire
 types, nested messages, UTF-8 in strings). It is stricter than protobuf: a body it
 refuses goes to ``ExportTraceServiceRequest.FromString`` for the verdict, and is then
-read through the parsed message. Both paths give the same :class:`Batch`.
+read through the parsed message. Both paths give the same :class:`Batch`. A body
+protobuf refuses only for strings that are not UTF-8 (which the Collector takes and
+forwards) is read with each invalid sequence as U+FFFD (:func:`with_valid_utf8`).
 
 This is the only module that imports the extension. The pure-Python reader
 (:func:`extract`) is the reference: ``tests/receiver/test_native.py`` holds the C reader
@@ -31,14 +33,16 @@ AddressSanitizer and UndefinedBehaviorSanitizer.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from google.protobuf import json_format
+from google.protobuf import descriptor_pool, json_format, message_factory
 from google.protobuf.message import DecodeError as _ProtobufDecodeError
+from google.protobuf.message import Message
 from google.rpc import status_pb2  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
@@ -84,11 +88,13 @@ NATIVE = _otlpscan is not None
 """Whether protobuf requests are read by the C extension."""
 
 
-def _wire_rules() -> object | None:
+def _wire_rules(lossy: bool = False) -> object | None:
     """What the C reader validates a request against: for every message type in an
     ``ExportTraceServiceRequest``, each field's number, type and (for a message field)
     the index of its type, the six types it reads itself first. None when the reader
-    cannot take them (field numbers past its tables): then ``FromString`` validates."""
+    cannot take them (field numbers past its tables): then ``FromString`` validates.
+    ``lossy`` takes every string field for a bytes field: any bytes pass, and those it
+    reads as text are read with each invalid sequence as U+FFFD."""
     order = [message.DESCRIPTOR for message in (
         ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span, KeyValue, AnyValue)]
     index = {descriptor.full_name: n for n, descriptor in enumerate(order)}
@@ -100,15 +106,18 @@ def _wire_rules() -> object | None:
                 order.append(inner)
     try:
         rules: object = _otlpscan.schema([
-            [(item.number, item.type, index[item.message_type.full_name]
-              if item.message_type is not None else 0) for item in descriptor.fields]
+            [(item.number, _BYTES if lossy and item.type == _STRING else item.type,
+              index[item.message_type.full_name] if item.message_type is not None else 0)
+             for item in descriptor.fields]
             for descriptor in order])
     except ValueError:
         return None
     return rules
 
 
+_STRING, _BYTES = 9, 12  # FieldDescriptorProto's TYPE_STRING and TYPE_BYTES
 WIRE_RULES = _wire_rules() if NATIVE else None
+LOSSY_RULES = _wire_rules(lossy=True) if NATIVE else None
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -200,7 +209,19 @@ def decode(body: bytes, media_type: str, conventions: Conventions, *,
             return scan(body, conventions, validate=True)
         except DecodeError:
             pass  # invalid, or valid in a way the reader does not vouch for
-    request = parse_protobuf(body)  # the verdict
+    try:
+        request = parse_protobuf(body)  # the verdict
+    except DecodeError:  # the Collector takes strings that are not UTF-8: so does this
+        if native and LOSSY_RULES is not None:
+            try:
+                return scan(body, conventions, validate=True, lossy=True)
+            except DecodeError:
+                pass  # not only that, or an array of them (read by protobuf)
+        repaired = with_valid_utf8(body)
+        if repaired is None:
+            raise
+        body = repaired
+        request = parse_protobuf(body)
     if native:
         try:
             return scan(body, conventions)
@@ -215,6 +236,79 @@ def parse_protobuf(body: bytes) -> ExportTraceServiceRequest:
         return ExportTraceServiceRequest.FromString(body)
     except (_ProtobufDecodeError, RecursionError, ValueError) as exc:
         raise DecodeError(f"invalid protobuf: {exc}") from None
+
+
+def with_valid_utf8(body: bytes) -> bytes | None:
+    """``body`` with every string that is not UTF-8 made so, each invalid sequence becoming
+    U+FFFD, as OpenTelemetry's policy for invalid UTF-8 asks (rather than the whole batch
+    refused); None when that is not what keeps protobuf from reading it. The Collector's
+    receiver reads such strings as they are and sends them on, so a gateway Collector
+    passes on what one app's SDK let through (the C++ SDK's) among every other app's
+    spans. Read with string fields taken as bytes, then written again: only for bodies
+    protobuf refuses."""
+    lenient, strings = _lenient_request()
+    try:
+        request = lenient.FromString(body)
+    except (_ProtobufDecodeError, RecursionError, ValueError):
+        return None
+    if not _repair(request, strings):
+        return None
+    repaired: bytes = request.SerializeToString()
+    return repaired
+
+
+@functools.cache
+def _lenient_request() -> tuple[Any, frozenset[str]]:
+    """``ExportTraceServiceRequest`` with every string field a bytes field, and the full
+    names of those fields."""
+    from google.protobuf import descriptor_pb2  # only for such bodies
+
+    pool = descriptor_pool.DescriptorPool()
+    strings: set[str] = set()
+    added: set[str] = set()
+
+    def add(file: Any) -> None:
+        if file.name in added:
+            return
+        for dependency in file.dependencies:
+            add(dependency)
+        proto = descriptor_pb2.FileDescriptorProto()
+        file.CopyToProto(proto)
+        pending = [(f"{proto.package}.{message.name}", message) for message in proto.message_type]
+        while pending:
+            name, message = pending.pop()
+            pending += [(f"{name}.{nested.name}", nested) for nested in message.nested_type]
+            for item in message.field:
+                if item.type == descriptor_pb2.FieldDescriptorProto.TYPE_STRING:
+                    item.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
+                    strings.add(f"{name}.{item.name}")
+        pool.AddSerializedFile(proto.SerializeToString())
+        added.add(file.name)
+
+    add(ExportTraceServiceRequest.DESCRIPTOR.file)
+    request = pool.FindMessageTypeByName(ExportTraceServiceRequest.DESCRIPTOR.full_name)
+    return message_factory.GetMessageClass(request), frozenset(strings)
+
+
+def _repair(message: Any, strings: frozenset[str]) -> bool:
+    """Make every string of ``message`` (taken as bytes) UTF-8; whether one was not."""
+    changed = False
+    for item, value in message.ListFields():
+        if item.message_type is not None:
+            for inner in (value,) if isinstance(value, Message) else value:
+                changed |= _repair(inner, strings)
+        elif item.full_name in strings:
+            values = [value] if isinstance(value, bytes) else list(value)
+            fixed = [text.decode("utf-8", "replace").encode() for text in values]
+            if fixed == values:
+                continue
+            changed = True
+            if isinstance(value, bytes):
+                setattr(message, item.name, fixed[0])
+            else:
+                del value[:]
+                value.extend(fixed)
+    return changed
 
 
 _HEX = {16: re.compile(r"[0-9a-fA-F]{32}"), 8: re.compile(r"[0-9a-fA-F]{16}")}
@@ -379,18 +473,21 @@ def extract(request: ExportTraceServiceRequest, conventions: Conventions, *,
     return batch.tally(held, valid, size)
 
 
-def scan(body: bytes, conventions: Conventions, *, validate: bool = False) -> Batch:
+def scan(body: bytes, conventions: Conventions, *, validate: bool = False,
+         lossy: bool = False) -> Batch:
     """:func:`extract` for a protobuf body, read by the C extension: only the spans kept
     become Python objects. The body is one ``FromString`` accepted, or, with
-    ``validate``, any: :class:`DecodeError` unless the reader finds it valid."""
+    ``validate``, any: :class:`DecodeError` unless the reader finds it valid (with
+    ``lossy`` too, its strings need not be UTF-8)."""
     keys = kept_keys(conventions)
-    if validate and WIRE_RULES is None:
+    rules = (LOSSY_RULES if lossy else WIRE_RULES) if validate else None
+    if validate and rules is None:
         raise DecodeError("the C reader has no wire rules to validate with")
     try:
         parts, held, valid, rejected, duplicates, size, links = _otlpscan.scan(
             body, keys, conventions.task_marker_values, conventions.recover_on_child_errors,
             Contribution, Part, _decode_value, CONTRIBUTION_BYTES, ATTRIBUTE_BYTES,
-            TASK_BYTES, WIRE_RULES if validate else None, error_details,
+            TASK_BYTES, rules, error_details,
             bytes(key in conventions.child_keys for key in keys))  # Conventions.contributes
     except (ValueError, _ProtobufDecodeError) as exc:
         raise DecodeError(str(exc)) from None

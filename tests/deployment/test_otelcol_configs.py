@@ -31,6 +31,7 @@ from otel_diary.pipeline.render import parse_front_matter
 from otel_diary.receiver.metrics import metric_values
 from tests.cli.test_serve import Serve
 from tests.support.loopback import free_port
+from tests.support.otlp_build import new_span_id, new_trace_id, protobuf_body, span, task_trace
 
 pytestmark = pytest.mark.slow
 
@@ -312,6 +313,38 @@ def test_gateway_delivers_task_traces_to_otel_diary_and_the_backend(
     assert diaries["app-grpc-0"]["outcome"] == "completed"
     assert diaries["app-http-1"]["outcome"] == "recovered"
     assert diaries["app-http-2"]["agent"] == "app-http"
+
+
+def test_a_string_that_is_not_utf8_loses_no_span_batched_with_it(
+        otelcol: Path, tmp_path: Path) -> None:
+    """The Collector takes a string that is not UTF-8 (here a Latin-1 path, as a C++ app's
+    SDK sends it) and forwards it in one batch with the other spans it got: the diary of
+    the task beside it is written, the string read with U+FFFD."""
+    odd = [span(new_trace_id(), new_span_id(), name="GET /cafe",
+                attributes={"url.path": "/cafe"})]
+    body = protobuf_body([*task_trace("T-latin1", chats=1), *odd])
+    body = body.replace(b"/cafe", b"/caf\xe9")  # as long: the lengths stay right
+    with ExitStack() as stack:
+        diary, backend = start_serves(stack, (tmp_path / "diary", ("--token", TOKEN)),
+                                      (tmp_path / "backend", ()))
+        gateway = start_otelcol(stack, otelcol, "gateway.yaml", tmp_path / "gateway.log", {
+            "TRACING_BACKEND_ENDPOINT": f"127.0.0.1:{backend.grpc_port}",
+            "TRACING_BACKEND_TLS_INSECURE": "true",
+            "OTEL_DIARY_ENDPOINT": diary.url,
+            "OTEL_DIARY_TOKEN": TOKEN,
+        })
+        answer = httpx.post(f"http://127.0.0.1:{gateway.http_port}/v1/traces", content=body,
+                            headers={"content-type": "application/x-protobuf"}, timeout=30)
+        assert answer.status_code == 200, answer.text
+        wait_until(lambda: diary.metrics().get("otel_diary_diaries_written_total", 0) >= 1,
+                   60, "the task's diary", lambda: f"gateway log:\n{gateway.log_text()}")
+        wait_until(lambda: backend.metrics().get(
+            'otel_diary_spans_received_total{protocol="grpc"}', 0) >= 4, 60,
+                   "every span at the tracing backend", lambda: gateway.log_text())
+        received = diary.metrics()['otel_diary_spans_received_total{protocol="http"}']
+        assert diary.stop() == 0
+    assert received == 4  # the task, its step and model call, and the odd span
+    assert [front["task"] for front in diary_files(diary)] == ["T-latin1"]
 
 
 def test_loadbalancing_routes_each_trace_to_one_replica(otelcol: Path, tmp_path: Path) -> None:

@@ -22,12 +22,14 @@ from otel_diary.conventions import AUTO, GENAI, Conventions
 from otel_diary.errors import DecodeError, TooLarge
 from otel_diary.receiver.decode import (
     JSON,
+    NATIVE,
     PROTOBUF,
     Inflater,
     decode,
     export_response,
     inflate,
     parse_json,
+    scan,
     status_body,
 )
 from tests.support.otlp_build import (
@@ -149,6 +151,32 @@ def test_truncated_protobuf_is_a_decode_error() -> None:
     body = protobuf_body(task_trace("T-5"))
     with pytest.raises(DecodeError):
         decode(body[:-7], PROTOBUF, ORCHESTRATOR)
+
+
+@pytest.mark.parametrize("reader", ["native", "python"])
+def test_a_string_that_is_not_utf8_is_read_with_replacement_characters(reader: str) -> None:
+    """A title and another span's name in Latin-1, as the C++ SDK sends what it is given
+    and the Collector forwards it: each invalid sequence is read as U+FFFD, and nothing
+    else changes; protobuf's verdict on a body broken otherwise stays the error."""
+    spans = task_trace("T-8", chats=1)
+    spans[0].attributes[1].value.string_value = "Caf\u00e9 menu"
+    spans.append(span(new_trace_id(), new_span_id(), name="GET /caf\u00e9"))
+    good = protobuf_body(spans)
+    body = good.replace("caf\u00e9".encode(), b"caf\xe9!").replace("Caf\u00e9".encode(),
+                                                                      b"Caf\xe9?")
+    native = reader == "native"
+    batch = decode(body, PROTOBUF, ORCHESTRATOR, native=native)
+    [part] = batch.parts
+    [(_, record, _)] = part.tasks
+    assert isinstance(record, SpanRecord)
+    assert record.attributes["orchestrator.task.title"] == "Caf\ufffd? menu"
+    assert (batch.held, batch.valid, batch.rejected) == (2, 4, 0)  # the task, its model call
+    spans[0].attributes[1].value.string_value = "Caf\ufffd? menu"
+    assert batch == decode(protobuf_body(spans), PROTOBUF, ORCHESTRATOR, native=native)
+    if native and NATIVE:  # read by the C reader itself, not handed to protobuf
+        assert scan(body, ORCHESTRATOR, validate=True, lossy=True) == batch
+    with pytest.raises(DecodeError, match="Error parsing message"):
+        decode(body[:-7], PROTOBUF, ORCHESTRATOR, native=native)
 
 
 def test_wrong_length_ids_are_a_decode_error() -> None:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import pytest
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -157,6 +158,39 @@ def test_the_same_batch_as_the_pure_python_path(request: ExportTraceServiceReque
     body = request.SerializeToString()
     assert_same(body)
     assert validated(body) is not None  # valid requests take the fast path
+
+
+def _with_mark(message: Message) -> int:
+    """Every string of ``message`` and the messages in it, a "ÿ" appended; how many."""
+    marked = 0
+    for item, value in message.ListFields():
+        if item.type == FieldDescriptor.TYPE_STRING:
+            if isinstance(value, str):
+                setattr(message, item.name, value + "ÿ")
+                marked += 1
+            else:
+                value[:] = [text + "ÿ" for text in value]
+                marked += len(value)
+        elif item.message_type is not None:
+            for inner in (value,) if isinstance(value, Message) else value:
+                marked += _with_mark(inner)
+    return marked
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_requests)
+def test_strings_that_are_not_utf8_are_read_alike_by_both_paths(
+        request: ExportTraceServiceRequest) -> None:
+    """Any request built with the protobuf API, every string in it ending in bytes that
+    are not UTF-8 (as long as the "ÿ" they replace, so every length stays right):
+    protobuf refuses it, and both paths read it, each invalid byte as U+FFFD (the C reader
+    itself, arrays of such strings through the pure-Python path)."""
+    marked = _with_mark(request)
+    body = request.SerializeToString().replace("ÿ".encode(), b"\xff\xfe")
+    assert protobuf_accepts(body) == (marked == 0)
+    for conventions in CONVENTIONS:
+        native, python = both(body, conventions)
+        assert isinstance(native, Batch) and native == python
 
 
 def test_the_same_batch_for_sdk_traces() -> None:
@@ -397,16 +431,18 @@ def test_a_value_member_the_reader_does_not_know_is_read_by_protobuf() -> None:
         assert_same(body)
 
 
-def test_bad_utf8_in_a_task_span_is_a_value_error() -> None:
-    """Unvalidated bytes with a broken name and status message: ValueError, whichever
-    string fails first (never an error raised while another is pending)."""
+def test_bad_utf8_in_a_task_span_is_read_with_replacement_characters() -> None:
+    """Unvalidated bytes (a body read once its strings are taken as bytes) with a broken
+    name or status message: each invalid sequence is U+FFFD, as with_valid_utf8 makes it."""
     keys = kept_keys(COUNTING)
     for name, message in ((b"\xff", b"\xfe"), (b"ok", b"\xfe"), (b"\xff", b"ok")):
         body = request_of(IDS + field(9, TASK.SerializeToString()) + field(5, name)
                           + field(15, field(2, message)))
-        with pytest.raises(UnicodeDecodeError):
-            _otlpscan.scan(body, keys, None, True, Contribution, Part, _otlp._decode_value,
-                           1, 1, 1)
+        parts = _otlpscan.scan(body, keys, None, True, Contribution, Part, _otlp._decode_value,
+                               1, 1, 1)[0]
+        [(_, read_name, _, _, _, _, _, read_message, *_)] = parts[0].tasks
+        assert read_name == name.decode("utf-8", "replace")
+        assert read_message == message.decode("utf-8", "replace")
 
 
 _VALUES = [  # the bytes of an AnyValue, of every member and around every limit
@@ -600,27 +636,34 @@ def test_utf8_damaged_anywhere_in_a_string(text: str, data: st.DataObject) -> No
 ])
 def test_strings_the_reader_never_reads_are_validated(where: str) -> None:
     """Invalid UTF-8 in fields the reader skips still makes it refuse, as protobuf does:
-    the rules come from the descriptors, not from what the reader reads."""
-    bad = b"\xc0\xaf"
-    span = IDS
-    scope = resource = b""
-    if where == "event name":
-        span += field(11, field(2, bad))
-    elif where == "link trace state":
-        span += field(13, field(3, bad))
-    elif where == "scope version":
-        scope = field(1, field(2, bad))
-    elif where == "entity ref id key":
-        resource = field(1, field(3, field(3, b"ok") + field(3, bad)))
-    else:
-        scope = field(3, bad)
-    body = field(1, resource + field(2, scope + field(2, span)))
+    the rules come from the descriptors, not from what the reader reads. ``decode`` then
+    reads the request with each invalid sequence as U+FFFD (as the Collector takes it)."""
+
+    def body_with(text: bytes) -> bytes:
+        span = IDS
+        scope = resource = b""
+        if where == "event name":
+            span += field(11, field(2, text))
+        elif where == "link trace state":
+            span += field(13, field(3, text))
+        elif where == "scope version":
+            scope = field(1, field(2, text))
+        elif where == "entity ref id key":
+            resource = field(1, field(3, field(3, b"ok") + field(3, text)))
+        else:
+            scope = field(3, text)
+        return field(1, resource + field(2, scope + field(2, span)))
+
+    body = body_with(b"\xc0\xaf")
     assert not protobuf_accepts(body)
     assert validated(body) is None
-    with pytest.raises(DecodeError):
-        decode(body, PROTOBUF, ORCHESTRATOR)
-    fixed = body.replace(bad, b"ok")
-    assert protobuf_accepts(fixed) and validated(fixed) is not None
+    replaced = body_with("\ufffd\ufffd".encode())
+    assert protobuf_accepts(replaced) and validated(replaced) is not None
+    repaired = _otlp.with_valid_utf8(body)
+    assert repaired is not None
+    assert ExportTraceServiceRequest.FromString(repaired) == ExportTraceServiceRequest.FromString(
+        replaced)
+    assert decode(body, PROTOBUF, ORCHESTRATOR) == decode(replaced, PROTOBUF, ORCHESTRATOR)
 
 
 def _nested(depth: int) -> bytes:

@@ -13,7 +13,9 @@
  * MAX_DEPTH deep and anything else it is not sure protobuf accepts raise ValueError. It
  * is stricter than protobuf, never more lenient: what it refuses, the caller hands to
  * ExportTraceServiceRequest.FromString for the verdict. Without a schema it reads a
- * request FromString has already accepted.
+ * request FromString has already accepted. A schema compiled with bytes for strings
+ * lets any bytes through (what the Collector takes); the strings it keeps are read with
+ * each invalid sequence as U+FFFD, as they are in every case (valid ones are unchanged).
  *
  * It is safe on any input either way: every read is bounds-checked, nesting is
  * depth-limited, and what it cannot read raises ValueError. The pure-Python reader in

@@ -244,7 +244,7 @@ resource_attributes(Scan *scan, const Wanted *wanted)
 static PyObject *
 text(const uint8_t *data, size_t size)
 {
-    return PyUnicode_DecodeUTF8((const char *)data, (Py_ssize_t)size, NULL);
+    return PyUnicode_DecodeUTF8((const char *)data, (Py_ssize_t)size, "replace");
 }
 
 /* Adds to ``found`` what a failed span's first exception event and status message tell,

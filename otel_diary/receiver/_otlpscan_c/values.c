@@ -7,7 +7,7 @@ static PyObject *
 cached_text(Texts *texts, const uint8_t *data, size_t size)
 {
     if (size > TEXT_CACHED)
-        return PyUnicode_DecodeUTF8((const char *)data, (Py_ssize_t)size, NULL);
+        return PyUnicode_DecodeUTF8((const char *)data, (Py_ssize_t)size, "replace");
     uint64_t head = 0, tail = 0;  /* hashed: the size and the first and last 8 bytes */
     if (size >= 8) {
         memcpy(&head, data, 8);
@@ -22,7 +22,7 @@ cached_text(Texts *texts, const uint8_t *data, size_t size)
     if (known != NULL && (size_t)PyUnicode_GET_LENGTH(known) == size &&
         memcmp(PyUnicode_DATA(known), data, size) == 0)
         return Py_NewRef(known);
-    PyObject *text = PyUnicode_DecodeUTF8((const char *)data, (Py_ssize_t)size, NULL);
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)data, (Py_ssize_t)size, "replace");
     if (text != NULL && PyUnicode_IS_ASCII(text))
         Py_XSETREF(*slot, Py_NewRef(text));
     return text;
