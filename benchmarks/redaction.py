@@ -97,6 +97,10 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "ENV AAAA...": lambda n: repeat("ENV " + "A" * 50, n),
     "name: aaaa... (no secret)": lambda n: repeat("name: " + "a" * 60, n),
     '"name": "DB_PASSWORD", "a": "b"': lambda n: repeat('"name": "DB_PASSWORD", "a": "b", ', n),
+    "IDENTIFIED BY repeated": lambda n: repeat("IDENTIFIED BY ", n),
+    "create user aaaa... (no by)": lambda n: repeat("create user " + "a" * 130 + " ", n),
+    "sqlplus a/ repeated": lambda n: repeat("sqlplus a/", n),
+    "userid=a/ repeated": lambda n: repeat("userid=a/", n),
 }
 
 

@@ -45,6 +45,9 @@ _PIPED_TO = (r"(?=(?(q)[\"'])[ \t]{0,4}\|[ \t]{0,4}(?:chpasswd|sudo[ \t]{1,4}"
 store's ``gcloud secrets create NAME --data-file=-``, ``wrangler secret put NAME``,
 ``gh secret set NAME``, ``docker secret create NAME -``, ``vercel env add NAME``."""
 
+_ORACLE_VALUE = r"(?(q)[^\"'\r\n]{1,256}(?=(?P=q))|[^\s;|&'\"(),@/]{1,256})"
+"""An Oracle password: in the quotes group ``q`` opened, else an identifier's characters."""
+
 _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # curl -u user:password (not a numeric uid:gid, as docker run -u gives, nor a URL).
     *(("password",
@@ -140,12 +143,17 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      r"|_PWD)(?![A-Za-z0-9_])[ \t]{1,4}(?P<q>[\"'])?)(?![$\s]|\[REDACTED:)" + _VALUE,
      ("ENV",)),
     # SQL: CREATE USER … [WITH] PASSWORD '…' (PostgreSQL), … IDENTIFIED [WITH plugin] BY
-    # '…' (MySQL, Oracle; in lower case after a quoted user: 'bob'@'%' identified by '…');
-    # a quote inside is doubled or escaped.
+    # [PASSWORD|VALUES] '…' or AS '…' (MySQL, Oracle: a password or its hash; in lower case
+    # after a quoted user: 'bob'@'%' identified by '…'); a quote inside is doubled or escaped.
     ("password", r"((?:PASSWORD|password) '|(?:IDENTIFIED|(?<=['\"`][ \t])identified)"
-     r"(?:[ \t]{1,4}(?:WITH|with)[ \t]{1,4}[A-Za-z0-9_]{1,64})?[ \t]{1,4}(?:BY|by)[ \t]{1,4}')"
+     r"(?:[ \t]{1,4}(?:WITH|with)[ \t]{1,4}[A-Za-z0-9_]{1,64})?[ \t]{1,4}(?:BY|by|AS|as)"
+     r"(?:[ \t]{1,4}(?:PASSWORD|VALUES|password|values))?[ \t]{1,4}')"
      r"(?!\[REDACTED:)(?:[^'\\\r\n]|''|\\[^\r\n]){1,512}(?=')",
      ("PASSWORD '", "password '", "IDENTIFIED", "identified")),
+    # Oracle's password, bare or in double quotes: … IDENTIFIED BY tiger, "Pa55 w" (a bind
+    # variable :pw or a substitution &pw is none; in lower case, see COMMAND_ANCHORED).
+    ("password", r"(IDENTIFIED[ \t]{1,4}BY[ \t]{1,4}(?P<q>\")?)(?!(?:VALUES|PASSWORD)[ \t]"
+     r"|[':&$\[])" + _ORACLE_VALUE, ("IDENTIFIED",)),
     # net use [Z:] \\host\share PASSWORD [/user:NAME], or /user:NAME PASSWORD (Windows; a
     # * asks for it).
     ("password", r"(net[ \t]{1,4}use" + token_start(7) + r"(?:[ \t]{1,4}(?:[A-Za-z]:|\*))?"
@@ -182,3 +190,22 @@ COMMAND_RULES: tuple[Rule, ...] = (
         ("secrets set",)),
 )
 """The rules, in the order they are tried."""
+
+COMMAND_ANCHORED: tuple[Rule, ...] = (
+    # Oracle's password in any case: create|alter user NAME identified by tiger, a database
+    # link's connect to NAME identified by "x" (a bind variable or a substitution is none).
+    Rule("password", r"(?i)(\b(?:(?:create|alter)[ \t]{1,4}user|connect[ \t]{1,4}to)[ \t]{1,4}"
+         r"[a-z0-9_$#.\"]{1,128}[ \t]{1,4}identified[ \t]{1,4}by[ \t]{1,4}(?P<q>[\"'])?)"
+         r"(?!(?:values|password)[ \t]|[':&$\[])" + _ORACLE_VALUE, ("create", "alter", "connect"),
+         keep_prefix=True, anchored=True),
+    # Oracle's tools given NAME/PASSWORD[@db]: sqlplus, expdp, impdp, sqlldr, rman target,
+    # userid=, and SQL*Plus's CONNECT (at a line's start or its prompt); / (the OS's
+    # authentication) and a NAME alone (a prompt) hold none.
+    Rule("password", r"(?i)((?:\b(?:sqlplus|expdp|impdp|sqlldr)(?:[ \t]{1,4}-[a-z]{1,12}){0,4}"
+         r"[ \t]{1,4}|\brman[ \t]{1,4}target[ \t]{1,4}|\buserid=|(?:(?<![^\n])|(?<=SQL> ))"
+         r"conn(?:ect)?[ \t]{1,4})(?:\"[^\"\r\n/]{1,128}\"|[a-z0-9_$#]{1,128})/(?P<q>\")?)"
+         r"(?!\[REDACTED:)" + _ORACLE_VALUE,
+         ("sqlplus", "expdp", "impdp", "sqlldr", "rman", "userid=", "conn"),
+         keep_prefix=True, anchored=True),
+)
+"""The case-insensitive rules: each is tried where one of its needles starts."""

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-from otel_diary.pipeline.commands import COMMAND_RULES
+from otel_diary.pipeline.commands import COMMAND_ANCHORED, COMMAND_RULES
 from otel_diary.pipeline.formats import FORMAT_ANCHORED, FORMAT_RULES
 from otel_diary.pipeline.keys import (
     CALL,
@@ -361,6 +361,7 @@ ANCHORED_RULES: tuple[Rule, ...] = (
         r"(?=[^\s\"'`,;]{0,127}[0-9])(?=[^\s\"'`,;]{0,127}[A-Za-z])"
         r"[^\s\"'`,;]{6,128}"), ("passw", "passphrase"), keep_prefix=True, anchored=True),
     *FORMAT_ANCHORED,
+    *COMMAND_ANCHORED,
     # Cookie: and Set-Cookie: headers: session ids, to the line's end.
     Rule("cookie", (r"(?i)(\b(?:set-)?cookie[\"']?[ \t]{0,4}:[ \t]{0,4}[\"']?)"
                              r"[^\s\"'][^\r\n\"']{0,4095}"),

@@ -81,6 +81,26 @@ from otel_diary.pipeline.redact import redact
      "ALTER USER 'bob'@'%' IDENTIFIED WITH mysql_native_password BY '[REDACTED:password]';"),
     ("create user 'bob'@'localhost' identified by 'Hunter2Xyz'",
      "create user 'bob'@'localhost' identified by '[REDACTED:password]'"),
+    ("CREATE USER scott IDENTIFIED BY tiger42;",
+     "CREATE USER scott IDENTIFIED BY [REDACTED:password];"),
+    ('SQL> alter user system identified by "Oracle 4U" container=all;',
+     'SQL> alter user system identified by "[REDACTED:password]" container=all;'),
+    ("create database link l connect to hr identified by hr_pw using 'db';",
+     "create database link l connect to hr identified by [REDACTED:password] using 'db';"),
+    ("EXECUTE IMMEDIATE 'CREATE USER app IDENTIFIED BY Hunter2Xyz';",
+     "EXECUTE IMMEDIATE 'CREATE USER app IDENTIFIED BY [REDACTED:password]';"),
+    ("ALTER USER app IDENTIFIED BY VALUES 'S:8F2D0A1B';",
+     "ALTER USER app IDENTIFIED BY VALUES '[REDACTED:password]';"),
+    ("CREATE USER 'b'@'%' IDENTIFIED WITH mysql_native_password AS '*6BB4837EB743291';",
+     "CREATE USER 'b'@'%' IDENTIFIED WITH mysql_native_password AS '[REDACTED:password]';"),
+    ("sqlplus -s hr/Hunter2Xyz@//db:1521/pdb @run.sql; SQLPLUS SYS/\"a b\"@x",
+     "sqlplus -s hr/[REDACTED:password]@//db:1521/pdb @run.sql; "
+     "SQLPLUS SYS/\"[REDACTED:password]\"@x"),
+    ("expdp system/Manager1@orcl schemas=hr; rman target sys/Oracle1@db",
+     "expdp system/[REDACTED:password]@orcl schemas=hr; rman target sys/[REDACTED:password]@db"),
+    ("sqlldr userid=scott/tiger42 control=load.ctl\nSQL> conn hr/hr_pw@pdb1\nCONNECT a/b1",
+     "sqlldr userid=scott/[REDACTED:password] control=load.ctl\n"
+     "SQL> conn hr/[REDACTED:password]@pdb1\nCONNECT a/[REDACTED:password]"),
 ])
 def test_the_value_a_command_is_given_is_redacted(text: str, expected: str) -> None:
     """Each tool's secret is replaced; the tool, its flags and its other words stay."""
@@ -107,6 +127,9 @@ def test_the_value_a_command_is_given_is_redacted(text: str, expected: str) -> N
     "heroku config:set NODE_ENV=production; notfly secrets set A=b",
     "ENV PASSWORD_MIN_LENGTH 8; ENV MAX_TOKENS 300; ENV SECRET_KEY $SECRET_KEY; ENV APP prod",
     "The regression was identified by 'git bisect'; ALTER USER app PASSWORD NULL",
+    "ALTER USER app IDENTIFIED BY :new_pw; CREATE USER x IDENTIFIED BY &pw; IDENTIFIED EXTERNALLY",
+    "sqlplus / as sysdba; sqlplus hr@pdb1; mysqlplus a/b; the connection to api/v2 reset",
+    "it was identified by git bisect; reconnect a/b; create user tables; userid=$USER",
     "curl --auth-type basic --anyauth https://x; wandb login --relogin",
 ])
 def test_commands_without_a_secret_stay_as_they_are(text: str) -> None:

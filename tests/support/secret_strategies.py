@@ -119,7 +119,19 @@ def _encoded(draw: st.DrawFn) -> Drawn:
 def _in_syntax(draw: st.DrawFn) -> Drawn:
     """A secret in a format's or a language's own syntax: XML elements and NuGet's ``<add
     key=…>``, a Dockerfile's ``ENV NAME VALUE``, SQL, a user and password in code, a
-    sensitive Terraform output, a container's environment, an SSM parameter."""
+    sensitive Terraform output, a container's environment, an SSM parameter; Oracle's
+    passwords, bare (an identifier's characters) or in double quotes."""
+    if draw(st.booleans()):
+        value = draw(_chars(string.ascii_letters, 1, 1)) + draw(_chars(ALNUM + "_$#", 5, 30))
+        oracle = draw(st.sampled_from([
+            "CREATE USER scott IDENTIFIED BY {};", "GRANT CONNECT TO hr IDENTIFIED BY {}",
+            "alter user system identified by {} container=all;",
+            "create database link l connect to hr identified by {} using 'db';",
+            "sqlplus -s hr/{}@//db:1521/pdb @run.sql", "expdp system/{}@orcl schemas=hr",
+            "SQL> conn hr/{}@pdb1", "sqlldr userid=scott/{} control=x.ctl",
+            "rman target sys/{}@db", 'ALTER USER hr IDENTIFIED BY "{} x!";',
+            "create user app identified by '{}';"]))
+        return oracle.format(value), [value]
     value = draw(_chars(ALNUM, 1, 1)) + draw(_chars(PASSWORD_CHARS + " ", 5, 40)).rstrip()
     shape = draw(st.sampled_from([
         "<password>{}</password>", "<server><id>x</id><password>{}</password></server>",
