@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from google.protobuf import descriptor_pool, json_format, message_factory
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError as _ProtobufDecodeError
 from google.protobuf.message import Message
 from google.rpc import status_pb2  # type: ignore[import-untyped]
@@ -115,7 +116,7 @@ def _wire_rules(lossy: bool = False) -> object | None:
     return rules
 
 
-_STRING, _BYTES = 9, 12  # FieldDescriptorProto's TYPE_STRING and TYPE_BYTES
+_STRING, _BYTES = FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES
 WIRE_RULES = _wire_rules() if NATIVE else None
 LOSSY_RULES = _wire_rules(lossy=True) if NATIVE else None
 
