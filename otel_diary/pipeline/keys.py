@@ -229,12 +229,14 @@ _WHAT_OF_IT = (r"(?i:type|url|uri|endpoint|name|file|path|dir|count|counter|leng
                r"|details|provider|selector|refs|policy|enabled|required|mode|used)")
 NAMES_NO_SECRET = (rf"(?![_.-]{_WHAT_OF_IT}(?![A-Za-z0-9])|[A-Za-z0-9]{{0,20}}"
                    rf"(?:[_.-][A-Za-z0-9]{{1,20}}){{0,3}}?[_.-]{_WHAT_OF_IT}(?![A-Za-z0-9_.-])"
-                   r"|(?-i:[A-Za-z0-9]{0,20}(?:Name|Ref)s?)(?![A-Za-z0-9_.-])"
+                   r"|(?-i:[A-Za-z0-9]{0,20}(?:Name|Ref|File|Path|Dir|Selector)s?)"
+                   r"(?![A-Za-z0-9_.-])"
                    r"|(?<=token)s(?![A-Za-z0-9_.-]))")
 """What after a secret's name makes a name that holds none: a word that says what of it
 the name is, next (``token_type``, ``token_endpoint_auth_method``) or last
-(``PASSWORD_MIN_LENGTH``, ``SECRETS_DIR``), a name or a reference in camel case (a
-Kubernetes ``secretName``, ``secretKeyRef``); or ``TOKENS``, a count (``MAX_TOKENS``)."""
+(``PASSWORD_MIN_LENGTH``, ``SECRETS_DIR``), a name, a reference or a file in camel case
+(a Kubernetes ``secretName``, ``secretKeyRef``, ``passwordFile``); or ``TOKENS``, a count
+(``MAX_TOKENS``)."""
 
 
 _PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")

@@ -230,20 +230,21 @@ def _assignment(keys: tuple[str, ...]) -> str:
     """``<key>=<value>`` for one of ``keys``, in the usual spellings of config and logs.
 
     After the key comes (case-sensitively) no lower-case letter, so ``tokens: 5`` and
-    ``secretary:`` are prose (``pass`` and ``pwd`` end a longer name, followed by no
-    letter at all: ``DB_PASS``, not ``PASS:`` or ``TESTS_PASSED``); then a separator and
-    a value, quoted up to its quote or the line end, else up to white space. A quote may
-    be escaped (``{\\"password\\": \\"x\\"}``, JSON logged inside a string). The value
-    may be on the next line, or be the value of a mapping nested under the key
-    (``password:\\n  value: x``); a word that is itself a key takes the value after it
-    along (``api_key: secret: x``, ``KEY= password = x``).
+    ``secretary:`` are prose, and a chart's ``existingSecret:`` names a secret (``pass``
+    and ``pwd`` end a longer name, followed by no letter: ``DB_PASS``, not ``PASS:`` or
+    ``TESTS_PASSED``); then a separator and a value, quoted up to its quote or the line
+    end, else up to white space. A quote may be escaped (``{\\"password\\": \\"x\\"}``,
+    JSON logged inside a string). The value may be on the next line, or be the value of
+    a mapping nested under the key (``password:\\n  value: x``); a word that is itself a
+    key takes the value after it along (``api_key: secret: x``, ``KEY= password = x``).
     """
     alternatives = "|".join(
         rf"(?<=[A-Za-z0-9][_-]){_NOT_SECRET.get(key, '')}{key}(?![A-Za-z])"
         if key in _GLUED_ONLY else re.escape(key)
         for key in sorted(keys, key=len, reverse=True))
     return (
-        r"(?i)(?P<head>(?P<key>" + alternatives + r")(?-i:(?![a-z]))" + NAMES_NO_SECRET
+        r"(?i)(?!(?<=existing)secret)(?P<head>(?P<key>" + alternatives + r")(?-i:(?![a-z]))"
+        + NAMES_NO_SECRET
         + r"[A-Za-z0-9_.-]{0,40}"
         r"(?:\\{0,7}[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}"
         r"(?:(?<=:)(?:[ \t]{0,4}\r?\n)(?:[ \t]{0,8}-[ \t]{1,4}"

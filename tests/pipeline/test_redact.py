@@ -51,6 +51,9 @@ EXAMPLES = [
     ("github_token", "redis://ghp_" + "a1" * 18 + "@cache:6379/0",
      "redis://[REDACTED:github_token]@cache:6379/0"),
     ("password", "DB_PASSWORD=hunter2 next", "DB_PASSWORD=[REDACTED:password] next"),
+    ("password", '{"existingPassword": "Old1", "newPassword": "New2", "clientSecret": "c3"}',
+     '{"existingPassword": "[REDACTED:password]", "newPassword": "[REDACTED:password]", '
+     '"clientSecret": "[REDACTED:secret]"}'),
     ("secret", '{"client_secret": "two words"}', '{"client_secret": "[REDACTED:secret]"}'),
     ("password", 'body={\\"user\\": \\"admin\\", \\"password\\": \\"Hunter2Secret\\"}',
      'body={\\"user\\": \\"admin\\", \\"password\\": \\"[REDACTED:password]\\"}'),
@@ -241,6 +244,8 @@ def test_each_family_becomes_its_marker(kind: str, text: str, expected: str) -> 
     "const User = new Schema({\n  password: {\n    type: String,\n    required: true\n  }\n})",
     "      secretName: db-creds\n    secretKeyRef: {name: db, key: password}\n"
     "  tokenSecretRef: my-ref\n  serviceAccountToken: true\n",
+    "auth:\n  existingSecret: db-creds\n  passwordFile: /run/secrets/db\n"
+    "  secretKeySelector: {name: db}\n  tokenPath: /var/run/token\n",
     '{"token": false, "password": null, "api_key": True}',
     r'body={\"password\": \"\"} next',
     "PASS: test_orders (0.01s) PWD=/app OLDPWD=/ TESTS_PASSED=12 BYPASS=1 DB_PASSES: 3",
