@@ -85,6 +85,10 @@ SERVICE_KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("tailscale_key", ("tskey-",), "(?:auth|api|client|scim|webhook)-[A-Za-z0-9]{4,64}"
      "-[A-Za-z0-9]{16,128}"),
     ("netlify_token", ("nfp_",), "[A-Za-z0-9]{36,255}"),
+    ("mailgun_api_key", ("key-",), "[0-9a-z]{32}(?![A-Za-z0-9_])"),
+    ("vercel_token", ("vercel_blob_rw_",), "[A-Za-z0-9]{8,64}_[A-Za-z0-9]{20,255}"),
+    ("render_api_key", ("rnd_",), "[A-Za-z0-9]{24,255}"),
+    ("browserbase_api_key", ("bb_live_",), "[A-Za-z0-9_-]{20,255}"),
     # A PEM private key in base64 ("-----BEGIN [RSA ]PRIVATE KEY", as a Kubernetes secret's
     # tls.key or a kubeconfig's client-key-data holds it), and a Docker config (a
     # registry's .dockerconfigjson: {"auths": …}).
