@@ -50,9 +50,13 @@ def decoding_cost(text: bytes) -> int:
 
 
 def read_json(body: bytes, conventions: Conventions) -> Batch:
-    """The items of an OTLP/JSON ``ExportTraceServiceRequest`` body."""
+    """The items of an OTLP/JSON ``ExportTraceServiceRequest`` body; bytes that are not
+    UTF-8 in it are read as U+FFFD, as escaped lone surrogates are (:func:`_text`)."""
     try:
-        data = json.loads(body)
+        try:
+            data = json.loads(body)
+        except UnicodeDecodeError:
+            data = json.loads(body.decode("utf-8", "replace"))
     except (ValueError, RecursionError) as exc:
         raise DecodeError(f"invalid JSON: {exc}") from None
     if type(data) is not dict:

@@ -195,6 +195,21 @@ def test_an_escaped_lone_surrogate_is_read_as_a_replacement_character() -> None:
     assert record.status_message == "failed \ufffd"  # and the odd key refused nothing
 
 
+def test_bytes_that_are_not_utf8_are_read_as_replacement_characters() -> None:
+    """A Latin-1 byte in a string (as an SDK that does not check its strings sends one)
+    is read as U+FFFD, the rest of the request as it is."""
+    document = _task_document()
+    for pair in _span_of(document)["attributes"]:
+        if pair["key"] == "orchestrator.task.title":
+            pair["value"] = {"stringValue": "Caf@ menu"}
+    text = json.dumps(document).encode().replace(b"Caf@", b"Caf\xe9")
+    batch = read_json(text, ORCHESTRATOR)
+    record = batch.parts[0].tasks[0][1]
+    assert record.attributes["orchestrator.task.title"] == "Caf\ufffd menu"
+    fixed = json.dumps(document).encode().replace(b"Caf@", "Caf\ufffd".encode())
+    assert batch == read_json(fixed, ORCHESTRATOR)
+
+
 def _peak_of_loads(text: bytes) -> int:
     tracemalloc.start()
     try:
