@@ -69,6 +69,7 @@ from otel_diary.assembly.batch import (
 )
 from otel_diary.conventions import Conventions
 from otel_diary.errors import DecodeError, TooLarge
+from otel_diary.pipeline.redact import redact
 from otel_diary.receiver.json_reader import read_json
 from otel_diary.receiver.records import (
     STATUS_ERROR,
@@ -543,8 +544,9 @@ def export_response(media_type: str, rejected: int = 0, message: str = "") -> by
 
 
 def status_body(media_type: str, code: int, message: str) -> bytes:
-    """A ``google.rpc.Status`` error body in ``media_type`` (``code`` is a gRPC code)."""
-    status = status_pb2.Status(code=code, message=message)
+    """A ``google.rpc.Status`` error body in ``media_type`` (``code`` is a gRPC code); the
+    message redacted, since it may quote the request (an exporter logs it)."""
+    status = status_pb2.Status(code=code, message=redact(message))
     if media_type == PROTOBUF:
         return bytes(status.SerializeToString())
     return json.dumps(json_format.MessageToDict(status), separators=(",", ":")).encode()

@@ -38,6 +38,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from otel_diary.assembly.journal import JournalError
 from otel_diary.conventions import Conventions
 from otel_diary.errors import DecodeError
+from otel_diary.pipeline.redact import redact
 from otel_diary.receiver.admission import Admission, Collector
 from otel_diary.receiver.decode import PROTOBUF, decode
 from otel_diary.receiver.http import token_offered
@@ -200,7 +201,7 @@ class TraceService:
             batch = decode(request, PROTOBUF, self.conventions)
         except DecodeError as exc:
             counters.add("requests_rejected_total:reason", "undecodable")
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, redact(str(exc)))  # it may quote
         finally:
             with self._lock:
                 self._inflight -= size

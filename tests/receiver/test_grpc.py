@@ -88,6 +88,18 @@ def test_undecodable_request_is_invalid_argument() -> None:
     assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
 
 
+def test_a_refusal_quoting_the_request_quotes_no_secret() -> None:
+    """A span refused for its ids is named in the message, which the exporter logs: a
+    secret in its name is redacted there."""
+    key = "sk-proj-" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+    with receiver() as server, pytest.raises(grpc.RpcError) as caught:
+        server.stub.Export(request([span(b"\x01" * 5, b"\x02" * 8, name=f"deploy {key}")]),
+                           timeout=30)
+    assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    details = caught.value.details() or ""
+    assert "deploy [REDACTED:api_key]" in details and key[8:20] not in details
+
+
 def test_missing_credentials_are_unauthenticated() -> None:
     """With a token set, a call without it is UNAUTHENTICATED; with it, accepted."""
     body = request(task_trace("T-auth"))

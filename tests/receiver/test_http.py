@@ -180,6 +180,24 @@ def test_undecodable_bodies_get_400_with_a_status() -> None:
         assert bad_gzip.status_code == 400
 
 
+def test_a_refusal_quoting_the_request_quotes_no_secret() -> None:
+    """A value of the wrong type, or a span refused for its ids, is quoted in the message
+    an exporter logs: a secret in it is redacted there."""
+    key = "sk-proj-" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+    document = json_document(task_trace("T-q"))
+    first = document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    first["startTimeUnixNano"] = key
+    named = protobuf_body([span(b"\x01" * 5, b"\x02" * 8, name=f"deploy {key}")])
+    with receiver() as server:
+        for response in (server.post(json.dumps(document).encode(), JSON),
+                         server.post(named, PROTOBUF)):
+            assert response.status_code == 400
+            message = status_of(response).message if response.headers[
+                "content-type"].startswith("application/x-protobuf") else response.json()[
+                "message"]
+            assert "[REDACTED:api_key]" in message and key[8:20] not in message
+
+
 def test_missing_or_wrong_credentials_get_401() -> None:
     """With a token set, requests need it as a bearer token or x-api-key."""
     body = protobuf_body(task_trace("T-auth"))
