@@ -409,6 +409,7 @@ class KnowledgeBase:
         limit = _limit(limit)
         if not error.strip():
             raise ReadError("the error text is empty")
+        error = redact(error)  # read as the diaries' tails were: redacted, then templated
         signatures = list(error_signatures(error))
         template = template_signature(error) or ""
         keys = signatures or ([template] if template else [])
@@ -434,7 +435,7 @@ class KnowledgeBase:
         for hit in by_text:
             if hit.id not in found:
                 found[hit.id] = _found_diary(hit, ["text"])
-        return LessonsAnswer(signatures=signatures, template=template, first_line=redact(line),
+        return LessonsAnswer(signatures=signatures, template=template, first_line=line,
                              results=list(found.values())[:limit])
 
     def _error_diaries(self, index: DiaryIndex, signatures: Sequence[str], words: str,

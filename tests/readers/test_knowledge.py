@@ -494,6 +494,24 @@ def test_an_error_without_a_code_finds_its_lesson_by_template(tmp_path: Path) ->
     assert answer.results[1].id == diary.id
 
 
+def test_a_pasted_error_holding_a_secret_finds_the_lesson_of_the_same_error(
+        tmp_path: Path) -> None:
+    """The diaries' templates are read from their redacted tails: a pasted error is
+    redacted first too, so the same error with another token finds their lesson (read
+    as it was pasted, the token was masked one way and the marker another)."""
+    token = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.{}"
+    pipeline = kb_pipeline(tmp_path)
+    diary = write(pipeline, task_record(1, "T-1", stderr=(
+        "curl: (22) The requested URL returned error: 401 Authorization: Bearer "
+        + token.format("abcdefghijk"))))
+    pipeline.close()
+    with KnowledgeBase(tmp_path) as base:
+        answer = base.lessons("curl: (22) The requested URL returned error: 401 "
+                              "Authorization: Bearer " + token.format("zyxwvutsrqp"))
+    assert [(f.kind, f.id) for f in answer.results][1:] == [("diary", diary.id)]
+    assert answer.results[0].kind == "lesson" and "eyJ" not in answer.first_line
+
+
 @pytest.mark.parametrize(("rules", "worked"), [
     ("rules:\n- text: Narrow the optional first\n  votes: 2\n", "Narrow the optional first"),
     ("rules:\n- null\n- text: 42\n- text: Narrow the optional first\n",
