@@ -218,7 +218,7 @@ def decode(body: bytes, media_type: str, conventions: Conventions, *,
             try:
                 return scan(body, conventions, validate=True, lossy=True)
             except DecodeError:
-                pass  # not only that, or an array of them (read by protobuf)
+                pass  # not only that: protobuf's verdict, on the strings made valid
         repaired = with_valid_utf8(body)
         if repaired is None:
             raise
@@ -240,34 +240,36 @@ def parse_protobuf(body: bytes) -> ExportTraceServiceRequest:
         raise DecodeError(f"invalid protobuf: {exc}") from None
 
 
-def with_valid_utf8(body: bytes) -> bytes | None:
-    """``body`` with every string that is not UTF-8 made so, each invalid sequence becoming
-    U+FFFD, as OpenTelemetry's policy for invalid UTF-8 asks (rather than the whole batch
-    refused); None when that is not what keeps protobuf from reading it. The Collector's
-    receiver reads such strings as they are and sends them on, so a gateway Collector
-    passes on what one app's SDK let through (the C++ SDK's) among every other app's
-    spans. Read with string fields taken as bytes, then written again: only for bodies
-    protobuf refuses."""
-    lenient, strings = _lenient_request()
+def with_valid_utf8(body: bytes, message: type[Message] = ExportTraceServiceRequest
+                    ) -> bytes | None:
+    """``body`` (a ``message``) with every string that is not UTF-8 made so, each invalid
+    sequence becoming U+FFFD, as OpenTelemetry's policy for invalid UTF-8 asks (rather
+    than the whole batch refused); None when that is not what keeps protobuf from reading
+    it. The Collector's receiver reads such strings as they are and sends them on, so a
+    gateway Collector passes on what one app's SDK let through (the C++ SDK's) among
+    every other app's spans. Read with string fields taken as bytes, then written again:
+    only for bodies protobuf refuses."""
+    lenient, strings = _lenient()
     try:
-        request = lenient.FromString(body)
+        parsed = lenient[message.DESCRIPTOR.full_name].FromString(body)
     except (_ProtobufDecodeError, RecursionError, ValueError):
         return None
-    if not _repair(request, strings):
+    if not _repair(parsed, strings):
         return None
-    repaired: bytes = request.SerializeToString()
+    repaired: bytes = parsed.SerializeToString()
     return repaired
 
 
 @functools.cache
-def _lenient_request() -> tuple[Any, frozenset[str]]:
-    """``ExportTraceServiceRequest`` with every string field a bytes field, and the full
-    names of those fields."""
+def _lenient() -> tuple[dict[str, Any], frozenset[str]]:
+    """The messages of an ``ExportTraceServiceRequest`` by full name, with every string
+    field a bytes field; and the full names of those fields."""
     from google.protobuf import descriptor_pb2  # only for such bodies
 
     pool = descriptor_pool.DescriptorPool()
     strings: set[str] = set()
     added: set[str] = set()
+    names: list[str] = []
 
     def add(file: Any) -> None:
         if file.name in added:
@@ -279,6 +281,7 @@ def _lenient_request() -> tuple[Any, frozenset[str]]:
         pending = [(f"{proto.package}.{message.name}", message) for message in proto.message_type]
         while pending:
             name, message = pending.pop()
+            names.append(name)
             pending += [(f"{name}.{nested.name}", nested) for nested in message.nested_type]
             for item in message.field:
                 if item.type == descriptor_pb2.FieldDescriptorProto.TYPE_STRING:
@@ -288,8 +291,9 @@ def _lenient_request() -> tuple[Any, frozenset[str]]:
         added.add(file.name)
 
     add(ExportTraceServiceRequest.DESCRIPTOR.file)
-    request = pool.FindMessageTypeByName(ExportTraceServiceRequest.DESCRIPTOR.full_name)
-    return message_factory.GetMessageClass(request), frozenset(strings)
+    classes = {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
+               for name in names}
+    return classes, frozenset(strings)
 
 
 def _repair(message: Any, strings: frozenset[str]) -> bool:
@@ -505,10 +509,17 @@ def scan(body: bytes, conventions: Conventions, *, validate: bool = False,
 
 
 def _decode_value(data: bytes, pair: bool = False) -> object:
-    """An AnyValue's bytes (a KeyValue's with ``pair``) as plain data, for the extension."""
-    if pair:
-        return any_value(KeyValue.FromString(data).value)
-    return any_value(AnyValue.FromString(data))
+    """An AnyValue's bytes (a KeyValue's with ``pair``) as plain data, for the extension;
+    strings that are not UTF-8 (which only a lossy scan hands over) read as U+FFFD."""
+    message = KeyValue if pair else AnyValue
+    try:
+        parsed = message.FromString(data)
+    except _ProtobufDecodeError:
+        repaired = with_valid_utf8(data, message)
+        if repaired is None:
+            raise
+        parsed = message.FromString(repaired)
+    return any_value(parsed.value if isinstance(parsed, KeyValue) else parsed)
 
 
 def exception_attributes(span: Span) -> dict[str, object] | None:

@@ -155,11 +155,15 @@ def test_truncated_protobuf_is_a_decode_error() -> None:
 
 @pytest.mark.parametrize("reader", ["native", "python"])
 def test_a_string_that_is_not_utf8_is_read_with_replacement_characters(reader: str) -> None:
-    """A title and another span's name in Latin-1, as the C++ SDK sends what it is given
-    and the Collector forwards it: each invalid sequence is read as U+FFFD, and nothing
-    else changes; protobuf's verdict on a body broken otherwise stays the error."""
+    """A title, a list's string and another span's name in Latin-1, as the C++ SDK sends
+    what it is given and the Collector forwards it: each invalid sequence is read as
+    U+FFFD, and nothing else changes; protobuf's verdict on a body broken otherwise stays
+    the error."""
     spans = task_trace("T-8", chats=1)
     spans[0].attributes[1].value.string_value = "Caf\u00e9 menu"
+    related = spans[0].attributes.add(key="orchestrator.related").value.array_value.values
+    related.add(string_value="kh-caf\u00e9")
+    related.add(string_value="kh-2")
     spans.append(span(new_trace_id(), new_span_id(), name="GET /caf\u00e9"))
     good = protobuf_body(spans)
     body = good.replace("caf\u00e9".encode(), b"caf\xe9!").replace("Caf\u00e9".encode(),
@@ -170,8 +174,10 @@ def test_a_string_that_is_not_utf8_is_read_with_replacement_characters(reader: s
     [(_, record, _)] = part.tasks
     assert isinstance(record, SpanRecord)
     assert record.attributes["orchestrator.task.title"] == "Caf\ufffd? menu"
+    assert record.attributes["orchestrator.related"] == ["kh-caf\ufffd!", "kh-2"]
     assert (batch.held, batch.valid, batch.rejected) == (2, 4, 0)  # the task, its model call
     spans[0].attributes[1].value.string_value = "Caf\ufffd? menu"
+    related[0].string_value = "kh-caf\ufffd!"
     assert batch == decode(protobuf_body(spans), PROTOBUF, ORCHESTRATOR, native=native)
     if native and NATIVE:  # read by the C reader itself, not handed to protobuf
         assert scan(body, ORCHESTRATOR, validate=True, lossy=True) == batch
