@@ -177,6 +177,20 @@ def start_otelcol(stack: ExitStack, binary: Path, config: str, log: Path,
     return collector
 
 
+def start_gateway(stack: ExitStack, binary: Path, root: Path) -> tuple[Serve, Serve, Otelcol]:
+    """gateway.yaml's Collector, sending to a ``serve`` for diaries (with the token) and to
+    another as the tracing backend; all stopped with ``stack``."""
+    diary, backend = start_serves(stack, (root / "diary", ("--token", TOKEN)),
+                                  (root / "backend", ()))
+    gateway = start_otelcol(stack, binary, "gateway.yaml", root / "gateway.log", {
+        "TRACING_BACKEND_ENDPOINT": f"127.0.0.1:{backend.grpc_port}",
+        "TRACING_BACKEND_TLS_INSECURE": "true",
+        "OTEL_DIARY_ENDPOINT": diary.url,
+        "OTEL_DIARY_TOKEN": TOKEN,
+    })
+    return diary, backend, gateway
+
+
 def run_tasks(exporter: SpanExporter, prefix: str, tasks: int, *, chats: int = 3,
               probes: int = 0) -> None:
     """An app's tasks (a root task span with ``chats`` model calls each), exported via OTLP.
@@ -265,14 +279,7 @@ def test_gateway_delivers_task_traces_to_otel_diary_and_the_backend(
     )
 
     with ExitStack() as stack:
-        diary, backend = start_serves(stack, (tmp_path / "diary", ("--token", TOKEN)),
-                                      (tmp_path / "backend", ()))
-        gateway = start_otelcol(stack, otelcol, "gateway.yaml", tmp_path / "gateway.log", {
-            "TRACING_BACKEND_ENDPOINT": f"127.0.0.1:{backend.grpc_port}",
-            "TRACING_BACKEND_TLS_INSECURE": "true",
-            "OTEL_DIARY_ENDPOINT": diary.url,
-            "OTEL_DIARY_TOKEN": TOKEN,
-        })
+        diary, backend, gateway = start_gateway(stack, otelcol, tmp_path)
         run_tasks(GrpcExporter(endpoint=f"127.0.0.1:{gateway.grpc_port}", insecure=True),
                   "app-grpc", 3, probes=1)
         run_tasks(HttpExporter(endpoint=f"http://127.0.0.1:{gateway.http_port}/v1/traces"),
@@ -325,14 +332,7 @@ def test_a_string_that_is_not_utf8_loses_no_span_batched_with_it(
     body = protobuf_body([*task_trace("T-latin1", chats=1), *odd])
     body = body.replace(b"/cafe", b"/caf\xe9")  # as long: the lengths stay right
     with ExitStack() as stack:
-        diary, backend = start_serves(stack, (tmp_path / "diary", ("--token", TOKEN)),
-                                      (tmp_path / "backend", ()))
-        gateway = start_otelcol(stack, otelcol, "gateway.yaml", tmp_path / "gateway.log", {
-            "TRACING_BACKEND_ENDPOINT": f"127.0.0.1:{backend.grpc_port}",
-            "TRACING_BACKEND_TLS_INSECURE": "true",
-            "OTEL_DIARY_ENDPOINT": diary.url,
-            "OTEL_DIARY_TOKEN": TOKEN,
-        })
+        diary, backend, gateway = start_gateway(stack, otelcol, tmp_path)
         answer = httpx.post(f"http://127.0.0.1:{gateway.http_port}/v1/traces", content=body,
                             headers={"content-type": "application/x-protobuf"}, timeout=30)
         assert answer.status_code == 200, answer.text
