@@ -324,9 +324,10 @@ def test_gateway_delivers_task_traces_to_otel_diary_and_the_backend(
 
 def test_a_string_that_is_not_utf8_loses_no_span_batched_with_it(
         otelcol: Path, tmp_path: Path) -> None:
-    """The Collector takes a string that is not UTF-8 (here a Latin-1 path, as a C++ app's
-    SDK sends it) and forwards it in one batch with the other spans it got: the diary of
-    the task beside it is written, the string read with U+FFFD."""
+    """The Collector takes a string that is not UTF-8 (here a Latin-1 path, as an SDK
+    that does not check its strings sends it) and forwards it in one batch with the other
+    spans it got: the diary of the task beside it is written, the string read with
+    U+FFFD."""
     odd = [span(new_trace_id(), new_span_id(), name="GET /cafe",
                 attributes={"url.path": "/cafe"})]
     body = protobuf_body([*task_trace("T-latin1", chats=1), *odd])

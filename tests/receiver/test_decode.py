@@ -155,10 +155,10 @@ def test_truncated_protobuf_is_a_decode_error() -> None:
 
 @pytest.mark.parametrize("reader", ["native", "python"])
 def test_a_string_that_is_not_utf8_is_read_with_replacement_characters(reader: str) -> None:
-    """A title, a list's string and another span's name in Latin-1, as the C++ SDK sends
-    what it is given and the Collector forwards it: each invalid sequence is read as
-    U+FFFD, and nothing else changes; protobuf's verdict on a body broken otherwise stays
-    the error."""
+    """A title, a list's string and another span's name in Latin-1, as an SDK that does
+    not check its strings sends them and the Collector forwards them: each invalid
+    sequence is read as U+FFFD, and nothing else changes; protobuf's verdict on a body
+    broken otherwise stays the error."""
     spans = task_trace("T-8", chats=1)
     spans[0].attributes[1].value.string_value = "Caf\u00e9 menu"
     related = spans[0].attributes.add(key="orchestrator.related").value.array_value.values
