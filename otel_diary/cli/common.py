@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from otel_diary.index.store import INDEX_FILE
-from otel_diary.pipeline.render import DIARY_ROOT
+from otel_diary.pipeline import DIARY_ROOT
 from otel_diary.settings import Settings
 from otel_diary.text import one_line
 

@@ -27,8 +27,9 @@ from otel_diary.errors import DiaryError, IndexUnavailable
 from otel_diary.index.documents import redacted, redacted_document
 from otel_diary.index.query import Hit
 from otel_diary.index.store import DiaryIndex
+from otel_diary.pipeline import DIARY_ROOT
 from otel_diary.pipeline.redact import redact
-from otel_diary.pipeline.render import DIARY_ROOT, parse_front_matter, split_front_matter
+from otel_diary.pipeline.render import parse_front_matter, split_front_matter
 from otel_diary.text import read_text
 
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")

@@ -21,11 +21,10 @@ from types import MappingProxyType
 from typing import Any
 
 from otel_diary.index.templates import error_template, stderr_block
+from otel_diary.pipeline import DIARY_ROOT, KB_FOLDER
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.redact import redact
 from otel_diary.pipeline.render import (
-    DIARY_ROOT,
-    KB_FOLDER,
     Diary,
     error_encountered,
     front_matter,

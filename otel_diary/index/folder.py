@@ -18,8 +18,8 @@ from otel_diary.index.documents import MAX_DOCUMENT_BYTES, Entry, path_choices
 from otel_diary.index.lessons import Lesson, LessonBook, Sighting
 from otel_diary.index.query import Hit, SearchResult
 from otel_diary.index.store import DiaryIndex
+from otel_diary.pipeline import KB_FOLDER
 from otel_diary.pipeline.core import MAX_RELATED
-from otel_diary.pipeline.render import KB_FOLDER
 from otel_diary.sinks.base import atomic_write
 from otel_diary.sinks.folder import owner_of
 from otel_diary.text import read_text

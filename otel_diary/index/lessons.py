@@ -34,12 +34,10 @@ from otel_diary.index.rules import (
     tally,
 )
 from otel_diary.index.templates import first_error_line, stderr_block
+from otel_diary.pipeline import DIARY_ROOT, KB_FOLDER, LESSON_ROOT
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.redact import redact
 from otel_diary.pipeline.render import (
-    DIARY_ROOT,
-    KB_FOLDER,
-    LESSON_ROOT,
     Diary,
     code,
     front_matter,

@@ -49,8 +49,8 @@ from otel_diary.index.query import Hit, SearchResult, any_terms, fts_terms
 from otel_diary.index.related import CANDIDATES, WEIGHTS
 from otel_diary.index.rules import apply_operations
 from otel_diary.index.store import RANKED
+from otel_diary.pipeline import DIARY_ROOT
 from otel_diary.pipeline.core import MAX_RELATED
-from otel_diary.pipeline.render import DIARY_ROOT
 from otel_diary.text import one_line
 
 logger = logging.getLogger("otel_diary")

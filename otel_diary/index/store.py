@@ -53,8 +53,8 @@ from otel_diary.index.schema import (
     write,
 )
 from otel_diary.index.writing import Writer
+from otel_diary.pipeline import DIARY_ROOT
 from otel_diary.pipeline.core import MAX_RELATED
-from otel_diary.pipeline.render import DIARY_ROOT
 from otel_diary.runner import renew_after_fork
 
 try:

@@ -14,15 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from otel_diary.pipeline import DIARY_ROOT
 from otel_diary.pipeline.classify import MAX_ARGUMENTS, Recovery, TaskRun
 from otel_diary.record import UNNAMED_ERROR
 from otel_diary.text import clean, one_line, sha256_hex, utc_stamp
 
-KB_FOLDER = "diaries"
-"""The folder of the knowledge base's documents (diaries and lessons) under its root."""
-DIARY_ROOT = f"{KB_FOLDER}/agents"
-LESSON_ROOT = f"{KB_FOLDER}/lessons"
-"""Where lessons live: one per error signature, ``<root>/diaries/lessons/<signature>.md``."""
 MAX_SLUG = 80
 MAX_TAIL_LINES = 40
 MAX_TAIL_CHARS = 4000

@@ -36,8 +36,9 @@ from otel_diary.index.query import Hit, Match, fts_terms
 from otel_diary.index.schema import SCHEMA_VERSION, prepare
 from otel_diary.index.store import INDEX_FILE, DiaryIndex
 from otel_diary.index.templates import first_error_line
+from otel_diary.pipeline import DIARY_ROOT, KB_FOLDER
 from otel_diary.pipeline.redact import redact
-from otel_diary.pipeline.render import DIARY_ROOT, KB_FOLDER, parse_front_matter, split_front_matter
+from otel_diary.pipeline.render import parse_front_matter, split_front_matter
 from otel_diary.readers.lessons import KnownLesson, LessonFiles, LessonSource, heading, plain_text
 from otel_diary.text import encodable, one_line, read_text
 

@@ -18,13 +18,9 @@ from typing import Protocol
 
 from otel_diary.index.documents import MAX_DOCUMENT_BYTES
 from otel_diary.index.query import fts_terms
+from otel_diary.pipeline import KB_FOLDER, LESSON_ROOT
 from otel_diary.pipeline.redact import redact
-from otel_diary.pipeline.render import (
-    KB_FOLDER,
-    LESSON_ROOT,
-    parse_front_matter,
-    split_front_matter,
-)
+from otel_diary.pipeline.render import parse_front_matter, split_front_matter
 from otel_diary.text import cut, inside, one_line, read_text
 
 VERBATIM = re.compile(r"[A-Za-z0-9_.:/<>@+=, -]{1,60}")

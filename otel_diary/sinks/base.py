@@ -7,9 +7,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from otel_diary.pipeline.render import Diary
+if TYPE_CHECKING:
+    from otel_diary.pipeline.render import Diary
 
 
 @runtime_checkable

@@ -9,11 +9,15 @@ import logging
 import os
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from otel_diary.errors import DiaryError, FolderUnwritable, UnsafePathError
-from otel_diary.pipeline.render import DIARY_ROOT, KB_FOLDER, Diary
+from otel_diary.pipeline import DIARY_ROOT, KB_FOLDER
 from otel_diary.sinks.base import atomic_write
 from otel_diary.text import open_to_read
+
+if TYPE_CHECKING:
+    from otel_diary.pipeline.render import Diary
 
 logger = logging.getLogger("otel_diary")
 
