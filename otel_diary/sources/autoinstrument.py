@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
     BaseInstrumentor,
 )
 
-from otel_diary.sources.attach import attach, attach_once, detach
-from otel_diary.sources.processor import DiarySpanProcessor
 from otel_diary.switch import enabled_in_environment
+
+if TYPE_CHECKING:
+    from otel_diary.sources.processor import DiarySpanProcessor
 
 logger = logging.getLogger("otel_diary")
 
@@ -32,7 +33,9 @@ def post_instrument(*_: Any, **__: Any) -> None:
     set-up, so every failure is logged instead.
     """
     try:
-        if enabled_in_environment():
+        if enabled_in_environment():  # off, nothing more is loaded
+            from otel_diary.sources.attach import attach
+
             attach(trace.get_tracer_provider())
     except Exception:
         logger.exception("otel-diary could not attach to the global TracerProvider")
@@ -61,6 +64,7 @@ class DiaryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             provider = kwargs.pop("tracer_provider", None) or trace.get_tracer_provider()
             if not kwargs and not enabled_in_environment():
                 return  # off: nothing more is loaded
+            from otel_diary.sources.attach import attach_once
             from otel_diary.wiring import settings_from
 
             settings = settings_from(None, kwargs)
@@ -75,4 +79,6 @@ class DiaryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def _uninstrument(self, **kwargs: Any) -> None:
         attached, self._attached = self._attached, None
         if attached is not None:
+            from otel_diary.sources.attach import detach
+
             detach(*attached)

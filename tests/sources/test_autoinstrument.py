@@ -38,6 +38,19 @@ def test_without_kb_diaries_enabled_nothing_is_written(tmp_path: Path) -> None:
     assert not (tmp_path / "kb").exists()
 
 
+def test_without_kb_diaries_enabled_the_hooks_load_nothing_more(tmp_path: Path) -> None:
+    """``opentelemetry-instrument`` loads the hook and the instrumentor in every process;
+    with diaries off they load none of the processor, its settings or its pipeline."""
+    code = "import sys; print(sorted(m for m in sys.modules if m.startswith('otel_diary')))"
+    result = run(["opentelemetry-instrument", "python", "-c", code], tmp_path,
+                 clean_env(tmp_path))
+    assert result.returncode == 0, explain(result)
+    loaded = result.stdout.strip().splitlines()[-1]  # the hook ran, and loaded only itself
+    assert loaded == ("['otel_diary', 'otel_diary.sources', "
+                      "'otel_diary.sources.autoinstrument', 'otel_diary.switch', "
+                      "'otel_diary.version']"), loaded
+
+
 def test_console_and_diary_exporters(tmp_path: Path) -> None:
     """OTEL_TRACES_EXPORTER=console,diary writes diaries and the console exporter still prints."""
     result = run(instrumented("orchestrator_app.py"), tmp_path,
