@@ -45,8 +45,8 @@ _PIPED_TO = (r"(?=(?(q)[\"'])[ \t]{0,4}\|[ \t]{0,4}(?:chpasswd|sudo[ \t]{1,4}"
 store's ``gcloud secrets create NAME --data-file=-``, ``wrangler secret put NAME``,
 ``gh secret set NAME``, ``docker secret create NAME -``, ``vercel env add NAME``."""
 
-_ORACLE_VALUE = r"(?(q)[^\"'\r\n]{1,256}(?=(?P=q))|[^\s;|&'\"(),@/]{1,256})"
-"""An Oracle password: in the quotes group ``q`` opened, else an identifier's characters."""
+_ORACLE_VALUE = maybe_quoted(";|&(),@/")
+"""An Oracle password: quoted, else up to what ends an identifier (``@db``, ``/``, ``)``)."""
 
 _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # curl -u user:password (not a numeric uid:gid, as docker run -u gives, nor a URL).

@@ -87,6 +87,11 @@ from otel_diary.pipeline.redact import redact
      'SQL> alter user system identified by "[REDACTED:password]" container=all;'),
     ("create database link l connect to hr identified by hr_pw using 'db';",
      "create database link l connect to hr identified by [REDACTED:password] using 'db';"),
+    ("ALTER USER hr IDENTIFIED BY \"it's Hunter2\"; sqlplus sys/\"pa'ss w\"@db",
+     "ALTER USER hr IDENTIFIED BY \"[REDACTED:password]\"; "
+     "sqlplus sys/\"[REDACTED:password]\"@db"),
+    ("create user app identified by 'Hunter2 cut off",
+     "create user app identified by '[REDACTED:password]"),
     ("EXECUTE IMMEDIATE 'CREATE USER app IDENTIFIED BY Hunter2Xyz';",
      "EXECUTE IMMEDIATE 'CREATE USER app IDENTIFIED BY [REDACTED:password]';"),
     ("ALTER USER app IDENTIFIED BY VALUES 'S:8F2D0A1B';",
