@@ -207,18 +207,14 @@ def decode(body: bytes, media_type: str, conventions: Conventions, *,
         return read_json(body, conventions)
     native = native and not conventions.profiles  # the C reader knows one task marker
     if native and WIRE_RULES is not None:
-        try:
-            return scan(body, conventions, validate=True)
-        except DecodeError:
-            pass  # invalid, or valid in a way the reader does not vouch for
+        for lossy in (False, True):  # then strings that are not UTF-8, as the Collector
+            try:
+                return scan(body, conventions, validate=True, lossy=lossy)
+            except DecodeError:
+                pass  # invalid, or valid in a way the reader does not vouch for
     try:
         request = parse_protobuf(body)  # the verdict
-    except DecodeError:  # the Collector takes strings that are not UTF-8: so does this
-        if native and LOSSY_RULES is not None:
-            try:
-                return scan(body, conventions, validate=True, lossy=True)
-            except DecodeError:
-                pass  # not only that: protobuf's verdict, on the strings made valid
+    except DecodeError:  # on the strings made valid, if that is what it refused
         repaired = with_valid_utf8(body)
         if repaired is None:
             raise
