@@ -243,8 +243,8 @@ def with_valid_utf8(body: bytes, message: type[Message] = ExportTraceServiceRequ
     than the whole batch refused); None when that is not what keeps protobuf from reading
     it. The Collector's receiver reads such strings as they are and sends them on, so a
     gateway Collector passes on what one app's SDK let through among every other app's
-    spans. Read with string fields taken as bytes, then written again:
-    only for bodies protobuf refuses."""
+    spans. Read with string fields taken as bytes, then written again: only for bodies
+    protobuf refuses."""
     lenient, strings = _lenient()
     try:
         parsed = lenient[message.DESCRIPTOR.full_name].FromString(body)
