@@ -57,10 +57,11 @@ def settings_from(settings: Settings | None, overrides: Mapping[str, Any]) -> Se
     return settings
 
 
-def settings_redactor(settings: Settings, *, prepare: bool = True) -> SecretRedactor:
+def settings_redactor(settings: Settings, *, prepare: bool = False) -> SecretRedactor:
     """The redactor ``settings`` describe: the built-in families, the configured extra
     patterns, and the literal values of the configured keys and tokens; every rule
-    compiled now when ``prepare`` (a pipeline's), else on first use (a reader's)."""
+    compiled now when ``prepare`` (``serve``'s, before it listens), else each on first
+    use (most texts hold no needle of most rules)."""
     from otel_diary.pipeline.redact import SecretRedactor
 
     secrets = (settings.hub_api_key, settings.reflection_api_key, settings.serve_token)
@@ -192,6 +193,7 @@ def build_pipeline(
     reflector: Reflector | None = None,
     stats: Stats | None = None,
     listeners: Sequence[DiaryListener] = (),
+    prepare: bool = False,
 ) -> Pipeline:
     """The pipeline ``settings`` describe; explicit ``sinks``/``reflector`` replace them.
 
@@ -202,7 +204,8 @@ def build_pipeline(
     rules revised by the reflection model when one is configured, the lesson sent to the
     hub when there is one), and "Related" lists that lesson first; ``listeners`` run after
     them. With a store sink (``OTEL_DIARY_STORE_URL``) the store indexes each diary and
-    grows its lesson as it is delivered, and "Related" comes from the store.
+    grows its lesson as it is delivered, and "Related" comes from the store. ``prepare``
+    compiles every redaction rule now rather than each on first use.
     """
     from otel_diary.index.lessons import LessonBook, LessonListener, Reviser
     from otel_diary.index.stages import IndexListener, IndexRelatedFinder, LessonFirstFinder
@@ -210,7 +213,7 @@ def build_pipeline(
     from otel_diary.pipeline.core import Pipeline, RelatedFinder
 
     stats = stats if stats is not None else Stats()
-    redactor = settings_redactor(settings)  # always on; also hides the configured keys
+    redactor = settings_redactor(settings, prepare=prepare)  # also hides the configured keys
     if sinks is None:
         sinks = default_sinks(settings)  # folder, hub, or both
     if reflector is None:

@@ -146,7 +146,7 @@ def service_from(settings: Settings) -> Service:
     # model, writing a diary is CPU: more threads would only take turns at the interpreter
     # lock and the index, and one writes them back to back in batches.
     workers = settings.reflection_concurrency if settings.reflection_url else 1
-    pipeline = wiring.build_pipeline(settings, conventions)
+    pipeline = wiring.build_pipeline(settings, conventions, prepare=True)
     collector = Collector(wiring.trace_store(settings, conventions), pipeline,
                           journal=journal, workers=workers,
                           max_pending=settings.serve_max_pending)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -781,22 +782,41 @@ def test_a_services_prefix_alone_is_left_as_it_is(text: str) -> None:
     assert redact(text) == text
 
 
-def test_rules_compile_when_a_pipeline_is_built_not_when_imported(tmp_path: Path) -> None:
-    """Importing the redactor compiles nothing (every CLI process imports it); building a
-    pipeline compiles every rule, so that no diary pays for it."""
+def test_rules_compile_when_first_needed_or_when_serve_prepares_them(tmp_path: Path) -> None:
+    """Importing the redactor compiles nothing (every CLI process imports it), nor does
+    building an app's pipeline: its first diary compiles the rules its texts need, not
+    the ~200 others. ``serve`` prepares its pipeline, compiling every rule before it
+    listens, so that no request waits for it."""
     script = (
+        "import os, pathlib\n"
         "import otel_diary.pipeline.redact as r\n"
         "rules = (*r.WORD_RULES, *r._LITERAL_RULES, *r.ANCHORED_RULES)\n"
-        "print(sum('pattern' in rule.__dict__ for rule in rules))\n"
+        "compiled = lambda: sum('pattern' in rule.__dict__ for rule in rules)\n"
+        "print(compiled())\n"
+        "import otel_diary\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "provider = TracerProvider()\n"
+        "otel_diary.install(provider)\n"
+        "print(compiled())\n"
+        "task = {'orchestrator.task.id': 'T-1', 'orchestrator.task.title': 'Fix the build',\n"
+        "        'orchestrator.agent.name': 'coder'}\n"
+        "with provider.get_tracer('app').start_as_current_span('task', attributes=task):\n"
+        "    pass\n"
+        "provider.force_flush()\n"
+        "diaries = list(pathlib.Path(os.environ['OTEL_DIARY_DIR']).rglob('*.md'))\n"
+        "print(len(diaries), compiled())\n"
         "from otel_diary import ORCHESTRATOR, Settings\n"
         "from otel_diary.wiring import build_pipeline\n"
-        f"build_pipeline(Settings(enabled=True, dir={str(tmp_path)!r}), ORCHESTRATOR)\n"
-        "print(sum('pattern' not in rule.__dict__ for rule in rules), len(rules))\n")
+        "build_pipeline(Settings(enabled=True), ORCHESTRATOR, prepare=True)\n"
+        "print(compiled(), len(rules))\n")
+    env = {**os.environ, "KB_DIARIES_ENABLED": "1", "OTEL_DIARY_DIR": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          check=True)
-    on_import, after_build = done.stdout.splitlines()
-    left, total = map(int, after_build.split())
-    assert (int(on_import), left) == (0, 0) and total > 100
+                          check=True, env=env)
+    on_import, on_build, first, prepared = done.stdout.splitlines()
+    diaries, on_first = map(int, first.split())
+    compiled, total = map(int, prepared.split())
+    assert (int(on_import), int(on_build), diaries) == (0, 0, 1)
+    assert on_first < total / 2 and compiled == total > 100
 
 
 def test_a_needle_with_no_assignment_after_it_compiles_no_rule() -> None:
