@@ -60,7 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.add_argument("query", nargs="?", default="",
                         help='words to find ("a phrase", prefix*); none: the newest diaries')
-    parser.add_argument("--agent", help="only diaries of this agent")
+    parser.add_argument("--agent",
+                        help="only diaries of this agent (its name or its folder, any case)")
     parser.add_argument("--outcome", choices=("completed", "recovered"),
                         help="only diaries with this outcome")
     parser.add_argument("--task", help="only diaries of this task id")

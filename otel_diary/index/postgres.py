@@ -45,7 +45,7 @@ from otel_diary.index.pgschema import (
     schema_version,
     words,
 )
-from otel_diary.index.query import Hit, SearchResult, any_terms, fts_terms
+from otel_diary.index.query import Hit, SearchResult, agent_folder, any_terms, fts_terms
 from otel_diary.index.related import CANDIDATES, WEIGHTS
 from otel_diary.index.rules import apply_operations
 from otel_diary.index.store import RANKED
@@ -190,10 +190,15 @@ class PostgresStore:
         """As :meth:`DiaryIndex.search`; ``raw`` reads ``query`` as ``to_tsquery`` syntax."""
         filters: list[str] = []
         params: dict[str, Any] = {"limit": max(1, min(int(limit), 1000))}
-        for column, value in (("agent", agent), ("outcome", outcome), ("task", task)):
-            if value is not None:
-                filters.append(f"d.{column} = %({column})s")
-                params[column] = value
+        if agent is not None:  # its name or its folder, in any case
+            filters.append("(lower(d.agent) = lower(%(agent)s) OR d.path ILIKE %(folder)s)")
+            params.update(agent=agent, folder=agent_folder(agent))
+        if outcome is not None:
+            filters.append("d.outcome = %(outcome)s")
+            params["outcome"] = outcome
+        if task is not None:
+            filters.append("d.task = %(task)s")  # as written: its index finds it at once
+            params["task"] = task
         if since is not None:
             filters.append("d.created >= %(since)s")
             params["since"] = since

@@ -9,6 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from otel_diary.pipeline import DIARY_ROOT
+from otel_diary.pipeline.render import slug
+
 logger = logging.getLogger("otel_diary")
 
 MAX_QUERY_TERMS = 32
@@ -73,6 +76,17 @@ def any_terms(terms: Sequence[str]) -> list[str]:
     word can be rare enough to outrank the words that say what was asked."""
     kept = [term for term in terms if term.strip('"').lower() not in STOP_WORDS]
     return kept or list(terms)
+
+
+# -- filters -------------------------------------------------------------------------------
+
+def agent_folder(agent: str) -> str:
+    """The ``LIKE`` pattern (escaped with a backslash) of the files in the folder the diaries of
+    ``agent`` are written to: ``--agent coder-bot`` finds the diaries of "Coder Bot", in
+    ``diaries/agents/Coder-Bot/``, as a person reading the folders would type it. A filter
+    on an agent matches its name or its folder, in any case."""
+    folder = slug(agent).replace("_", r"\_")
+    return f"{DIARY_ROOT}/{folder}/%"
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,14 @@ from otel_diary.index.documents import (
     scan_entries,
     unlisted_entries,
 )
-from otel_diary.index.query import QUERY_ERRORS, Hit, SearchResult, any_terms, fts_terms
+from otel_diary.index.query import (
+    QUERY_ERRORS,
+    Hit,
+    SearchResult,
+    agent_folder,
+    any_terms,
+    fts_terms,
+)
 from otel_diary.index.related import Candidates, keys
 from otel_diary.index.related import related as find_related
 from otel_diary.index.schema import (
@@ -446,10 +453,15 @@ class DiaryIndex:
         """
         filters: list[str] = []
         params: list[object] = []
-        for column, value in (("agent", agent), ("outcome", outcome), ("task", task)):
-            if value is not None:
-                filters.append(f"d.{column} = ?")
-                params.append(value)
+        if agent is not None:  # its name or its folder, in any case (LIKE ignores it)
+            filters.append("(d.agent = ? COLLATE NOCASE OR d.path LIKE ? ESCAPE '\\')")
+            params += (agent, agent_folder(agent))
+        if outcome is not None:
+            filters.append("d.outcome = ?")
+            params.append(outcome)
+        if task is not None:
+            filters.append("d.task = ?")  # as written: its index finds it at once
+            params.append(task)
         if since is not None:
             filters.append("d.created >= ?")
             params.append(since)

@@ -122,7 +122,8 @@ def build_server(kb: KnowledgeBase) -> MCPServer[Any]:
     @server.tool(annotations=READ_ONLY, title="Search the knowledge base")
     def kb_search(
         query: Query = "",
-        agent: Annotated[Filter, Field(description="Only diaries of this agent.")] = None,
+        agent: Annotated[Filter, Field(description=(
+            "Only diaries of this agent: its name or its folder, in any case."))] = None,
         outcome: Annotated[Literal["completed", "recovered"] | None,
                            Field(description="Only diaries with this outcome.")] = None,
         since: Annotated[Filter, Field(description=(

@@ -92,6 +92,23 @@ def test_search_ranks_a_title_match_first_and_falls_back_to_any_word(
     assert "**" in store.search("quokka").hits[0].snippet
 
 
+def test_an_agent_is_found_by_its_name_or_its_folder_in_any_case(store: DiaryStore) -> None:
+    """``--agent coder-bot`` finds the diaries of "Coder Bot", filed under
+    ``diaries/agents/Coder-Bot/``, as ``--agent "coder bot"`` does. A ``_`` in a folder is
+    no wildcard, and another agent is not found."""
+    bot = render(task_record(1, "PROJ-12", agent="Coder Bot"))
+    snake = render(task_record(2, "T-2", agent="my_agent"))
+    other = render(task_record(3, "T-3", agent="myXagent"))
+    for diary in (bot, snake, other):
+        keep(store, diary)
+    assert bot.path.startswith("diaries/agents/Coder-Bot/")
+    for agent in ("Coder Bot", "coder bot", "coder-bot", "CODER-BOT"):
+        for query in ("", "PROJ-12"):
+            assert [hit.id for hit in store.search(query, agent=agent).hits] == [bot.id]
+    assert [hit.id for hit in store.search("", agent="MY_AGENT").hits] == [snake.id]
+    assert store.search("", agent="coder").hits == []
+
+
 def test_a_search_for_some_words_leaves_the_stop_words_out(store: DiaryStore) -> None:
     """When no diary has every word of a question, its stop words (how, did, an, the, …)
     are left out: a diary sharing only those with it is not listed, however rare they are
