@@ -204,8 +204,12 @@ def http_app(server: MCPServer[Any], token: str, host: str = "127.0.0.1") -> ASG
 
 
 def serve_stdio(kb: KnowledgeBase) -> None:
-    """Serve ``kb`` over standard input and output until the client closes them."""
-    anyio.run(build_server(kb).run_stdio_async)
+    """Serve ``kb`` over standard input and output until the client closes them, saying
+    once on standard error (which MCP hosts keep in their server logs) what it reads."""
+    server = build_server(kb)
+    print(f"otel-diary mcp is serving over stdio; it reads {kb.where}", file=sys.stderr,
+          flush=True)
+    anyio.run(server.run_stdio_async)
 
 
 class _Announcing(uvicorn.Server):

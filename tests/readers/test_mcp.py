@@ -329,6 +329,16 @@ def test_an_upgrade_is_served_as_http_1_1_and_logs_nothing(tmp_path: Path) -> No
     assert [line for line in logged if not line.startswith("otel-diary mcp is listening")] == []
 
 
+def test_over_stdio_it_says_on_standard_error_what_it_reads(tmp_path: Path) -> None:
+    """An MCP host keeps a stdio server's standard error in its logs: one line there says
+    which knowledge base the server reads (the host's environment may not be the shell's),
+    and nothing reaches standard output, the protocol's, before a client speaks."""
+    done = subprocess.run([*SERVER, "--dir", str(tmp_path)], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "")
+    assert done.stderr == f"otel-diary mcp is serving over stdio; it reads {tmp_path}\n"
+
+
 def test_over_http_it_says_where_it_listens_once_it_does(tmp_path: Path) -> None:
     """Started with ``--transport http``, the server says on standard error, once it
     accepts connections, its URL and the knowledge base it reads."""
