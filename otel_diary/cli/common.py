@@ -90,7 +90,8 @@ RECEIVER_MODULES: Mapping[str, str] = {
 }
 """Module -> distribution, for decoding OTLP (``replay``, ``serve``): the ``serve`` extra."""
 SERVE_MODULES: Mapping[str, str] = {
-    **RECEIVER_MODULES, "grpc": "grpcio", "uvicorn": "uvicorn", "httptools": "httptools"}
+    **RECEIVER_MODULES, "grpc": "grpcio", "uvicorn": "uvicorn", "httptools": "httptools",
+    **({} if sys.version_info >= (3, 14) else {"backports.zstd": "backports.zstd"})}
 """Module -> distribution, for listening for OTLP (``serve``): the ``serve`` extra."""
 
 

@@ -36,7 +36,6 @@ import base64
 import functools
 import json
 import re
-import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -68,7 +67,7 @@ from otel_diary.assembly.batch import (
     weight,
 )
 from otel_diary.conventions import Conventions
-from otel_diary.errors import DecodeError, TooLarge
+from otel_diary.errors import DecodeError
 from otel_diary.pipeline.redact import redact
 from otel_diary.receiver.json_reader import read_json
 from otel_diary.receiver.records import (
@@ -126,75 +125,6 @@ JSON = "application/json"
 MEDIA_TYPES = (PROTOBUF, JSON)
 
 
-
-
-# -- bodies ------------------------------------------------------------------------------
-
-
-GZIP_WBITS = 31
-DEFLATE_WBITS = 15
-"""``zlib`` window bits of the two encodings read: gzip, and ``deflate`` (a zlib stream, as
-HTTP's ``deflate`` and the SDK's ``Compression.Deflate`` send it)."""
-
-
-class Inflater:
-    """Inflates a gzip (or ``deflate``: ``wbits``) body chunk by chunk and stops as soon as
-    the output passes ``limit``.
-
-    A small body that would inflate to gigabytes (a bomb) costs at most ``limit`` bytes of
-    memory. Concatenated gzip members are inflated one after another.
-    """
-
-    def __init__(self, limit: int, wbits: int = GZIP_WBITS) -> None:
-        self._limit = limit
-        self._size = 0
-        self._chunks: list[bytes] = []
-        self._wbits = wbits
-        self._name = "gzip" if wbits == GZIP_WBITS else "deflate"
-        self._inflater = zlib.decompressobj(wbits=wbits)
-        self._started = False
-
-    @property
-    def size(self) -> int:
-        """Bytes inflated so far."""
-        return self._size
-
-    def feed(self, data: bytes) -> None:
-        """Inflate ``data``; raises :class:`TooLarge` past the limit, :class:`DecodeError`."""
-        inflater = self._inflater
-        while data:
-            if inflater.eof:  # a new gzip member follows the last one
-                if self._wbits != GZIP_WBITS:
-                    raise DecodeError("data after the end of the deflate stream")
-                inflater = self._inflater = zlib.decompressobj(wbits=self._wbits)
-            self._started = True
-            try:
-                chunk = inflater.decompress(data, self._limit - self._size + 1)
-            except zlib.error as exc:
-                raise DecodeError(f"invalid {self._name} data: {exc}") from None
-            self._size += len(chunk)
-            if self._size > self._limit:
-                raise TooLarge(f"body inflates past {self._limit} bytes")
-            if chunk:
-                self._chunks.append(chunk)
-            # Output short of max_length means all input was consumed or the member ended.
-            data = inflater.unused_data if inflater.eof else inflater.unconsumed_tail
-
-    def finish(self) -> bytes:
-        """The inflated body; raises :class:`DecodeError` when the stream is cut short."""
-        if self._started and not self._inflater.eof:
-            raise DecodeError(f"truncated {self._name} data")
-        if not self._started:
-            raise DecodeError(f"empty {self._name} body")
-        return b"".join(self._chunks)
-
-
-def inflate(body: bytes, limit: int, wbits: int = GZIP_WBITS) -> bytes:
-    """``body`` gunzipped (or, with ``wbits``, inflated), at most ``limit`` bytes (else
-    :class:`TooLarge`)."""
-    inflater = Inflater(limit, wbits)
-    inflater.feed(body)
-    return inflater.finish()
 
 
 # -- decoding ----------------------------------------------------------------------------

@@ -22,15 +22,13 @@ from otel_diary.assembly.journal import JournalError
 from otel_diary.conventions import Conventions
 from otel_diary.errors import DecodeError, TooLarge
 from otel_diary.receiver.admission import Admission, Collector
+from otel_diary.receiver.bodies import ENCODINGS, decompress, inflated_size
 from otel_diary.receiver.decode import (
-    DEFLATE_WBITS,
-    GZIP_WBITS,
     JSON,
     MEDIA_TYPES,
     PROTOBUF,
     decode,
     export_response,
-    inflate,
     status_body,
 )
 from otel_diary.receiver.json_reader import decoding_cost
@@ -47,13 +45,6 @@ TRACES_PATH = "/v1/traces"
 OFFLOAD_BYTES = 1 << 20
 """Protobuf bodies at least this large are decoded on a worker thread, keeping the loop
 responsive (OTLP/JSON and compressed bodies always are)."""
-ENCODINGS = {"gzip": GZIP_WBITS, "deflate": DEFLATE_WBITS, "zlib": DEFLATE_WBITS}
-"""The content encodings read, with their ``zlib`` window bits (the Collector's receiver
-reads ``deflate`` and ``zlib`` both as a zlib stream); ``identity`` (or none) is read as
-it is."""
-DEFLATE_RATIO = 8
-"""How many times its size a ``deflate`` body, which does not say, is counted to inflate
-to ahead (OTLP compresses about 5 to 10 times; the inflater stops at the cap anyway)."""
 MAX_JSON_COST = 16
 """Most an OTLP/JSON text may cost to decode per byte of it, as ``decoding_cost`` estimates:
 OTLP/JSON is estimated at 8 to 13 times its text; a text of empty objects at 65."""
@@ -177,8 +168,8 @@ class OtlpHttpApp:
             encoding = headers.get("content-encoding", "identity").strip().lower()
             if encoding not in ENCODINGS and encoding not in ("identity", ""):
                 raise _Refused(415, _INVALID_ARGUMENT,
-                               f"unsupported content encoding {encoding!r}; use gzip or "
-                               "deflate", "unsupported_media_type")
+                               f"unsupported content encoding {encoding!r}; use gzip, zstd "
+                               "or deflate", "unsupported_media_type")
             length = headers.get("content-length")
             if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
                 raise _too_large(self.max_body_bytes)
@@ -187,7 +178,7 @@ class OtlpHttpApp:
             try:
                 body = await self._read(receive, held)
                 batch = await self._decode(body, media_type, held,
-                                           wbits=ENCODINGS.get(encoding))
+                                           encoding=encoding if encoding in ENCODINGS else None)
             finally:
                 self._inflight -= held.bytes
             del body
@@ -261,22 +252,22 @@ class OtlpHttpApp:
                 return b"".join(chunks)
 
     async def _decode(self, body: bytes, media_type: str, held: _Held, *,
-                      wbits: int | None) -> Batch:
-        """The body inflated (when ``wbits`` says how) and decoded. Every OTLP/JSON or
-        compressed body is decoded on a worker thread (a small protobuf one is quicker to
-        read here); what a compressed body will inflate to is counted first
-        (:func:`_inflated_size`), so the bytes queued for and held by the workers stay
-        within the in-flight budget until they are done."""
-        inflated = len(body) if wbits is None else _inflated_size(body, wbits,
-                                                                  self.max_body_bytes)
-        if wbits is not None:
+                      encoding: str | None) -> Batch:
+        """The body decompressed (when ``encoding`` says how) and decoded. Every OTLP/JSON
+        or compressed body is decoded on a worker thread (a small protobuf one is quicker
+        to read here); what a compressed body will inflate to is counted first
+        (:func:`~otel_diary.receiver.bodies.inflated_size`), so the bytes queued for and
+        held by the workers stay within the in-flight budget until they are done."""
+        inflated = len(body) if encoding is None else inflated_size(body, encoding,
+                                                                    self.max_body_bytes)
+        if encoding is not None:
             self._hold(held, inflated)
         try:
             if media_type == JSON:
-                return await self._decode_json(body, held, wbits, inflated)
-            if wbits is not None or len(body) >= OFFLOAD_BYTES:
+                return await self._decode_json(body, held, encoding, inflated)
+            if encoding is not None or len(body) >= OFFLOAD_BYTES:
                 return await asyncio.get_running_loop().run_in_executor(
-                    self._executor, _inflate_and_decode, body, wbits, media_type,
+                    self._executor, _inflate_and_decode, body, encoding, media_type,
                     self.max_body_bytes, self.conventions)
             return decode(body, media_type, self.conventions)
         except TooLarge:
@@ -284,7 +275,7 @@ class OtlpHttpApp:
         except DecodeError as exc:
             raise _Refused(400, _INVALID_ARGUMENT, str(exc), "undecodable") from None
 
-    async def _decode_json(self, body: bytes, held: _Held, wbits: int | None,
+    async def _decode_json(self, body: bytes, held: _Held, encoding: str | None,
                            counted: int) -> Batch:
         """OTLP/JSON: ``json.loads`` makes objects several times the text's size (6 to 9
         times for OTLP/JSON). Their estimate is counted before it runs, beyond the
@@ -292,9 +283,9 @@ class OtlpHttpApp:
         bomb of empty objects) is refused, and one larger than the budget is decoded only
         while no other request holds any of it."""
         loop = asyncio.get_running_loop()
-        if wbits is not None or len(body) >= OFFLOAD_BYTES:  # inflating takes one too
+        if encoding is not None or len(body) >= OFFLOAD_BYTES:  # inflating takes one too
             text, cost = await loop.run_in_executor(
-                self._executor, _json_text_and_cost, body, wbits, self.max_body_bytes)
+                self._executor, _json_text_and_cost, body, encoding, self.max_body_bytes)
         else:
             text, cost = body, decoding_cost(body)
         if cost > max(MAX_JSON_COST * len(text), OFFLOAD_BYTES):  # a small one harms none
@@ -322,33 +313,22 @@ class _Held:
         self.bytes = 0
 
 
-def _inflated_size(body: bytes, wbits: int, cap: int) -> int:
-    """What a compressed body will inflate to, at most ``cap``: what a gzip body says (its
-    last member's trailer), else :data:`DEFLATE_RATIO` times its size.
-
-    Only an estimate to count ahead: the inflater itself stops at ``cap`` whatever it says.
-    """
-    if wbits != GZIP_WBITS:
-        return min(DEFLATE_RATIO * len(body), cap)
-    return min(int.from_bytes(body[-4:], "little"), cap) if len(body) >= 18 else 0
-
-
-def _text(body: bytes, wbits: int | None, cap: int) -> bytes:
-    """``body`` inflated (when ``wbits`` says how) to at most ``cap`` bytes, else
+def _text(body: bytes, encoding: str | None, cap: int) -> bytes:
+    """``body`` decompressed (when ``encoding`` says how) to at most ``cap`` bytes, else
     :class:`TooLarge`."""
-    return body if wbits is None else inflate(body, cap, wbits)
+    return body if encoding is None else decompress(body, encoding, cap)
 
 
-def _json_text_and_cost(body: bytes, wbits: int | None, cap: int) -> tuple[bytes, int]:
+def _json_text_and_cost(body: bytes, encoding: str | None, cap: int) -> tuple[bytes, int]:
     """A worker's part: the JSON text (:func:`_text`) and what decoding it will hold."""
-    text = _text(body, wbits, cap)
+    text = _text(body, encoding, cap)
     return text, decoding_cost(text)
 
 
-def _inflate_and_decode(body: bytes, wbits: int | None, media_type: str, cap: int,
+def _inflate_and_decode(body: bytes, encoding: str | None, media_type: str, cap: int,
                         conventions: Conventions) -> Batch:
-    """A worker's part: inflate (:func:`_text`), decode."""
-    return decode(_text(body, wbits, cap), media_type, conventions)
+    """A worker's part: decompress (:func:`_text`), decode."""
+    return decode(_text(body, encoding, cap), media_type, conventions)
 
 
 def _too_large(cap: int, message: str = "", spans: int = 0) -> _Refused:

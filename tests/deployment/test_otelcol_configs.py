@@ -477,6 +477,57 @@ def test_replicas_behind_loadbalancing_share_one_postgresql_store(
     assert found == set(home)
 
 
+COMPRESSED_CONFIG = """
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: ${env:OTELCOL_GRPC_ENDPOINT}
+processors:
+  batch:
+exporters:
+  otlp_http/diary:
+    endpoint: ${env:OTEL_DIARY_ENDPOINT}
+    compression: ${env:COMPRESSION}
+    encoding: ${env:ENCODING}
+service:
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [otlp_http/diary]
+  telemetry:
+    metrics:
+      level: none
+"""
+
+
+@pytest.mark.parametrize("compression, encoding", [
+    ("zstd", "proto"), ("zstd", "json"), ("zlib", "proto"), ("deflate", "json")])
+def test_what_the_collectors_exporter_compresses_reaches_serve(
+        otelcol: Path, tmp_path: Path, compression: str, encoding: str) -> None:
+    """The Collector's ``otlp_http`` exporter set to ``compression: zstd`` (which vendors
+    recommend), ``zlib`` or ``deflate`` delivers every run to ``serve``, protobuf or JSON."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+    config = tmp_path / "compressed.yaml"
+    config.write_text(COMPRESSED_CONFIG)
+    with ExitStack() as stack:
+        [diary] = start_serves(stack, (tmp_path / "serve", ()))
+        collector = Otelcol(otelcol, config, tmp_path / "otelcol.log", {
+            "OTEL_DIARY_ENDPOINT": diary.url, "COMPRESSION": compression,
+            "ENCODING": encoding})
+        stack.callback(collector.stop)
+        run_tasks(OTLPSpanExporter(endpoint=f"127.0.0.1:{collector.grpc_port}",
+                                   insecure=True), "packed", 3)
+        wait_until(lambda: diary.metrics().get("otel_diary_diaries_written_total", 0) >= 3,
+                   60, f"three diaries sent with {compression}",
+                   lambda: f"{diary.metrics()}\n{collector.log_text()}")
+        assert diary.stop() == 0
+    assert sorted(str(front["task"]) for front in diary_files(diary)) == [
+        "packed-0", "packed-1", "packed-2"]
+
+
 ARCHIVE_CONFIG = """
 receivers:
   otlp:

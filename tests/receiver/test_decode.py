@@ -1,14 +1,12 @@
-"""OTLP decoding: protobuf and JSON bodies into per-span items; gzip inflation with a cap."""
+"""OTLP decoding: protobuf and JSON bodies into per-span items."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gzip
 import importlib.machinery
 import importlib.util
 import json
-import zlib
 from pathlib import Path
 
 import pytest
@@ -19,15 +17,13 @@ import otel_diary
 from otel_diary import ORCHESTRATOR, SpanRecord
 from otel_diary.assembly.batch import Contribution, estimate, weight
 from otel_diary.conventions import AUTO, GENAI, Conventions
-from otel_diary.errors import DecodeError, TooLarge
+from otel_diary.errors import DecodeError
 from otel_diary.receiver.decode import (
     JSON,
     NATIVE,
     PROTOBUF,
-    Inflater,
     decode,
     export_response,
-    inflate,
     parse_json,
     scan,
     status_body,
@@ -225,40 +221,13 @@ def test_status_body_is_a_google_rpc_status() -> None:
     assert json.loads(status_body(JSON, 14, "later")) == {"code": 14, "message": "later"}
 
 
-def test_inflate_stops_a_gzip_bomb_before_it_grows() -> None:
-    """A small body inflating far past the cap raises after at most the cap is held."""
-    bomb = gzip.compress(bytes(64 * 2**20), 9)
-    assert len(bomb) < 2**20
-    inflater = Inflater(2**20)
-    with pytest.raises(TooLarge):
-        inflater.feed(bomb)
-    assert inflater.size <= 2**20 + 1
-
-
-def test_inflate_reads_concatenated_members() -> None:
-    """Two gzip members inflate to their concatenation."""
-    assert inflate(gzip.compress(b"abc") + gzip.compress(b"def"), 100) == b"abcdef"
-
-
-def test_inflate_refuses_truncated_and_garbage_data() -> None:
-    """Cut-short or non-gzip data is a decode error."""
-    with pytest.raises(DecodeError):
-        inflate(gzip.compress(b"x" * 1000)[:-10], 10_000)
-    with pytest.raises(DecodeError):
-        inflate(b"not gzip at all", 10_000)
-    with pytest.raises(DecodeError):
-        inflate(zlib.compress(b"zlib, not gzip"), 10_000)
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=2048))
 def test_arbitrary_bytes_never_escape_as_anything_but_decode_error(body: bytes) -> None:
-    """Any bytes as protobuf, JSON or gzip either decode or raise DecodeError/TooLarge."""
+    """Any bytes as protobuf or JSON either decode or raise DecodeError."""
     for media_type in (PROTOBUF, JSON):
         with contextlib.suppress(DecodeError):
             decode(body, media_type, ORCHESTRATOR)
-    with contextlib.suppress(DecodeError, TooLarge):
-        inflate(body, 4096)
 
 
 _json_values = st.recursive(

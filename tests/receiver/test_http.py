@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import sys
 import threading
 import time
 import tracemalloc
@@ -39,6 +40,11 @@ from tests.support.otlp_build import (
     span,
     task_trace,
 )
+
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
 
 PROTOBUF = {"content-type": "application/x-protobuf"}
 JSON = {"content-type": "application/json"}
@@ -144,6 +150,39 @@ def test_deflate_bodies_are_read_and_bad_ones_refused() -> None:
         assert bomb.status_code == 413
 
 
+def test_zstd_bodies_are_read_and_bad_ones_refused() -> None:
+    """zstd (the Collector's ``otlp_http`` exporter sends it with ``compression: zstd``) is
+    read, protobuf and JSON, a frame that does not say its size too; a damaged, a cut and
+    an empty one are 400s; a bomb is a 413 while memory stays small."""
+    body = protobuf_body(task_trace("T-zstd"))
+    as_json = json.dumps(json_document(task_trace("T-zstd-json"))).encode()
+    streamed = zstd.ZstdCompressor()
+    unsized = streamed.compress(protobuf_body(task_trace("T-zstd-stream"))) + streamed.flush()
+    headers = {**PROTOBUF, "content-encoding": "zstd"}
+    with receiver() as server:
+        assert server.post(zstd.compress(body), headers).status_code == 200
+        assert server.post(unsized, headers).status_code == 200
+        assert server.post(zstd.compress(as_json), {**JSON, "content-encoding": "zstd"}
+                           ).status_code == 200
+        assert sorted(d.task_id for d in server.sink.wait_for(3, timeout=10)) == [
+            "T-zstd", "T-zstd-json", "T-zstd-stream"]
+        packed = zstd.compress(body)
+        for bad, says in [(packed[:8] + b"\xff" * (len(packed) - 8), "invalid zstd data"),
+                          (packed[:-6], "truncated zstd data"), (b"", "empty zstd")]:
+            refused = server.post(bad, headers)
+            assert refused.status_code == 400, bad
+            assert says in status_of(refused).message
+        bomb = zstd.compress(bytes(256 * 2**20))
+        tracemalloc.start()
+        try:
+            response = server.post(bomb, headers)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert response.status_code == 413
+        assert peak < 16 * 2**20
+
+
 def test_zero_ids_give_partial_success_in_both_content_types() -> None:
     """Spans with all-zero or empty ids are rejected; the response says how many, 200 all
     the same, and the task in the same request is written."""
@@ -220,6 +259,7 @@ def test_wrong_path_method_and_content_type() -> None:
         assert text.status_code == 415 and text.json()["code"] == 3
         brotli = server.post(b"x", {**PROTOBUF, "content-encoding": "br"})
         assert brotli.status_code == 415
+        assert "use gzip, zstd or deflate" in status_of(brotli).message
 
 
 def test_body_over_the_cap_gets_413() -> None:
