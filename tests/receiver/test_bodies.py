@@ -5,14 +5,16 @@ from __future__ import annotations
 import contextlib
 import gzip
 import sys
+import tracemalloc
 import zlib
+from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from otel_diary.errors import DecodeError, TooLarge
-from otel_diary.receiver.bodies import Inflater, decompress, inflate, inflated_size, unzstd
+from otel_diary.receiver.bodies import decompress, inflated_size
 
 if sys.version_info >= (3, 14):
     from compression import zstd
@@ -20,55 +22,62 @@ else:
     from backports import zstd
 
 
-def test_inflate_stops_a_gzip_bomb_before_it_grows() -> None:
-    """A small body inflating far past the cap raises after at most the cap is held."""
-    bomb = gzip.compress(bytes(64 * 2**20), 9)
+@pytest.mark.parametrize("encoding, pack", [
+    ("gzip", lambda data: gzip.compress(data, 9)),
+    ("deflate", lambda data: zlib.compress(data, 9)),
+    ("zstd", zstd.compress)])
+def test_a_bomb_is_refused_with_no_more_than_the_cap_held(
+        encoding: str, pack: Callable[[bytes], bytes]) -> None:
+    """64 MiB of zeros in well under a megabyte: refused once the output passes 1 MiB, having
+    held little more than that."""
+    bomb = pack(bytes(64 * 2**20))
     assert len(bomb) < 2**20
-    inflater = Inflater(2**20)
-    with pytest.raises(TooLarge):
-        inflater.feed(bomb)
-    assert inflater.size <= 2**20 + 1
+    tracemalloc.start()
+    try:
+        with pytest.raises(TooLarge):
+            decompress(bomb, encoding, 2**20)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * 2**20
 
 
-def test_inflate_reads_concatenated_members() -> None:
-    """Two gzip members inflate to their concatenation."""
-    assert inflate(gzip.compress(b"abc") + gzip.compress(b"def"), 100) == b"abcdef"
+@pytest.mark.parametrize("encoding, pack", [("gzip", gzip.compress), ("zstd", zstd.compress)])
+def test_members_and_frames_are_read_one_after_another(
+        encoding: str, pack: Callable[[bytes], bytes]) -> None:
+    """Two gzip members, or zstd frames, decompress to their concatenation; so do 1,024
+    tiny ones, and one more is refused (an exporter sends one)."""
+    assert decompress(pack(b"abc") + pack(b"def"), encoding, 100) == b"abcdef"
+    assert decompress(pack(b"x") * 1024, encoding, 10**6) == b"x" * 1024
+    with pytest.raises(DecodeError, match=f"more than 1024 {encoding}"):
+        decompress(pack(b"x") * 1025, encoding, 10**6)
 
 
-def test_inflate_refuses_truncated_and_garbage_data() -> None:
-    """Cut-short or non-gzip data is a decode error."""
-    with pytest.raises(DecodeError):
-        inflate(gzip.compress(b"x" * 1000)[:-10], 10_000)
-    with pytest.raises(DecodeError):
-        inflate(b"not gzip at all", 10_000)
-    with pytest.raises(DecodeError):
-        inflate(zlib.compress(b"zlib, not gzip"), 10_000)
+def test_what_is_cut_short_damaged_or_not_gzip_is_a_decode_error() -> None:
+    packed = gzip.compress(b"x" * 1000)
+    for body, says in [(packed[:-10], "truncated gzip data"), (b"not gzip", "invalid gzip"),
+                       (zlib.compress(b"zlib, not gzip"), "invalid gzip"),
+                       (packed + b"more", "invalid gzip"), (b"", "empty gzip body")]:
+        with pytest.raises(DecodeError, match=says):
+            decompress(body, "gzip", 10_000)
+    with pytest.raises(DecodeError, match="data after the end of the deflate stream"):
+        decompress(zlib.compress(b"abc") + zlib.compress(b"def"), "deflate", 100)
 
 
-def test_zstd_frames_are_read_one_after_another() -> None:
-    """One frame, two frames, a frame that does not say its size (as a stream encoder
-    writes it) and an empty one each decompress to what was compressed."""
+def test_a_zstd_frame_that_does_not_say_its_size_is_read_and_stopped_at_the_cap() -> None:
+    """A frame that does not say its size (as a stream encoder writes it) decompresses to
+    what was compressed, and one of 256 MiB of zeros stops at the cap; it is counted ahead
+    as eight times its size, and a frame that says its size as that size."""
     streamed = zstd.ZstdCompressor()
     unsized = streamed.compress(b"streamed") + streamed.flush()
     assert zstd.get_frame_info(unsized).decompressed_size is None
-    assert unzstd(zstd.compress(b"abc"), 100) == b"abc"
-    assert unzstd(zstd.compress(b"abc") + zstd.compress(b"def"), 100) == b"abcdef"
-    assert unzstd(unsized + zstd.compress(b""), 100) == b"streamed"
-    assert decompress(zstd.compress(b"abc"), "zstd", 100) == b"abc"
-
-
-def test_a_zstd_bomb_stops_at_the_cap() -> None:
-    """256 MiB of zeros in a few kilobytes: refused once the cap is passed, whether the
-    frame says its size (counted ahead as the cap) or not (as eight times its size)."""
+    assert decompress(unsized + zstd.compress(b""), "zstd", 100) == b"streamed"
     zeros = bytes(256 * 2**20)
-    streamed = zstd.ZstdCompressor()
-    sized, unsized = zstd.compress(zeros), streamed.compress(zeros) + streamed.flush()
-    for bomb in (sized, unsized):
-        assert len(bomb) < 2**20
-        with pytest.raises(TooLarge):
-            unzstd(bomb, 2**20)
-    assert inflated_size(sized, "zstd", 2**20) == 2**20
-    assert inflated_size(unsized, "zstd", 2**20) == 8 * len(unsized)
+    bomb = streamed.compress(zeros) + streamed.flush()
+    with pytest.raises(TooLarge):
+        decompress(bomb, "zstd", 2**20)
+    assert inflated_size(bomb, "zstd", 2**20) == 8 * len(bomb)
+    assert inflated_size(zstd.compress(zeros), "zstd", 2**20) == 2**20
 
 
 @pytest.mark.parametrize("body, says", [
@@ -79,7 +88,7 @@ def test_a_zstd_bomb_stops_at_the_cap() -> None:
 ])
 def test_zstd_that_is_cut_short_or_not_zstd_is_a_decode_error(body: bytes, says: str) -> None:
     with pytest.raises(DecodeError, match=says):
-        unzstd(body, 10_000)
+        decompress(body, "zstd", 10_000)
 
 
 def test_what_a_body_will_inflate_to_is_what_it_says_else_eight_times_its_size() -> None:
