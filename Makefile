@@ -149,6 +149,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/sustained_serve.py
 	$(BIN)/python benchmarks/decision_hold.py
 	$(BIN)/python benchmarks/hostile_traces.py
+	$(BIN)/python benchmarks/bodies.py
 	$(BIN)/python benchmarks/import_cost.py
 
 clean:
