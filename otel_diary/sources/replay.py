@@ -1,9 +1,10 @@
 """Replay: OTLP/JSON trace files through assembly and the pipeline, offline.
 
 Reads the OpenTelemetry Collector file exporter's JSON lines (one ``ExportTraceServiceRequest``
-per line) and plain ``ExportTraceServiceRequest`` JSON documents, ``.gz`` or not, each
-line or document no longer than a bound (a longer one is skipped and counted: a gzip
-bomb costs that much memory at most). Spans are assembled as ``serve`` assembles
+per line; with its ``compression: zstd``, each a zstd frame after its length) and plain
+``ExportTraceServiceRequest`` JSON documents, ``.gz`` or not, each line or document no
+longer than a bound (a longer one is skipped and counted: a gzip or zstd bomb costs that
+much memory at most). Spans are assembled as ``serve`` assembles
 them, with the grace period counted in spans read instead of seconds; at the end every
 waiting task span is decided. Prints a summary.
 """
@@ -25,10 +26,14 @@ from typing import IO, Any, cast
 
 from otel_diary.assembly.grace import TraceStore
 from otel_diary.counters import Counters
-from otel_diary.errors import DecodeError
+from otel_diary.errors import DecodeError, TooLarge
 from otel_diary.pipeline.core import Pipeline
+from otel_diary.receiver.bodies import decompress
 from otel_diary.receiver.json_reader import read_json
 
+ZSTD_FRAME = b"\x28\xb5\x2f\xfd"
+"""How a zstd frame starts: after a record's length, the file exporter's compressed
+format."""
 PROGRESS_MIN_BYTES = 8 * 2**20
 """Files at least this large (together) get a progress bar on a terminal."""
 MAX_EXAMPLES = 5
@@ -130,16 +135,45 @@ def _pretty_printed(head: list[bytes | None]) -> bool:
             and second is not None and not (second.strip() and _parses(second)))
 
 
+def _records(handle: IO[bytes], limit: int) -> Iterator[bytes | None]:
+    """The documents of the file exporter's compressed format, each a zstd frame after its
+    length (4 bytes, big-endian); ``None`` for one longer than ``limit`` bytes, compressed
+    or not. :class:`DecodeError` for a record cut short or damaged."""
+    while head := handle.read(4):
+        size = int.from_bytes(head, "big")
+        if len(head) < 4 or len(record := _read(handle, size, limit)) < min(size, limit + 1):
+            raise DecodeError("a zstd record is cut short")
+        try:
+            yield decompress(record, "zstd", limit) if size <= limit else None
+        except TooLarge:
+            yield None
+
+
+def _read(handle: IO[bytes], size: int, limit: int) -> bytes:
+    """The next ``size`` bytes; past ``limit`` of them, only the first ``limit + 1``
+    (the rest is read and dropped)."""
+    kept = handle.read(min(size, limit + 1))
+    left = size - len(kept)
+    while left > 0 and (dropped := handle.read(min(left, 2**20))):
+        left -= len(dropped)
+    return kept if left <= 0 else b""
+
+
 def _documents(path: Path, limit: int) -> Iterator[tuple[int, bytes | None, int]]:
     """(line number, JSON document or ``None`` when longer than ``limit`` bytes, bytes of
-    the file read so far) for each line, or once for a pretty-printed document."""
+    the file read so far) for each line, or once for a pretty-printed document; (record
+    number, …) for each record of the file exporter's compressed format."""
     with path.open("rb") as raw:
         if stat.S_ISCHR(mode := os.fstat(raw.fileno()).st_mode) or stat.S_ISBLK(mode):
             # /dev/zero never ends, nor has a line end to skip an over-long line to
             raise OSError(errno.EINVAL, "a device, not a file of traces")
+        read_so_far = raw.tell if raw.seekable() else lambda: 0  # a pipe: no bar to draw
+        if raw.peek(8)[4:8] == ZSTD_FRAME:
+            for number, record in enumerate(_records(raw, limit), 1):
+                yield number, record, read_so_far()
+            return
         handle = cast(IO[bytes], gzip.GzipFile(fileobj=raw)) if path.suffix == ".gz" \
             else cast(IO[bytes], raw)
-        read_so_far = raw.tell if raw.seekable() else lambda: 0  # a pipe: no bar to draw
         lines = iter(lambda: _line(handle, limit), b"")
         head = list(itertools.islice(lines, 2))
         if _pretty_printed(head):
@@ -201,7 +235,7 @@ def replay(paths: list[Path], pipeline: Pipeline, store: TraceStore, *,
                 deliver(store.add(batch, clock))
                 deliver(store.due(clock))
             report.files += 1
-        except (OSError, EOFError, zlib.error) as exc:  # a damaged gzip stream too
+        except (OSError, EOFError, zlib.error, DecodeError) as exc:  # damaged gzip or zstd
             report.skip("unreadable files", 1, f"{path}: {exc}")
         before += size
     deliver(store.drain())

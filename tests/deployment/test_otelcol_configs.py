@@ -542,6 +542,7 @@ exporters:
     compression: gzip
   file/archive:
     path: ${env:ARCHIVE_PATH}
+    compression: ${env:ARCHIVE_COMPRESSION}
 service:
   pipelines:
     traces:
@@ -554,11 +555,13 @@ service:
 """
 
 
+@pytest.mark.parametrize("compression", ["", "zstd"])
 def test_what_the_collector_files_replays_to_the_diaries_serve_wrote(
-        otelcol: Path, tmp_path: Path) -> None:
+        otelcol: Path, tmp_path: Path, compression: str) -> None:
     """One Collector sends an app's runs to ``serve`` and writes them to a file with its
-    file exporter; ``otel-diary replay`` of that file writes the same diaries and lessons,
-    byte for byte (runs that recover from one error relate to each other)."""
+    file exporter, as JSON lines or compressed (zstd records); ``otel-diary replay`` of
+    that file writes the same diaries and lessons, byte for byte (runs that recover from
+    one error relate to each other)."""
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
     from tests.support.kb import PY_STDERR, TS_STDERR
@@ -569,7 +572,8 @@ def test_what_the_collector_files_replays_to_the_diaries_serve_wrote(
     with ExitStack() as stack:
         [diary] = start_serves(stack, (tmp_path / "serve", ()))
         collector = Otelcol(otelcol, config, tmp_path / "otelcol.log", {
-            "OTEL_DIARY_ENDPOINT": diary.url, "ARCHIVE_PATH": str(archive)})
+            "OTEL_DIARY_ENDPOINT": diary.url, "ARCHIVE_PATH": str(archive),
+            "ARCHIVE_COMPRESSION": compression})
         stack.callback(collector.stop)
         provider = TracerProvider(resource=Resource.create({"service.name": "archived"}),
                                   shutdown_on_exit=False)

@@ -17,6 +17,11 @@ from otel_diary.cli import main
 from otel_diary.pipeline.render import parse_front_matter
 from tests.support.otlp_build import T0, json_document, new_trace_id, task_trace
 
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
+
 
 def write_lines(path: Path, documents: list[object]) -> Path:
     path.write_text("".join(json.dumps(doc) + "\n" for doc in documents))
@@ -177,6 +182,42 @@ def test_damaged_and_inflating_gzip_files_are_skipped_and_the_others_replay(
     assert isinstance(skipped, dict)
     assert (skipped["unreadable files"], skipped["documents too large"]) == (1, 1)
     assert f"bomb.jsonl.gz:1: longer than {2**20} bytes" in str(report["problems"])
+
+
+def zstd_records(documents: list[bytes]) -> bytes:
+    """The Collector file exporter's ``compression: zstd`` format: each document a zstd
+    frame after its length (4 bytes, big-endian)."""
+    frames = [zstd.compress(document) for document in documents]
+    return b"".join(len(frame).to_bytes(4, "big") + frame for frame in frames)
+
+
+def test_the_file_exporters_zstd_records_replay_and_bad_ones_are_reported(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A file of the exporter's zstd records replays, whatever its name; a record that
+    inflates past the receiver's body cap, or is longer than it, is skipped and counted; a
+    file cut inside a record, or holding a damaged one, is reported unreadable."""
+    monkeypatch.setenv("OTEL_DIARY_SERVE_MAX_BODY_BYTES", str(2**20))
+    good = [json.dumps(json_document(task_trace(f"ZR-{n}"))).encode() for n in range(3)]
+    archive = tmp_path / "traces.jsonl"  # the exporter's path: any name
+    archive.write_bytes(zstd_records(good[:2]))
+    bomb, long = zstd.compress(b"0" * 2 * 2**20), os.urandom(2**20 + 1)
+    oversized = tmp_path / "oversized"
+    oversized.write_bytes(b"".join(len(frame).to_bytes(4, "big") + frame
+                                   for frame in (bomb, long)) + zstd_records(good[2:]))
+    cut = tmp_path / "cut"
+    cut.write_bytes(zstd_records(good[2:])[:-5])
+    damaged = bytearray(zstd_records(good[2:]))
+    damaged[4 + 4] = 0xFF  # the frame's header descriptor: reserved bits set
+    (tmp_path / "damaged").write_bytes(bytes(damaged))
+    assert main(["replay", str(archive), str(oversized), str(cut), str(tmp_path / "damaged"),
+                 "--dir", str(tmp_path / "kb"), "--json"]) == 1  # some could not be read
+    report = summary(capsys)
+    assert report["diaries_written"] == 3
+    assert report["skipped"] == {"documents too large": 2, "unreadable files": 2}
+    problems = str(report["problems"])
+    assert "cut: a zstd record is cut short" in problems
+    assert "damaged: invalid zstd data" in problems
 
 
 def test_document_whose_first_lines_together_pass_the_cap_is_too_large(
