@@ -477,7 +477,7 @@ def test_replicas_behind_loadbalancing_share_one_postgresql_store(
     assert found == set(home)
 
 
-COMPRESSED_CONFIG = """
+ARCHIVE_CONFIG = """
 receivers:
   otlp:
     protocols:
@@ -490,12 +490,15 @@ exporters:
     endpoint: ${env:OTEL_DIARY_ENDPOINT}
     compression: ${env:COMPRESSION}
     encoding: ${env:ENCODING}
+  file/archive:
+    path: ${env:ARCHIVE_PATH}
+    compression: ${env:ARCHIVE_COMPRESSION}
 service:
   pipelines:
     traces:
       receivers: [otlp]
       processors: [batch]
-      exporters: [otlp_http/diary]
+      exporters: [otlp_http/diary, file/archive]
   telemetry:
     metrics:
       level: none
@@ -511,12 +514,13 @@ def test_what_the_collectors_exporter_compresses_reaches_serve(
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
     config = tmp_path / "compressed.yaml"
-    config.write_text(COMPRESSED_CONFIG)
+    config.write_text(ARCHIVE_CONFIG)
     with ExitStack() as stack:
         [diary] = start_serves(stack, (tmp_path / "serve", ()))
         collector = Otelcol(otelcol, config, tmp_path / "otelcol.log", {
             "OTEL_DIARY_ENDPOINT": diary.url, "COMPRESSION": compression,
-            "ENCODING": encoding})
+            "ENCODING": encoding, "ARCHIVE_PATH": str(tmp_path / "archive.jsonl"),
+            "ARCHIVE_COMPRESSION": ""})
         stack.callback(collector.stop)
         run_tasks(OTLPSpanExporter(endpoint=f"127.0.0.1:{collector.grpc_port}",
                                    insecure=True), "packed", 3)
@@ -526,33 +530,6 @@ def test_what_the_collectors_exporter_compresses_reaches_serve(
         assert diary.stop() == 0
     assert sorted(str(front["task"]) for front in diary_files(diary)) == [
         "packed-0", "packed-1", "packed-2"]
-
-
-ARCHIVE_CONFIG = """
-receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: ${env:OTELCOL_GRPC_ENDPOINT}
-processors:
-  batch:
-exporters:
-  otlp_http/diary:
-    endpoint: ${env:OTEL_DIARY_ENDPOINT}
-    compression: gzip
-  file/archive:
-    path: ${env:ARCHIVE_PATH}
-    compression: ${env:ARCHIVE_COMPRESSION}
-service:
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [batch]
-      exporters: [otlp_http/diary, file/archive]
-  telemetry:
-    metrics:
-      level: none
-"""
 
 
 @pytest.mark.parametrize("compression", ["", "zstd"])
@@ -572,8 +549,8 @@ def test_what_the_collector_files_replays_to_the_diaries_serve_wrote(
     with ExitStack() as stack:
         [diary] = start_serves(stack, (tmp_path / "serve", ()))
         collector = Otelcol(otelcol, config, tmp_path / "otelcol.log", {
-            "OTEL_DIARY_ENDPOINT": diary.url, "ARCHIVE_PATH": str(archive),
-            "ARCHIVE_COMPRESSION": compression})
+            "OTEL_DIARY_ENDPOINT": diary.url, "COMPRESSION": "gzip", "ENCODING": "proto",
+            "ARCHIVE_PATH": str(archive), "ARCHIVE_COMPRESSION": compression})
         stack.callback(collector.stop)
         provider = TracerProvider(resource=Resource.create({"service.name": "archived"}),
                                   shutdown_on_exit=False)
