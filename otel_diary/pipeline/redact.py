@@ -293,7 +293,7 @@ FLAG_RULES: tuple[Rule, ...] = (
         # an argument list: ['--password', 'value'], ["--token", "value"]
         r"|(?P<listed>[\"']),[ \t]{0,2}(?=(?P=listed))))"
         r"(?![\"']?\[REDACTED:)"
-        r"(?:(?P<quote>[\"'])" + quoted("quote") + r"|(?!--)[^\s\"'`]{1,512})"), ("--",)),
+        r"(?:(?P<quote>[\"'])" + quoted("quote") + r"|(?!--|[<>])[^\s\"'`]{1,512})"), ("--",)),
 )
 """Secrets given to a command as a flag's value, with ``=`` or a space."""
 

@@ -528,6 +528,10 @@ def test_a_word_ending_in_a_key_prefix_is_left_alone(text: str) -> None:
     "password: ${{ secrets.DB_PASSWORD }}", "password: {{ .Values.db.password }}",
     "secret_key_base: <%= ENV['SECRET_KEY_BASE'] %>", "api_key: <your-api-key>",
     "api_key: ****", "token: xxx", "--api-key $OPENAI_API_KEY", "--password=${PGPASSWORD}",
+    "gh auth login --with-token <your-token>", "vault login --token <TOKEN>",
+    # a flag's value read from a file or a command by the shell, or its output written
+    "gh auth login --with-token < token.txt", "tool --password <(pass show db)",
+    "tool --token > token.txt",
     # names that hold no secret
     # a validation error's verdict
     "token: invalid", "password: must be at least 8 characters", "api_key: required",
