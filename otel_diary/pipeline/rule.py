@@ -5,9 +5,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cached_property
 
 from otel_diary.pipeline.keys import MARK
+
+
+class _Compiled:
+    """A rule's ``pattern``: compiled on first use and kept on the rule. With no lock:
+    ``functools.cached_property`` holds one lock for every rule while it compiles one (up
+    to Python 3.11), and a process forked meanwhile (a server's workers) could never
+    compile a rule. Two threads may compile the same rule twice; each gets the same."""
+
+    def __get__(self, rule: Rule, owner: object = None) -> re.Pattern[str]:
+        pattern = rule.__dict__["pattern"] = re.compile(rule.expression)
+        return pattern
 
 
 @dataclass(frozen=True)
@@ -26,9 +36,7 @@ class Rule:
     anchored: bool = False
     """Case-insensitive: tried only where a needle starts in the lower-cased text."""
 
-    @cached_property
-    def pattern(self) -> re.Pattern[str]:
-        return re.compile(self.expression)
+    pattern = _Compiled()
 
     def replace(self, match: re.Match[str]) -> str:
         mark = MARK.format(kind=self.kind)

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import unicodedata
 from pathlib import Path
 
@@ -23,7 +24,9 @@ from otel_diary.pipeline.redact import (
     SecretRedactor,
     redact,
 )
+from otel_diary.pipeline.rule import Rule
 from otel_diary.wiring import build_pipeline
+from tests.support.forking import in_forked_child, needs_fork
 from tests.support.secret_strategies import FAMILIES, filler, in_context
 
 EXAMPLES = [
@@ -821,6 +824,39 @@ def test_rules_compile_when_first_needed_or_when_serve_prepares_them(tmp_path: P
     compiled, total = map(int, prepared.split())
     assert (int(on_import), int(on_build), diaries) == (0, 0, 1)
     assert on_first < total / 2 and compiled == total > 100
+
+
+class _Stalling(str):
+    """An expression whose hashing (``re.compile`` looks it up in its cache first) waits
+    until ``release`` is set: a rule being compiled for as long as a test needs."""
+
+    entered = threading.Event()
+    release = threading.Event()
+
+    def __hash__(self) -> int:
+        self.entered.set()
+        self.release.wait(30)
+        return str.__hash__(self)
+
+
+@needs_fork
+def test_a_process_forked_while_a_rule_is_compiled_compiles_rules() -> None:
+    """A server forks its workers while the processor's thread compiles a rule it met
+    for the first time: the child compiles rules as well (a lock held across the fork by
+    a thread the child does not have would stop its first redaction for good)."""
+    compiling = threading.Thread(
+        target=lambda: Rule("stalled", _Stalling("stalled-[0-9]+")).pattern, daemon=True)
+    compiling.start()
+    try:
+        assert _Stalling.entered.wait(10)
+
+        def child_compiles() -> bool:
+            return Rule("other", "other-[0-9]+").pattern.search("an other-42") is not None
+
+        assert in_forked_child(child_compiles, limit_s=20) == 0
+    finally:
+        _Stalling.release.set()
+        compiling.join(10)
 
 
 def test_a_needle_with_no_assignment_after_it_compiles_no_rule() -> None:
