@@ -429,10 +429,10 @@ class SecretRedactor:
         A text that had one is not kept, so no secret stays in memory."""
 
     def prepare(self) -> SecretRedactor:
-        """Compile every rule now, as a pipeline does when it is built, so that its diaries
-        pay none of it; a process that redacts a query or two compiles only what they need."""
+        """Compile every rule now, as ``serve``'s pipeline does before it listens; otherwise
+        each is compiled when a text first holds one of its needles (most never are)."""
         for rule in (*WORD_RULES, *_LITERAL_RULES, *ANCHORED_RULES, *self._extra):
-            rule.pattern  # noqa: B018  (a cached property: compiled once)
+            rule.pattern  # noqa: B018  (compiled once, then kept on the rule)
         reference()
         return self
 
