@@ -1,7 +1,8 @@
-"""``otel-diary replay FILE…``: OTLP/JSON trace files through the pipeline, offline.
+"""``otel-diary replay FILE…``: OTLP trace files through the pipeline, offline.
 
-Reads the OpenTelemetry Collector file exporter's JSON lines (one ``ExportTraceServiceRequest``
-per line) and plain ``ExportTraceServiceRequest`` JSON documents, ``.gz`` or not. Spans are
+Reads the OpenTelemetry Collector file exporter's files (JSON lines, or its records in
+protobuf or JSON, zstd-compressed or not) and plain ``ExportTraceServiceRequest`` JSON
+documents, ``.gz`` or not. Spans are
 assembled as ``serve`` assembles them, with the grace period counted in spans read instead
 of seconds; at the end every waiting task span is decided. Prints a summary.
 """
@@ -21,7 +22,8 @@ from otel_diary.settings import Settings
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", type=Path, metavar="FILE",
-                        help="OTLP/JSON trace files (JSON lines or one document; .gz too)")
+                        help="OTLP trace files (the Collector file exporter's, or one JSON "
+                        "document; .gz too)")
     parser.add_argument("--dir", dest="dir", type=Path, default=None,
                         help="knowledge-base root the diaries go under (OTEL_DIARY_DIR)")
     parser.add_argument("--grace-spans", type=int, default=100_000, metavar="N",

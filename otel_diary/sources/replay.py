@@ -1,12 +1,13 @@
-"""Replay: OTLP/JSON trace files through assembly and the pipeline, offline.
+"""Replay: OTLP trace files through assembly and the pipeline, offline.
 
-Reads the OpenTelemetry Collector file exporter's JSON lines (one ``ExportTraceServiceRequest``
-per line; with its ``compression: zstd``, each a zstd frame after its length) and plain
-``ExportTraceServiceRequest`` JSON documents, ``.gz`` or not, each line or document no
-longer than a bound (a longer one is skipped and counted: a gzip or zstd bomb costs that
-much memory at most). Spans are assembled as ``serve`` assembles
-them, with the grace period counted in spans read instead of seconds; at the end every
-waiting task span is decided. Prints a summary.
+Reads what the OpenTelemetry Collector's file exporter writes: JSON lines (one
+``ExportTraceServiceRequest`` per line), or, with its ``format: proto`` or ``compression:
+zstd``, records (each request's length in 4 bytes, big-endian, then the request in protobuf
+or JSON, a zstd frame when compressed); and plain ``ExportTraceServiceRequest`` JSON
+documents, ``.gz`` or not. Each line, document or record is no longer than a bound (a
+longer one is skipped and counted: a gzip or zstd bomb costs that much memory at most).
+Spans are assembled as ``serve`` assembles them, with the grace period counted in spans
+read instead of seconds; at the end every waiting task span is decided. Prints a summary.
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ from otel_diary.counters import Counters
 from otel_diary.errors import DecodeError, TooLarge
 from otel_diary.pipeline.core import Pipeline
 from otel_diary.receiver.bodies import decompress
-from otel_diary.receiver.json_reader import read_json
+from otel_diary.receiver.decode import JSON, PROTOBUF, decode
 
 ZSTD_FRAME = b"\x28\xb5\x2f\xfd"
 """How a zstd frame starts: after a record's length, the file exporter's compressed
 format."""
+RESOURCE_SPANS = b"\x0a"
+"""How a request in protobuf starts (its first ``resource_spans``): after a record's length,
+the file exporter's ``format: proto``."""
 PROGRESS_MIN_BYTES = 8 * 2**20
 """Files at least this large (together) get a progress bar on a terminal."""
 MAX_EXAMPLES = 5
@@ -135,18 +139,32 @@ def _pretty_printed(head: list[bytes | None]) -> bool:
             and second is not None and not (second.strip() and _parses(second)))
 
 
-def _records(handle: IO[bytes], limit: int) -> Iterator[bytes | None]:
-    """The documents of the file exporter's compressed format, each a zstd frame after its
-    length (4 bytes, big-endian); ``None`` for one longer than ``limit`` bytes, compressed
-    or not. :class:`DecodeError` for a record cut short or damaged."""
+def _is_records(head: bytes) -> bool:
+    """Whether a file starting with ``head`` (8 bytes) holds the file exporter's records: a
+    length (under 144 MiB: no text starts with the bytes such a length does), then a zstd
+    frame or a request in protobuf."""
+    return head[:1] < b"\t" and (head[4:8] == ZSTD_FRAME or head[4:5] == RESOURCE_SPANS)
+
+
+def _records(handle: IO[bytes], limit: int) -> Iterator[tuple[bytes | None, str]]:
+    """The documents of the file exporter's records, each after its length (4 bytes,
+    big-endian), zstd-compressed or not, and the media type of each (JSON when it starts
+    as a JSON object does, else protobuf); ``None`` for one longer than ``limit`` bytes,
+    compressed or not. :class:`DecodeError` for a record cut short or damaged."""
     while head := handle.read(4):
         size = int.from_bytes(head, "big")
         if len(head) < 4 or len(record := _read(handle, size, limit)) < min(size, limit + 1):
-            raise DecodeError("a zstd record is cut short")
-        try:
-            yield decompress(record, "zstd", limit) if size <= limit else None
-        except TooLarge:
-            yield None
+            raise DecodeError("a record is cut short")
+        if size > limit:
+            yield None, PROTOBUF
+            continue
+        if record.startswith(ZSTD_FRAME):
+            try:
+                record = decompress(record, "zstd", limit)
+            except TooLarge:
+                yield None, PROTOBUF
+                continue
+        yield record, JSON if record.startswith(b"{") else PROTOBUF
 
 
 def _read(handle: IO[bytes], size: int, limit: int) -> bytes:
@@ -159,31 +177,31 @@ def _read(handle: IO[bytes], size: int, limit: int) -> bytes:
     return kept if left <= 0 else b""
 
 
-def _documents(path: Path, limit: int) -> Iterator[tuple[int, bytes | None, int]]:
+def _documents(path: Path, limit: int) -> Iterator[tuple[int, bytes | None, int, str]]:
     """(line number, JSON document or ``None`` when longer than ``limit`` bytes, bytes of
-    the file read so far) for each line, or once for a pretty-printed document; (record
-    number, …) for each record of the file exporter's compressed format."""
+    the file read so far, media type) for each line, or once for a pretty-printed
+    document; (record number, …) for each of the file exporter's records."""
     with path.open("rb") as raw:
         if stat.S_ISCHR(mode := os.fstat(raw.fileno()).st_mode) or stat.S_ISBLK(mode):
             # /dev/zero never ends, nor has a line end to skip an over-long line to
             raise OSError(errno.EINVAL, "a device, not a file of traces")
         read_so_far = raw.tell if raw.seekable() else lambda: 0  # a pipe: no bar to draw
-        if raw.peek(8)[4:8] == ZSTD_FRAME:
-            for number, record in enumerate(_records(raw, limit), 1):
-                yield number, record, read_so_far()
+        handle = gzip.GzipFile(fileobj=raw) if path.suffix == ".gz" else raw
+        if _is_records(handle.peek(8)[:8]):
+            for number, (record, media) in enumerate(_records(cast(IO[bytes], handle),
+                                                              limit), 1):
+                yield number, record, read_so_far(), media
             return
-        handle = cast(IO[bytes], gzip.GzipFile(fileobj=raw)) if path.suffix == ".gz" \
-            else cast(IO[bytes], raw)
-        lines = iter(lambda: _line(handle, limit), b"")
+        lines = iter(lambda: _line(cast(IO[bytes], handle), limit), b"")
         head = list(itertools.islice(lines, 2))
         if _pretty_printed(head):
             whole = b"".join(cast(list[bytes], head))
             whole += handle.read(max(0, limit + 1 - len(whole)))
-            yield 1, whole if len(whole) <= limit else None, read_so_far()
+            yield 1, whole if len(whole) <= limit else None, read_so_far(), JSON
             return
         for number, line in enumerate(itertools.chain(head, lines), 1):
             if line is None or line.strip():
-                yield number, line, read_so_far()
+                yield number, line, read_so_far(), JSON
 
 
 def replay(paths: list[Path], pipeline: Pipeline, store: TraceStore, *,
@@ -213,7 +231,7 @@ def replay(paths: list[Path], pipeline: Pipeline, store: TraceStore, *,
 
     for path, size in zip(paths, sizes, strict=True):
         try:
-            for number, document, position in _documents(path, max_document_bytes):
+            for number, document, position, media in _documents(path, max_document_bytes):
                 report.documents += 1
                 if bar is not None:
                     bar.update(before + position)
@@ -222,7 +240,7 @@ def replay(paths: list[Path], pipeline: Pipeline, store: TraceStore, *,
                                 f"{path}:{number}: longer than {max_document_bytes} bytes")
                     continue
                 try:
-                    batch = read_json(document, conventions)
+                    batch = decode(document, media, conventions)
                 except DecodeError as exc:
                     report.skip("undecodable documents", 1, f"{path}:{number}: {exc}")
                     continue

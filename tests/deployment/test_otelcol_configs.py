@@ -492,6 +492,7 @@ exporters:
     encoding: ${env:ENCODING}
   file/archive:
     path: ${env:ARCHIVE_PATH}
+    format: ${env:ARCHIVE_FORMAT}
     compression: ${env:ARCHIVE_COMPRESSION}
 service:
   pipelines:
@@ -520,7 +521,7 @@ def test_what_the_collectors_exporter_compresses_reaches_serve(
         collector = Otelcol(otelcol, config, tmp_path / "otelcol.log", {
             "OTEL_DIARY_ENDPOINT": diary.url, "COMPRESSION": compression,
             "ENCODING": encoding, "ARCHIVE_PATH": str(tmp_path / "archive.jsonl"),
-            "ARCHIVE_COMPRESSION": ""})
+            "ARCHIVE_FORMAT": "json", "ARCHIVE_COMPRESSION": ""})
         stack.callback(collector.stop)
         run_tasks(OTLPSpanExporter(endpoint=f"127.0.0.1:{collector.grpc_port}",
                                    insecure=True), "packed", 3)
@@ -532,13 +533,15 @@ def test_what_the_collectors_exporter_compresses_reaches_serve(
         "packed-0", "packed-1", "packed-2"]
 
 
-@pytest.mark.parametrize("compression", ["", "zstd"])
+@pytest.mark.parametrize("form, compression", [
+    ("json", ""), ("json", "zstd"), ("proto", ""), ("proto", "zstd")])
 def test_what_the_collector_files_replays_to_the_diaries_serve_wrote(
-        otelcol: Path, tmp_path: Path, compression: str) -> None:
+        otelcol: Path, tmp_path: Path, form: str, compression: str) -> None:
     """One Collector sends an app's runs to ``serve`` and writes them to a file with its
-    file exporter, as JSON lines or compressed (zstd records); ``otel-diary replay`` of
-    that file writes the same diaries and lessons, byte for byte (runs that recover from
-    one error relate to each other)."""
+    file exporter, as JSON lines, or as records (each its length, then the request in
+    protobuf or JSON, zstd-compressed or not); ``otel-diary replay`` of that file writes
+    the same diaries and lessons, byte for byte (runs that recover from one error relate to
+    each other)."""
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
     from tests.support.kb import PY_STDERR, TS_STDERR
@@ -550,7 +553,8 @@ def test_what_the_collector_files_replays_to_the_diaries_serve_wrote(
         [diary] = start_serves(stack, (tmp_path / "serve", ()))
         collector = Otelcol(otelcol, config, tmp_path / "otelcol.log", {
             "OTEL_DIARY_ENDPOINT": diary.url, "COMPRESSION": "gzip", "ENCODING": "proto",
-            "ARCHIVE_PATH": str(archive), "ARCHIVE_COMPRESSION": compression})
+            "ARCHIVE_PATH": str(archive), "ARCHIVE_FORMAT": form,
+            "ARCHIVE_COMPRESSION": compression})
         stack.callback(collector.stop)
         provider = TracerProvider(resource=Resource.create({"service.name": "archived"}),
                                   shutdown_on_exit=False)

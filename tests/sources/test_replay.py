@@ -1,4 +1,4 @@
-"""``otel-diary replay``: Collector file-exporter JSON lines and plain OTLP/JSON, offline."""
+"""``otel-diary replay``: the Collector file exporter's files and plain OTLP/JSON, offline."""
 
 from __future__ import annotations
 
@@ -15,7 +15,13 @@ import pytest
 
 from otel_diary.cli import main
 from otel_diary.pipeline.render import parse_front_matter
-from tests.support.otlp_build import T0, json_document, new_trace_id, task_trace
+from tests.support.otlp_build import (
+    T0,
+    json_document,
+    new_trace_id,
+    protobuf_body,
+    task_trace,
+)
 
 if sys.version_info >= (3, 14):
     from compression import zstd
@@ -184,10 +190,11 @@ def test_damaged_and_inflating_gzip_files_are_skipped_and_the_others_replay(
     assert f"bomb.jsonl.gz:1: longer than {2**20} bytes" in str(report["problems"])
 
 
-def zstd_records(documents: list[bytes]) -> bytes:
-    """The Collector file exporter's ``compression: zstd`` format: each document a zstd
-    frame after its length (4 bytes, big-endian)."""
-    frames = [zstd.compress(document) for document in documents]
+def zstd_records(documents: list[bytes], compress: bool = True) -> bytes:
+    """The Collector file exporter's ``compression: zstd`` format (or, with ``compress``
+    false, its ``format: proto``): each document a zstd frame after its length (4 bytes,
+    big-endian)."""
+    frames = [zstd.compress(document) if compress else document for document in documents]
     return b"".join(len(frame).to_bytes(4, "big") + frame for frame in frames)
 
 
@@ -216,8 +223,35 @@ def test_the_file_exporters_zstd_records_replay_and_bad_ones_are_reported(
     assert report["diaries_written"] == 3
     assert report["skipped"] == {"documents too large": 2, "unreadable files": 2}
     problems = str(report["problems"])
-    assert "cut: a zstd record is cut short" in problems
+    assert "cut: a record is cut short" in problems
     assert "damaged: invalid zstd data" in problems
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["proto", "zstd-proto"])
+def test_the_file_exporters_protobuf_records_replay_and_bad_ones_are_reported(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], compress: bool) -> None:
+    """A file of the exporter's records in protobuf (its ``format: proto``), compressed or
+    not, replays, gzip-compressed too (as a rotated file is); a record longer than the
+    receiver's body cap is skipped and counted, one that is no request is undecodable, and
+    a file cut inside a record is unreadable."""
+    monkeypatch.setenv("OTEL_DIARY_SERVE_MAX_BODY_BYTES", str(2**20))
+    good = [protobuf_body(task_trace(f"PR-{n}")) for n in range(3)]
+    archive = tmp_path / "traces.jsonl"
+    archive.write_bytes(zstd_records([*good[:2], b"\xff" * 64, b"\x0a" * (2**20 + 1)],
+                                     compress))
+    rotated = tmp_path / "traces-2026-12-01.jsonl.gz"
+    rotated.write_bytes(gzip.compress(zstd_records(good[2:], compress)))
+    cut = tmp_path / "cut"
+    cut.write_bytes(zstd_records(good[2:], compress)[:-5])
+    assert main(["replay", str(archive), str(rotated), str(cut), "--dir",
+                 str(tmp_path / "kb"), "--json"]) == 1
+    report = summary(capsys)
+    assert (report["documents"], report["diaries_written"]) == (5, 3)
+    assert report["skipped"] == {"documents too large": 1, "undecodable documents": 1,
+                                 "unreadable files": 1}
+    assert "traces.jsonl:3: " in str(report["problems"])
+    assert "cut: a record is cut short" in str(report["problems"])
 
 
 def test_document_whose_first_lines_together_pass_the_cap_is_too_large(
