@@ -292,6 +292,21 @@ def test_shutdown_delivers_what_waits(hub: tuple[HubServer, str], sinks: Sinks) 
     assert not sink.spool.pending()
 
 
+def test_an_exit_is_not_held_up_by_a_failing_hub(hub: tuple[HubServer, str],
+                                                 sinks: Sinks) -> None:
+    """Closed while the hub fails, the sink leaves what waits in the spool at once, for the
+    next start to deliver: an app's exit does not wait through the hub's backoff."""
+    server, url = hub
+    server.script = [503]
+    sink = sinks(url, initial_backoff_s=1.0, max_backoff_s=1.0)
+    diary = make_diary(1)
+    sink.write(diary)
+    assert wait_until(lambda: len(server.posts()) == 1)
+    sink.close()
+    assert len(server.posts()) == 1  # no retry made at exit
+    assert [entry.id for entry in sink.spool.pending()] == [diary.id]
+
+
 @pytest.mark.parametrize(("count", "told"), [
     (1, "stopped with 1 diary for the knowledge hub in {spool}; the next start delivers it"),
     (2, "stopped with 2 diaries for the knowledge hub in {spool}; the next start delivers "

@@ -332,11 +332,12 @@ class HubSink:
 
         Returns the wait before the next round: the backoff after a retryable failure,
         else the poll interval. Once stopping, rounds go on while they deliver something
-        and end at the runner's deadline.
+        and end at the runner's deadline, or at once when the hub is failing: what waits
+        is in the spool, and an exit is not held up by retries the next start makes.
         """
         now = time.monotonic()
         if now < self._retry_at:  # backing off: new diaries wait too
-            return self._retry_at - now
+            return None if stopping else self._retry_at - now
         result = self._deliverer.deliver_pass(self._runner.deadline if stopping else None)
         if result.retry_in is not None:
             self._retry_at = time.monotonic() + result.retry_in
@@ -349,7 +350,7 @@ class HubSink:
             else:
                 logger.debug("%s still failing (%s); retrying in %.1fs", self.label,
                              result.failure, result.retry_in)
-            return result.retry_in
+            return None if stopping else result.retry_in
         if self._failing and result.delivered:
             self._failing = False
             logger.info("otel-diary reached %s again", self.label)
