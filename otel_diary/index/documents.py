@@ -60,11 +60,14 @@ _TESTLIKE = re.compile(r"test|spec|::", re.IGNORECASE)
 
 
 _PRIMARY_ORDER = ("code:", "exception:", "template:", "test:")
+_ASSERTION = re.compile(r"Assertion\w*Error$")
+"""``AssertionError``, JUnit's ``AssertionFailedError``: what any failed test raises."""
 
 
 def error_signatures(text: str) -> tuple[str, ...]:
     """What identifies an error in ``text`` precisely: ``code:…``, ``exception:…`` and
-    ``test:…`` keys.
+    ``test:…`` keys (no failed assertion's exception where a failing test is named: every
+    failed test raises one).
 
     Two diaries sharing a key met the same error, whatever else their output says.
     """
@@ -115,6 +118,8 @@ def _precise(text: str) -> dict[str, None]:
         name = match.group(1).rstrip(":,.;")
         if _TESTLIKE.search(name):
             found[f"test:{name}"] = None
+    if any(key.startswith("test:") for key in found):  # the test says which assertion
+        found = {key: None for key in found if not _ASSERTION.search(key)}
     return found
 
 

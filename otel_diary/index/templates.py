@@ -3,13 +3,19 @@
 The first error line of a build or test output, with what varies between two runs of the
 same error masked as ``<*>``: quoted text, paths and file names, line and column numbers,
 hex, versions, identifiers. Codes (``TS2345``), exception names and exit statuses stay.
-A pure function of its input, so every process and every run agree on it.
+A runner's section rules (``=== FAILURES ===``) are no error line, and a line that gives
+a verdict alone (``--- FAIL: TestParse``, ``> Task :compileJava FAILED``) yields to a
+later one that says what failed. A pure function of its input, so every process and every
+run agree on it.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
+import itertools
 import re
+from collections.abc import Iterator
 
 MAX_TEMPLATE = 160
 """Longest template kept, in characters."""
@@ -17,6 +23,9 @@ MAX_TOKENS = 24
 """Most words of an error line a template keeps."""
 MAX_LINES = 200
 """Lines of output looked at for the first error line."""
+MAX_VERDICTS = 16
+"""Error lines that give a verdict alone passed over, at most, for one that says what
+failed."""
 MASK = "<*>"
 
 _ERROR_LINE = re.compile(
@@ -24,6 +33,15 @@ _ERROR_LINE = re.compile(
     r"conflict|killed|denied|not used|non-zero|exit code|segmentation|refused|timed out|"
     r"invalid|no such|unable|missing|traceback", re.IGNORECASE)
 _TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):")
+_RULE = re.compile(r"^([=_*#~-])\1\1.*\1\1\1$")
+"""A section rule around a title, as test runners print them (``=== FAILURES ===``,
+``___ test_total ___``, ``=== 1 failed in 0.12s ===``): no error line itself."""
+_VERDICT = frozenset({
+    "fail", "failed", "failure", "failures", "failing", "error", "errors", "err",
+    "assertionerror", "assertionfailederror", "found", "test", "tests", "total", "problem",
+    "problems"})
+"""Words of a verdict and its tally, which every failure of a runner shares: what a line
+says besides them names the error."""
 _FENCE_OPEN = re.compile(r"^(`{3,}(?!`)|~{3,}(?!~))[^\n]*\n", re.MULTILINE)
 _FENCE_CLOSE = re.compile(r"^(`{3,}(?!`)|~{3,}(?!~))[^\S\n]*$", re.MULTILINE)
 """Fence lines, their whole run of backticks or tildes in group 1 (a run that may not
@@ -82,9 +100,23 @@ def stderr_block(text: str) -> str:
     return ""
 
 
+@functools.lru_cache(maxsize=4)
 def first_error_line(text: str) -> str:
-    """The first line of ``text`` that reads as an error (a Python traceback's exception
-    line, not its header), joined with the next one when it only introduces it; or ``""``."""
+    """The first line of ``text`` that reads as an error and says more than a verdict, else
+    the first that reads as an error (a Python traceback's exception line, not its header;
+    never a section rule), joined with the next one when it only introduces it; or ``""``.
+
+    Remembered for the last few texts (each at most a 64 KiB tail): a run's reflection,
+    lesson and template ask for the same one."""
+    first = ""
+    for line in itertools.islice(_error_lines(text), MAX_VERDICTS + 1):
+        if _says_what_failed(mask(line)):
+            return line
+        first = first or line
+    return first
+
+
+def _error_lines(text: str) -> Iterator[str]:
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")[:MAX_LINES]
     in_traceback = False
     for number, line in enumerate(lines):
@@ -98,15 +130,29 @@ def first_error_line(text: str) -> str:
             if line[:1].isspace():
                 continue  # the frames: "  File ...", their source lines
             in_traceback = False
-            return stripped
-        if not _ERROR_LINE.search(stripped):
+            yield stripped
+            continue
+        if not _ERROR_LINE.search(stripped) or _RULE.match(stripped):
             continue
         if stripped.endswith(":"):
             following = next((other.strip() for other in lines[number + 1:] if other.strip()),
                              "")
-            return f"{stripped} {following}".strip()
-        return stripped
-    return ""
+            yield f"{stripped} {following}".strip()
+            continue
+        yield stripped
+
+
+def _says_what_failed(template: str) -> bool:
+    """Whether a masked error line names the error: it holds a code (``error TS2345:
+    <*>``), no verdict word (``Killed``), or two words besides them (not ``FAIL <*>``,
+    ``> Task <*> FAILED``, ``Found <*> errors``, ``<*> AssertionError``)."""
+    if _CODE.search(template):
+        return True
+    words = [word.rsplit(".", 1)[-1] for word in
+             (token.strip(_PUNCT + "*<>=#-").lower() for token in template.split())
+             if re.search("[a-z]{2}", word)]
+    rest = [word for word in words if word not in _VERDICT]
+    return len(rest) > 1 or len(rest) == len(words)
 
 
 def _mask_token(token: str, previous: str, last: bool) -> str:
@@ -142,12 +188,13 @@ def mask(line: str) -> str:
 
 
 def error_template(text: str) -> str:
-    """The masked template of the first error line of ``text``; ``""`` when there is none
-    or nothing but masks is left of it."""
+    """The masked template of the first error line of ``text``; ``""`` when there is none,
+    when it gives a verdict alone, or when nothing but masks is left of it."""
     line = first_error_line(text)
     if not line:
         return ""
     template = mask(line)
-    if not re.search(r"[A-Za-z]{2,}", template.replace(MASK, "")):
+    if not _says_what_failed(template) or not re.search(r"[A-Za-z]{2,}",
+                                                         template.replace(MASK, "")):
         return ""
     return template

@@ -5,10 +5,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_diary.index.documents import error_signatures, template_signature
+from otel_diary.index.documents import (
+    error_signatures,
+    primary_signature,
+    section_signatures,
+    template_signature,
+)
 from otel_diary.index.templates import (
     MAX_TEMPLATE,
     error_template,
@@ -107,6 +113,95 @@ def test_ts2345_and_ts2322_runs_do_not_relate(tmp_path: Path) -> None:
     pipeline.close()
     assert first.id not in second.related
     assert second.related == ()
+
+
+PYTEST = """\
+tests/test_orders.py ....F.......                                         [100%]
+
+=================================== FAILURES ===================================
+_____________________________ {test} ______________________________
+
+    def {test}():
+>       assert total(100, tax=0.2) == 120
+E       assert 119.99999 == 120
+
+tests/test_orders.py:42: AssertionError
+=========================== short test summary info ============================
+FAILED tests/test_orders.py::{test} - assert 119.99999 == 120
+========================= 1 failed, 11 passed in 0.12s ========================="""
+GRADLE = """\
+> Task :compileJava FAILED
+/src/main/java/App.java:5: error: cannot find symbol
+        Foo f = new Foo();
+  symbol:   class Foo
+1 error
+
+FAILURE: Build failed with an exception."""
+GO_TEST = "--- FAIL: TestParse (0.00s)\n    parse_test.go:15: got 3, want 4\nFAIL\n" \
+          "FAIL\texample.com/parse\t0.003s"
+JEST = "FAIL src/sum.test.js\n  ● sum > adds 1 + 2 to equal 3\n\n    Expected: 3\n" \
+       "    Received: 4\n\nTests:       1 failed, 1 total"
+
+
+def test_a_runners_section_rules_are_no_error_line() -> None:
+    """pytest's ``=== FAILURES ===`` is a title, not the error: the error line is the one
+    after it that names the failure."""
+    assert first_error_line(PYTEST.format(test="test_total")) == \
+        "tests/test_orders.py:42: AssertionError"
+    assert first_error_line("===== ERRORS =====\nE   ImportError: cannot import name 'x'") == \
+        "E   ImportError: cannot import name 'x'"
+
+
+def test_a_line_that_gives_a_verdict_alone_yields_to_one_that_says_what_failed() -> None:
+    """A runner's verdict on a task, test or file (Gradle's ``> Task :x FAILED``, Go's
+    ``--- FAIL: TestX``, jest's ``FAIL file``, a tally of errors, make's ``Error 2``) is the
+    same for every failure: a later line that says what failed is the error line, and a
+    verdict with none after it gives no template (the failing test is the signature)."""
+    assert first_error_line(GRADLE) == "/src/main/java/App.java:5: error: cannot find symbol"
+    assert error_template(GRADLE) == "<*> error: cannot find symbol"
+    assert (first_error_line(GO_TEST), error_template(GO_TEST)) == (
+        "--- FAIL: TestParse (0.00s)", "")
+    assert (first_error_line(JEST), error_template(JEST)) == ("FAIL src/sum.test.js", "")
+    for verdict in ("Found 3 errors.", "Error: 2 errors",
+                    "FAILED tests/test_x.py::test_y - assert 1 == 2"):
+        assert error_template(verdict) == "", verdict
+    for error in ("Killed", "Segmentation fault (core dumped)", "error: exit code 137",
+                  "Error: Invalid reference", "tests/test_x.py:3: KeyError"):
+        assert error_template(error) != "", error
+
+
+@pytest.mark.parametrize(("output", "signature"), [
+    (PYTEST.format(test="test_total"), "test:tests/test_orders.py::test_total"),
+    (GO_TEST, "test:TestParse"),
+    (JEST, "test:src/sum.test.js"),
+    (GRADLE, "template:<*> error: cannot find symbol"),
+    ("Traceback (most recent call last):\n  File \"a.py\", line 1\nAssertionError",
+     "exception:AssertionError"),
+    ("E   KeyError: 'id'\ntests/test_x.py:3: KeyError\nFAILED tests/test_x.py::test_y",
+     "exception:KeyError")], ids=["pytest", "go", "jest", "gradle", "assert", "raised"])
+def test_a_run_is_filed_under_what_failed_not_under_its_runners_verdict(
+        output: str, signature: str) -> None:
+    """A failing test is filed under the test, not under the ``AssertionError`` every
+    failed test raises nor under a template every failure of its runner shares; an
+    assertion with no test named, or an exception a test raised, is filed as before."""
+    section = f"Build repaired in 2 attempt(s)\nLast build stderr tail:\n```text\n{output}\n```"
+    assert primary_signature(section_signatures(section)) == signature
+
+
+def test_runs_that_fail_different_tests_do_not_share_a_lesson(tmp_path: Path) -> None:
+    """Two runs whose pytest output fails different tests on an assert get two lessons,
+    and do not list each other as related; a third failing the first test again joins
+    its lesson."""
+    pipeline = kb_pipeline(tmp_path)
+    first = write(pipeline, task_record(1, "T-1", stderr=PYTEST.format(test="test_total")))
+    second = write(pipeline, task_record(2, "T-2", stderr=PYTEST.format(test="test_refund")))
+    third = write(pipeline, task_record(3, "T-3", stderr=PYTEST.format(test="test_total")))
+    pipeline.close()
+    assert first.id not in second.related
+    assert first.id in third.related
+    lessons = sorted(path.name for path in (tmp_path / "diaries" / "lessons").glob("*.md"))
+    assert [name.rsplit("-", 1)[0] for name in lessons] == [
+        "test-tests-test_orders.py-test_refund", "test-tests-test_orders.py-test_total"]
 
 
 _FENCED = re.compile(r"^(`{3,}|~{3,})[^\n]*\n(.*?)^\1\s*$", re.MULTILINE | re.DOTALL)
