@@ -341,6 +341,13 @@ class Settings:
     serve_token: Secret | None = _setting(None, _optional(_secret(_serve_token)))
     """``OTEL_DIARY_SERVE_TOKEN``: when set, requests must carry it as
     ``Authorization: Bearer <token>`` or ``x-api-key: <token>`` (else 401). Unset by default."""
+    serve_tls_cert_file: Path | None = _setting(None, _maybe_path)
+    """``OTEL_DIARY_SERVE_TLS_CERT_FILE``: the certificate (PEM, its chain after it) ``serve``
+    presents; with it and its key, both listeners take TLS alone (``https://``, gRPC over
+    TLS). Unset by default."""
+    serve_tls_key_file: Path | None = _setting(None, _maybe_path)
+    """``OTEL_DIARY_SERVE_TLS_KEY_FILE``: the certificate's private key (PEM, not
+    encrypted). Unset by default."""
     serve_max_body_bytes: int = _setting(20 * 1024 * 1024, _int(gt=0, le=1024 * 1024 * 1024))
     """``OTEL_DIARY_SERVE_MAX_BODY_BYTES``: largest OTLP/HTTP body after decompression
     (else 413), and longest line or document ``replay`` reads (else skipped); 20 MiB by

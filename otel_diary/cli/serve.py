@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import logging
 import os
+import ssl
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,6 +37,10 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
      "a shared store, postgresql://…, the diaries go to (OTEL_DIARY_STORE_URL; none)"),
     ("--token", "serve_token", str,
      "require this bearer token or x-api-key (OTEL_DIARY_SERVE_TOKEN; none)"),
+    ("--tls-cert", "serve_tls_cert_file", Path,
+     "serve TLS alone with this certificate, PEM (OTEL_DIARY_SERVE_TLS_CERT_FILE; none)"),
+    ("--tls-key", "serve_tls_key_file", Path,
+     "the certificate's private key, PEM (OTEL_DIARY_SERVE_TLS_KEY_FILE; none)"),
     ("--grace", "serve_grace_s", float,
      "seconds to wait for late child spans of a task (OTEL_DIARY_SERVE_GRACE_S; 10)"),
     ("--trace-timeout", "serve_trace_timeout_s", float,
@@ -49,7 +54,9 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     for flag, field_name, kind, help_text in _FLAGS:
         metavar = {str: "TEXT", int: "N", float: "SECONDS", Path: "DIR"}[kind]
-        if flag in ("--host", "--token"):
+        if flag.startswith("--tls-"):
+            metavar = "FILE"
+        elif flag in ("--host", "--token"):
             metavar = flag[2:].upper()
         elif flag == "--store":
             metavar = "URL"
@@ -102,6 +109,10 @@ def _serve(args: argparse.Namespace) -> int:
     if not settings.serve_http_port and not settings.serve_grpc_port:
         print("otel-diary serve: both ports are 0; nothing to listen on", file=sys.stderr)
         return 2
+    problem = _tls_problem(settings)
+    if problem is not None:
+        print(f"otel-diary serve: {problem}", file=sys.stderr)
+        return 2
     from otel_diary.assembly.journal import JournalError
 
     try:
@@ -127,6 +138,30 @@ def _token_problem(args: argparse.Namespace) -> str | None:
         check_serve_token(value, what)
     except ValueError as exc:
         return str(exc)
+    return None
+
+
+def _tls_problem(settings: Settings) -> str | None:
+    """Why the TLS certificate and key configured cannot be served, if they cannot: one
+    without the other, a file not read, a key that is not the certificate's or is
+    encrypted (asked for a passphrase, OpenSSL would wait for one on the terminal)."""
+    cert, key = settings.serve_tls_cert_file, settings.serve_tls_key_file
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        return ("--tls-cert and --tls-key go together (OTEL_DIARY_SERVE_TLS_CERT_FILE, "
+                "OTEL_DIARY_SERVE_TLS_KEY_FILE)")
+    for what, path in (("certificate", cert), ("key", key)):
+        try:
+            with path.open("rb"):
+                pass
+        except OSError as exc:
+            return f"cannot read the TLS {what} {path}: {exc.strerror or exc}"
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(cert, key, password=lambda: b"")
+    except (ssl.SSLError, OSError) as exc:
+        return f"cannot use the TLS certificate {cert} with the key {key}: {exc}"
     return None
 
 
@@ -164,7 +199,9 @@ def service_from(settings: Settings) -> Service:
         max_header_bytes=settings.serve_max_header_bytes,
         max_connections=settings.serve_max_connections,
         idle_timeout_s=settings.serve_idle_timeout_s,
-        grpc_max_message_bytes=settings.serve_grpc_max_message_bytes)
+        grpc_max_message_bytes=settings.serve_grpc_max_message_bytes,
+        tls_cert_file=str(settings.serve_tls_cert_file or ""),
+        tls_key_file=str(settings.serve_tls_key_file or ""))
     return Service(collector,
                    OtlpHttpApp(collector, conventions, token=token,
                                max_body_bytes=settings.serve_max_body_bytes),

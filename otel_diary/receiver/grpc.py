@@ -250,8 +250,10 @@ class TraceService:
 
 
 def grpc_server(service: TraceService, host: str, port: int, *,
-                max_message_bytes: int = MAX_MESSAGE_BYTES) -> tuple[grpc.Server, int]:
-    """A started gRPC server for ``service`` on ``host:port``; returns it and its port.
+                max_message_bytes: int = MAX_MESSAGE_BYTES,
+                tls: tuple[bytes, bytes] | None = None) -> tuple[grpc.Server, int]:
+    """A started gRPC server for ``service`` on ``host:port``, over TLS alone with ``tls``
+    (the private key and the certificate chain, PEM); returns it and its port.
 
     It serves ``service.max_concurrent_rpcs`` calls at once, each on its own thread, and
     has as many threads again for ``export`` to refuse calls past them (or to cancel the
@@ -276,7 +278,8 @@ def grpc_server(service: TraceService, host: str, port: int, *,
     })
     server.add_generic_rpc_handlers((handler,))
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    bound = server.add_insecure_port(address)
+    bound = server.add_secure_port(address, grpc.ssl_server_credentials([tls])) if tls \
+        else server.add_insecure_port(address)
     if bound == 0:
         raise OSError(f"cannot listen for OTLP/gRPC on {address}")
     server.start()

@@ -17,6 +17,7 @@ import signal
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -64,15 +65,20 @@ class ServeConfig:
     """An HTTP connection idle between requests this long is closed."""
     grpc_max_message_bytes: int = 16 * 2**20
     """A larger gRPC request message is refused."""
+    tls_cert_file: str = ""
+    """The certificate both listeners present ("": no TLS), with ``tls_key_file``."""
+    tls_key_file: str = ""
 
     def listening_on(self) -> list[str]:
         """Where the receivers listen, for people: ``http://127.0.0.1:4318 (OTLP/HTTP)``, ..."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         addresses = []
         if self.http_port:
-            addresses.append(f"http://{host}:{self.http_port} (OTLP/HTTP)")
+            scheme = "https" if self.tls_cert_file else "http"
+            addresses.append(f"{scheme}://{host}:{self.http_port} (OTLP/HTTP)")
         if self.grpc_port:
-            addresses.append(f"{host}:{self.grpc_port} (OTLP/gRPC)")
+            over = " over TLS" if self.tls_cert_file else ""
+            addresses.append(f"{host}:{self.grpc_port} (OTLP/gRPC{over})")
         return addresses
 
     def open_to_others(self) -> bool:
@@ -118,7 +124,10 @@ class Service:
                 try:
                     grpc, _ = grpc_server(
                         self.grpc_service, config.host, config.grpc_port,
-                        max_message_bytes=config.grpc_max_message_bytes)
+                        max_message_bytes=config.grpc_max_message_bytes,
+                        tls=(Path(config.tls_key_file).read_bytes(),
+                             Path(config.tls_cert_file).read_bytes())
+                        if config.tls_cert_file else None)
                 except (OSError, RuntimeError) as exc:
                     address = f"{config.host}:{config.grpc_port}"
                     logger.error("cannot listen for OTLP/gRPC on %s: %s", address, exc,
@@ -138,6 +147,8 @@ class Service:
                     lifespan="off", log_config=None, access_log=False,
                     server_header=False,
                     timeout_graceful_shutdown=max(int(shutdown_s), 1),
+                    ssl_certfile=config.tls_cert_file or None,
+                    ssl_keyfile=config.tls_key_file or None,
                 )
                 http = _Server(server_config)
                 http_task = asyncio.create_task(http.serve())
@@ -153,6 +164,7 @@ class Service:
                       "http_port": config.http_port or None,
                       "grpc_port": config.grpc_port or None,
                       "dir": config.folder, "grace_s": config.grace_s, "auth": config.auth,
+                      "tls": bool(config.tls_cert_file),
                       "journal": config.journal or None, "conventions": config.conventions}
             logger.info("otel-diary serve is listening on %s; diaries go to %s; spans are "
                         "read with the %s conventions (OTEL_DIARY_CONVENTIONS)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -33,10 +34,14 @@ from tests.support.zero_code import REPO, clean_env, explain, run
 
 
 class Serve:
-    """One ``otel-diary serve`` process on free loopback ports."""
+    """One ``otel-diary serve`` process on free loopback ports (over TLS, trusted through
+    ``ca_file``, when given one)."""
 
-    def __init__(self, root: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, root: Path, *args: str, env: dict[str, str] | None = None,
+                 ca_file: Path | None = None) -> None:
         self.root = root
+        self.scheme = "https" if ca_file else "http"
+        self.verify = ssl.create_default_context(cafile=ca_file) if ca_file else True
         for _ in range(3):  # a free port can be taken before serve binds it: pick again
             if self._start(args, {**os.environ, **(env or {})}):
                 return
@@ -47,7 +52,7 @@ class Serve:
     def _start(self, args: tuple[str, ...], environment: dict[str, str]) -> bool:
         self.http_port = free_port()
         self.grpc_port = free_port()
-        self.url = f"http://127.0.0.1:{self.http_port}"
+        self.url = f"{self.scheme}://127.0.0.1:{self.http_port}"
         self.stderr = self.root / f"serve-{self.http_port}.log"
         with self.stderr.open("wb") as log:
             self.process = subprocess.Popen(
@@ -57,7 +62,8 @@ class Serve:
                 env=environment, stderr=log, stdout=subprocess.DEVNULL)
         for _ in range(400):  # bounded: about 20 s
             try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                if httpx.get(self.url + "/health", timeout=1,
+                             verify=self.verify).status_code == 200:
                     return True
             except httpx.HTTPError:
                 pass
@@ -78,7 +84,8 @@ class Serve:
         return provider
 
     def metrics(self) -> dict[str, float]:
-        return metric_values(httpx.get(self.url + "/metrics", timeout=10).text)
+        return metric_values(httpx.get(self.url + "/metrics", timeout=10,
+                                       verify=self.verify).text)
 
     def wait_for_diaries(self, count: int) -> None:
         """Until the service reports ``count`` diaries written (bounded: about 20 s)."""
