@@ -17,12 +17,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+from otel_diary.pipeline.assignments import (
+    ASSIGNMENT_KEYS,
+    FLAG_RULES,
+    NO_COUNT,
+    QUOTED_VALUE,
+    AssignmentRule,
+    assignment,
+)
 from otel_diary.pipeline.commands import COMMAND_ANCHORED, COMMAND_RULES
 from otel_diary.pipeline.formats import FORMAT_ANCHORED, FORMAT_RULES
 from otel_diary.pipeline.keys import (
-    CALL,
     MARK,
-    NAMES_NO_SECRET,
     SECRET_NAME,
     SERVICE_KEYS,
     WORD_CHARS,
@@ -32,7 +38,6 @@ from otel_diary.pipeline.keys import (
     redact_private_keys,
     reference,
     token_start,
-    value_end,
 )
 from otel_diary.pipeline.rule import Rule
 from otel_diary.text import clean
@@ -183,119 +188,6 @@ class _ServiceRule(Rule):
         return match.group(0)
 
 
-_GLUED_ONLY = ("pass", "pwd", "key")
-"""Keys that name a secret only as the end of a longer name (``DB_PASS``, ``MYSQL_PWD``,
-``smtp-pass``, ``OPENAI_KEY``, ``stripe-key``): alone they are test results
-(``PASS: test_x``, ``{"pass": 12}``), the working directory (``PWD=/app``) and any
-mapping's keys (``key: value``). A lower-case ``pass`` with a quoted value is one too
-(``pass: "…"``, ``{"pass": "…"}``)."""
-
-_NOT_SECRET = {"key": "".join(
-    rf"(?<!{name}[_-])" for name in ("cache", "sort", "primary", "partition", "foreign",
-                                      "build", "group", "routing", "shard", "hash", "lookup",
-                                      "idempotency", "dedup", "unique", "composite", "row"))}
-"""Names ending in ``_KEY`` that are no secret (``CACHE_KEY=v1``, ``PRIMARY_KEY=id``)."""
-
-_ASSIGNMENT_KEYS: dict[str, str] = {
-    "password": "password", "passwd": "password", "passphrase": "password",
-    "pass": "password", "pwd": "password", "sshpass": "password",
-    "secret": "secret",
-    "token": "token",
-    "api_key": "api_key", "api-key": "api_key", "apikey": "api_key",
-    "private_key": "private_key", "private-key": "private_key", "privatekey": "private_key",
-    "access_key": "api_key", "access-key": "api_key", "accesskey": "api_key",
-    "key": "api_key",
-}
-
-
-_QUOTED_VALUE = (
-    r"(?P<quote>[\"'])" + quoted("quote") +
-    # In escaped quotes (JSON inside a string, at any depth: \" \\\" \\\\\\\"): up to
-    # the same escaped quote, the value's own more deeply escaped quotes included.
-    r"|(?P<escaped>(?P<escapes>\\{1,7})[\"'])"
-    r"(?:(?!(?<!\\)(?P=escapes)[\"'])[^\r\n]){1,512}")
-"""A value in quotes, or in escaped quotes (groups ``quote`` and ``escaped``)."""
-
-
-_NO_COUNT = (r"(?![0-9][0-9.,/]{0,39}(?:ms|s|m|h|%)?(?![^\s\"'`,;)\]}]))"
-             r"(?!\.{0,2}/|~/|[A-Za-z]:[\\/]|\\\\)"
-             r"(?!(?i:true|false|yes|no|none|null|ok|n/a|all|passed|failed|pass|fail|skipped)"
-             r"(?![A-Za-z0-9_]))(?!\[REDACTED:)(?!\\[\"'])[^\s\"'`]{1,512}")
-"""An unquoted value that is no count, duration, ratio, path or verdict (``12``, ``1.2s``,
-``3/4``, ``./build``, ``C:\\app``, ``PASSED``): where ``pass`` or ``pwd`` ending a dotted
-name names test results or a folder, those are."""
-
-
-def _assignment(keys: tuple[str, ...]) -> str:
-    """``<key>=<value>`` for one of ``keys``, in the usual spellings of config and logs.
-
-    After the key comes (case-sensitively) no lower-case letter, so ``tokens: 5`` and
-    ``secretary:`` are prose, and a chart's ``existingSecret:`` names a secret (``pass``
-    and ``pwd`` end a longer name, followed by no letter: ``DB_PASS``, not ``PASS:`` or
-    ``TESTS_PASSED``); then a separator and a value, quoted up to its quote or the line
-    end, else up to white space. A quote may be escaped (``{\\"password\\": \\"x\\"}``,
-    JSON logged inside a string). The value may be on the next line, or be the value of
-    a mapping nested under the key (``password:\\n  value: x``); a word that is itself a
-    key takes the value after it along (``api_key: secret: x``, ``KEY= password = x``).
-    """
-    alternatives = "|".join(
-        rf"(?<=[A-Za-z0-9][_-]){_NOT_SECRET.get(key, '')}{key}(?![A-Za-z])"
-        if key in _GLUED_ONLY else re.escape(key)
-        for key in sorted(keys, key=len, reverse=True))
-    return (
-        r"(?i)(?!(?<=existing)secret)(?P<head>(?P<key>" + alternatives + r")(?-i:(?![a-z]))"
-        + NAMES_NO_SECRET
-        + r"[A-Za-z0-9_.-]{0,40}"
-        r"(?:\\{0,7}[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}"
-        r"(?:(?<=:)(?:[ \t]{0,4}\r?\n)(?:[ \t]{0,8}-[ \t]{1,4}"
-        r"|[ \t]{1,8}(?:[A-Za-z0-9_-]{1,40}:[ \t]{1,4})?)|\{[ \t]{0,4}(?P<nested>\\{0,7}[\"'])"
-        r"(?:value|secret|password|token|key|data)(?P=nested)[ \t]{0,4}:[ \t]{0,4}"
-        r"(?=\\{0,7}[\"']))?)"
-        r"(?!(?:\\{0,7}[\"'])?\[REDACTED:|[=>]|[{\[](?![^\s\"'`]))"
-        r"(?:" + _QUOTED_VALUE + "|" + CALL + r"|(?!\\[\"'])[^\s\"'`]{1,512}"
-        r"(?:(?:(?<=[:=])[ \t]{0,4}|[ \t]{1,4}(?::=|=>|[:=])[ \t]{0,4})"
-        r"(?:(?P<inner>[\"'])" + quoted("inner") + r"(?P=inner)?|[^\s\"'`]{1,512}))?)"
-        r"(?P<fallback>[ \t]{1,4}(?:or|\|\||\?\?)[ \t]{1,4}(?P<fq>[\"'])"
-        r"(?:(?!(?P=fq))[^\r\n]){1,512}(?P=fq))?"
-    )
-
-
-@dataclass(frozen=True)
-class _AssignmentRule(Rule):
-    """``password=…``-style assignments and ``--password X`` flags; the kind follows the key."""
-
-    def replace(self, match: re.Match[str]) -> str:
-        groups = match.groupdict()
-        mark = MARK.format(kind=_ASSIGNMENT_KEYS.get(groups["key"].lower(), "secret"))
-        if reference().match(match.string, match.end("head")):
-            if not groups.get("fallback"):
-                return match.group(0)  # a variable, code reading one, a type, a placeholder
-            end = match.end("fq") - match.start()  # but the literal it falls back to
-            return match.group(0)[:end] + mark + groups["fq"]
-        start, value, end = match.start(), match.end("head"), match.end()
-        ends = None if groups.get("quote") else value_end(match.string, start)
-        if ends is not None:  # at the next parameter of a URL's query, or setting of a list
-            rest = ends.search(match.string, value, end)
-            if rest is not None:
-                return match.group(0) if rest.start() == value else \
-                    groups["head"] + mark + match.string[rest.start():end]
-        return groups["head"] + (groups.get("escaped") or groups.get("quote") or "") + mark
-
-
-
-FLAG_RULES: tuple[Rule, ...] = (
-    _AssignmentRule("secret", (
-        r"(?P<head>--(?=[A-Za-z])(?i:(?:[a-z0-9]{1,20}[-_](?:[a-z0-9]{1,20}[-_])?)?"
-        r"(?P<key>password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key|auth"
-        r"(?:[-_]?key|token)?"
-        r"|(?<=[a-z0-9][-_])(?:pass|pwd)))"
-        r"(?![A-Za-z0-9_-])(?:[ \t]{1,4}|[ \t]{0,4}=[ \t]{0,4}"
-        # an argument list: ['--password', 'value'], ["--token", "value"]
-        r"|(?P<listed>[\"']),[ \t]{0,2}(?=(?P=listed))))"
-        r"(?![\"']?\[REDACTED:)"
-        r"(?:(?P<quote>[\"'])" + quoted("quote") + r"|(?!--|[<>])[^\s\"'`]{1,512})"), ("--",)),
-)
-"""Secrets given to a command as a flag's value, with ``=`` or a space."""
 
 _LITERAL_RULES = BUILTIN_RULES + FLAG_RULES
 """The case-sensitive rules: each is tried only on a text holding one of its needles."""
@@ -347,7 +239,7 @@ ANCHORED_RULES: tuple[Rule, ...] = (
                      r"(?=" + _WORD + "{0,4095}[0-9])(?=" + _WORD + "{0,4095}[a-z])))"
                      + _WORD + "{4,4096}"),
          ("authorization",), keep_prefix=True, anchored=True),
-    *(_AssignmentRule("secret", _assignment(tuple(k for k in _ASSIGNMENT_KEYS
+    *(AssignmentRule("secret", assignment(tuple(k for k in ASSIGNMENT_KEYS
                                                   if k.startswith(needle))),
                       (needle,), anchored=True)
       for needle in ("pass", "secret", "token", "api", "access", "pwd", "sshpass", "private",
@@ -370,16 +262,16 @@ ANCHORED_RULES: tuple[Rule, ...] = (
     # pass alone, lower-case, with a quoted value (``pass: "…"``, ``{"pass": "…"}``); pass
     # or pwd ending a dotted name, also with one that is no count or path
     # (``mail.smtp.pass=…``, not ``results.pass=12`` or ``os.pwd=/app``).
-    _AssignmentRule("password", (
+    AssignmentRule("password", (
         r"(?P<head>(?P<key>(?P<dotted>(?<=[A-Za-z0-9]\.)(?i:pass|pwd)(?![A-Za-z0-9_]))"
         r"|(?<![A-Za-z0-9_.-])pass)(?:\\{0,7}[\"'])?[ \t]{0,4}[:=][ \t]{0,4})"
-        r"(?!(?:\\{0,7}[\"'])?\[REDACTED:)(?:" + _QUOTED_VALUE + "|(?(dotted)" + _NO_COUNT
+        r"(?!(?:\\{0,7}[\"'])?\[REDACTED:)(?:" + QUOTED_VALUE + "|(?(dotted)" + NO_COUNT
         + "|(?!)))"), ("pass", "pwd"), anchored=True),
     # PWD= alone: a connection string's password (``Server=db;UID=sa;PWD=…;``, quoted,
     # braced, or to the next ``;``), elsewhere one that is no folder, variable or code
     # (``PWD=/app``, ``PWD=$HOME``, ``PWD=%CD%``, ``pwd=os.getcwd()``, ``pwd=password``:
     # it must hold a digit or a sign).
-    _AssignmentRule("password", (
+    AssignmentRule("password", (
         r"(?i)(?P<head>(?P<key>(?:(?P<connection>(?<=;))|(?<![A-Za-z0-9_.;-]))pwd)=)"
         r"(?!\[REDACTED:)(?:(?P<quote>[\"'])(?!\.{0,2}/|~/|[A-Za-z]:[\\/]|\$)"
         + quoted("quote") + r"|\{[^}\r\n]{1,512}\}"
@@ -545,7 +437,7 @@ def _redact_anchored(text: str) -> str:
         if position < done:
             continue
         rule = rules[index]
-        if "pattern" not in rule.__dict__ and isinstance(rule, _AssignmentRule) \
+        if "pattern" not in rule.__dict__ and isinstance(rule, AssignmentRule) \
                 and not _SEPARATED.match(text, position):
             continue
         match = rule.pattern.match(text, position)
