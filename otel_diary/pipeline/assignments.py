@@ -62,6 +62,22 @@ NO_COUNT = (r"(?![0-9][0-9.,/]{0,39}(?:ms|s|m|h|%)?(?![^\s\"'`,;)\]}]))"
 name names test results or a folder, those are."""
 
 
+_NO_CODE = (r"(?![ \t]{0,16}(?:raise|return|pass|continue|break|if|elif|else|for|while|try"
+            r"|with|import|from|yield|del|assert|await|print|def|class|throw|const|let|var"
+            r"|self|this|log|logger)(?![A-Za-z0-9_]))")
+"""A line under a name and a colon that is code, not the name's value: the block a
+Python ``if not api_key:`` or ``except InvalidToken:`` opens."""
+
+
+def _names(keys: tuple[str, ...]) -> str:
+    """The alternatives of ``keys``, longest first; ``pass``, ``pwd`` and ``key`` only
+    ending a longer name."""
+    return "|".join(
+        rf"(?<=[A-Za-z0-9][_-]){_NOT_SECRET.get(key, '')}{key}(?![A-Za-z])"
+        if key in _GLUED_ONLY else re.escape(key)
+        for key in sorted(keys, key=len, reverse=True))
+
+
 def assignment(keys: tuple[str, ...]) -> str:
     """``<key>=<value>`` for one of ``keys``, in the usual spellings of config and logs.
 
@@ -71,26 +87,27 @@ def assignment(keys: tuple[str, ...]) -> str:
     ``TESTS_PASSED``); then a separator and a value, quoted up to its quote or the line
     end, else up to white space. A quote may be escaped (``{\\"password\\": \\"x\\"}``,
     JSON logged inside a string). The value may be on the next line, or be the value of
-    a mapping nested under the key (``password:\\n  value: x``); a word that is itself a
-    key takes the value after it along (``api_key: secret: x``, ``KEY= password = x``).
+    a mapping nested under the key (``password:\\n  value: x``) or a YAML block's first
+    line (``password: |``); a word that is itself a key takes the value after it along
+    (``api_key: secret: x``, ``KEY= password = x``). The name may be a subscript's, given
+    a quoted value (``os.environ["DB_PASSWORD"] = "…"``; an expression is code).
     """
-    alternatives = "|".join(
-        rf"(?<=[A-Za-z0-9][_-]){_NOT_SECRET.get(key, '')}{key}(?![A-Za-z])"
-        if key in _GLUED_ONLY else re.escape(key)
-        for key in sorted(keys, key=len, reverse=True))
     return (
-        r"(?i)(?!(?<=existing)secret)(?P<head>(?P<key>" + alternatives + r")(?-i:(?![a-z]))"
+        r"(?i)(?!(?<=existing)secret)(?P<head>(?P<key>" + _names(keys) + r")(?-i:(?![a-z]))"
         + NAMES_NO_SECRET
         + r"[A-Za-z0-9_.-]{0,40}"
-        r"(?:\\{0,7}[\"'])?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}"
-        r"(?:(?<=:)(?:[ \t]{0,4}\r?\n)(?:[ \t]{0,8}-[ \t]{1,4}"
-        r"|[ \t]{1,8}(?:[A-Za-z0-9_-]{1,40}:[ \t]{1,4})?)|\{[ \t]{0,4}(?P<nested>\\{0,7}[\"'])"
+        r"(?:\\{0,7}[\"'](?P<subscript>\])?)?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}"
+        r"(?:(?<=:)(?:[ \t]{0,4}(?:[|>][1-9+-]{0,2}[ \t]{0,4}(?=\r?\n[ \t]))?\r?\n)" + _NO_CODE +
+        r"(?:[ \t]{0,8}-[ \t]{1,4}|[ \t]{1,8}(?:[A-Za-z0-9_-]{1,40}:[ \t]{1,4})?)"
+        r"|\{[ \t]{0,4}(?P<nested>\\{0,7}[\"'])"
         r"(?:value|secret|password|token|key|data)(?P=nested)[ \t]{0,4}:[ \t]{0,4}"
         r"(?=\\{0,7}[\"']))?)"
-        r"(?!(?:\\{0,7}[\"'])?\[REDACTED:|[=>]|[{\[](?![^\s\"'`]))"
-        r"(?:" + QUOTED_VALUE + "|" + CALL + r"|(?!\\[\"'])[^\s\"'`]{1,512}"
+        r"(?!(?:\\{0,7}[\"'])?\[REDACTED:|[=>]|[{\[](?![^\s\"'`])"
+        r"|\|[1-9+-]{0,2}[ \t]{0,4}\r?\n)"
+        r"(?:" + QUOTED_VALUE + "|(?:" + CALL + r"|(?!\\[\"'])[^\s\"'`]{1,512})"
         r"(?:(?:(?<=[:=])[ \t]{0,4}|[ \t]{1,4}(?::=|=>|[:=])[ \t]{0,4})"
-        r"(?:(?P<inner>[\"'])" + quoted("inner") + r"(?P=inner)?|[^\s\"'`]{1,512}))?)"
+        r"(?:(?P<inner>[\"'])(?!\[REDACTED:)(?P<second>" + quoted("inner") + r")(?P=inner)?"
+        r"|[^\s\"'`]{1,512}))?)"
         r"(?P<fallback>[ \t]{1,4}(?:or|\|\||\?\?)[ \t]{1,4}(?P<fq>[\"'])"
         r"(?:(?!(?P=fq))[^\r\n]){1,512}(?P=fq))?"
     )
@@ -103,7 +120,12 @@ class AssignmentRule(Rule):
     def replace(self, match: re.Match[str]) -> str:
         groups = match.groupdict()
         mark = MARK.format(kind=ASSIGNMENT_KEYS.get(groups["key"].lower(), "secret"))
+        if groups.get("subscript") and not (groups.get("quote") or groups.get("escaped")):
+            return match.group(0)  # code: credentials["token"] = token
         if reference().match(match.string, match.end("head")):
+            if groups.get("second"):  # a type, then the name's default: token: str = "…"
+                return (match.string[match.start():match.start("second")] + mark
+                        + match.string[match.end("second"):match.end()])
             if not groups.get("fallback"):
                 return match.group(0)  # a variable, code reading one, a type, a placeholder
             end = match.end("fq") - match.start()  # but the literal it falls back to
@@ -117,6 +139,30 @@ class AssignmentRule(Rule):
                     groups["head"] + mark + match.string[rest.start():end]
         return groups["head"] + (groups.get("escaped") or groups.get("quote") or "") + mark
 
+
+
+def argument(keys: tuple[str, ...]) -> str:
+    """A call's first argument naming a secret (its name ends as one of ``keys`` does),
+    quoted, then its second, the value, quoted (``setenv("API_TOKEN", "…")``,
+    ``define('DB_PASSWORD', '…')``, ``os.getenv("API_KEY", "…")``): what
+    :class:`ArgumentRule` takes."""
+    return (r"(?i)(?P<head>(?P<key>" + _names(keys) + r")\\{0,7}[\"'][ \t]{0,4},[ \t]{0,4})"
+            r"(?!(?:\\{0,7}[\"'])?\[REDACTED:)(?:" + QUOTED_VALUE + ")")
+
+
+_CALLED = re.compile(r"[A-Za-z0-9_]\([ \t]{0,4}\\{0,7}[\"'][A-Za-z0-9_.-]{0,60}")
+"""What comes before a secret's name given as a call's first argument: ``setenv("``."""
+
+
+@dataclass(frozen=True)
+class ArgumentRule(AssignmentRule):
+    """A secret given to a call after its name: only where the name is the call's first
+    argument, not a tuple's or a list's first item (``("token", "…")``, ``["password",
+    "email"]``)."""
+
+    def fits(self, text: str, position: int) -> bool:
+        paren = text.rfind("(", max(0, position - 80), position)
+        return paren > 0 and _CALLED.fullmatch(text, paren - 1, position) is not None
 
 
 FLAG_RULES: tuple[Rule, ...] = (

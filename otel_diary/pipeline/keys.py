@@ -201,7 +201,8 @@ REFERENCE = (
     r"|<[A-Za-z][\w .-]{0,60}>|\*{3,64}|x{3,64}|X{3,64})" + _END +
     r"|(?:str|string|bytes|bool|int|SecretStr|None|null|NULL|nil|undefined|true|false|True"
     r"|False)(?=[;,)\]}|=]{0,4}(?:[\s\"'`]|$))"
-    r"|(?:Optional|Union|Annotated)\[|\$\("
+    r"|(?:Optional|Union|Annotated|list|dict|set|tuple|type|List|Dict|Set|Tuple|Sequence"
+    r"|Mapping)\[|\$\("
     r"|(?:required|missing|invalid|expired|revoked|empty|incorrect|wrong|must|should|cannot"
     r"|not|too|field|Field)(?=[.,;:)]?(?:\s|$)))")
 """Values that name a secret kept elsewhere, not the secret: a variable (``$DB_PASSWORD``,

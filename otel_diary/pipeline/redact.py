@@ -12,6 +12,7 @@ build log costs about a tenth of a second, one built to be slow about a second
 from __future__ import annotations
 
 import binascii
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -22,7 +23,9 @@ from otel_diary.pipeline.assignments import (
     FLAG_RULES,
     NO_COUNT,
     QUOTED_VALUE,
+    ArgumentRule,
     AssignmentRule,
+    argument,
     assignment,
 )
 from otel_diary.pipeline.commands import COMMAND_ANCHORED, COMMAND_RULES
@@ -244,6 +247,10 @@ ANCHORED_RULES: tuple[Rule, ...] = (
                       (needle,), anchored=True)
       for needle in ("pass", "secret", "token", "api", "access", "pwd", "sshpass", "private",
                      "key")),
+    *(ArgumentRule("secret", argument(tuple(k for k in ASSIGNMENT_KEYS
+                                            if k.startswith(needle))), (needle,), anchored=True)
+      for needle in ("pass", "secret", "token", "api", "access", "pwd", "sshpass", "private",
+                     "key")),
     # In prose: "with password hunter2xyz", "the passphrase is S3cret-pw", "my password,
     # it is S3cret-pw": a word of letters and digits after it (not "the password field",
     # "password reset", "password, build42 failed", "password is base64-encoded").
@@ -400,14 +407,19 @@ def _redact_literal(text: str) -> str:
             return text
 
 
-_SEPARATED = re.compile(r"(?i)[a-z0-9_.-]{0,52}(?:\\{0,7}[\"'])?[ \t]{0,4}[:=]")
-"""What starts every assignment: a name, then ``:`` or ``=``. Until its rule is compiled,
-a needle without one ("the build passed") is passed over: a reader compiles none."""
+_SEPARATED = re.compile(r"(?i)[a-z0-9_.-]{0,52}(?:\\{0,7}[\"']\]?)?[ \t]{0,4}[:=,]")
+"""What starts every assignment: a name, then ``:``, ``=`` or (a call's argument) ``,``.
+Until its rule is compiled, a needle without one ("the build passed") is passed over: a
+reader compiles none."""
 
 
 _ANCHORED_BY_FIRST = _by_first((index, needle) for index, rule in enumerate(ANCHORED_RULES)
                                for needle in rule.needles)
 """The case-insensitive needles, each with its rule's index, by first character."""
+
+
+def _replace_fitting(rule: Rule, match: re.Match[str]) -> str:
+    return rule.replace(match) if rule.fits(match.string, match.start()) else match.group(0)
 
 
 def _redact_anchored(text: str) -> str:
@@ -418,7 +430,7 @@ def _redact_anchored(text: str) -> str:
     lowered = text.lower()
     if len(lowered) != len(text):  # a character changed length when lower-cased
         for rule in rules:
-            text = rule.pattern.sub(rule.replace, text)
+            text = rule.pattern.sub(functools.partial(_replace_fitting, rule), text)
         return text
     firsts = _ANCHORED_BY_FIRST.keys()
     candidates: list[tuple[int, int]] = []
@@ -437,8 +449,8 @@ def _redact_anchored(text: str) -> str:
         if position < done:
             continue
         rule = rules[index]
-        if "pattern" not in rule.__dict__ and isinstance(rule, AssignmentRule) \
-                and not _SEPARATED.match(text, position):
+        if ("pattern" not in rule.__dict__ and isinstance(rule, AssignmentRule)
+                and not _SEPARATED.match(text, position)) or not rule.fits(text, position):
             continue
         match = rule.pattern.match(text, position)
         if match is None:

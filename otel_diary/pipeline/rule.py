@@ -38,6 +38,11 @@ class Rule:
 
     pattern = _Compiled()
 
+    def fits(self, text: str, position: int) -> bool:
+        """Whether a match may start at ``position`` of ``text``, by what comes before it
+        (which a pattern cannot look back over when its length varies)."""
+        return True
+
     def replace(self, match: re.Match[str]) -> str:
         mark = MARK.format(kind=self.kind)
         if self.keep_prefix:

@@ -1,0 +1,69 @@
+"""Assignments that name a secret, in the spellings of code and config agents read and
+write: a typed name's default, a subscript, a call's arguments, a YAML block; and code
+that only names a secret, which stays as it is."""
+
+from __future__ import annotations
+
+import pytest
+
+from otel_diary.pipeline.redact import redact
+
+S = "Zq9xK7mW2pL4vN8r"
+
+
+@pytest.mark.parametrize(("text", "redacted"), [
+    # a typed name's default (pydantic settings, dataclasses, TypeScript), and a chain
+    (f'database_password: str = "{S}"', 'database_password: str = "[REDACTED:password]"'),
+    (f"api_key: Optional[str] = '{S}'", "api_key: Optional[str] = '[REDACTED:api_key]'"),
+    (f'const apiKey: string = "{S}";', 'const apiKey: string = "[REDACTED:api_key]";'),
+    (f'token = self._token = "{S}"', 'token = self._token = "[REDACTED:token]"'),
+    # a subscript given a literal
+    (f'os.environ["DB_PASSWORD"] = "{S}"', 'os.environ["DB_PASSWORD"] = "[REDACTED:password]"'),
+    (f"app.config['SECRET_KEY'] = '{S}'", "app.config['SECRET_KEY'] = '[REDACTED:secret]'"),
+    # a call given the secret's name, then the secret
+    (f"define( 'DB_PASSWORD', '{S}' );", "define( 'DB_PASSWORD', '[REDACTED:password]' );"),
+    (f"monkeypatch.setenv('API_TOKEN','{S}')",
+     "monkeypatch.setenv('API_TOKEN','[REDACTED:token]')"),
+    (f'os.Setenv("DB_PASSWORD", "{S}")', 'os.Setenv("DB_PASSWORD", "[REDACTED:password]")'),
+    (f'System.setProperty("db.password","{S}")',
+     'System.setProperty("db.password","[REDACTED:password]")'),
+    (f'req.Header.Set("X-API-Key", "{S}")', 'req.Header.Set("X-API-Key", "[REDACTED:api_key]")'),
+    (f"localStorage.setItem('token', '{S}')", "localStorage.setItem('token', '[REDACTED:token]')"),
+    (f'{{\\"cmd\\": \\"setenv(\\\\\\"API_TOKEN\\\\\\", \\\\\\"{S}\\\\\\")\\"}}',
+     '{\\"cmd\\": \\"setenv(\\\\\\"API_TOKEN\\\\\\", \\\\\\"[REDACTED:token]\\\\\\")\\"}'),
+    # a YAML block scalar
+    (f"password: |\n  {S}\n", "password: |\n  [REDACTED:password]\n"),
+    (f"db:\n  password: >-\n    {S}\n", "db:\n  password: >-\n    [REDACTED:password]\n"),
+])
+def test_a_secret_assigned_in_code_or_config_is_redacted(text: str, redacted: str) -> None:
+    """The value is redacted wherever the name that says it is a secret puts it, and
+    redacting again changes nothing."""
+    assert redact(text) == redacted
+    assert redact(redacted) == redacted
+
+
+@pytest.mark.parametrize("text", [
+    # a block a secret's name opens, in Python
+    "if not api_key:\n        raise ValueError('set OPENAI_API_KEY')",
+    "except InvalidToken:\n    return None",
+    # names in a list or a tuple, not a call's arguments
+    'required = ["password", "email"]', '{"required": ["api_key", "model"]}',
+    '    MovedAttribute("HTTPPasswordMgr", "urllib2", "urllib.request"),',
+    # code: a subscript given an expression, a typed name given code or nothing
+    'credentials["token"] = token', "var_mapping['secret_key'] = mapping.get('x')",
+    "statements_pass: list[ast.stmt] = [hook_impl_test]",
+    'api_key: str = Field(..., env="API_KEY")', 'token: str = ""',
+    'os.environ["API_KEY"] = os.getenv("OTHER_KEY")',
+    # a call reading a secret, with no default or an empty one
+    'os.getenv("API_KEY")', 'os.getenv("API_KEY", "")',
+])
+def test_code_that_only_names_a_secret_stays(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_a_text_whose_lower_case_is_longer_is_read_the_same() -> None:
+    """A character whose lower case is longer (``İ``) sends the text down the slower path,
+    which takes a call's value and leaves a list's items as the fast one does."""
+    text = f'İ setenv("API_TOKEN", "{S}") required = ["password", "email"]'
+    assert redact(text) == \
+        'İ setenv("API_TOKEN", "[REDACTED:token]") required = ["password", "email"]'
