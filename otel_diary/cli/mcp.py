@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from otel_diary.cli.common import (
     add_store_argument,
@@ -55,7 +56,13 @@ def run(args: argparse.Namespace) -> int:
         return fail("mcp", f"--transport http needs a bearer token in {TOKEN_ENV}", 2)
 
     root = root_of(args)
-    kb = knowledge_base_of("mcp", root, store_of(args))
+    url = store_of(args)
+    if not url and not root.is_dir():  # a typo in a host's settings would look like no runs
+        print(f"otel-diary mcp: warning: {root} is not a folder "
+              f"({'a file' if root.exists() else 'it does not exist yet'}): every answer is "
+              "empty until diaries are written there (OTEL_DIARY_DIR or --dir)", file=sys.stderr,
+              flush=True)
+    kb = knowledge_base_of("mcp", root, url)
     if kb is None:
         return 2
     with kb:

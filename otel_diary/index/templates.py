@@ -36,7 +36,7 @@ _TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):")
 _RULE = re.compile(r"^([=_*#~-])\1\1.*\1\1\1$")
 """A section rule around a title, as test runners print them (``=== FAILURES ===``,
 ``___ test_total ___``, ``=== 1 failed in 0.12s ===``): no error line itself."""
-_VERDICT = frozenset({
+VERDICT_WORDS = frozenset({
     "fail", "failed", "failure", "failures", "failing", "error", "errors", "err",
     "assertionerror", "assertionfailederror", "found", "test", "tests", "total", "problem",
     "problems"})
@@ -151,7 +151,7 @@ def _says_what_failed(template: str) -> bool:
     words = [word.rsplit(".", 1)[-1] for word in
              (token.strip(_PUNCT + "*<>=#-").lower() for token in template.split())
              if re.search("[a-z]{2}", word)]
-    rest = [word for word in words if word not in _VERDICT]
+    rest = [word for word in words if word not in VERDICT_WORDS]
     return len(rest) > 1 or len(rest) == len(words)
 
 

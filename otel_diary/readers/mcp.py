@@ -133,8 +133,9 @@ def build_server(kb: KnowledgeBase) -> MCPServer[Any]:
     ) -> SearchModel:  # type: ignore[valid-type]
         """Lessons and diaries matching some words, best first: lessons first, those with
         every word, then those gathering the diaries found."""
-        return _answer(lambda: kb.search(query, agent=agent, outcome=outcome,
-                                         since=_since(since), limit=limit), SearchModel)
+        after = _since(since)  # a bad date is the caller's mistake, said as such
+        return _answer(lambda: kb.search(query, agent=agent or None, outcome=outcome,
+                                         since=after, limit=limit), SearchModel)
 
     @server.tool(annotations=READ_ONLY, title="Fetch a document")
     def kb_fetch(
@@ -166,8 +167,9 @@ def build_server(kb: KnowledgeBase) -> MCPServer[Any]:
 
 
 def _since(text: str | None) -> str | None:
-    """``since`` as the diaries' ``created`` format; a bad value is a tool error."""
-    if text is None:
+    """``since`` as the diaries' ``created`` format (none when empty, as a client filling
+    every optional argument sends it); a bad value is a tool error."""
+    if text is None or not text.strip():
         return None
     try:
         return parse_since(text)
@@ -180,13 +182,14 @@ class BearerToken:
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._expected = token.encode()
 
     async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Message]],
                        send: Callable[[Message], Awaitable[None]]) -> None:
         if scope["type"] == "http":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):
+            scheme, _, given = dict(scope.get("headers") or []).get(
+                b"authorization", b"").partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(given, self._expected):
                 body = b'{"error": "a bearer token is required (OTEL_DIARY_MCP_TOKEN)"}'
                 await send({"type": "http.response.start", "status": 401, "headers": [
                     (b"content-type", b"application/json"),

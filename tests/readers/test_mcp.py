@@ -179,6 +179,31 @@ def test_lessons_match_a_new_error(connect: Connect, world: World) -> None:
         ["code:TS2345"], ["code:TS2345"]]
 
 
+def test_an_error_of_few_words_gets_its_own_lesson_and_no_other(
+        connect: Connect, world: World) -> None:
+    """A terse error (``error TS2345``, ``error CS0103``) is matched by its code: the words
+    every failure's lesson and diary has (error, failed, build) match nothing on their own."""
+    async def body(session: ClientSession) -> list[CallToolResult]:
+        return [await call(session, "kb_lessons", error=error)
+                for error in ("error TS2345", "error CS0103", "Error: build failed")]
+
+    known, unknown, generic = run(connect, body)
+    assert ids(known) == [("lesson", world.lesson), ("diary", world.diaries["types"].id)]
+    assert ids(unknown) == ids(generic) == []
+
+
+def test_optional_filters_left_empty_filter_nothing(connect: Connect, world: World) -> None:
+    """A client that fills every optional argument sends ``""`` for ``agent`` and
+    ``since``: the answer is the one without them."""
+    async def body(session: ClientSession) -> tuple[CallToolResult, CallToolResult]:
+        return (await call(session, "kb_search", query="TS2345", agent="", since=" "),
+                await call(session, "kb_search", query="TS2345"))
+
+    filled, bare = run(connect, body)
+    assert ids(filled) == ids(bare) == [("lesson", world.lesson),
+                                        ("diary", world.diaries["types"].id)]
+
+
 def test_a_resource_reads_a_diary_by_id(connect: Connect, world: World) -> None:
     """``diary://<id>`` reads the markdown of a diary; the template is listed."""
     diary = world.diaries["parsing"]
@@ -228,6 +253,7 @@ def test_bad_arguments_are_tool_errors_and_the_server_keeps_serving(
     seen = run(connect, body)
     for (tool, _, expected), (message, after) in zip(BAD_CALLS, seen, strict=True):
         assert expected in message, (tool, message)
+        assert "could not answer" not in message, (tool, message)  # the caller's mistake
         assert after == [("lesson", world.lesson), ("diary", world.diaries["types"].id)]
 
 
@@ -273,6 +299,17 @@ def test_http_without_the_token_gets_401(world: World, header: str | None) -> No
             "clientInfo": {"name": "t", "version": "0"}}})
     assert response.status_code == 401
     assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_the_bearer_scheme_is_read_in_any_case(world: World) -> None:
+    """``Authorization: bearer <token>`` is the token too: a scheme's name is
+    case-insensitive (RFC 9110)."""
+    async def tools() -> list[str]:
+        async with http_session(world.url, None,
+                                headers={"Authorization": f"bearer {TOKEN}"}) as session:
+            return sorted(tool.name for tool in (await session.list_tools()).tools)
+
+    assert "kb_search" in anyio.run(tools)
 
 
 def test_an_mcp_client_without_the_token_cannot_connect(world: World) -> None:
@@ -337,6 +374,21 @@ def test_over_stdio_it_says_on_standard_error_what_it_reads(tmp_path: Path) -> N
                           capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout) == (0, "")
     assert done.stderr == f"otel-diary mcp is serving over stdio; it reads {tmp_path}\n"
+
+
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_a_folder_that_is_not_there_is_warned_of(tmp_path: Path, kind: str) -> None:
+    """A ``--dir`` or ``OTEL_DIARY_DIR`` that names no folder (a typo in a host's
+    settings) is said on standard error, since every answer would be empty; the server
+    still starts, for a knowledge base not written yet."""
+    root = tmp_path / "nowhere"
+    if kind == "file":
+        root.write_text("x")
+    done = subprocess.run([*SERVER, "--dir", str(root)], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "")
+    said = "a file" if kind == "file" else "it does not exist yet"
+    assert f"warning: {root} is not a folder ({said})" in done.stderr
 
 
 def test_over_http_it_says_where_it_listens_once_it_does(tmp_path: Path) -> None:
