@@ -33,13 +33,16 @@ _ERROR_LINE = re.compile(
     r"conflict|killed|denied|not used|non-zero|exit code|segmentation|refused|timed out|"
     r"invalid|no such|unable|missing|traceback", re.IGNORECASE)
 _TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):")
-_RULE = re.compile(r"^([=_*#~-])\1\1.*\1\1\1$")
+_WARNING = re.compile(r"warning", re.IGNORECASE)
+"""A warning is no error said: a verdict line does not yield to one (pytest's
+``DeprecationWarning: invalid escape sequence``)."""
+_RULE = re.compile(r"^([=_-])\1\1.*\1\1\1$")
 """A section rule around a title, as test runners print them (``=== FAILURES ===``,
 ``___ test_total ___``, ``=== 1 failed in 0.12s ===``): no error line itself."""
 VERDICT_WORDS = frozenset({
     "fail", "failed", "failure", "failures", "failing", "error", "errors", "err",
-    "assertionerror", "assertionfailederror", "found", "test", "tests", "total", "problem",
-    "problems"})
+    "assertionerror", "assertionfailederror", "assert", "found", "test", "tests", "total",
+    "problem", "problems", "task"})
 """Words of a verdict and its tally, which every failure of a runner shares: what a line
 says besides them names the error."""
 _FENCE_OPEN = re.compile(r"^(`{3,}(?!`)|~{3,}(?!~))[^\n]*\n", re.MULTILINE)
@@ -110,7 +113,7 @@ def first_error_line(text: str) -> str:
     lesson and template ask for the same one."""
     first = ""
     for line in itertools.islice(_error_lines(text), MAX_VERDICTS + 1):
-        if _says_what_failed(mask(line)):
+        if not _WARNING.search(line) and _says_what_failed(mask(line)):
             return line
         first = first or line
     return first
@@ -144,15 +147,14 @@ def _error_lines(text: str) -> Iterator[str]:
 
 def _says_what_failed(template: str) -> bool:
     """Whether a masked error line names the error: it holds a code (``error TS2345:
-    <*>``), no verdict word (``Killed``), or two words besides them (not ``FAIL <*>``,
+    <*>``) or a word besides a verdict's (``Syntax error``, ``Killed``; not ``FAIL <*>``,
     ``> Task <*> FAILED``, ``Found <*> errors``, ``<*> AssertionError``)."""
     if _CODE.search(template):
         return True
     words = [word.rsplit(".", 1)[-1] for word in
              (token.strip(_PUNCT + "*<>=#-").lower() for token in template.split())
              if re.search("[a-z]{2}", word)]
-    rest = [word for word in words if word not in VERDICT_WORDS]
-    return len(rest) > 1 or len(rest) == len(words)
+    return any(word not in VERDICT_WORDS for word in words) or not words
 
 
 def _mask_token(token: str, previous: str, last: bool) -> str:

@@ -62,9 +62,9 @@ NO_COUNT = (r"(?![0-9][0-9.,/]{0,39}(?:ms|s|m|h|%)?(?![^\s\"'`,;)\]}]))"
 name names test results or a folder, those are."""
 
 
-_NO_CODE = (r"(?![ \t]{0,16}(?:raise|return|pass|continue|break|if|elif|else|for|while|try"
-            r"|with|import|from|yield|del|assert|await|print|def|class|throw|const|let|var"
-            r"|self|this|log|logger)(?![A-Za-z0-9_]))")
+_NO_CODE = (r"(?![ \t]{0,16}(?:(?:raise|return|pass|continue|break|if|elif|else|for|while"
+            r"|try|with|import|from|yield|del|assert|await|print|def|class|throw|const|let|var)"
+            r"(?=[ \t(:;]|\r?$)|(?:self|this|log|logger)\.))")
 """A line under a name and a colon that is code, not the name's value: the block a
 Python ``if not api_key:`` or ``except InvalidToken:`` opens."""
 
@@ -123,7 +123,9 @@ class AssignmentRule(Rule):
         if groups.get("subscript") and not (groups.get("quote") or groups.get("escaped")):
             return match.group(0)  # code: credentials["token"] = token
         if reference().match(match.string, match.end("head")):
-            if groups.get("second"):  # a type, then the name's default: token: str = "…"
+            if groups.get("second") and not reference().match(match.string,
+                                                              match.start("inner")):
+                # a type, then the name's default: token: str = "…" (not "$TOKEN")
                 return (match.string[match.start():match.start("second")] + mark
                         + match.string[match.end("second"):match.end()])
             if not groups.get("fallback"):
@@ -158,11 +160,16 @@ _CALLED = re.compile(r"[A-Za-z0-9_]\([ \t]{0,4}\\{0,7}[\"'][A-Za-z0-9_.-]{0,60}"
 class ArgumentRule(AssignmentRule):
     """A secret given to a call after its name: only where the name is the call's first
     argument, not a tuple's or a list's first item (``("token", "…")``, ``["password",
-    "email"]``)."""
+    "email"]``), and only a value of one word (not ``print("password", "is wrong")``)."""
 
     def fits(self, text: str, position: int) -> bool:
         paren = text.rfind("(", max(0, position - 80), position)
         return paren > 0 and _CALLED.fullmatch(text, paren - 1, position) is not None
+
+    def replace(self, match: re.Match[str]) -> str:
+        if any(map(str.isspace, match.string[match.end("head"):match.end()])):
+            return match.group(0)  # words, not a secret: print("password", "is wrong")
+        return super().replace(match)
 
 
 FLAG_RULES: tuple[Rule, ...] = (

@@ -35,7 +35,7 @@ from otel_diary.index.documents import (
 from otel_diary.index.query import Hit, Match, fts_terms
 from otel_diary.index.schema import SCHEMA_VERSION, prepare
 from otel_diary.index.store import INDEX_FILE, DiaryIndex
-from otel_diary.index.templates import VERDICT_WORDS, first_error_line
+from otel_diary.index.templates import first_error_line
 from otel_diary.pipeline import DIARY_ROOT, KB_FOLDER
 from otel_diary.pipeline.redact import redact
 from otel_diary.pipeline.render import parse_front_matter, split_front_matter
@@ -50,7 +50,8 @@ logger = logging.getLogger("otel_diary")
 _T = TypeVar("_T")
 _ERRORISH = re.compile(r"error|exception|fail|fatal|panic|traceback", re.IGNORECASE)
 _PLAIN_WORD = re.compile(r"[^\W\d_]{3,}")
-_GENERIC = VERDICT_WORDS | {"build"}
+_GENERIC = frozenset({"error", "errors", "err", "fail", "failed", "failure", "failures",
+                      "failing", "build"})
 """Words of an error line every diary of a failure has ("error", "failed", "build"): the
 text match of a lesson leaves them out (``error CS0103`` is its code alone)."""
 

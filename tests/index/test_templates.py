@@ -166,8 +166,12 @@ def test_a_line_that_gives_a_verdict_alone_yields_to_one_that_says_what_failed()
                     "FAILED tests/test_x.py::test_y - assert 1 == 2"):
         assert error_template(verdict) == "", verdict
     for error in ("Killed", "Segmentation fault (core dumped)", "error: exit code 137",
-                  "Error: Invalid reference", "tests/test_x.py:3: KeyError"):
+                  "Error: Invalid reference", "tests/test_x.py:3: KeyError", "Syntax error",
+                  "Authentication failed", "*** Error in `./a.out': double free ***"):
         assert error_template(error) != "", error
+    warned = GO_TEST + "\ngo: warning: \"./...\" matched no packages; missing go.sum entry"
+    assert (first_error_line(warned), error_template(warned)) == (
+        "--- FAIL: TestParse (0.00s)", "")  # a warning is no error said
 
 
 @pytest.mark.parametrize(("output", "signature"), [

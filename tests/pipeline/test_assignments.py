@@ -34,6 +34,10 @@ S = "Zq9xK7mW2pL4vN8r"
     # a YAML block scalar
     (f"password: |\n  {S}\n", "password: |\n  [REDACTED:password]\n"),
     (f"db:\n  password: >-\n    {S}\n", "db:\n  password: >-\n    [REDACTED:password]\n"),
+    # a value on the next line that starts as a word of code does
+    ("password:\n  pass-Word-2024", "password:\n  [REDACTED:password]"),
+    ("api_key:\n  this-is-my-key-8842", "api_key:\n  [REDACTED:api_key]"),
+    ("password: |\n  self-Sign3d", "password: |\n  [REDACTED:password]"),
 ])
 def test_a_secret_assigned_in_code_or_config_is_redacted(text: str, redacted: str) -> None:
     """The value is redacted wherever the name that says it is a secret puts it, and
@@ -54,8 +58,10 @@ def test_a_secret_assigned_in_code_or_config_is_redacted(text: str, redacted: st
     "statements_pass: list[ast.stmt] = [hook_impl_test]",
     'api_key: str = Field(..., env="API_KEY")', 'token: str = ""',
     'os.environ["API_KEY"] = os.getenv("OTHER_KEY")',
-    # a call reading a secret, with no default or an empty one
-    'os.getenv("API_KEY")', 'os.getenv("API_KEY", "")',
+    # a call reading a secret, with no default or an empty one; words, not a secret
+    'os.getenv("API_KEY")', 'os.getenv("API_KEY", "")', 'print("password", "is wrong")',
+    # a typed name whose default names a secret kept elsewhere
+    'token: str = "$TOKEN"', 'password: str = "<your-password>"',
 ])
 def test_code_that_only_names_a_secret_stays(text: str) -> None:
     assert redact(text) == text

@@ -232,6 +232,7 @@ class HubSink:
         self._log_once = LogOnce()
         self._closed = False
         self._retry_at = 0.0
+        self._tried_once_more = False
         self._failing = False
         self._thread_lock = threading.Lock()
         self._runner = Runner("otel-diary-hub", self._deliver, interval_s=poll_s)
@@ -327,17 +328,25 @@ class HubSink:
 
     # -- delivery thread --------------------------------------------------------------------
 
+    def _once_more(self, wait: float) -> float | None:
+        """At exit, the wait before one more try of a failing hub; none after that one."""
+        if self._tried_once_more:
+            return None
+        self._tried_once_more = True
+        return wait
+
     def _deliver(self, stopping: bool) -> float | None:
         """One round of the delivery runner: a pass over the spool, unless backing off.
 
         Returns the wait before the next round: the backoff after a retryable failure,
         else the poll interval. Once stopping, rounds go on while they deliver something
-        and end at the runner's deadline, or at once when the hub is failing: what waits
-        is in the spool, and an exit is not held up by retries the next start makes.
+        and end at the runner's deadline; a failing hub is tried once more after its
+        backoff (a passing 503), not through it (a hub that is down would hold the exit up
+        for retries the next start makes: what waits is in the spool).
         """
         now = time.monotonic()
         if now < self._retry_at:  # backing off: new diaries wait too
-            return None if stopping else self._retry_at - now
+            return self._once_more(self._retry_at - now) if stopping else self._retry_at - now
         result = self._deliverer.deliver_pass(self._runner.deadline if stopping else None)
         if result.retry_in is not None:
             self._retry_at = time.monotonic() + result.retry_in
@@ -350,7 +359,7 @@ class HubSink:
             else:
                 logger.debug("%s still failing (%s); retrying in %.1fs", self.label,
                              result.failure, result.retry_in)
-            return None if stopping else result.retry_in
+            return self._once_more(result.retry_in) if stopping else result.retry_in
         if self._failing and result.delivered:
             self._failing = False
             logger.info("otel-diary reached %s again", self.label)
