@@ -103,20 +103,27 @@ def stderr_block(text: str) -> str:
     return ""
 
 
-@functools.lru_cache(maxsize=4)
 def first_error_line(text: str) -> str:
     """The first line of ``text`` that reads as an error and says more than a verdict, else
     the first that reads as an error (a Python traceback's exception line, not its header;
-    never a section rule), joined with the next one when it only introduces it; or ``""``.
+    never a section rule), joined with the next one when it only introduces it; or ``""``."""
+    return _first_error(text)[0]
 
-    Remembered for the last few texts (each at most a 64 KiB tail): a run's reflection,
-    lesson and template ask for the same one."""
-    first = ""
+
+@functools.lru_cache(maxsize=4)
+def _first_error(text: str) -> tuple[str, str]:
+    """:func:`first_error_line` and its masked template, ``""`` when it gives a verdict
+    alone. Remembered for the last few texts (each at most a 64 KiB tail): a run's
+    reflection, lesson and template ask for the same one."""
+    first = first_template = ""
     for line in itertools.islice(_error_lines(text), MAX_VERDICTS + 1):
-        if not _WARNING.search(line) and _says_what_failed(mask(line)):
-            return line
-        first = first or line
-    return first
+        template = mask(line)
+        says = _says_what_failed(template)
+        if says and not _WARNING.search(line):
+            return line, template
+        if not first:
+            first, first_template = line, template if says else ""
+    return first, first_template
 
 
 def _error_lines(text: str) -> Iterator[str]:
@@ -192,11 +199,5 @@ def mask(line: str) -> str:
 def error_template(text: str) -> str:
     """The masked template of the first error line of ``text``; ``""`` when there is none,
     when it gives a verdict alone, or when nothing but masks is left of it."""
-    line = first_error_line(text)
-    if not line:
-        return ""
-    template = mask(line)
-    if not _says_what_failed(template) or not re.search(r"[A-Za-z]{2,}",
-                                                         template.replace(MASK, "")):
-        return ""
-    return template
+    template = _first_error(text)[1]
+    return template if re.search(r"[A-Za-z]{2,}", template.replace(MASK, "")) else ""
