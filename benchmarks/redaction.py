@@ -101,6 +101,14 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "create user aaaa... (no by)": lambda n: repeat("create user " + "a" * 130 + " ", n),
     "sqlplus a/ repeated": lambda n: repeat("sqlplus a/", n),
     "userid=a/ repeated": lambda n: repeat("userid=a/", n),
+    '"Jwt": {"a": "b", ...': lambda n: repeat('"Jwt": {' + '"a": "b", ' * 9, n),
+    '"element": "password" (no text)': lambda n: repeat('"element": "password", "ref": "e1",', n),
+    ".fill('#password' unclosed": lambda n: repeat(".fill('#password" + "a" * 70, n),
+    "password').fill( repeated": lambda n: repeat("password').fill(", n),
+    "getConnection(a, b, repeated": lambda n: repeat("getConnection(a, 'b', ", n),
+    "a:b without @tcp(": lambda n: repeat("a:" + "b" * 60, n - 6) + "@tcp(",
+    "AUTH a b c (no line end)": lambda n: repeat("\nAUTH a b c ", n),
+    "dbPass dataKey ...": lambda n: repeat("dbPass dataKey jwtKey userPwd ", n),
 }
 
 

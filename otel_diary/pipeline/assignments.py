@@ -69,12 +69,37 @@ _NO_CODE = (r"(?![ \t]{0,16}(?:(?:raise|return|pass|continue|break|if|elif|else|
 Python ``if not api_key:`` or ``except InvalidToken:`` opens."""
 
 
+_CAMEL: dict[str, tuple[str, ...]] = {
+    "key": ("signing", "jwt", "encryption", "decryption", "master", "auth", "app", "license",
+            "subscription", "service", "servicerole", "admin", "account", "hmac", "shared",
+            "preshared", "consumer", "session", "webhook", "write", "server", "deploy", "enc",
+            "aes", "cipher", "crypto", "integration", "ingest", "client", "restapi", "sdk"),
+    "pass": ("db", "smtp", "mail", "email", "admin", "root", "user", "mysql", "postgres", "pg",
+             "redis", "ftp", "sftp", "ssh", "ldap", "bind", "proxy", "account", "login", "sudo",
+             "vnc", "wifi", "keystore", "store", "key", "sql", "rabbit", "mongo", "amqp", "imap",
+             "pop", "mqtt", "broker", "vpn", "rdp", "app", "api"),
+}
+"""The words that make a name in camel case ending in ``Key`` or ``Pass`` a secret's
+(``signingKey``, ``JwtKey``, ``dbPass``): ``dataKey``, ``queryKey``, ``renderPass`` and
+most such names in code are not. ``Pwd`` ends a secret's name after any word (``dbPwd``)."""
+
+
+def _camel(key: str) -> str:
+    """``key`` ending a name in camel case (``signingKey``, ``DbPass``, ``userPwd``),
+    case-sensitively, after one of :data:`_CAMEL`'s words (``Pwd`` after any)."""
+    capital = f"(?-i:{key.capitalize()})"
+    words = _CAMEL.get(key)
+    if words is None:
+        return rf"(?-i:(?<=[a-z0-9])){capital}"
+    return "(?:" + "|".join(rf"(?<={word})" for word in words) + ")" + capital
+
+
 def _names(keys: tuple[str, ...]) -> str:
     """The alternatives of ``keys``, longest first; ``pass``, ``pwd`` and ``key`` only
-    ending a longer name."""
+    ending a longer name (after ``_`` or ``-``, or in camel case)."""
     return "|".join(
-        rf"(?<=[A-Za-z0-9][_-]){_NOT_SECRET.get(key, '')}{key}(?![A-Za-z])"
-        if key in _GLUED_ONLY else re.escape(key)
+        rf"(?<=[A-Za-z0-9][_-]){_NOT_SECRET.get(key, '')}{key}(?![A-Za-z])|{_camel(key)}"
+        rf"(?![A-Za-z])" if key in _GLUED_ONLY else re.escape(key)
         for key in sorted(keys, key=len, reverse=True))
 
 
@@ -113,6 +138,25 @@ def assignment(keys: tuple[str, ...]) -> str:
     )
 
 
+_IDENTIFIER = re.compile(r"(?:[A-Za-z_]\w{0,60}\.){0,6}(?P<last>[A-Za-z_]\w{0,60})"
+                         r"[)\]},;]{0,8}")
+_NAME = re.compile(r"[\w.-]{0,100}?(?P<last>\w{1,100})(?:\\{0,7}[\"'])?[ \t]{0,4}(?:\W|$)")
+_SECRET_WORD = re.compile(r"(?i)pass|pwd|secret|token|key|credential")
+
+
+def _names_itself(match: re.Match[str]) -> bool:
+    """Whether the unquoted value is code naming the secret, not the secret: the name
+    again (``self.api_key = api_key``, ``OpenAI(api_key=api_key)``) or an attribute
+    naming a secret (``pad_token = tokenizer.eos_token``)."""
+    value = _IDENTIFIER.fullmatch(match.string, match.end("head"), match.end())
+    if value is None:
+        return False
+    if "." in value.group(0):
+        return _SECRET_WORD.search(value.group("last")) is not None
+    name = _NAME.match(match.string, match.start(), match.end("head"))
+    return name is not None and name.group("last").lower() == value.group("last").lower()
+
+
 @dataclass(frozen=True)
 class AssignmentRule(Rule):
     """``password=…``-style assignments and ``--password X`` flags; the kind follows the key."""
@@ -122,6 +166,8 @@ class AssignmentRule(Rule):
         mark = MARK.format(kind=ASSIGNMENT_KEYS.get(groups["key"].lower(), "secret"))
         if groups.get("subscript") and not (groups.get("quote") or groups.get("escaped")):
             return match.group(0)  # code: credentials["token"] = token
+        if _names_itself(match):
+            return match.group(0)  # code: self.api_key = api_key, pad_token = t.eos_token
         if reference().match(match.string, match.end("head")):
             if groups.get("second") and not reference().match(match.string,
                                                               match.start("inner")):
@@ -177,7 +223,8 @@ FLAG_RULES: tuple[Rule, ...] = (
         r"(?P<head>--(?=[A-Za-z])(?i:(?:[a-z0-9]{1,20}[-_](?:[a-z0-9]{1,20}[-_])?)?"
         r"(?P<key>password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key|auth"
         r"(?:[-_]?key|token)?"
-        r"|(?<=[a-z0-9][-_])(?:pass|pwd)))"
+        r"|(?<=[a-z0-9][-_])(?:pass|pwd)|(?:(?<=account[-_])|(?<=signing[-_])"
+        r"|(?<=master[-_])|(?<=encryption[-_]))key))"
         r"(?![A-Za-z0-9_-])(?:[ \t]{1,4}|[ \t]{0,4}=[ \t]{0,4}"
         # an argument list: ['--password', 'value'], ["--token", "value"]
         r"|(?P<listed>[\"']),[ \t]{0,2}(?=(?P=listed))))"

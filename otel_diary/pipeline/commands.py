@@ -31,7 +31,7 @@ def _given(tool: str, flag: str, rest: str = "") -> str:
     """``tool`` (then ``rest`` of its name: a family of tools is one needle), a few
     words, then ``flag``, a space and the value (not another flag)."""
     return ("(" + re.escape(tool) + token_start(len(tool)) + rest + _WORDS + r"[ \t]{1,4}"
-            + flag + r"[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + _VALUE)
+            + flag + r"[ \t]{1,4}(?P<q>[\"'])?)(?!-|\[REDACTED:)" + _VALUE)
 
 
 _PIPED_TO = (r"(?=(?(q)[\"'])[ \t]{0,4}\|[ \t]{0,4}(?:chpasswd|sudo[ \t]{1,4}"
@@ -154,6 +154,23 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # variable :pw or a substitution &pw is none; in lower case, see COMMAND_ANCHORED).
     ("password", r"(IDENTIFIED[ \t]{1,4}BY[ \t]{1,4}(?P<q>\")?)(?!(?:VALUES|PASSWORD)[ \t]"
      r"|[':&$\[])" + _ORACLE_VALUE, ("IDENTIFIED",)),
+    # Redis: requirepass and masterauth in its config (or CONFIG SET), AUTH [user]
+    # PASSWORD at its prompt or a line's start, ending it (SMTP's AUTH PLAIN too).
+    ("password", r"((?<![A-Za-z0-9_.-])(?:requirepass|masterauth)[ \t]{1,4}(?P<q>[\"'])?)"
+     r"(?![\"']?\[REDACTED:)" + _VALUE, ("requirepass", "masterauth")),
+    ("password", r"((?:(?<![^\n])|(?<=> ))AUTH[ \t]{1,4}(?:[^\s;|&]{1,256}[ \t]{1,4})?"
+     r"(?P<q>[\"'])?)(?![\"']?\[REDACTED:)" + _VALUE + r"(?=[ \t]{0,4}(?:\r?\n|\Z))",
+     ("AUTH",)),
+    # vault login TOKEN (not -method=…, nor a NAME=VALUE the method takes), twine -p,
+    # lftp -u USER,PASSWORD, poetry config http-basic.REPO USER PASSWORD.
+    ("token", r"(vault" + token_start(5) + r"[ \t]{1,4}login[ \t]{1,4}(?P<q>[\"'])?)"
+     r"(?!-|[^\s=]{0,256}=)" + _VALUE, ("vault",)),
+    ("password", _given("twine", "-p"), ("twine",)),
+    ("password", r"(lftp" + token_start(4) + _WORDS + r"[ \t]{1,4}-u[ \t]{1,4}(?P<q>[\"'])?"
+     r"[^\s,\"']{1,256},)" + _VALUE, ("lftp",)),
+    ("password", r"(poetry" + token_start(6) + r"[ \t]{1,4}config[ \t]{1,4}http-basic\."
+     r"[^\s;|&]{1,256}[ \t]{1,4}[^\s;|&]{1,256}[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + _VALUE,
+     ("poetry",)),
     # net use [Z:] \\host\share PASSWORD [/user:NAME], or /user:NAME PASSWORD (Windows; a
     # * asks for it).
     ("password", r"(net[ \t]{1,4}use" + token_start(7) + r"(?:[ \t]{1,4}(?:[A-Za-z]:|\*))?"

@@ -9,7 +9,7 @@ Each rule keeps what names the secret (group 1) and replaces the value after it.
 
 from __future__ import annotations
 
-from otel_diary.pipeline.keys import maybe_quoted
+from otel_diary.pipeline.keys import maybe_quoted, quoted
 from otel_diary.pipeline.rule import Rule
 
 _NAMED = (r"[\w./-]{0,80}(?i:password|passwd|passphrase|secret|token|api[_-]?key"
@@ -20,6 +20,14 @@ _NAMED = (r"[\w./-]{0,80}(?i:password|passwd|passphrase|secret|token|api[_-]?key
 
 _JSON_VALUE = r"(?!\[REDACTED:|\$)(?:[^\"\\\r\n]|\\[^\r\n]){1,4096}(?=\")"
 """A JSON string's text, up to its closing quote."""
+
+_PAIRS = (r"(?:\s{0,16}\"[A-Za-z]{1,40}\":[ \t]{0,4}(?:\"[^\"\r\n]{0,200}\"|[0-9a-z]{1,20}),)"
+          r"{0,8}")
+"""Up to eight of a JSON object's members, each on its line or not, before another."""
+
+_PASSWORD = r"(?i:passw(?:or)?d|passphrase|pwd)"
+_ARGUMENT = r"(?:\"[^\"\r\n]{0,512}\"|'[^'\r\n]{0,512}'|\$?[\w.>-]{1,128})"
+"""A call's argument: quoted, or a variable (``$dsn``, ``url``, ``$this->user``)."""
 
 FORMAT_RULES: tuple[Rule, ...] = (
     # A container's environment: Kubernetes' "- name: DB_PASSWORD" then "value: …" (not a
@@ -32,6 +40,35 @@ FORMAT_RULES: tuple[Rule, ...] = (
          r"{1,20}\":[ \t]{0,4}(?:\"[^\"\r\n]{0,64}\"|[0-9a-z]{1,10}),){0,3}\s{0,16}"
          r"\"(?:value|Value)\":[ \t]{0,4}\")" + _JSON_VALUE, ('"name"', '"Name"'),
          keep_prefix=True),
+    # ASP.NET's appsettings.json: "Jwt": {"Issuer": …, "Key": "…"}, the signing key.
+    Rule("secret", r"(\"(?i:jwt)[A-Za-z]{0,20}\":[ \t]{0,4}\{" + _PAIRS + r"\s{0,16}"
+         r"\"(?i:key)\":[ \t]{0,4}\")" + _JSON_VALUE, ('"Jwt', '"JWT', '"jwt'),
+         keep_prefix=True),
+    # What a browser agent types into a password field: Playwright MCP's browser_type
+    # ({"element": "Password textbox", "ref": "e12", "text": "…"}).
+    Rule("password", r"([\"']element[\"']:[ \t]{0,4}[\"'][^\"'\r\n]{0,80}" + _PASSWORD
+         + r"[^\"'\r\n]{0,80}[\"'],(?:[ \t]{0,4}[\"'](?:ref|submit|slowly)[\"']:[ \t]{0,4}"
+         r"(?:[\"'][^\"'\r\n]{0,64}[\"']|true|false|True|False),){0,3}[ \t]{0,4}"
+         r"[\"']text[\"']:[ \t]{0,4}(?P<q>[\"']))" + quoted("q"),
+         ("element",), keep_prefix=True),
+    # Code typing into one: page.fill("#password", "…"), page.type(…) (Playwright, Puppeteer).
+    Rule("password", r"(\.(?:fill|type)\([ \t]{0,4}(?P<s>[\"'])(?:(?!(?P=s))[^\r\n]){0,80}?"
+         + _PASSWORD + r"(?:(?!(?P=s))[^\r\n]){0,80}(?P=s)[ \t]{0,4},[ \t]{0,4}(?P<q>[\"']))"
+         + quoted("q"), (".fill(", ".type("), keep_prefix=True),
+    # A database's user and password given in a call's arguments: JDBC's
+    # getConnection(url, "root", "…"), PHP's new PDO(dsn, 'root', '…') and
+    # mysqli_connect("host", "root", "…").
+    Rule("password", r"((?:getConnection|PDO|mysqli_connect|mysqli|mysql_p?connect)\("
+         r"[ \t]{0,4}" + _ARGUMENT + r",[ \t]{0,4}" + _ARGUMENT + r",[ \t]{0,4}"
+         r"(?P<q>[\"']))(?!\[REDACTED:|\$)" + quoted("q"),
+         ("getConnection(", "PDO(", "mysql"),
+         keep_prefix=True),
+    # Go's MySQL DSN (user:password@tcp(host)/db) and Oracle's thin JDBC URL
+    # (jdbc:oracle:thin:user/password@host), which name no scheme with "://".
+    Rule("password", r":(?<=[A-Za-z0-9_]:)(?P<secret>[^\s:@\"'/()]{1,256})@tcp\(",
+         ("@tcp(",)),
+    Rule("password", r"(jdbc:oracle:thin:[^/\s\"'@:]{1,128}/)(?!\[REDACTED:)[^\s\"'@]{1,256}"
+         r"(?=@)", ("jdbc:oracle:thin:",), keep_prefix=True),
     # An output Terraform keeps sensitive, as `terraform output -json` shows it.
     Rule("secret", r"(\"sensitive\":[ \t]{0,4}true,[^{}]{0,96}?\"value\":[ \t]{0,4}\")"
          + _JSON_VALUE, ('"sensitive"',), keep_prefix=True),
@@ -55,5 +92,12 @@ FORMAT_ANCHORED: tuple[Rule, ...] = (
     Rule("secret", r"(?i)(key=\"[\w.:-]{0,60}(?:passw(?:or)?d|secret|token|api[-_]?key"
          r"|access[-_]?key)\"[ \t]{1,4}value=\")(?![$%]|\[REDACTED:)[^\"\r\n]{1,512}(?=\")",
          ('key="',), keep_prefix=True, anchored=True),
+    # Code typing into a password field it found: locator("#password").fill("…"),
+    # getByLabel("Password").fill(…) (Playwright), find_element(By.ID, "password")
+    # .send_keys(…) (Selenium).
+    Rule("password", r"(?i)((?:passw(?:or)?d|passphrase|pwd)[^\r\n()]{0,40}?[\"']"
+         r"(?:[ \t]{0,4}\})?[ \t]{0,4}\)\.(?:fill|type|press_?sequentially|send_?keys"
+         r"|set_?value)\([ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:)" + quoted("q"),
+         ("passw", "passphrase", "pwd"), keep_prefix=True, anchored=True),
 )
 """The case-insensitive rules: each is tried where one of its needles starts."""

@@ -89,6 +89,12 @@ SERVICE_KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("vercel_token", ("vercel_blob_rw_",), "[A-Za-z0-9]{8,64}_[A-Za-z0-9]{20,255}"),
     ("render_api_key", ("rnd_",), "[A-Za-z0-9]{24,255}"),
     ("browserbase_api_key", ("bb_live_",), "[A-Za-z0-9_-]{20,255}"),
+    ("resend_api_key", ("re_",), "[A-Za-z0-9]{8}_[A-Za-z0-9]{20,40}(?![A-Za-z0-9_])"),
+    ("airtable_token", ("pat",), r"[A-Za-z0-9]{14}\.[a-f0-9]{64}(?![A-Za-z0-9_])"),
+    ("mapbox_token", ("sk.eyJ",), r"[A-Za-z0-9_-]{20,1024}\.[A-Za-z0-9_-]{16,255}"),
+    # A Discord bot's token: its id (digits) in base64, a timestamp, an HMAC.
+    ("discord_token", ("MT", "Mj", "Mz", "ND", "NT", "Nj", "Nz", "OD", "OT"),
+     r"[A-Za-z0-9_-]{22,26}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}(?![A-Za-z0-9_-])"),
     # A PEM private key in base64 ("-----BEGIN [RSA ]PRIVATE KEY", as a Kubernetes secret's
     # tls.key or a kubeconfig's client-key-data holds it), and a Docker config (a
     # registry's .dockerconfigjson: {"auths": …}).

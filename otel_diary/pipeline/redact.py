@@ -75,7 +75,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
          r"-[A-Za-z0-9_-]{20,255}",
          ("gl",)),
     Rule("slack_token",
-         r"xox(?<![A-Za-z0-9_.-].{3})[abposre]-[A-Za-z0-9-]{10,255}", ("xox",)),
+         r"xox(?<![A-Za-z0-9_.-].{3})(?:e\.xox)?[abposre]-[A-Za-z0-9-]{10,255}", ("xox",)),
     Rule("slack_token",
          r"xapp-(?<![A-Za-z0-9_.-].{5})[0-9]-[A-Za-z0-9-]{10,255}", ("xapp-",)),
     Rule("slack_token",
@@ -94,9 +94,11 @@ BUILTIN_RULES: tuple[Rule, ...] = (
     # A registry's credentials in Docker's config.json: base64 of user:password.
     Rule("docker_auth", r"(\"auth\"[ \t]{0,4}:[ \t]{0,4}\")(?:[A-Za-z0-9+/]{4}){3,1024}"
          r"(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?(?=\")", ('"auth"',), keep_prefix=True),
-    # An API key as a URL's query parameter (``?key=…``, as Google's APIs take it).
-    Rule("api_key", r"([?&]key=)(?!\[REDACTED:)[^\s&#\"'<>]{8,512}", ("?key=", "&key="),
-         keep_prefix=True),
+    # An API key as a URL's query parameter (``?key=…``, as Google's APIs take it, and
+    # others
+    # (OpenWeather's ``?appid=``, Firebase's ``?auth=``, a session's ``?sessionid=``).
+    Rule("api_key", r"([?&](?:key|appid|auth|sessionid)=)(?!\[REDACTED:)[^\s&#\"'<>]{8,512}",
+         ("key=", "appid=", "auth=", "sessionid="), keep_prefix=True),
     Rule("api_key", r"sk-" + token_start(3) + r"[A-Za-z0-9_-]{20,255}", ("sk-",)),
     Rule("api_key", r"sk_(?:live|test)_" + token_start(8) + r"[A-Za-z0-9]{16,255}",
          ("sk_live_", "sk_test_")),
@@ -238,7 +240,8 @@ ANCHORED_RULES: tuple[Rule, ...] = (
     # characters or more holding a letter and a digit (not "Authorization: required").
     Rule("authorization",
          (r"(?i)(\bauthorization[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?"
-                     r"(?:(?:basic|token|digest|apikey|key)[ \t]{1,8}|(?=" + _WORD + "{12})"
+                     r"(?:(?:basic|token|digest|api-?key|key|bot|ssws|splunk|geniekey|sso-key)"
+                     r"[ \t]{1,8}|(?=" + _WORD + "{12})"
                      r"(?=" + _WORD + "{0,4095}[0-9])(?=" + _WORD + "{0,4095}[a-z])))"
                      + _WORD + "{4,4096}"),
          ("authorization",), keep_prefix=True, anchored=True),
@@ -275,11 +278,13 @@ ANCHORED_RULES: tuple[Rule, ...] = (
         r"(?!(?:\\{0,7}[\"'])?\[REDACTED:)(?:" + QUOTED_VALUE + "|(?(dotted)" + NO_COUNT
         + "|(?!)))"), ("pass", "pwd"), anchored=True),
     # PWD= alone: a connection string's password (``Server=db;UID=sa;PWD=…;``, quoted,
+    # ``pwd: "…"`` quoted too, as MongoDB's createUser takes it,
     # braced, or to the next ``;``), elsewhere one that is no folder, variable or code
     # (``PWD=/app``, ``PWD=$HOME``, ``PWD=%CD%``, ``pwd=os.getcwd()``, ``pwd=password``:
     # it must hold a digit or a sign).
     AssignmentRule("password", (
-        r"(?i)(?P<head>(?P<key>(?:(?P<connection>(?<=;))|(?<![A-Za-z0-9_.;-]))pwd)=)"
+        r"(?i)(?P<head>(?P<key>(?:(?P<connection>(?<=;))|(?<![A-Za-z0-9_.;-]))pwd)"
+        r"(?:=|[\"']?[ \t]{0,4}:[ \t]{0,4}(?=[\"'])))"
         r"(?!\[REDACTED:)(?:(?P<quote>[\"'])(?!\.{0,2}/|~/|[A-Za-z]:[\\/]|\$)"
         + quoted("quote") + r"|\{[^}\r\n]{1,512}\}"
         r"|(?(connection)[^\s;\"'`]{1,512}"
@@ -382,18 +387,27 @@ _ALL_NEEDLES = tuple(enumerate(needle for rule in _LITERAL_RULES for needle in r
 _NEEDLES_BY_FIRST = _by_first(_ALL_NEEDLES)
 """The rule of each case-sensitive needle, and the needles with their indices (in the
 rules' order), all and by first character."""
+_MARKS = "\n".join({MARK.format(kind=rule.kind) for rule in (
+    *WORD_RULES, *_LITERAL_RULES, *ANCHORED_RULES)} | {LITERAL_MARK})
+_MARKED_NEEDLES = tuple((index, needle) for index, needle in _ALL_NEEDLES
+                        if needle in _MARKS or "[" in needle or "]" in needle)
+"""The needles a marker may spell, whole or in part (``[REDACTED:aws_access_key]``): the
+only ones a text may hold after a rule changed it and not before, since a rule only ever
+replaces a part of the text with a marker (a needle spanning a marker's edge holds its
+bracket)."""
 _FEW_CHARS = 4096
 """Past this length, counting a text's characters costs more than it saves."""
 
 
 def _redact_literal(text: str) -> str:
     """Apply each case-sensitive rule to ``text`` if it holds one of the rule's needles
-    (every match starts with one: the scan is skipped), in the rules' order. A text up to
+    (every match holds one: the scan is skipped), in the rules' order. A text up to
     :data:`_FEW_CHARS` long is searched only for the needles starting with one of its
-    characters; after a rule changed it, for every later needle (its marker may be one)."""
-    pairs = _ALL_NEEDLES if len(text) > _FEW_CHARS else sorted(
-        (index, needle) for first in _NEEDLES_BY_FIRST.keys() & set(text)
-        for index, needle in _NEEDLES_BY_FIRST[first] if needle in text)
+    characters. After a rule changed it, only the later needles it held, and those a
+    marker may spell (:data:`_MARKED_NEEDLES`), may be in it."""
+    pairs = [pair for pair in _ALL_NEEDLES if pair[1] in text] if len(text) > _FEW_CHARS \
+        else sorted((index, needle) for first in _NEEDLES_BY_FIRST.keys() & set(text)
+                    for index, needle in _NEEDLES_BY_FIRST[first] if needle in text)
     done = None
     while True:
         for index in (index for index, needle in pairs if needle in text):
@@ -401,7 +415,9 @@ def _redact_literal(text: str) -> str:
             if rule is not done:  # a rule is tried once, whichever of its needles is found
                 done, changed = rule, rule.pattern.sub(rule.replace, text)
                 if changed is not text:
-                    text, pairs = changed, _ALL_NEEDLES[index + 1:]
+                    text = changed
+                    pairs = sorted({*(pair for pair in pairs if pair[0] > index),
+                                    *(pair for pair in _MARKED_NEEDLES if pair[0] > index)})
                     break
         else:
             return text
@@ -413,9 +429,15 @@ Until its rule is compiled, a needle without one ("the build passed") is passed 
 reader compiles none."""
 
 
-_ANCHORED_BY_FIRST = _by_first((index, needle) for index, rule in enumerate(ANCHORED_RULES)
-                               for needle in rule.needles)
-"""The case-insensitive needles, each with its rule's index, by first character."""
+_ANCHORED_RULES_OF: dict[str, list[int]] = {}
+for _index, _rule in enumerate(ANCHORED_RULES):
+    for _needle in _rule.needles:
+        _ANCHORED_RULES_OF.setdefault(_needle, []).append(_index)
+_ANCHORED_BY_FIRST = {first: tuple((needle, tuple(_ANCHORED_RULES_OF[needle]))
+                                   for _, needle in pairs)
+                      for first, pairs in _by_first(enumerate(_ANCHORED_RULES_OF)).items()}
+"""The case-insensitive needles, each with the indices of its rules (a needle several
+rules share is searched for once), by first character."""
 
 
 def _replace_fitting(rule: Rule, match: re.Match[str]) -> str:
@@ -435,10 +457,10 @@ def _redact_anchored(text: str) -> str:
     firsts = _ANCHORED_BY_FIRST.keys()
     candidates: list[tuple[int, int]] = []
     for first in firsts if len(lowered) > _FEW_CHARS else firsts & set(lowered):
-        for index, needle in _ANCHORED_BY_FIRST[first]:
+        for needle, indices in _ANCHORED_BY_FIRST[first]:
             position = lowered.find(needle)
             while position >= 0:
-                candidates.append((position, index))
+                candidates.extend((position, index) for index in indices)
                 position = lowered.find(needle, position + 1)
     if not candidates:
         return text

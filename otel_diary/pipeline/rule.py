@@ -29,8 +29,8 @@ class Rule:
     """The regular expression, compiled on first use: most texts hold none of the needles
     of most rules, and a process that redacts little compiles little."""
     needles: tuple[str, ...] = ()
-    """Literals that start every match (lower-case when ``anchored``): a text holding
-    none of them is not scanned."""
+    """Literals every match holds (lower-case when ``anchored``, where every match starts
+    with one): a text holding none of them is not scanned."""
     keep_prefix: bool = False
     """Group 1 is context (``Bearer ``, ``://user:``) kept in front of the marker."""
     anchored: bool = False

@@ -38,6 +38,14 @@ S = "Zq9xK7mW2pL4vN8r"
     ("password:\n  pass-Word-2024", "password:\n  [REDACTED:password]"),
     ("api_key:\n  this-is-my-key-8842", "api_key:\n  [REDACTED:api_key]"),
     ("password: |\n  self-Sign3d", "password: |\n  [REDACTED:password]"),
+    # a name in camel case ending as a secret's (Key, Pass after the word of one; Pwd)
+    (f'const signingKey = "{S}";', 'const signingKey = "[REDACTED:api_key]";'),
+    (f'"JwtKey": "{S}",', '"JwtKey": "[REDACTED:api_key]",'),
+    (f"serviceRoleKey: '{S}'", "serviceRoleKey: '[REDACTED:api_key]'"),
+    (f"PresharedKey = {S}", "PresharedKey = [REDACTED:api_key]"),
+    (f'dbPass = "{S}"', 'dbPass = "[REDACTED:password]"'),
+    (f"SMTP_USER=bob smtpPass={S}", "SMTP_USER=bob smtpPass=[REDACTED:password]"),
+    (f'$userPwd = "{S}";', '$userPwd = "[REDACTED:password]";'),
 ])
 def test_a_secret_assigned_in_code_or_config_is_redacted(text: str, redacted: str) -> None:
     """The value is redacted wherever the name that says it is a secret puts it, and
@@ -62,6 +70,13 @@ def test_a_secret_assigned_in_code_or_config_is_redacted(text: str, redacted: st
     'os.getenv("API_KEY")', 'os.getenv("API_KEY", "")', 'print("password", "is wrong")',
     # a typed name whose default names a secret kept elsewhere
     'token: str = "$TOKEN"', 'password: str = "<your-password>"',
+    # a name in camel case ending in Key or Pass that is no secret's, and all capitals
+    'const dataKey = "pv";', '<Line type="monotone" dataKey="uv" />',
+    "const storageKey = 'app-theme';", "renderPass = encoder.beginRenderPass(desc)",
+    "'MODULE_SPWD_STATE': 'yes',", '{"Key": "Environment", "Value": "prod"}',
+    # the name again, or an attribute naming a secret: code
+    "self.api_key = api_key", "client = OpenAI(api_key=api_key)", "token=token,",
+    "tokenizer.pad_token = tokenizer.eos_token", "db.password = settings.db_password",
 ])
 def test_code_that_only_names_a_secret_stays(text: str) -> None:
     assert redact(text) == text
@@ -73,3 +88,14 @@ def test_a_text_whose_lower_case_is_longer_is_read_the_same() -> None:
     text = f'İ setenv("API_TOKEN", "{S}") required = ["password", "email"]'
     assert redact(text) == \
         'İ setenv("API_TOKEN", "[REDACTED:token]") required = ["password", "email"]'
+
+
+@pytest.mark.parametrize("text", [
+    f"password=password{S[:4]}", f"API_KEY=api_key_{S[:6]}", f"token = my_token_{S[:4]}",
+    "SECRET_KEY=my_secret_key", "db_password = hunter2.example",
+])
+def test_a_value_that_only_resembles_its_name_is_redacted(text: str) -> None:
+    """Only the name itself, or an attribute, is code: a value holding more than the
+    name (``password123``, ``my_secret_key``) is a secret."""
+    assert "[REDACTED:" in redact(text)
+    assert text.split("=")[-1].strip() not in redact(text)

@@ -106,6 +106,23 @@ from otel_diary.pipeline.redact import redact
     ("sqlldr userid=scott/tiger42 control=load.ctl\nSQL> conn hr/hr_pw@pdb1\nCONNECT a/b1",
      "sqlldr userid=scott/[REDACTED:password] control=load.ctl\n"
      "SQL> conn hr/[REDACTED:password]@pdb1\nCONNECT a/[REDACTED:password]"),
+    # Redis: its config, CONFIG SET, AUTH at its prompt (and SMTP's AUTH PLAIN)
+    ("requirepass S3cret-pw", "requirepass [REDACTED:password]"),
+    ("127.0.0.1:6379> CONFIG SET masterauth S3cret-pw",
+     "127.0.0.1:6379> CONFIG SET masterauth [REDACTED:password]"),
+    ("127.0.0.1:6379> AUTH S3cret-pw\nOK", "127.0.0.1:6379> AUTH [REDACTED:password]\nOK"),
+    ("AUTH default S3cret-pw", "AUTH default [REDACTED:password]"),
+    ("vault login s.Zq7xW2mK9pL4vN8r", "vault login [REDACTED:token]"),
+    ("twine upload -u bob -p S3cret-pw dist/*",
+     "twine upload -u bob -p [REDACTED:password] dist/*"),
+    ("lftp -u admin,S3cret-pw ftp.example.com",
+     "lftp -u admin,[REDACTED:password] ftp.example.com"),
+    ("poetry config http-basic.private admin S3cret-pw",
+     "poetry config http-basic.private admin [REDACTED:password]"),
+    ("az storage blob upload --account-key Zq7xW2+mK9/pL4== -f a",
+     "az storage blob upload --account-key [REDACTED:api_key] -f a"),
+    ("cosign sign --signing-key Zq7xW2mK9pL4 img",
+     "cosign sign --signing-key [REDACTED:api_key] img"),
 ])
 def test_the_value_a_command_is_given_is_redacted(text: str, expected: str) -> None:
     """Each tool's secret is replaced; the tool, its flags and its other words stay."""
@@ -136,6 +153,8 @@ def test_the_value_a_command_is_given_is_redacted(text: str, expected: str) -> N
     "sqlplus / as sysdba; sqlplus hr@pdb1; mysqlplus a/b; the connection to api/v2 reset",
     "it was identified by git bisect; reconnect a/b; create user tables; userid=$USER",
     "curl --auth-type basic --anyauth https://x; wandb login --relogin",
+    "vault login -method=userpass username=bob", "vault login -method=github",
+    "git config --sort-key name", "az storage blob list --account-name app",
 ])
 def test_commands_without_a_secret_stay_as_they_are(text: str) -> None:
     """A tool's other flags (a port, a thread count), a value it will prompt for, one a

@@ -62,3 +62,85 @@ def test_a_schema_or_another_name_stays(text: str) -> None:
     """A tool's or a model's schema for a secret, another variable, and a reference to
     one are no secrets."""
     assert redact(text) == text
+
+
+APPSETTINGS = """\
+{
+  "Jwt": {
+    "Issuer": "https://localhost:5001",
+    "Audience": "orders",
+    "ExpiryMinutes": 60,
+    "Key": "ThisIsMySuperSecretSigningKey-2024"
+  },
+  "Logging": {"LogLevel": {"Default": "Information"}, "Key": "not-a-secret"}
+}
+"""
+
+
+def test_the_signing_key_of_aspnets_jwt_settings_is_redacted() -> None:
+    """ASP.NET's ``appsettings.json`` names the signing key ``Key`` in the ``Jwt``
+    section: that one goes, a ``Key`` elsewhere stays."""
+    assert redact(APPSETTINGS) == APPSETTINGS.replace(
+        "ThisIsMySuperSecretSigningKey-2024", "[REDACTED:secret]")
+    one_line = '"JwtSettings": {"Issuer": "x", "Key": "S3cretSigningKey"}'
+    assert redact(one_line) == one_line.replace("S3cretSigningKey", "[REDACTED:secret]")
+
+
+@pytest.mark.parametrize("typed", [
+    # Playwright MCP's browser_type, as a tool call's arguments (JSON, or a Python dict)
+    '{{"element": "Password textbox", "ref": "e12", "text": "{pw}"}}',
+    '{{"element":"Password input field","ref":"e7","text":"{pw}","submit":true}}',
+    "{{'element': 'password', 'ref': 'e3', 'slowly': False, 'text': '{pw}'}}",
+    # browser automation code
+    "await page.fill('#password', '{pw}');",
+    """await page.fill('input[name="password"]', '{pw}');""",
+    "await page.type('#passwd', \"{pw}\")",
+    "await page.getByLabel('Password').fill('{pw}');",
+    "await page.locator('#password').fill('{pw}');",
+    "await page.getByRole('textbox', {{ name: 'Password' }}).fill('{pw}');",
+    'driver.find_element(By.ID, "password").send_keys("{pw}")',
+    """driver.find_element(By.CSS_SELECTOR, "input[type='password']").send_keys("{pw}")""",
+    "page.locator('#pwd').press_sequentially('{pw}')",
+])
+def test_what_a_browser_agent_types_into_a_password_field_is_redacted(typed: str) -> None:
+    """A browser agent logs in by typing the password into the field a selector or the
+    page's accessibility tree names: the text typed goes, the field's name stays."""
+    text = typed.format(pw="S3cret-pw!x")
+    assert redact(text) == typed.format(pw="[REDACTED:password]")
+
+
+@pytest.mark.parametrize("text", [
+    '{"element": "Search box", "ref": "e2", "text": "password reset"}',
+    "await page.fill('#email', 'bob@example.com');",
+    "await page.getByLabel('Password').click();",
+    "await page.locator('#username').fill('bob');",
+])
+def test_what_is_typed_into_other_fields_stays(text: str) -> None:
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ('DriverManager.getConnection("jdbc:mysql://localhost/db", "root", "S3cret-pw");',
+     'DriverManager.getConnection("jdbc:mysql://localhost/db", "root", "[REDACTED:password]");'),
+    ("DriverManager.getConnection(url, user, 'S3cret-pw')",
+     "DriverManager.getConnection(url, user, '[REDACTED:password]')"),
+    ("$pdo = new PDO('mysql:host=localhost;dbname=test', 'root', 'S3cret-pw');",
+     "$pdo = new PDO('mysql:host=localhost;dbname=test', 'root', '[REDACTED:password]');"),
+    ('$conn = mysqli_connect("localhost", "root", "S3cret-pw", "mydb");',
+     '$conn = mysqli_connect("localhost", "root", "[REDACTED:password]", "mydb");'),
+    ('$db = new mysqli($host, $user, "S3cret-pw");',
+     '$db = new mysqli($host, $user, "[REDACTED:password]");'),
+    ('sql.Open("mysql", "root:S3cret-pw@tcp(127.0.0.1:3306)/test")',
+     'sql.Open("mysql", "root:[REDACTED:password]@tcp(127.0.0.1:3306)/test")'),
+    ("url = jdbc:oracle:thin:scott/tiger@db.example:1521:orcl",
+     "url = jdbc:oracle:thin:scott/[REDACTED:password]@db.example:1521:orcl"),
+    # a password read from elsewhere stays
+    ("DriverManager.getConnection(url, user, password)", None),
+    ('$pdo = new PDO($dsn, $user, "$password");', None),
+    ('sql.Open("mysql", cfg.FormatDSN())', None),
+])
+def test_a_databases_password_given_as_an_argument_is_redacted(text: str,
+                                                               expected: str | None) -> None:
+    """JDBC, PDO and mysqli take the user and the password as arguments after the
+    database; Go's MySQL driver and Oracle's thin driver in a URL with no ``://``."""
+    assert redact(text) == (text if expected is None else expected)

@@ -299,6 +299,11 @@ def test_prose_and_build_output_stay_as_they_are(text: str) -> None:
     ("gcloud run deploy api --set-env-vars=MODE=prod,API_KEY=Zq7xW2mK9pL4,REGION=eu",
      "gcloud run deploy api --set-env-vars=MODE=prod,API_KEY=[REDACTED:api_key],REGION=eu"),
     ("DB_PASSWORD=a,b,c next", "DB_PASSWORD=[REDACTED:password] next"),
+    # keys other APIs take in the query: OpenWeather's appid, Firebase's auth
+    ("GET /data/2.5/weather?q=London&appid=0123456789abcdef0123 200",
+     "GET /data/2.5/weather?q=London&appid=[REDACTED:api_key] 200"),
+    ("https://app.firebaseio.com/orders.json?auth=Zq7xW2mK9pL4vN8r&print=pretty",
+     "https://app.firebaseio.com/orders.json?auth=[REDACTED:api_key]&print=pretty"),
 ])
 def test_a_query_parameters_value_ends_at_the_next_parameter(text: str,
                                                             expected: str | None) -> None:
@@ -464,16 +469,18 @@ def test_redaction_is_idempotent(text: str) -> None:
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.one_of(filler, *(in_context(s).map(lambda d: d[0])
                                     for s in FAMILIES.values())), max_size=6).map("".join))
-def test_every_match_starts_with_a_needle_of_its_rule(text: str) -> None:
+def test_every_match_holds_a_needle_of_its_rule(text: str) -> None:
     """A case-sensitive rule is skipped on a text holding none of its needles: that is
-    exact only while each of its matches starts with one."""
+    exact only while each of its matches holds one."""
     for rule in _LITERAL_RULES + WORD_RULES:
         for match in rule.pattern.finditer(text):
-            assert match.group(0).startswith(rule.needles), (rule.kind, match.group(0))
+            assert any(map(match.group(0).__contains__, rule.needles)), (rule.kind,
+                                                                        match.group(0))
     for kind, text_, _ in EXAMPLES:
         for rule in _LITERAL_RULES + WORD_RULES:
             for match in rule.pattern.finditer(text_):
-                assert match.group(0).startswith(rule.needles), (kind, match.group(0))
+                assert any(map(match.group(0).__contains__, rule.needles)), (kind,
+                                                                            match.group(0))
 
 
 
@@ -620,6 +627,10 @@ def test_a_value_shaped_almost_like_a_reference_is_redacted(text: str, expected:
     # code
     ("    pwd = os.getcwd()\n    assert pwd == expected_dir", None),
     ("pyodbc.connect(server=s, uid=u, pwd=password) f(pwd=os.getcwd())", None),
+    # quoted after a colon, as MongoDB's createUser takes it; a folder stays
+    ('db.createUser({user: "admin", pwd: "S3cret-pw", roles: ["root"]})',
+     'db.createUser({user: "admin", pwd: "[REDACTED:password]", roles: ["root"]})'),
+    ('{"pwd": "/workspace/app", "user": "bob"}', None),
 ])
 def test_pwd_alone_is_a_password_unless_its_value_is_a_folder(text: str,
                                                                expected: str | None) -> None:
@@ -700,6 +711,11 @@ SAMPLE_KEYS = [
     ("shippo_token", "shippo_live_" + HEX[:40]),
     ("square_token", "sq0csp-" + KEY_BODY[:43]),
     ("square_token", "EAAA" + KEY_BODY[:60]),
+    ("resend_api_key", f"re_{KEY_BODY[:8]}_{KEY_BODY[8:32]}"),
+    ("airtable_token", f"pat{KEY_BODY[:14]}.{HEX[:64]}"),
+    ("mapbox_token", f"sk.eyJ1Ijoi{KEY_BODY[:40]}.{KEY_BODY[40:62]}"),
+    ("discord_token", f"MTIzNDU2Nzg5MDEyMzQ1Njc4.GaBcDe.{KEY_BODY[:38]}"),
+    ("discord_token", f"OTk4NzY1NDMyMTAxMjM0NTY3OA.Gx_9Yz.{KEY_BODY[:27]}"),
 ]
 
 @settings(max_examples=150, deadline=None)
@@ -768,6 +784,13 @@ def test_a_services_key_glued_to_a_word_is_redacted_when_it_looks_generated(
     ("TF token Zq7xW2mK9pL4vN.atlasv1." + KEY_BODY[:67] + " expired",
      "TF token Zq7xW2mK9pL4vN.atlasv1.[REDACTED:terraform_token] expired"),
     ("Authorization: AbC123dEf456GhI", "Authorization: [REDACTED:authorization]"),
+    # the schemes of Okta (SSWS), Splunk's HEC, Opsgenie, and an Api-Key's
+    *((f"-H 'Authorization: {scheme} Zq7xW2mK9pL4'",
+       f"-H 'Authorization: {scheme} [REDACTED:authorization]'")
+      for scheme in ("SSWS", "Splunk", "GenieKey", "Api-Key", "sso-key")),
+    # Slack's refresh token in front of the token it refreshes
+    ("xoxe.xoxp-1-Mi0yLTM0MTQwNDE0MDE3Ny0zNjE3NjQwMTU5NDc rotated",
+     "[REDACTED:slack_token] rotated"),
 ])
 def test_a_key_after_its_public_part_is_redacted(text: str, expected: str) -> None:
     """A Telegram bot's id and a Terraform token's id stay; a header's key alone goes."""
