@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from otel_diary.index.templates import error_template, stderr_block
+from otel_diary.index.templates import error_template, first_error_line, stderr_block
 from otel_diary.pipeline import DIARY_ROOT, KB_FOLDER
 from otel_diary.pipeline.classify import TaskRun
 from otel_diary.pipeline.redact import redact
@@ -53,9 +53,22 @@ _EXCEPTION = re.compile(
 """Exception class names, qualified or not: ValueError, java.lang.NullPointerException."""
 _PYTEST_ID = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.py::[^\s]+)")
 """pytest node ids: tests/test_x.py::test_y, tests/test_x.py::TestX::test_y[case]."""
-_FAIL_LINE = re.compile(r"(?:^|\s)(?:---\s+)?(?:FAIL|FAILED|ERROR)(?::|\s)\s*([^\s(]+)",
+_FAIL_LINE = re.compile(r"(?:^|\s)(?:---[ \t]+)?(?:FAIL|FAILED|ERROR)(?::|[ \t])[ \t]*([^\s(]+)",
                         re.MULTILINE)
-"""``FAIL: test_name``, ``--- FAIL: TestName``, ``FAILED path::test``, ``FAIL src/x.test.ts``."""
+"""``FAIL: test_name``, ``--- FAIL: TestName``, ``FAILED path::test``, ``FAIL src/x.test.ts``
+(on its line: cargo's ``… FAILED`` is followed by the next test's line)."""
+_RUNNER_TEST = re.compile(
+    r"^[ \t]*(?:Failed[ \t]+(?P<dotnet>[\w.`+]+(?:\([^)\n]{0,200}\))?)[ \t]+\[[\d.]+[ \t]?m?s\]"
+    r"|\d{1,4}\)[ \t]+(?P<phpunit>[\w\\]+::\w+)"
+    r"|test[ \t]+(?P<cargo>[\w:]+)[ \t]+\.\.\.[ \t]+FAILED[ \t]*$"
+    r"|rspec[ \t]+(?:\./)?(?P<rspec>[\w./-]+_spec\.rb(?::\d+|\[[\d:]+\]))[ \t]+#)",
+    re.MULTILINE)
+"""A failed test as its runner names it: dotnet test's ``Failed Ns.Class.Method [12 ms]``,
+PHPUnit's ``1) Tests\\OrderTest::testTotal``, cargo test's ``test tests::total ...
+FAILED``, RSpec's ``rspec ./spec/order_spec.rb:40 # …``."""
+_ASSERTED = re.compile(r"(?i)assert|expect\(|failure/error|\bexpected:|but was:")
+"""What a failed assertion's line says (``Assert.Equal() Failure``, ``Failed asserting
+that``, ``assertion `left == right` failed``, RSpec's ``Failure/Error: expect(…)``)."""
 _TESTLIKE = re.compile(r"test|spec|::", re.IGNORECASE)
 
 
@@ -77,8 +90,18 @@ def error_signatures(text: str) -> tuple[str, ...]:
 def template_signature(text: str) -> str | None:
     """The ``template:…`` key of the first error line of ``text`` (of its first fenced
     block, if it has one): the error with its variable parts masked."""
-    template = error_template(stderr_block(text) or text)
+    template = _template(stderr_block(text) or text, _precise(text))
     return f"template:{template}" if template else None
+
+
+def _template(text: str, found: Mapping[str, None]) -> str:
+    """The template of ``text``'s first error line, none where a failing test is named
+    and the line is its failed assertion's (every failed test of a runner says one)."""
+    template = error_template(text)
+    if template and any(key.startswith("test:") for key in found) \
+            and _ASSERTED.search(first_error_line(text)):
+        return ""
+    return template
 
 
 @functools.lru_cache(maxsize=64)
@@ -90,7 +113,7 @@ def section_signatures(section: str) -> tuple[str, ...]:
     the index update after writing ask for the same run's."""
     found = _precise(section)
     block = stderr_block(section)
-    template = error_template(block) if block else ""
+    template = _template(block, found) if block else ""
     if template:
         found[f"template:{template}"] = None
     return tuple(found)[:MAX_SIGNATURES]
@@ -118,6 +141,8 @@ def _precise(text: str) -> dict[str, None]:
         name = match.group(1).rstrip(":,.;")
         if _TESTLIKE.search(name):
             found[f"test:{name}"] = None
+    for match in _RUNNER_TEST.finditer(text):
+        found[f"test:{next(name for name in match.groups() if name)}"] = None
     if any(key.startswith("test:") for key in found):  # the test says which assertion
         found = {key: None for key in found if not _ASSERTION.search(key)}
     return found

@@ -42,9 +42,15 @@ _RULE = re.compile(r"^([=_-])\1\1.*\1\1\1$")
 VERDICT_WORDS = frozenset({
     "fail", "failed", "failure", "failures", "failing", "error", "errors", "err",
     "assertionerror", "assertionfailederror", "assert", "found", "test", "tests", "total",
-    "problem", "problems", "task"})
+    "problem", "problems", "task", "there", "was", "were"})
 """Words of a verdict and its tally, which every failure of a runner shares: what a line
 says besides them names the error."""
+_NUMBERED = re.compile(r"\d{1,4}\) ")
+"""A runner's numbered failure (``1) Tests\\OrderTest::testTotal``), which the line
+before it (``There was 1 failure:``) only counts."""
+_UNITS = frozenset({"ms", "s", "sec", "secs", "seconds", "min", "m"})
+_NUMBER = re.compile(r"\d{1,9}(?:\.\d{1,9})?")
+"""The units of a duration after its number (``[12 ms]``): masked with it."""
 _FENCE_OPEN = re.compile(r"^(`{3,}(?!`)|~{3,}(?!~))[^\n]*\n", re.MULTILINE)
 _FENCE_CLOSE = re.compile(r"^(`{3,}(?!`)|~{3,}(?!~))[^\S\n]*$", re.MULTILINE)
 """Fence lines, their whole run of backticks or tildes in group 1 (a run that may not
@@ -147,6 +153,8 @@ def _error_lines(text: str) -> Iterator[str]:
         if stripped.endswith(":"):
             following = next((other.strip() for other in lines[number + 1:] if other.strip()),
                              "")
+            if _RULE.match(following) or _NUMBERED.match(following):
+                following = ""  # "failures:" then "---- tests::total stdout ----"
             yield f"{stripped} {following}".strip()
             continue
         yield stripped
@@ -186,6 +194,10 @@ def mask(line: str) -> str:
     tokens = line.split()[:MAX_TOKENS]
     out: list[str] = []
     for number, token in enumerate(tokens):
+        if number and token.strip(_PUNCT).lower() in _UNITS \
+                and _NUMBER.fullmatch(tokens[number - 1].strip(_PUNCT)):
+            out.append(MASK)  # a duration's unit: "[12 ms]", "after 30 seconds"
+            continue
         out.append(_mask_token(token, out[-1] if out else "", number == len(tokens) - 1))
     text = " ".join(out)
     trailing = _TRAILING_NAME.match(text)

@@ -141,6 +141,91 @@ GO_TEST = "--- FAIL: TestParse (0.00s)\n    parse_test.go:15: got 3, want 4\nFAI
           "FAIL\texample.com/parse\t0.003s"
 JEST = "FAIL src/sum.test.js\n  ● sum > adds 1 + 2 to equal 3\n\n    Expected: 3\n" \
        "    Received: 4\n\nTests:       1 failed, 1 total"
+DOTNET = """\
+  Determining projects to restore...
+  All projects are up-to-date for restore.
+  Orders -> /src/Orders/bin/Debug/net8.0/Orders.dll
+  OrdersTests -> /src/OrdersTests/bin/Debug/net8.0/OrdersTests.dll
+Test run for /src/OrdersTests/bin/Debug/net8.0/OrdersTests.dll (.NETCoreApp,Version=v8.0)
+Starting test execution, please wait...
+A total of 1 test files matched the specified pattern.
+  Failed OrdersTests.OrderTests.Total_IsSumOfLines [12 ms]
+  Error Message:
+   Assert.Equal() Failure: Values differ
+Expected: 4
+Actual:   3
+  Stack Trace:
+     at OrdersTests.OrderTests.Total_IsSumOfLines() in /src/OrdersTests/OrderTests.cs:line 42
+
+Failed!  - Failed: 1, Passed: 11, Skipped: 0, Total: 12, Duration: 45 ms - OrdersTests.dll (net8.0)
+"""
+PHPUNIT = """\
+PHPUnit 10.5.9 by Sebastian Bergmann and contributors.
+
+Runtime:       PHP 8.3.2
+
+..F.                                                                4 / 4 (100%)
+
+Time: 00:00.012, Memory: 8.00 MB
+
+There was 1 failure:
+
+1) Tests\\OrderTest::testTotalIsSumOfLines
+Failed asserting that 3 matches expected 4.
+
+/app/tests/OrderTest.php:42
+
+FAILURES!
+Tests: 4, Assertions: 4, Failures: 1.
+"""
+CARGO = """\
+   Compiling orders v0.1.0 (/src/orders)
+    Finished test [unoptimized + debuginfo] target(s) in 1.52s
+     Running unittests src/lib.rs (target/debug/deps/orders-1a2b3c4d5e6f7a8b)
+
+running 3 tests
+test tests::parses_lines ... ok
+test tests::total_is_sum_of_lines ... FAILED
+test tests::empty_order ... ok
+
+failures:
+
+---- tests::total_is_sum_of_lines stdout ----
+thread 'tests::total_is_sum_of_lines' panicked at src/lib.rs:42:9:
+assertion `left == right` failed
+  left: 3
+ right: 4
+note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace
+
+
+failures:
+    tests::total_is_sum_of_lines
+
+test result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s
+
+error: test failed, to rerun pass `--lib`
+"""
+RSPEC = """\
+..F
+
+Failures:
+
+  1) Order#total is the sum of its lines
+     Failure/Error: expect(order.total).to eq(4)
+
+       expected: 4
+            got: 3
+
+       (compared using ==)
+     # ./spec/order_spec.rb:42:in `block (3 levels) in <top (required)>'
+
+Finished in 0.01234 seconds (files took 0.12345 seconds to load)
+3 examples, 1 failure
+
+Failed examples:
+
+rspec ./spec/order_spec.rb:40 # Order#total is the sum of its lines
+"""
 
 
 def test_a_runners_section_rules_are_no_error_line() -> None:
@@ -182,7 +267,18 @@ def test_a_line_that_gives_a_verdict_alone_yields_to_one_that_says_what_failed()
     ("Traceback (most recent call last):\n  File \"a.py\", line 1\nAssertionError",
      "exception:AssertionError"),
     ("E   KeyError: 'id'\ntests/test_x.py:3: KeyError\nFAILED tests/test_x.py::test_y",
-     "exception:KeyError")], ids=["pytest", "go", "jest", "gradle", "assert", "raised"])
+     "exception:KeyError"),
+    (DOTNET, "test:OrdersTests.OrderTests.Total_IsSumOfLines"),
+    (DOTNET.replace("Total_IsSumOfLines", "Refund_IsNegative"),
+     "test:OrdersTests.OrderTests.Refund_IsNegative"),
+    (PHPUNIT, "test:Tests\\OrderTest::testTotalIsSumOfLines"),
+    (CARGO, "test:tests::total_is_sum_of_lines"),
+    (RSPEC, "test:spec/order_spec.rb:40"),
+    ("  Failed OrdersTests.OrderTests.Total [12 ms]\n  Error Message:\n   "
+     "System.Net.Http.HttpRequestException : Connection refused (localhost:5432)",
+     "exception:HttpRequestException")],
+    ids=["pytest", "go", "jest", "gradle", "assert", "raised", "dotnet", "dotnet-other",
+         "phpunit", "cargo", "rspec", "dotnet-raised"])
 def test_a_run_is_filed_under_what_failed_not_under_its_runners_verdict(
         output: str, signature: str) -> None:
     """A failing test is filed under the test, not under the ``AssertionError`` every
@@ -190,6 +286,17 @@ def test_a_run_is_filed_under_what_failed_not_under_its_runners_verdict(
     assertion with no test named, or an exception a test raised, is filed as before."""
     section = f"Build repaired in 2 attempt(s)\nLast build stderr tail:\n```text\n{output}\n```"
     assert primary_signature(section_signatures(section)) == signature
+
+
+def test_a_tests_duration_and_a_runners_count_are_no_part_of_a_template() -> None:
+    """dotnet's ``Failed X [12 ms]`` and PHPUnit's ``There was 1 failure:`` give a verdict
+    alone once the duration is masked and the numbered failure after the count is not
+    read as its text; a duration's unit goes with its number elsewhere too."""
+    assert error_template("Failed Ns.Class.Method [12 ms]") == ""
+    assert error_template("There was 1 failure:\n\n1) Tests\\OrderTest::testTotal") == ""
+    assert error_template("error: request timed out after 30 seconds") == \
+        error_template("error: request timed out after 5 s")
+    assert first_error_line(CARGO).startswith("thread 'tests::total_is_sum_of_lines' panicked")
 
 
 def test_runs_that_fail_different_tests_do_not_share_a_lesson(tmp_path: Path) -> None:
