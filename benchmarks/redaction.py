@@ -109,6 +109,10 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "a:b without @tcp(": lambda n: repeat("a:" + "b" * 60, n - 6) + "@tcp(",
     "AUTH a b c (no line end)": lambda n: repeat("\nAUTH a b c ", n),
     "dbPass dataKey ...": lambda n: repeat("dbPass dataKey jwtKey userPwd ", n),
+    'one JSON string of "\\n" escapes': lambda n: '"' + repeat("password:\\n  x\\n", n - 2) + '"',
+    '"\\n" strings, unclosed': lambda n: repeat('"a\\nb ', n),
+    'JSON in JSON in JSON': lambda n: repeat('{"a": "{\\"b\\": \\"{\\\\\\"c\\\\\\": 1}\\"}"} ', n),
+    "AUTH at a prompt": lambda n: repeat("127.0.0.1:6379> AUTH a b\n", n),
 }
 
 

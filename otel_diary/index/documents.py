@@ -58,14 +58,18 @@ _FAIL_LINE = re.compile(r"(?:^|\s)(?:---[ \t]+)?(?:FAIL|FAILED|ERROR)(?::|[ \t])
 """``FAIL: test_name``, ``--- FAIL: TestName``, ``FAILED path::test``, ``FAIL src/x.test.ts``
 (on its line: cargo's ``… FAILED`` is followed by the next test's line)."""
 _RUNNER_TEST = re.compile(
-    r"^[ \t]*(?:Failed[ \t]+(?P<dotnet>[\w.`+]+(?:\([^)\n]{0,200}\))?)[ \t]+\[[\d.]+[ \t]?m?s\]"
+    r"^[ \t]*(?:Failed[ \t]+(?P<dotnet>[\w.`+<>,]+(?:\([^)\n]{0,200}\))?)[ \t]+"
+    r"\[<?[ \t]?[\d.]+[ \t]?(?:ms|s|m|h)(?:[ \t][\d.]+[ \t]?(?:ms|s|m))?\]"
     r"|\d{1,4}\)[ \t]+(?P<phpunit>[\w\\]+::\w+)"
     r"|test[ \t]+(?P<cargo>[\w:]+)[ \t]+\.\.\.[ \t]+FAILED[ \t]*$"
-    r"|rspec[ \t]+(?:\./)?(?P<rspec>[\w./-]+_spec\.rb(?::\d+|\[[\d:]+\]))[ \t]+#)",
+    r"|rspec[ \t]+(?:\./)?(?P<rspec>[\w./-]+_spec\.rb)(?::\d+|\[[\d:]+\])[ \t]+#[ \t]+"
+    r"(?P<example>[^\n]{1,120})"
+    r"|(?P<junit>[\w.$]+) > (?P<method>[\w$]+)\([^)\n]{0,100}\)(?:\[\d{1,4}\])? FAILED)",
     re.MULTILINE)
 """A failed test as its runner names it: dotnet test's ``Failed Ns.Class.Method [12 ms]``,
 PHPUnit's ``1) Tests\\OrderTest::testTotal``, cargo test's ``test tests::total ...
-FAILED``, RSpec's ``rspec ./spec/order_spec.rb:40 # …``."""
+FAILED``, RSpec's ``rspec ./spec/order_spec.rb:40 # Order#total …`` (by its file and
+description: a line number moves), Gradle's ``AppTest > totalIsSum() FAILED``."""
 _ASSERTED = re.compile(r"(?i)assert|expect\(|failure/error|\bexpected:|but was:")
 """What a failed assertion's line says (``Assert.Equal() Failure``, ``Failed asserting
 that``, ``assertion `left == right` failed``, RSpec's ``Failure/Error: expect(…)``)."""
@@ -142,7 +146,11 @@ def _precise(text: str) -> dict[str, None]:
         if _TESTLIKE.search(name):
             found[f"test:{name}"] = None
     for match in _RUNNER_TEST.finditer(text):
-        found[f"test:{next(name for name in match.groups() if name)}"] = None
+        runner = match.lastgroup
+        name = (f"{match['rspec']} # {match['example'].strip()}" if runner == "example"
+                else f"{match['junit']}.{match['method']}" if runner == "method"
+                else match[runner or 0])
+        found[f"test:{name}"] = None
     if any(key.startswith("test:") for key in found):  # the test says which assertion
         found = {key: None for key in found if not _ASSERTION.search(key)}
     return found

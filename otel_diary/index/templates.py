@@ -62,7 +62,7 @@ _EXCEPTION = re.compile(
     r"^(?:[A-Za-z_]\w*\.)*[A-Z][A-Za-z0-9]*(?:Error|Exception|Failure|Fault|Warning)$")
 _STATUS_WORD = re.compile(r"(?:code|status|signal|exit|error)[:=]?$", re.IGNORECASE)
 _SMALL_NUMBER = re.compile(r"\d{1,3}[.,;)]?$")
-_VARIABLE = re.compile(r"\d|[/\\_@=#$%~]|[a-z][A-Z]|\w\.\w|\[REDACTED")
+_VARIABLE = re.compile(r"\d|[/\\_@=#$%~]|[a-z][A-Z]|\w\.\w|\w::\w|\[REDACTED")
 _PUNCT = "()[]{},;:.!?"
 _TRAILING_NAME = re.compile(r"^(.*\S:) ([A-Za-z_][\w.]*)$")
 _CALL = re.compile(r"^[A-Za-z_$][\w.$:]*\(")

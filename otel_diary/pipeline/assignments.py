@@ -70,18 +70,19 @@ Python ``if not api_key:`` or ``except InvalidToken:`` opens."""
 
 
 _CAMEL: dict[str, tuple[str, ...]] = {
-    "key": ("signing", "jwt", "encryption", "decryption", "master", "auth", "app", "license",
+    "key": ("signing", "jwt", "encryption", "decryption", "master", "auth", "license",
             "subscription", "service", "servicerole", "admin", "account", "hmac", "shared",
-            "preshared", "consumer", "session", "webhook", "write", "server", "deploy", "enc",
-            "aes", "cipher", "crypto", "integration", "ingest", "client", "restapi", "sdk"),
+            "preshared", "consumer", "webhook", "write", "server", "deploy", "enc", "aes",
+            "cipher", "crypto", "integration", "ingest", "restapi", "sdk"),
     "pass": ("db", "smtp", "mail", "email", "admin", "root", "user", "mysql", "postgres", "pg",
              "redis", "ftp", "sftp", "ssh", "ldap", "bind", "proxy", "account", "login", "sudo",
              "vnc", "wifi", "keystore", "store", "key", "sql", "rabbit", "mongo", "amqp", "imap",
              "pop", "mqtt", "broker", "vpn", "rdp", "app", "api"),
 }
 """The words that make a name in camel case ending in ``Key`` or ``Pass`` a secret's
-(``signingKey``, ``JwtKey``, ``dbPass``): ``dataKey``, ``queryKey``, ``renderPass`` and
-most such names in code are not. ``Pwd`` ends a secret's name after any word (``dbPwd``)."""
+(``signingKey``, ``JwtKey``, ``dbPass``): ``dataKey``, ``queryKey``, ``sessionKey``,
+``renderPass`` and most such names in code are not. ``Pwd`` ends a secret's name after
+any word (``dbPwd``)."""
 
 
 def _camel(key: str) -> str:
@@ -98,7 +99,8 @@ def _names(keys: tuple[str, ...]) -> str:
     """The alternatives of ``keys``, longest first; ``pass``, ``pwd`` and ``key`` only
     ending a longer name (after ``_`` or ``-``, or in camel case)."""
     return "|".join(
-        rf"(?<=[A-Za-z0-9][_-]){_NOT_SECRET.get(key, '')}{key}(?![A-Za-z])|{_camel(key)}"
+        rf"(?:(?<=[A-Za-z0-9][_-])|(?<=[A-Za-z0-9]__)){_NOT_SECRET.get(key, '')}{key}"
+        rf"(?![A-Za-z])|{_camel(key)}"
         rf"(?![A-Za-z])" if key in _GLUED_ONLY else re.escape(key)
         for key in sorted(keys, key=len, reverse=True))
 
@@ -128,7 +130,7 @@ def assignment(keys: tuple[str, ...]) -> str:
         r"(?:value|secret|password|token|key|data)(?P=nested)[ \t]{0,4}:[ \t]{0,4}"
         r"(?=\\{0,7}[\"']))?)"
         r"(?!(?:\\{0,7}[\"'])?\[REDACTED:|[=>]|[{\[](?![^\s\"'`])"
-        r"|\|[1-9+-]{0,2}[ \t]{0,4}\r?\n)"
+        r"|\|[1-9+-]{0,2}[ \t]{0,4}\r?\n|\|?[1-9+-]{0,2}\\{1,7}[nr])"
         r"(?:" + QUOTED_VALUE + "|(?:" + CALL + r"|(?!\\[\"'])[^\s\"'`]{1,512})"
         r"(?:(?:(?<=[:=])[ \t]{0,4}|[ \t]{1,4}(?::=|=>|[:=])[ \t]{0,4})"
         r"(?:(?P<inner>[\"'])(?!\[REDACTED:)(?P<second>" + quoted("inner") + r")(?P=inner)?"
@@ -139,22 +141,37 @@ def assignment(keys: tuple[str, ...]) -> str:
 
 
 _IDENTIFIER = re.compile(r"(?:[A-Za-z_]\w{0,60}\.){0,6}(?P<last>[A-Za-z_]\w{0,60})"
-                         r"[)\]},;]{0,8}")
-_NAME = re.compile(r"[\w.-]{0,100}?(?P<last>\w{1,100})(?:\\{0,7}[\"'])?[ \t]{0,4}(?:\W|$)")
+                         r"(?P<end>[)\]},;]{0,8})")
+_NAME_BEFORE = re.compile(r"[\w.$]{0,100}\Z")
+_NAME = re.compile(r"[\w.-]{1,140}")
 _SECRET_WORD = re.compile(r"(?i)pass|pwd|secret|token|key|credential")
+_CODE_WORD = re.compile(r"_|[a-z][A-Z]")
+_OPERATOR = re.compile(r"[ \t]{0,4}(?:[-+*/%|&^<>.\[]|(?:or|and|if|is|in|not)(?![\w]))")
+"""What follows a value that is code: an operator (``password = password + salt``)."""
+"""A name only code gives: words joined by ``_`` or in camel case (``eos_token``)."""
 
 
 def _names_itself(match: re.Match[str]) -> bool:
-    """Whether the unquoted value is code naming the secret, not the secret: the name
-    again (``self.api_key = api_key``, ``OpenAI(api_key=api_key)``) or an attribute
-    naming a secret (``pad_token = tokenizer.eos_token``)."""
-    value = _IDENTIFIER.fullmatch(match.string, match.end("head"), match.end())
+    """Whether the unquoted value is code naming the secret, not the secret: the name's
+    last part again, given to an attribute or as an argument (``self.api_key = api_key``,
+    ``this.signingKey = signingKey;``, ``OpenAI(api_key=api_key)``), or an attribute whose
+    name in code says it holds one (``pad_token = tokenizer.eos_token``); not
+    ``POSTGRES_PASSWORD: password`` nor ``password=Hunter2.pass``."""
+    text = match.string
+    value = _IDENTIFIER.fullmatch(text, match.end("head"), match.end())
     if value is None:
         return False
+    last = value.group("last")
     if "." in value.group(0):
-        return _SECRET_WORD.search(value.group("last")) is not None
-    name = _NAME.match(match.string, match.start(), match.end("head"))
-    return name is not None and name.group("last").lower() == value.group("last").lower()
+        return _SECRET_WORD.search(last) is not None and _CODE_WORD.search(last) is not None
+    before = _NAME_BEFORE.search(text, max(0, match.start() - 100), match.start())
+    name = _NAME.match(text, match.start(), match.end("head"))
+    if before is None or name is None:
+        return False
+    whole = before.group(0) + name.group(0)
+    return whole.rpartition(".")[2].lstrip("_").lower() == last.lower() \
+        and ("." in whole or bool(value.group("end"))
+             or _OPERATOR.match(text, match.end()) is not None)
 
 
 @dataclass(frozen=True)
@@ -229,6 +246,7 @@ FLAG_RULES: tuple[Rule, ...] = (
         # an argument list: ['--password', 'value'], ["--token", "value"]
         r"|(?P<listed>[\"']),[ \t]{0,2}(?=(?P=listed))))"
         r"(?![\"']?\[REDACTED:)"
-        r"(?:(?P<quote>[\"'])" + quoted("quote") + r"|(?!--|[<>])[^\s\"'`]{1,512})"), ("--",)),
+        r"(?:(?P<quote>[\"'])" + quoted("quote") + r"|(?!--|[<>]|\.{0,2}/|~/)[^\s\"'`]{1,512})"),
+        ("--",)),
 )
 """Secrets given to a command as a flag's value, with ``=`` or a space."""

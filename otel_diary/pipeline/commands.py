@@ -156,15 +156,18 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      r"|[':&$\[])" + _ORACLE_VALUE, ("IDENTIFIED",)),
     # Redis: requirepass and masterauth in its config (or CONFIG SET), AUTH [user]
     # PASSWORD at its prompt or a line's start, ending it (SMTP's AUTH PLAIN too).
-    ("password", r"((?<![A-Za-z0-9_.-])(?:requirepass|masterauth)[ \t]{1,4}(?P<q>[\"'])?)"
-     r"(?![\"']?\[REDACTED:)" + _VALUE, ("requirepass", "masterauth")),
-    ("password", r"((?:(?<![^\n])|(?<=> ))AUTH[ \t]{1,4}(?:[^\s;|&]{1,256}[ \t]{1,4})?"
-     r"(?P<q>[\"'])?)(?![\"']?\[REDACTED:)" + _VALUE + r"(?=[ \t]{0,4}(?:\r?\n|\Z))",
-     ("AUTH",)),
+    ("password", r"((?<![A-Za-z0-9_.])(?:requirepass|masterauth)(?:[\"'],)?[ \t]{1,4}"
+     r"(?P<q>[\"'])?)(?![\"']?\[REDACTED:)" + _VALUE, ("requirepass", "masterauth")),
     # vault login TOKEN (not -method=…, nor a NAME=VALUE the method takes), twine -p,
     # lftp -u USER,PASSWORD, poetry config http-basic.REPO USER PASSWORD.
-    ("token", r"(vault" + token_start(5) + r"[ \t]{1,4}login[ \t]{1,4}(?P<q>[\"'])?)"
-     r"(?!-|[^\s=]{0,256}=)" + _VALUE, ("vault",)),
+    ("token", r"(vault" + token_start(5) + r"[ \t]{1,4}login(?:[ \t]{1,4}-[\w-]{1,30}"
+     r"(?:=[^\s;|&]{1,64})?){0,4}[ \t]{1,4}(?P<q>[\"'])?)(?!-|[^\s=]{0,256}=)"
+     r"(?=[^\s;|&\"']{8})(?=[^\s;|&\"']{0,255}[0-9])" + _VALUE, ("vault",)),
+    # dotnet user-secrets set NAME VALUE: every value it is given is a secret.
+    ("secret", r"(user-secrets[ \t]{1,4}set(?:[ \t]{1,4}-{1,2}[\w-]{1,30}(?:[ \t]{1,4}"
+     r"[^\s;|&-][^\s;|&]{0,255})?){0,3}[ \t]{1,4}(?:\"[^\"\r\n]{1,256}\"|'[^'\r\n]{1,256}'"
+     r"|[^\s;|&\"']{1,256})[ \t]{1,4}(?P<q>[\"'])?)(?![\"']?\[REDACTED:)" + _VALUE,
+     ("user-secrets",)),
     ("password", _given("twine", "-p"), ("twine",)),
     ("password", r"(lftp" + token_start(4) + _WORDS + r"[ \t]{1,4}-u[ \t]{1,4}(?P<q>[\"'])?"
      r"[^\s,\"']{1,256},)" + _VALUE, ("lftp",)),
@@ -179,6 +182,22 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 """Each rule's kind, its expression (group 1 is what comes before the value, kept), and the
 literals every match starts with."""
+
+@dataclass(frozen=True)
+class _RedisAuth(Rule):
+    """Redis's ``AUTH [user] PASSWORD``, taken only at its prompt (``127.0.0.1:6379>``) or
+    given to ``redis-cli`` on its line (``echo "AUTH …" | redis-cli``: after it too):
+    ``AUTH failed`` and ``AUTH PLAIN`` in another log say nothing of a password."""
+
+    def replace(self, match: re.Match[str]) -> str:
+        text, start = match.string, match.start()
+        line = max(text.rfind("\n", 0, start) + 1, start - 512)
+        end = text.find("\n", start, start + 512)
+        if text[line:start].rstrip().endswith(">") \
+                or "redis-cli" in text[line:end if end >= 0 else start + 512]:
+            return match.group(1) + MARK.format(kind=self.kind)
+        return match.group(0)
+
 
 _PAIR = re.compile(r"((?<![^ \t])(?P<o>[\"'])?[A-Za-z_][A-Za-z0-9_]{0,127}=(?(o)|(?P<q>[\"'])?))"
                    r"(?![\"']?\[REDACTED:|\$)(?(o)" + quoted("o") + "|" + _VALUE + ")")
@@ -205,6 +224,10 @@ COMMAND_RULES: tuple[Rule, ...] = (
         rf"(?<=(?<![A-Za-z0-9_.-]){tool}[ \t]secrets[ \t]set)" for tool in (
             "fly", "flyctl", "supabase", "doppler")) + r"))((?:[ \t]{1,4}" + _WORD + "){1,64})",
         ("secrets set",)),
+    _RedisAuth("password", r"((?<![A-Za-z0-9_.-])(?:AUTH|auth)[ \t]{1,4}(?![\"']?\[REDACTED:"
+               r"|[^\s;|&\"']{1,256}[ \t]{1,4}[\"']?\[REDACTED:)"
+               r"(?:[^\s;|&\"']{1,256}[ \t]{1,4})?(?P<q>[\"'])?)"
+               r"(?!(?:OK|failed|required|PLAIN|LOGIN)\b)" + _VALUE, ("AUTH", "auth")),
 )
 """The rules, in the order they are tried."""
 

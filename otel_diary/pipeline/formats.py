@@ -9,7 +9,10 @@ Each rule keeps what names the secret (group 1) and replaces the value after it.
 
 from __future__ import annotations
 
-from otel_diary.pipeline.keys import maybe_quoted, quoted
+import re
+from dataclasses import dataclass
+
+from otel_diary.pipeline.keys import MARK, maybe_quoted, quoted
 from otel_diary.pipeline.rule import Rule
 
 _NAMED = (r"[\w./-]{0,80}(?i:password|passwd|passphrase|secret|token|api[_-]?key"
@@ -21,12 +24,18 @@ _NAMED = (r"[\w./-]{0,80}(?i:password|passwd|passphrase|secret|token|api[_-]?key
 _JSON_VALUE = r"(?!\[REDACTED:|\$)(?:[^\"\\\r\n]|\\[^\r\n]){1,4096}(?=\")"
 """A JSON string's text, up to its closing quote."""
 
-_PAIRS = (r"(?:\s{0,16}\"[A-Za-z]{1,40}\":[ \t]{0,4}(?:\"[^\"\r\n]{0,200}\"|[0-9a-z]{1,20}),)"
-          r"{0,8}")
-"""Up to eight of a JSON object's members, each on its line or not, before another."""
+_PAIRS = (r"(?:\s{0,16}[\"'][\w-]{1,40}[\"'][ \t]{0,4}:[ \t]{0,4}(?:[\"'][^\"'\r\n]{0,200}[\"']"
+          r"|[0-9a-z.-]{1,20}|\[[^\[\]\r\n]{0,200}\]),){0,8}")
+"""Up to eight of a JSON object's (or a Python dict's) members, each on its line or not,
+before another."""
+_Q = r"\\{0,7}[\"']"
+"""A quote, also escaped (JSON inside a string, at any depth)."""
+_NOT_THE_FIELD = (r"(?![^\"'\\\r\n]{0,80}(?i:forgot|reset|hint|show|hide|toggle|strength|link"
+                  r"|button))")
+"""What names a control near a password field, not the field (``Forgot password link``)."""
 
 _PASSWORD = r"(?i:passw(?:or)?d|passphrase|pwd)"
-_ARGUMENT = r"(?:\"[^\"\r\n]{0,512}\"|'[^'\r\n]{0,512}'|\$?[\w.>-]{1,128})"
+_ARGUMENT = r"(?:\"[^\"\r\n]{0,512}\"|'[^'\r\n]{0,512}'|\$?[\w.>-]{1,128}(?:\(\))?)"
 """A call's argument: quoted, or a variable (``$dsn``, ``url``, ``$this->user``)."""
 
 FORMAT_RULES: tuple[Rule, ...] = (
@@ -41,32 +50,35 @@ FORMAT_RULES: tuple[Rule, ...] = (
          r"\"(?:value|Value)\":[ \t]{0,4}\")" + _JSON_VALUE, ('"name"', '"Name"'),
          keep_prefix=True),
     # ASP.NET's appsettings.json: "Jwt": {"Issuer": …, "Key": "…"}, the signing key.
-    Rule("secret", r"(\"(?i:jwt)[A-Za-z]{0,20}\":[ \t]{0,4}\{" + _PAIRS + r"\s{0,16}"
-         r"\"(?i:key)\":[ \t]{0,4}\")" + _JSON_VALUE, ('"Jwt', '"JWT', '"jwt'),
-         keep_prefix=True),
+    Rule("secret", r"([\"'](?i:jwt)[A-Za-z]{0,20}[\"'][ \t]{0,4}:[ \t]{0,4}\{" + _PAIRS
+         + r"\s{0,16}[\"'](?i:key)[\"'][ \t]{0,4}:[ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:|\$)"
+         + quoted("q"), ("Jwt", "JWT", "jwt"), keep_prefix=True),
     # What a browser agent types into a password field: Playwright MCP's browser_type
     # ({"element": "Password textbox", "ref": "e12", "text": "…"}).
-    Rule("password", r"([\"']element[\"']:[ \t]{0,4}[\"'][^\"'\r\n]{0,80}" + _PASSWORD
-         + r"[^\"'\r\n]{0,80}[\"'],(?:[ \t]{0,4}[\"'](?:ref|submit|slowly)[\"']:[ \t]{0,4}"
-         r"(?:[\"'][^\"'\r\n]{0,64}[\"']|true|false|True|False),){0,3}[ \t]{0,4}"
-         r"[\"']text[\"']:[ \t]{0,4}(?P<q>[\"']))" + quoted("q"),
+    Rule("password", "(" + _Q + r"element" + _Q + r"[ \t]{0,4}:[ \t]{0,4}" + _Q + _NOT_THE_FIELD
+         + r"[^\"'\\\r\n]{0,80}" + _PASSWORD + r"[^\"'\\\r\n]{0,80}" + _Q
+         + r"[ \t]{0,4},(?:\s{0,16}"
+         + _Q + r"(?:ref|submit|slowly)" + _Q + r"[ \t]{0,4}:[ \t]{0,4}(?:" + _Q
+         + r"[^\"'\\\r\n]{0,64}" + _Q + r"|true|false|True|False)[ \t]{0,4},){0,3}\s{0,16}" + _Q
+         + r"text" + _Q + r"[ \t]{0,4}:[ \t]{0,4}(?P<q>" + _Q + r"))(?!\[REDACTED:)" + quoted("q"),
          ("element",), keep_prefix=True),
     # Code typing into one: page.fill("#password", "…"), page.type(…) (Playwright, Puppeteer).
-    Rule("password", r"(\.(?:fill|type)\([ \t]{0,4}(?P<s>[\"'])(?:(?!(?P=s))[^\r\n]){0,80}?"
-         + _PASSWORD + r"(?:(?!(?P=s))[^\r\n]){0,80}(?P=s)[ \t]{0,4},[ \t]{0,4}(?P<q>[\"']))"
-         + quoted("q"), (".fill(", ".type("), keep_prefix=True),
+    Rule("password", r"(\.(?:fill|type)\([ \t]{0,4}(?P<s>[\"'`])(?:(?!(?P=s))[^\r\n]){0,80}?"
+         + _PASSWORD + r"(?:(?!(?P=s))[^\r\n]){0,80}(?P=s)[ \t]{0,4},[ \t]{0,4}(?P<q>[\"'`]))"
+         r"(?!\[REDACTED:|\$\{)" + quoted("q"), (".fill(", ".type("), keep_prefix=True),
     # A database's user and password given in a call's arguments: JDBC's
     # getConnection(url, "root", "…"), PHP's new PDO(dsn, 'root', '…') and
     # mysqli_connect("host", "root", "…").
-    Rule("password", r"((?:getConnection|PDO|mysqli_connect|mysqli|mysql_p?connect)\("
-         r"[ \t]{0,4}" + _ARGUMENT + r",[ \t]{0,4}" + _ARGUMENT + r",[ \t]{0,4}"
-         r"(?P<q>[\"']))(?!\[REDACTED:|\$)" + quoted("q"),
-         ("getConnection(", "PDO(", "mysql"),
-         keep_prefix=True),
+    Rule("password", r"((?:(?P<getconnection>getConnection)\(\s{0,16}(?:" + _ARGUMENT
+         + r"\s{0,16},\s{0,16})?"
+         r"|(?:PDO|mysqli_connect|mysqli|mysql_p?connect)\(\s{0,16}" + _ARGUMENT
+         + r"\s{0,16},\s{0,16})" + _ARGUMENT + r"\s{0,16},\s{0,16}(?P<q>[\"']))(?!\[REDACTED:|\$)"
+         + quoted("q") + r"(?(getconnection)(?=(?P=q)\s{0,16}\)))",
+         ("getConnection(", "PDO(", "mysql"), keep_prefix=True),
     # Go's MySQL DSN (user:password@tcp(host)/db) and Oracle's thin JDBC URL
     # (jdbc:oracle:thin:user/password@host), which name no scheme with "://".
-    Rule("password", r":(?<=[A-Za-z0-9_]:)(?P<secret>[^\s:@\"'/()]{1,256})@tcp\(",
-         ("@tcp(",)),
+    Rule("password", r"(?<=[\s\"'`=])[\w.-]{1,64}:(?!\$|%s|\[REDACTED:)"
+         r"(?P<secret>[^\s\"'`=]{1,256}?)@(?:tcp6?|unix)\(", ("@tcp", "@unix(")),
     Rule("password", r"(jdbc:oracle:thin:[^/\s\"'@:]{1,128}/)(?!\[REDACTED:)[^\s\"'@]{1,256}"
          r"(?=@)", ("jdbc:oracle:thin:",), keep_prefix=True),
     # An output Terraform keeps sensitive, as `terraform output -json` shows it.
@@ -80,6 +92,29 @@ FORMAT_RULES: tuple[Rule, ...] = (
          r"[A-Za-z0-9+/]{40,86}={1,2}(?=\")", ('"primary', '"secondary'), keep_prefix=True),
 )
 """The case-sensitive rules: each is tried on a text holding one of its needles."""
+
+@dataclass(frozen=True)
+class _Typed(Rule):
+    """What code types into a password field it found (``locator("#password").fill(…)``):
+    tried only where the call that types follows the field's name."""
+
+    def fits(self, text: str, position: int) -> bool:
+        return text.find(").", position, position + 200) >= 0
+
+
+@dataclass(frozen=True)
+class _Given(Rule):
+    """A secret given to a setter or a builder; the kind follows the method's name."""
+
+    def replace(self, match: re.Match[str]) -> str:
+        name = match.group("name").lower()
+        kind = ("password" if "pass" in name else "api_key" if "key" in name
+                else "secret" if "secret" in name else "token")
+        return match.group(1) + MARK.format(kind=kind)
+
+
+_SETTERS = ("password(", "passwd(", "passphrase(", "secret(", "clientsecret(", "client_secret(",
+            "apikey(", "api_key(", "token(", "auth(", "bearer_auth(")
 
 FORMAT_ANCHORED: tuple[Rule, ...] = (
     # In XML: <password>…</password> (Maven's settings.xml), <apiKey>, <clientSecret>;
@@ -95,9 +130,19 @@ FORMAT_ANCHORED: tuple[Rule, ...] = (
     # Code typing into a password field it found: locator("#password").fill("…"),
     # getByLabel("Password").fill(…) (Playwright), find_element(By.ID, "password")
     # .send_keys(…) (Selenium).
-    Rule("password", r"(?i)((?:passw(?:or)?d|passphrase|pwd)[^\r\n()]{0,40}?[\"']"
-         r"(?:[ \t]{0,4}\})?[ \t]{0,4}\)\.(?:fill|type|press_?sequentially|send_?keys"
-         r"|set_?value)\([ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:)" + quoted("q"),
-         ("passw", "passphrase", "pwd"), keep_prefix=True, anchored=True),
+    _Typed("password", r"(?i)((?:passw(?:or)?d|passphrase|pwd)(?![-_]?(?:hint|help|toggle"
+           r"|strength|reset|forgot|link|label|error|visibility|show|hide|rules|meter))"
+           r"[^\r\n()]{0,40}?[\"'`](?:[ \t]{0,4},[ \t]{0,4}\{[^{}\r\n]{0,80}\})?(?:[ \t]{0,4}\})?"
+           r"[ \t]{0,4}\){1,2}(?:\.(?:first|last|nth)\([0-9]{0,3}\))?\.(?:fill|type"
+           r"|press_?sequentially|send_?keys|set_?value)\([ \t]{0,4}(?P<q>[\"'`]))"
+           r"(?!\[REDACTED:|\$\{)" + quoted("q"),
+           ("passw", "passphrase", "pwd"), keep_prefix=True, anchored=True),
+    # A setter or a builder given a secret, one word: dataSource.setPassword("…"),
+    # .password("…") (sqlx, Spring), jedis.auth("…"), .bearer_auth("…"), withToken("…").
+    _Given("secret", r"(?i)((?:(?<=[.\s]set)|(?<=[.\s]with)|(?<=[.\s]set_)|(?<=[.\s]with_)"
+           r"|(?<=\.)|(?<=->))(?P<name>password|passwd|passphrase|secret|client_?secret|api_?key"
+           r"|token|auth|bearer_auth)"
+         r"\([ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:|\$)(?=[^\s\"']{1,512}(?P=q)[ \t]{0,4}\))"
+         + quoted("q"), _SETTERS, keep_prefix=True, anchored=True),
 )
 """The case-insensitive rules: each is tried where one of its needles starts."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import binascii
 import functools
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -97,7 +98,9 @@ BUILTIN_RULES: tuple[Rule, ...] = (
     # An API key as a URL's query parameter (``?key=…``, as Google's APIs take it, and
     # others
     # (OpenWeather's ``?appid=``, Firebase's ``?auth=``, a session's ``?sessionid=``).
-    Rule("api_key", r"([?&](?:key|appid|auth|sessionid)=)(?!\[REDACTED:)[^\s&#\"'<>]{8,512}",
+    Rule("api_key", r"([?&](?:key|(?P<other>appid|auth|sessionid))=)(?!\[REDACTED:)"
+         r"(?(other)(?=[^\s&#\"'<>]{0,511}[0-9])(?=[^\s&#\"'<>]{0,511}[A-Za-z]))"
+         r"[^\s&#\"'<>]{8,512}",
          ("key=", "appid=", "auth=", "sessionid="), keep_prefix=True),
     Rule("api_key", r"sk-" + token_start(3) + r"[A-Za-z0-9_-]{20,255}", ("sk-",)),
     Rule("api_key", r"sk_(?:live|test)_" + token_start(8) + r"[A-Za-z0-9]{16,255}",
@@ -151,8 +154,8 @@ BUILTIN_RULES: tuple[Rule, ...] = (
     # A user and a password given together in code: ``auth=("bob", "…")`` (requests),
     # ``HTTPBasicAuth(``, ``NetworkCredential(``, ``smtp.login(``.
     Rule("password", r"((?:auth=\(|(?:(?<=Basic)|(?<=Digest))Auth\(|NetworkCredential\(|\.login\()"
-         r"[ \t]{0,4}(?P<u>[\"'])"
-         r"[^\"'\r\n]{0,256}(?P=u)[ \t]{0,4},[ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:)" + quoted("q"),
+         r"[ \t]{0,4}(?:(?P<u>[\"'])[^\"'\r\n]{0,256}(?P=u)|[\w.]{1,64})[ \t]{0,4},[ \t]{0,4}"
+         r"(?P<q>[\"']))(?!\[REDACTED:)" + quoted("q"),
          ("auth=(", "Auth(", "NetworkCredential(", ".login("), keep_prefix=True),
 )
 """The case-sensitive families, each scanned by the regex engine from its literal prefix."""
@@ -243,7 +246,7 @@ ANCHORED_RULES: tuple[Rule, ...] = (
                      r"(?:(?:basic|token|digest|api-?key|key|bot|ssws|splunk|geniekey|sso-key)"
                      r"[ \t]{1,8}|(?=" + _WORD + "{12})"
                      r"(?=" + _WORD + "{0,4095}[0-9])(?=" + _WORD + "{0,4095}[a-z])))"
-                     + _WORD + "{4,4096}"),
+                     r"[A-Za-z0-9._~+/=:-]{4,4096}"),
          ("authorization",), keep_prefix=True, anchored=True),
     *(AssignmentRule("secret", assignment(tuple(k for k in ASSIGNMENT_KEYS
                                                   if k.startswith(needle))),
@@ -361,6 +364,8 @@ class SecretRedactor:
         for literal in self._literals:  # the configured secrets themselves, wherever they are
             if literal in text:
                 text = text.replace(literal, LITERAL_MARK)
+        if "\\n" in text or '\\"' in text:
+            text = _JSON_STRING.sub(self._redact_json_string, text)
         text = redact_private_keys(text)
         words = key_runs(text)
         for rule in WORD_RULES if words else ():
@@ -371,6 +376,27 @@ class SecretRedactor:
         for rule in self._extra:
             text = rule.pattern.sub(rule.replace, text)
         return text
+
+
+    def _redact_json_string(self, match: re.Match[str]) -> str:
+        """A JSON string holding escapes (a file a tool call writes, JSON in JSON), redacted
+        as the text it stands for, so that what the rules read across lines or quotes is
+        read in it too; re-encoded only when that changed it."""
+        literal = match.group(0)
+        if "\\" not in literal:
+            return literal
+        try:
+            decoded = json.loads(literal, strict=False)
+        except ValueError:
+            return literal
+        done = self._redact(decoded)
+        if done.count("[REDACTED:") == decoded.count("[REDACTED:"):
+            return literal  # no secret in it (cleaning alone is no reason to re-encode it)
+        return json.dumps(done, ensure_ascii=False)
+
+
+_JSON_STRING = re.compile(r'(?<!\\)"(?:[^"\\\r\n]|\\[^\r\n]){0,65536}"')
+"""A JSON string on one line (its quote not escaped itself)."""
 
 
 def _by_first(indexed: Iterable[tuple[int, str]]) -> dict[str, tuple[tuple[int, str], ...]]:

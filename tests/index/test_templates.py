@@ -141,6 +141,18 @@ GO_TEST = "--- FAIL: TestParse (0.00s)\n    parse_test.go:15: got 3, want 4\nFAI
           "FAIL\texample.com/parse\t0.003s"
 JEST = "FAIL src/sum.test.js\n  ● sum > adds 1 + 2 to equal 3\n\n    Expected: 3\n" \
        "    Received: 4\n\nTests:       1 failed, 1 total"
+JUNIT = """\
+> Task :test FAILED
+
+AppTest > totalIsSum() FAILED
+    org.opentest4j.AssertionFailedError: expected: <4> but was: <3>
+        at app//org.junit.jupiter.api.AssertionFailureBuilder.build(AssertionFailureBuilder.java:1)
+        at app//AppTest.totalIsSum(AppTest.java:12)
+
+1 test completed, 1 failed
+
+FAILURE: Build failed with an exception.
+"""
 DOTNET = """\
   Determining projects to restore...
   All projects are up-to-date for restore.
@@ -273,12 +285,20 @@ def test_a_line_that_gives_a_verdict_alone_yields_to_one_that_says_what_failed()
      "test:OrdersTests.OrderTests.Refund_IsNegative"),
     (PHPUNIT, "test:Tests\\OrderTest::testTotalIsSumOfLines"),
     (CARGO, "test:tests::total_is_sum_of_lines"),
-    (RSPEC, "test:spec/order_spec.rb:40"),
+    (RSPEC, "test:spec/order_spec.rb # Order#total is the sum of its lines"),
+    (RSPEC.replace("order_spec.rb:40", "order_spec.rb:44"),
+     "test:spec/order_spec.rb # Order#total is the sum of its lines"),
+    (DOTNET.replace("[12 ms]", "[< 1 ms]").replace("OrderTests.Total_IsSumOfLines",
+                                                    "RepoTests<Order>.Save"),
+     "test:OrdersTests.RepoTests<Order>.Save"),
+    (CARGO.replace("total_is_sum_of_lines", "total"), "test:tests::total"),
+    (JUNIT, "test:AppTest.totalIsSum"),
     ("  Failed OrdersTests.OrderTests.Total [12 ms]\n  Error Message:\n   "
      "System.Net.Http.HttpRequestException : Connection refused (localhost:5432)",
      "exception:HttpRequestException")],
     ids=["pytest", "go", "jest", "gradle", "assert", "raised", "dotnet", "dotnet-other",
-         "phpunit", "cargo", "rspec", "dotnet-raised"])
+         "phpunit", "cargo", "rspec", "rspec-moved", "dotnet-fast-generic", "cargo-short",
+         "junit", "dotnet-raised"])
 def test_a_run_is_filed_under_what_failed_not_under_its_runners_verdict(
         output: str, signature: str) -> None:
     """A failing test is filed under the test, not under the ``AssertionError`` every

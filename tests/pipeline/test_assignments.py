@@ -4,6 +4,8 @@ that only names a secret, which stays as it is."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from otel_diary.pipeline.redact import redact
@@ -46,6 +48,10 @@ S = "Zq9xK7mW2pL4vN8r"
     (f'dbPass = "{S}"', 'dbPass = "[REDACTED:password]"'),
     (f"SMTP_USER=bob smtpPass={S}", "SMTP_USER=bob smtpPass=[REDACTED:password]"),
     (f'$userPwd = "{S}";', '$userPwd = "[REDACTED:password]";'),
+    (f"Jwt__Key={S}", "Jwt__Key=[REDACTED:api_key]"),
+    # Go's []byte("…"), as an HMAC or JWT key is given
+    (f'var jwtKey = []byte("{S}")', "var jwtKey = [REDACTED:api_key]"),
+    (f'hmac_key := []byte("{S}")', "hmac_key := [REDACTED:api_key]"),
 ])
 def test_a_secret_assigned_in_code_or_config_is_redacted(text: str, redacted: str) -> None:
     """The value is redacted wherever the name that says it is a secret puts it, and
@@ -76,6 +82,7 @@ def test_a_secret_assigned_in_code_or_config_is_redacted(text: str, redacted: st
     "'MODULE_SPWD_STATE': 'yes',", '{"Key": "Environment", "Value": "prod"}',
     # the name again, or an attribute naming a secret: code
     "self.api_key = api_key", "client = OpenAI(api_key=api_key)", "token=token,",
+    "this.signingKey = signingKey;", 'const sessionKey = "user-session";',
     "tokenizer.pad_token = tokenizer.eos_token", "db.password = settings.db_password",
 ])
 def test_code_that_only_names_a_secret_stays(text: str) -> None:
@@ -93,9 +100,13 @@ def test_a_text_whose_lower_case_is_longer_is_read_the_same() -> None:
 @pytest.mark.parametrize("text", [
     f"password=password{S[:4]}", f"API_KEY=api_key_{S[:6]}", f"token = my_token_{S[:4]}",
     "SECRET_KEY=my_secret_key", "db_password = hunter2.example",
+    # the name's last word alone, or a dotted value no code would name so
+    "POSTGRES_PASSWORD: password", "JWT_SECRET=secret", "RABBITMQ_DEFAULT_PASS=pass",
+    "password=Hunter2.pass", "TOKEN=my.real.pwd", "token: abc.def.token", "password=password",
 ])
 def test_a_value_that_only_resembles_its_name_is_redacted(text: str) -> None:
     """Only the name itself, or an attribute, is code: a value holding more than the
     name (``password123``, ``my_secret_key``) is a secret."""
-    assert "[REDACTED:" in redact(text)
-    assert text.split("=")[-1].strip() not in redact(text)
+    head = re.match(r"[^=:]*(?:=|:) ?", text)
+    assert head is not None
+    assert re.fullmatch(re.escape(head.group(0)) + r"\[REDACTED:\w+\]", redact(text))

@@ -111,7 +111,13 @@ from otel_diary.pipeline.redact import redact
     ("127.0.0.1:6379> CONFIG SET masterauth S3cret-pw",
      "127.0.0.1:6379> CONFIG SET masterauth [REDACTED:password]"),
     ("127.0.0.1:6379> AUTH S3cret-pw\nOK", "127.0.0.1:6379> AUTH [REDACTED:password]\nOK"),
-    ("AUTH default S3cret-pw", "AUTH default [REDACTED:password]"),
+    ("127.0.0.1:6379> AUTH default S3cret-pw",
+     "127.0.0.1:6379> AUTH default [REDACTED:password]"),
+    ("redis-server --requirepass S3cret-pw", "redis-server --requirepass [REDACTED:password]"),
+    ('echo "auth S3cret-pw" | redis-cli', 'echo "auth [REDACTED:password]" | redis-cli'),
+    ("vault login -no-print hvs.CAESIabc123", "vault login -no-print [REDACTED:token]"),
+    ('dotnet user-secrets set "Jwt:Key" "S3cret-pw"',
+     'dotnet user-secrets set "Jwt:Key" "[REDACTED:secret]"'),
     ("vault login s.Zq7xW2mK9pL4vN8r", "vault login [REDACTED:token]"),
     ("twine upload -u bob -p S3cret-pw dist/*",
      "twine upload -u bob -p [REDACTED:password] dist/*"),
@@ -154,6 +160,8 @@ def test_the_value_a_command_is_given_is_redacted(text: str, expected: str) -> N
     "it was identified by git bisect; reconnect a/b; create user tables; userid=$USER",
     "curl --auth-type basic --anyauth https://x; wandb login --relogin",
     "vault login -method=userpass username=bob", "vault login -method=github",
+    "vault login failed: permission denied", "Run vault login to authenticate",
+    "AUTH failed", "SMTP: AUTH PLAIN", "cosign sign --signing-key ./keys/signing.pem img",
     "git config --sort-key name", "az storage blob list --account-name app",
 ])
 def test_commands_without_a_secret_stay_as_they_are(text: str) -> None:

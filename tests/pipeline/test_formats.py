@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from otel_diary.pipeline.redact import redact
@@ -101,6 +103,14 @@ def test_the_signing_key_of_aspnets_jwt_settings_is_redacted() -> None:
     'driver.find_element(By.ID, "password").send_keys("{pw}")',
     """driver.find_element(By.CSS_SELECTOR, "input[type='password']").send_keys("{pw}")""",
     "page.locator('#pwd').press_sequentially('{pw}')",
+    # escaped, as a span's attribute holds a tool call's arguments; Java's and C#'s
+    # Selenium; a locator's options and chain; template literals
+    '{{\\"element\\": \\"Password textbox\\", \\"ref\\": \\"e12\\", \\"text\\": \\"{pw}\\"}}',
+    'driver.findElement(By.id("password")).sendKeys("{pw}");',
+    'driver.FindElement(By.Id("password")).SendKeys("{pw}");',
+    "await page.getByLabel('Password', {{ exact: true }}).fill('{pw}');",
+    "await page.locator('#password').first().fill('{pw}');",
+    "await page.fill(`#password`, `{pw}`);",
 ])
 def test_what_a_browser_agent_types_into_a_password_field_is_redacted(typed: str) -> None:
     """A browser agent logs in by typing the password into the field a selector or the
@@ -114,6 +124,9 @@ def test_what_a_browser_agent_types_into_a_password_field_is_redacted(typed: str
     "await page.fill('#email', 'bob@example.com');",
     "await page.getByLabel('Password').click();",
     "await page.locator('#username').fill('bob');",
+    '{"element": "Email textbox (below Forgot password)", "ref": "e3", "text": "bob@x.io"}',
+    "locator('#password-hint').type('Use 8 chars')",
+    "await page.fill('#password', process.env.PASSWORD);",
 ])
 def test_what_is_typed_into_other_fields_stays(text: str) -> None:
     assert redact(text) == text
@@ -132,6 +145,18 @@ def test_what_is_typed_into_other_fields_stays(text: str) -> None:
      '$db = new mysqli($host, $user, "[REDACTED:password]");'),
     ('sql.Open("mysql", "root:S3cret-pw@tcp(127.0.0.1:3306)/test")',
      'sql.Open("mysql", "root:[REDACTED:password]@tcp(127.0.0.1:3306)/test")'),
+    ('DriverManager.getConnection(\n    url,\n    "root",\n    "S3cret-pw");',
+     'DriverManager.getConnection(\n    url,\n    "root",\n    "[REDACTED:password]");'),
+    ('ds.getConnection(config.getUrl(), "root" , "S3cret-pw")',
+     'ds.getConnection(config.getUrl(), "root" , "[REDACTED:password]")'),
+    ('dataSource.getConnection("root","S3cret-pw")',
+     'dataSource.getConnection("root","[REDACTED:password]")'),
+    ('sql.Open("mysql", "root:S3c:r@t/x@tcp(127.0.0.1:3306)/test")',
+     'sql.Open("mysql", "root:[REDACTED:password]@tcp(127.0.0.1:3306)/test")'),
+    ("DSN=root:S3cretPw@unix(/tmp/mysql.sock)/app",
+     "DSN=root:[REDACTED:password]@unix(/tmp/mysql.sock)/app"),
+    ('dsn := "root:${DB_PASS}@tcp(db:3306)/app"', None),
+    ('dsn := fmt.Sprintf("%s:%s@tcp(%s)/%s", u, p, h, d)', None),
     ("url = jdbc:oracle:thin:scott/tiger@db.example:1521:orcl",
      "url = jdbc:oracle:thin:scott/[REDACTED:password]@db.example:1521:orcl"),
     # a password read from elsewhere stays
@@ -144,3 +169,43 @@ def test_a_databases_password_given_as_an_argument_is_redacted(text: str,
     """JDBC, PDO and mysqli take the user and the password as arguments after the
     database; Go's MySQL driver and Oracle's thin driver in a URL with no ``://``."""
     assert redact(text) == (text if expected is None else expected)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ('dataSource.setPassword("S3cret-pw");', 'dataSource.setPassword("[REDACTED:password]");'),
+    ('ConnectOptions::new().password("S3cret-pw")',
+     'ConnectOptions::new().password("[REDACTED:password]")'),
+    ("$redis->auth('S3cret-pw');", "$redis->auth('[REDACTED:token]');"),
+    ('client.get(url).bearer_auth("S3cret-pw")', 'client.get(url).bearer_auth("[REDACTED:token]")'),
+    ('Builder().withApiKey("S3cret-pw")', 'Builder().withApiKey("[REDACTED:api_key]")'),
+    ("smtp.login(user, 'S3cret-pw')", "smtp.login(user, '[REDACTED:password]')"),
+    # a setter given code, a word with spaces, or another method
+    ("user.setPassword(encoder.encode(raw))", None), ('resetPassword("bob@example.com")', None),
+    ('form.password("must be 8 characters")', None), ('t("password")', None),
+])
+def test_a_secret_given_to_a_setter_or_a_builder_is_redacted(text: str,
+                                                              expected: str | None) -> None:
+    """``setPassword("…")``, a builder's ``.password("…")``, ``auth("…")``: the secret is
+    the one word the method named as a secret is given."""
+    assert redact(text) == (text if expected is None else expected)
+
+
+@pytest.mark.parametrize("content", [
+    "env:\n- name: DB_PASSWORD\n  value: {pw}\n",
+    '[{{"name": "DB_PASSWORD", "value": "{pw}"}}]',
+    '{{"Jwt": {{\n  "Issuer": "x",\n  "Key": "{pw}"}}}}',
+    '<add key="ClearTextPassword" value="{pw}" />',
+    "db:\n  password: |\n    {pw}\n",
+])
+def test_a_file_a_tool_call_writes_is_redacted_as_the_file(content: str) -> None:
+    """A tool call's arguments hold the file it writes as one JSON string, its lines and
+    quotes escaped (at any depth): the rules read it as the file."""
+    secret = "Vn4mK8pQ2wXz"
+    call = json.dumps({"path": "deploy/app.yaml", "content": content.format(pw=secret)})
+    for text in (call, json.dumps({"arguments": call})):
+        redacted = redact(text)
+        assert secret not in redacted
+        assert json.loads(redacted)  # still JSON
+        assert redact(redacted) == redacted
+    plain = json.dumps({"msg": "line1\nline2 caf\u00e9 \\d"})
+    assert redact(plain) == plain  # unchanged strings keep their escapes

@@ -304,6 +304,7 @@ def test_prose_and_build_output_stay_as_they_are(text: str) -> None:
      "GET /data/2.5/weather?q=London&appid=[REDACTED:api_key] 200"),
     ("https://app.firebaseio.com/orders.json?auth=Zq7xW2mK9pL4vN8r&print=pretty",
      "https://app.firebaseio.com/orders.json?auth=[REDACTED:api_key]&print=pretty"),
+    ("GET /login?auth=required&next=/ ?appid=com.example.myapp ?appid=123456789", None),
 ])
 def test_a_query_parameters_value_ends_at_the_next_parameter(text: str,
                                                             expected: str | None) -> None:
@@ -788,6 +789,8 @@ def test_a_services_key_glued_to_a_word_is_redacted_when_it_looks_generated(
     *((f"-H 'Authorization: {scheme} Zq7xW2mK9pL4'",
        f"-H 'Authorization: {scheme} [REDACTED:authorization]'")
       for scheme in ("SSWS", "Splunk", "GenieKey", "Api-Key", "sso-key")),
+    ("Authorization: sso-key abcDEF123:secretXYZ987",
+     "Authorization: sso-key [REDACTED:authorization]"),
     # Slack's refresh token in front of the token it refreshes
     ("xoxe.xoxp-1-Mi0yLTM0MTQwNDE0MDE3Ny0zNjE3NjQwMTU5NDc rotated",
      "[REDACTED:slack_token] rotated"),
