@@ -174,6 +174,42 @@ def _names_itself(match: re.Match[str]) -> bool:
              or _OPERATOR.match(text, match.end()) is not None)
 
 
+_CALLED_VALUE = re.compile(r"(?:\[\])?[A-Za-z_][\w.]{0,100}\(")
+_LITERAL = re.compile(r"\"([^\"\r\n]{0,200})\"|'([^'\r\n]{0,200})'")
+_A_NAME = re.compile(r"[A-Za-z_.-]{0,60}|[A-Z0-9_.-]{1,60}"
+                     r"|\[REDACTED:\w{1,40}\]|[^\r\n]{0,200}\s[^\r\n]{0,200}")
+"""A literal that names something or says something (``'password'``, ``"DB_PASSWORD"``,
+``'AccessKeyId'``, ``'Enter password: '``), not a secret: no digit but in capitals, or
+words."""
+_ARGUMENT_VALUE = re.compile(r"[A-Za-z_]\w{0,60}\)")
+_WORD = re.compile(r"[a-z]{3}")
+
+
+def _computed(match: re.Match[str]) -> bool | None:
+    """Whether an unquoted value is code computing the secret from names (``next(tokens)``,
+    ``secrets.token_hex(32)``, ``input('Password: ')``, ``bcrypt.hashpw(pw.encode(), s)``)
+    or a variable given as an argument (``f(past_key_values=pkv)``): True; a call given a
+    literal that may be the secret on its line (``decrypt('Xk7pL2mQ9rTz')``), or any other
+    value: None."""
+    text, start, end = match.string, match.end("head"), match.end()
+    groups = match.groupdict()
+    if groups.get("quote") or groups.get("escaped") or groups.get("fallback") \
+            or text.startswith("-", match.start()):
+        return None  # a literal, a literal to fall back to, a command's flag
+    line_start = text.rfind("\n", 0, match.start()) + 1
+    if _ARGUMENT_VALUE.fullmatch(text, start, end):  # in a call: f(past_key_values=pkv)
+        return text.rfind("(", line_start, match.start()) \
+            > text.rfind(")", line_start, match.start()) or None
+    called = _CALLED_VALUE.match(text, start, end)
+    if called is None or not _WORD.search(called.group(0)):
+        return None  # no word of code in its name: A000() may be a password
+    line_end = text.find("\n", start, start + 400)
+    line = text[start:line_end if line_end >= 0 else start + 400]
+    if ")" not in line:
+        return None  # not a call: a password that holds "(" (AA(:::)
+    return all(_A_NAME.fullmatch(a or b) for a, b in _LITERAL.findall(line)) or None
+
+
 @dataclass(frozen=True)
 class AssignmentRule(Rule):
     """``password=…``-style assignments and ``--password X`` flags; the kind follows the key."""
@@ -185,7 +221,10 @@ class AssignmentRule(Rule):
             return match.group(0)  # code: credentials["token"] = token
         if _names_itself(match):
             return match.group(0)  # code: self.api_key = api_key, pad_token = t.eos_token
-        if reference().match(match.string, match.end("head")):
+        if _computed(match):
+            return match.group(0)  # code: token = next(tokens), f(past_key_values=pkv)
+        named = reference().match(match.string, match.end("head"))
+        if named and all(_A_NAME.fullmatch(a or b) for a, b in _LITERAL.findall(named.group(0))):
             if groups.get("second") and not reference().match(match.string,
                                                               match.start("inner")):
                 # a type, then the name's default: token: str = "…" (not "$TOKEN")

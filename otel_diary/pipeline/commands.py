@@ -132,7 +132,8 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
                          ("printf", r"(?:[ \t]{1,4}(?P<f>[\"'])%s(?:\\n)?(?P=f))?"))),
     # aws secretsmanager create-secret … --secret-string VALUE (not a file:// it reads), and
     # aws ssm put-parameter … --value VALUE, when the parameter is a SecureString.
-    ("secret", r"(--secret-string(?:[ \t]{1,4}|=)(?P<q>[\"'])?)(?!fileb?://)" + _VALUE,
+    ("secret", r"(--secret-string(?:[ \t]{1,4}|=)(?P<q>[\"'])?)(?!fileb?://|(?i:bearer|basic)[ \t])"
+     + _VALUE,
      ("--secret-string",)),
     ("secret", r"(put-parameter" + token_start(13) + r"(?=[^\n;|&]{0,512}SecureString)"
      + _WORDS + r"[ \t]{1,4}--value(?:[ \t]{1,4}|=)(?P<q>[\"'])?)(?!-|fileb?://)"

@@ -104,7 +104,11 @@ class _Typed(Rule):
 
 @dataclass(frozen=True)
 class _Given(Rule):
-    """A secret given to a setter or a builder; the kind follows the method's name."""
+    """A secret given to a setter or a builder; the kind follows the method's name. Tried
+    only where a ``(`` follows the needle closely (prose compiles no rule)."""
+
+    def fits(self, text: str, position: int) -> bool:
+        return text.find("(", position, position + 12) >= 0
 
     def replace(self, match: re.Match[str]) -> str:
         name = match.group("name").lower()
@@ -113,8 +117,9 @@ class _Given(Rule):
         return match.group(1) + MARK.format(kind=kind)
 
 
-_SETTERS = ("password(", "passwd(", "passphrase(", "secret(", "clientsecret(", "client_secret(",
-            "apikey(", "api_key(", "token(", "auth(", "bearer_auth(")
+_SETTERS = ("pass", "secret", "api", "key", "token", "auth")
+"""Where a setter's or a builder's name ends (``setPassword(``, ``.clientSecret(``,
+``withApiKey(``): needles the other rules search for already, but ``auth``."""
 
 FORMAT_ANCHORED: tuple[Rule, ...] = (
     # In XML: <password>…</password> (Maven's settings.xml), <apiKey>, <clientSecret>;
@@ -140,9 +145,10 @@ FORMAT_ANCHORED: tuple[Rule, ...] = (
     # A setter or a builder given a secret, one word: dataSource.setPassword("…"),
     # .password("…") (sqlx, Spring), jedis.auth("…"), .bearer_auth("…"), withToken("…").
     _Given("secret", r"(?i)((?:(?<=[.\s]set)|(?<=[.\s]with)|(?<=[.\s]set_)|(?<=[.\s]with_)"
-           r"|(?<=\.)|(?<=->))(?P<name>password|passwd|passphrase|secret|client_?secret|api_?key"
-           r"|token|auth|bearer_auth)"
-         r"\([ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:|\$)(?=[^\s\"']{1,512}(?P=q)[ \t]{0,4}\))"
+           r"|(?<=\.)|(?<=->)|(?<=\.client)|(?<=\.client_)|(?<=\.bearer_)|(?<=[.\s]setclient)"
+           r"|(?<=[.\s]withclient)|(?<=[.\s]setapi)|(?<=[.\s]withapi))"
+           r"(?P<name>passw(?:or)?d|passphrase|secret|api_?key|key|token|auth)"
+           r"\([ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:|\$)(?=[^\s\"']{1,512}(?P=q)[ \t]{0,4}\))"
          + quoted("q"), _SETTERS, keep_prefix=True, anchored=True),
 )
 """The case-insensitive rules: each is tried where one of its needles starts."""

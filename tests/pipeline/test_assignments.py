@@ -49,6 +49,9 @@ S = "Zq9xK7mW2pL4vN8r"
     (f"SMTP_USER=bob smtpPass={S}", "SMTP_USER=bob smtpPass=[REDACTED:password]"),
     (f'$userPwd = "{S}";', '$userPwd = "[REDACTED:password]";'),
     (f"Jwt__Key={S}", "Jwt__Key=[REDACTED:api_key]"),
+    # a call given a literal that may be the secret
+    (f"password = decrypt('{S}')", "password = [REDACTED:password]"),
+    (f"password = base64.b64decode('{S}')", "password = [REDACTED:password]"),
     # Go's []byte("…"), as an HMAC or JWT key is given
     (f'var jwtKey = []byte("{S}")', "var jwtKey = [REDACTED:api_key]"),
     (f'hmac_key := []byte("{S}")', "hmac_key := [REDACTED:api_key]"),
@@ -83,6 +86,12 @@ def test_a_secret_assigned_in_code_or_config_is_redacted(text: str, redacted: st
     # the name again, or an attribute naming a secret: code
     "self.api_key = api_key", "client = OpenAI(api_key=api_key)", "token=token,",
     "this.signingKey = signingKey;", 'const sessionKey = "user-session";',
+    # code computing the secret from names, or a variable given as an argument
+    "token = next(tokens)", "secret = secrets.token_hex(32)", "token = str(uuid.uuid4())",
+    "password = input('Enter password: ')", "hashed_password = bcrypt.hashpw(pw.encode(), salt)",
+    'token = jwt.decode(token, SECRET_KEY, algorithms=["HS256"])',
+    "const password = document.getElementById('password').value;",
+    "x = model(input_ids, past_key_values=pkv)", "access_key = creds['AccessKeyId']",
     "tokenizer.pad_token = tokenizer.eos_token", "db.password = settings.db_password",
 ])
 def test_code_that_only_names_a_secret_stays(text: str) -> None:
