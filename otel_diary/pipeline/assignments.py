@@ -178,9 +178,15 @@ _CALLED_VALUE = re.compile(r"(?:\[\])?[A-Za-z_][\w.]{0,100}\(")
 _LITERAL = re.compile(r"\"([^\"\r\n]{0,200})\"|'([^'\r\n]{0,200})'")
 _A_NAME = re.compile(r"[A-Za-z_.-]{0,60}|[A-Z0-9_.-]{1,60}"
                      r"|\[REDACTED:\w{1,40}\]|[^\r\n]{0,200}\s[^\r\n]{0,200}")
+_CODEC = re.compile(r"(?i)utf-?(?:8|16|32)(?:-sig)?|latin-?1|iso-?8859-[0-9]{1,2}|cp[0-9]{3,4}"
+                    r"|sha-?[0-9]{1,3}|[hre]s[0-9]{3}|(?:ed|x)25519|ed448|base64|md5")
 """A literal that names something or says something (``'password'``, ``"DB_PASSWORD"``,
 ``'AccessKeyId'``, ``'Enter password: '``), not a secret: no digit but in capitals, or
-words."""
+words; or an encoding's or an algorithm's name (``'utf-8'``, ``"HS256"``)."""
+
+
+def _a_name(literal: str) -> bool:
+    return _A_NAME.fullmatch(literal) is not None or _CODEC.fullmatch(literal) is not None
 _ARGUMENT_VALUE = re.compile(r"[A-Za-z_]\w{0,60}\)")
 _WORD = re.compile(r"[a-z]{3}")
 
@@ -207,7 +213,7 @@ def _computed(match: re.Match[str]) -> bool | None:
     line = text[start:line_end if line_end >= 0 else start + 400]
     if ")" not in line:
         return None  # not a call: a password that holds "(" (AA(:::)
-    return all(_A_NAME.fullmatch(a or b) for a, b in _LITERAL.findall(line)) or None
+    return all(_a_name(a or b) for a, b in _LITERAL.findall(line)) or None
 
 
 @dataclass(frozen=True)
@@ -224,7 +230,7 @@ class AssignmentRule(Rule):
         if _computed(match):
             return match.group(0)  # code: token = next(tokens), f(past_key_values=pkv)
         named = reference().match(match.string, match.end("head"))
-        if named and all(_A_NAME.fullmatch(a or b) for a, b in _LITERAL.findall(named.group(0))):
+        if named and all(_a_name(a or b) for a, b in _LITERAL.findall(named.group(0))):
             if groups.get("second") and not reference().match(match.string,
                                                               match.start("inner")):
                 # a type, then the name's default: token: str = "…" (not "$TOKEN")

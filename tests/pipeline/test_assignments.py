@@ -92,6 +92,7 @@ def test_a_secret_assigned_in_code_or_config_is_redacted(text: str, redacted: st
     'token = jwt.decode(token, SECRET_KEY, algorithms=["HS256"])',
     "const password = document.getElementById('password').value;",
     "x = model(input_ids, past_key_values=pkv)", "access_key = creds['AccessKeyId']",
+    'password = password.encode("utf-8")', 'raw_key = generate_private_key("Ed25519")',
     "tokenizer.pad_token = tokenizer.eos_token", "db.password = settings.db_password",
 ])
 def test_code_that_only_names_a_secret_stays(text: str) -> None:
