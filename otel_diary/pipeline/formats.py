@@ -1,10 +1,13 @@
-"""Secrets a document's own structure says are secrets, whatever they look like: a
-Kubernetes container's or an ECS task's environment (``name: DB_PASSWORD`` then its
-``value``), an SSM parameter, an XML element named as a secret (Maven's ``settings.xml``),
-NuGet's ``<add key=… value=…>``, a sensitive Terraform output, and Azure's keys as its CLI
-lists them.
+"""Secrets a document's or a call's own structure says are secrets, whatever they look
+like: a Kubernetes container's or an ECS task's environment (``name: DB_PASSWORD`` then
+its ``value``), an SSM parameter, ASP.NET's ``"Jwt": {"Key": …}``, an XML element named as
+a secret (Maven's ``settings.xml``), NuGet's ``<add key=… value=…>``, a sensitive Terraform
+output, and Azure's keys as its CLI lists them; what a browser agent types into a password
+field, a database's password given as a call's argument or in a URL with no scheme, and a
+secret given to a setter or a builder.
 
-Each rule keeps what names the secret (group 1) and replaces the value after it.
+Each rule keeps what names the secret (group 1, or all but group ``secret``) and replaces
+the value after it.
 """
 
 from __future__ import annotations
@@ -92,6 +95,7 @@ FORMAT_RULES: tuple[Rule, ...] = (
          r"[A-Za-z0-9+/]{40,86}={1,2}(?=\")", ('"primary', '"secondary'), keep_prefix=True),
 )
 """The case-sensitive rules: each is tried on a text holding one of its needles."""
+
 
 @dataclass(frozen=True)
 class _Typed(Rule):

@@ -5,8 +5,9 @@ pattern is anchored on a literal or a token boundary and uses bounded quantifier
 ambiguous nested repetition (the repeated groups, a command's words before its flag in
 :mod:`~otel_diary.pipeline.commands`, are delimited by white space), and private-key blocks
 are found with plain string search, so the work is linear in the input: a megabyte of
-build log costs about a tenth of a second, one built to be slow about a second
-(``benchmarks/redaction.py``).
+build log costs about a sixth of a second, one built to be slow about a second
+(``benchmarks/redaction.py``). A JSON string holding escapes (a file a tool call writes)
+is also read as the text it stands for.
 """
 
 from __future__ import annotations
