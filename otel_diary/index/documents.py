@@ -64,7 +64,7 @@ _RUNNER_TEST = re.compile(
     r"|test[ \t]+(?P<cargo>[\w:]+)[ \t]+\.\.\.[ \t]+FAILED[ \t]*$"
     r"|rspec[ \t]+(?:\./)?(?P<rspec>[\w./-]+_spec\.rb)(?::\d+|\[[\d:]+\])[ \t]+#[ \t]+"
     r"(?P<example>[^\n]{1,120})"
-    r"|(?P<junit>[\w.$]+) > (?P<method>[\w$]+)\([^)\n]{0,100}\)(?:\[\d{1,4}\])? FAILED)",
+    r"|(?P<junit>[\w.$]+) > (?P<method>[\w$]+)(?:\([^)\n]{0,100}\))?(?:\[\d{1,4}\])? FAILED)",
     re.MULTILINE)
 """A failed test as its runner names it: dotnet test's ``Failed Ns.Class.Method [12 ms]``,
 PHPUnit's ``1) Tests\\OrderTest::testTotal``, cargo test's ``test tests::total ...

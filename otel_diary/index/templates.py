@@ -63,6 +63,8 @@ _EXCEPTION = re.compile(
 _STATUS_WORD = re.compile(r"(?:code|status|signal|exit|error)[:=]?$", re.IGNORECASE)
 _SMALL_NUMBER = re.compile(r"\d{1,3}[.,;)]?$")
 _VARIABLE = re.compile(r"\d|[/\\_@=#$%~]|[a-z][A-Z]|\w\.\w|\w::\w|\[REDACTED")
+_TASK_PATH = re.compile(r":[\w-]{1,100}(?::[\w-]{1,100})+")
+"""A Gradle task in a subproject (``:app:test``)."""
 _PUNCT = "()[]{},;:.!?"
 _TRAILING_NAME = re.compile(r"^(.*\S:) ([A-Za-z_][\w.]*)$")
 _CALL = re.compile(r"^[A-Za-z_$][\w.$:]*\(")
@@ -180,7 +182,8 @@ def _mask_token(token: str, previous: str, last: bool) -> str:
         return token
     if _STATUS_WORD.match(previous) and _SMALL_NUMBER.match(token):
         return token  # an exit status names the error: "exit code 137" is not "exit code 1"
-    if _VARIABLE.search(core) or core.isdigit() or _CALL.match(token):
+    if _VARIABLE.search(core) or core.isdigit() or _CALL.match(token) \
+            or _TASK_PATH.fullmatch(token):
         return MASK
     if _NAMING_WORD.match(previous) and (last or token[-1] in ":,;") \
             and not token.startswith(("(", "[")):

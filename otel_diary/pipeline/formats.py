@@ -27,8 +27,8 @@ _NAMED = (r"[\w./-]{0,80}(?i:password|passwd|passphrase|secret|token|api[_-]?key
 _JSON_VALUE = r"(?!\[REDACTED:|\$)(?:[^\"\\\r\n]|\\[^\r\n]){1,4096}(?=\")"
 """A JSON string's text, up to its closing quote."""
 
-_PAIRS = (r"(?:\s{0,16}[\"'][\w-]{1,40}[\"'][ \t]{0,4}:[ \t]{0,4}(?:[\"'][^\"'\r\n]{0,200}[\"']"
-          r"|[0-9a-z.-]{1,20}|\[[^\[\]\r\n]{0,200}\]),){0,8}")
+_PAIRS = (r"(?:\s{0,16}[\"'][\w-]{1,40}[\"'][ \t]{0,4}:[ \t]{0,4}(?:\"(?:[^\"\\\r\n]|\\.){0,200}\""
+          r"|'(?:[^'\\\r\n]|\\.){0,200}'|[0-9a-z.-]{1,20}|\[[^\[\]]{0,400}\])\s{0,16},){0,8}")
 """Up to eight of a JSON object's (or a Python dict's) members, each on its line or not,
 before another."""
 _Q = r"\\{0,7}[\"']"
@@ -38,6 +38,9 @@ _NOT_THE_FIELD = (r"(?![^\"'\\\r\n]{0,80}(?i:forgot|reset|hint|show|hide|toggle|
 """What names a control near a password field, not the field (``Forgot password link``)."""
 
 _PASSWORD = r"(?i:passw(?:or)?d|passphrase|pwd)"
+_NOT_NEAR = (r"(?![-_ ]?(?i:hint|help|toggle|strength|reset|forgot|link|label|error|visibility"
+             r"|show|hide|rules|meter))")
+"""After a password's name, what makes it a field near one (``#password-hint``)."""
 _ARGUMENT = r"(?:\"[^\"\r\n]{0,512}\"|'[^'\r\n]{0,512}'|\$?[\w.>-]{1,128}(?:\(\))?)"
 """A call's argument: quoted, or a variable (``$dsn``, ``url``, ``$this->user``)."""
 
@@ -67,7 +70,8 @@ FORMAT_RULES: tuple[Rule, ...] = (
          ("element",), keep_prefix=True),
     # Code typing into one: page.fill("#password", "…"), page.type(…) (Playwright, Puppeteer).
     Rule("password", r"(\.(?:fill|type)\([ \t]{0,4}(?P<s>[\"'`])(?:(?!(?P=s))[^\r\n]){0,80}?"
-         + _PASSWORD + r"(?:(?!(?P=s))[^\r\n]){0,80}(?P=s)[ \t]{0,4},[ \t]{0,4}(?P<q>[\"'`]))"
+         + _PASSWORD + _NOT_NEAR + r"(?:(?!(?P=s))[^\r\n]){0,80}(?P=s)[ \t]{0,4},[ \t]{0,4}"
+         r"(?P<q>[\"'`]))"
          r"(?!\[REDACTED:|\$\{)" + quoted("q"), (".fill(", ".type("), keep_prefix=True),
     # A database's user and password given in a call's arguments: JDBC's
     # getConnection(url, "root", "…"), PHP's new PDO(dsn, 'root', '…') and
@@ -139,8 +143,7 @@ FORMAT_ANCHORED: tuple[Rule, ...] = (
     # Code typing into a password field it found: locator("#password").fill("…"),
     # getByLabel("Password").fill(…) (Playwright), find_element(By.ID, "password")
     # .send_keys(…) (Selenium).
-    _Typed("password", r"(?i)((?:passw(?:or)?d|passphrase|pwd)(?![-_]?(?:hint|help|toggle"
-           r"|strength|reset|forgot|link|label|error|visibility|show|hide|rules|meter))"
+    _Typed("password", r"(?i)((?:passw(?:or)?d|passphrase|pwd)" + _NOT_NEAR +
            r"[^\r\n()]{0,40}?[\"'`](?:[ \t]{0,4},[ \t]{0,4}\{[^{}\r\n]{0,80}\})?(?:[ \t]{0,4}\})?"
            r"[ \t]{0,4}\){1,2}(?:\.(?:first|last|nth)\([0-9]{0,3}\))?\.(?:fill|type"
            r"|press_?sequentially|send_?keys|set_?value)\([ \t]{0,4}(?P<q>[\"'`]))"

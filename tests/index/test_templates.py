@@ -293,12 +293,15 @@ def test_a_line_that_gives_a_verdict_alone_yields_to_one_that_says_what_failed()
      "test:OrdersTests.RepoTests<Order>.Save"),
     (CARGO.replace("total_is_sum_of_lines", "total"), "test:tests::total"),
     (JUNIT, "test:AppTest.totalIsSum"),
+    (JUNIT.replace("> Task :test FAILED", "> Task :app:test FAILED"), "test:AppTest.totalIsSum"),
+    ("> Task :app:test FAILED\n\nAppTest > totalIsSum FAILED\n"
+     "    java.lang.AssertionError: expected:<4> but was:<3>", "test:AppTest.totalIsSum"),
     ("  Failed OrdersTests.OrderTests.Total [12 ms]\n  Error Message:\n   "
      "System.Net.Http.HttpRequestException : Connection refused (localhost:5432)",
      "exception:HttpRequestException")],
     ids=["pytest", "go", "jest", "gradle", "assert", "raised", "dotnet", "dotnet-other",
          "phpunit", "cargo", "rspec", "rspec-moved", "dotnet-fast-generic", "cargo-short",
-         "junit", "dotnet-raised"])
+         "junit", "junit-subproject", "junit4", "dotnet-raised"])
 def test_a_run_is_filed_under_what_failed_not_under_its_runners_verdict(
         output: str, signature: str) -> None:
     """A failing test is filed under the test, not under the ``AssertionError`` every

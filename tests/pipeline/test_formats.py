@@ -84,8 +84,12 @@ def test_the_signing_key_of_aspnets_jwt_settings_is_redacted() -> None:
     section: that one goes, a ``Key`` elsewhere stays."""
     assert redact(APPSETTINGS) == APPSETTINGS.replace(
         "ThisIsMySuperSecretSigningKey-2024", "[REDACTED:secret]")
-    one_line = '"JwtSettings": {"Issuer": "x", "Key": "S3cretSigningKey"}'
-    assert redact(one_line) == one_line.replace("S3cretSigningKey", "[REDACTED:secret]")
+    for one_line in ('"JwtSettings": {"Issuer": "x", "Key": "S3cretSigningKey"}',
+                     '{"Jwt": {"Note": "a\\"b", "Issuer": "Bob\'s API",'
+                     ' "Key": "S3cretSigningKey"}}',
+                     '"Jwt": {\n  "Audiences": [\n    "orders",\n    "billing"\n  ],\n'
+                     '  "Key": "S3cretSigningKey"\n}'):
+        assert redact(one_line) == one_line.replace("S3cretSigningKey", "[REDACTED:secret]")
 
 
 @pytest.mark.parametrize("typed", [
@@ -125,7 +129,8 @@ def test_what_a_browser_agent_types_into_a_password_field_is_redacted(typed: str
     "await page.getByLabel('Password').click();",
     "await page.locator('#username').fill('bob');",
     '{"element": "Email textbox (below Forgot password)", "ref": "e3", "text": "bob@x.io"}',
-    "locator('#password-hint').type('Use 8 chars')",
+    "locator('#password-hint').type('Use 8 chars')", "page.fill('#password-hint', 'Use 8 chars')",
+    "page.getByLabel('Password hint').fill('Use 8 chars')",
     "await page.fill('#password', process.env.PASSWORD);",
 ])
 def test_what_is_typed_into_other_fields_stays(text: str) -> None:
