@@ -49,8 +49,8 @@ _NUMBERED = re.compile(r"\d{1,4}\) ")
 """A runner's numbered failure (``1) Tests\\OrderTest::testTotal``), which the line
 before it (``There was 1 failure:``) only counts."""
 _UNITS = frozenset({"ms", "s", "sec", "secs", "seconds", "min", "m"})
-_NUMBER = re.compile(r"\d{1,9}(?:\.\d{1,9})?")
 """The units of a duration after its number (``[12 ms]``): masked with it."""
+_NUMBER = re.compile(r"\d{1,9}(?:\.\d{1,9})?")
 _FENCE_OPEN = re.compile(r"^(`{3,}(?!`)|~{3,}(?!~))[^\n]*\n", re.MULTILINE)
 _FENCE_CLOSE = re.compile(r"^(`{3,}(?!`)|~{3,}(?!~))[^\S\n]*$", re.MULTILINE)
 """Fence lines, their whole run of backticks or tildes in group 1 (a run that may not

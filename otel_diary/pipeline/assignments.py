@@ -95,14 +95,18 @@ def _camel(key: str) -> str:
     return "(?:" + "|".join(rf"(?<={word})" for word in words) + ")" + capital
 
 
+def _glued(key: str) -> str:
+    """``key`` ending a longer name: after ``_``, ``-`` or ``__`` (unless the name is one
+    of :data:`_NOT_SECRET`'s), or in camel case; followed by no letter."""
+    after_separator = rf"(?:(?<=[A-Za-z0-9][_-])|(?<=[A-Za-z0-9]__)){_NOT_SECRET.get(key, '')}"
+    return rf"(?:{after_separator}{key}|{_camel(key)})(?![A-Za-z])"
+
+
 def _names(keys: tuple[str, ...]) -> str:
     """The alternatives of ``keys``, longest first; ``pass``, ``pwd`` and ``key`` only
-    ending a longer name (after ``_`` or ``-``, or in camel case)."""
-    return "|".join(
-        rf"(?:(?<=[A-Za-z0-9][_-])|(?<=[A-Za-z0-9]__)){_NOT_SECRET.get(key, '')}{key}"
-        rf"(?![A-Za-z])|{_camel(key)}"
-        rf"(?![A-Za-z])" if key in _GLUED_ONLY else re.escape(key)
-        for key in sorted(keys, key=len, reverse=True))
+    ending a longer name (:func:`_glued`)."""
+    return "|".join(_glued(key) if key in _GLUED_ONLY else re.escape(key)
+                    for key in sorted(keys, key=len, reverse=True))
 
 
 def assignment(keys: tuple[str, ...]) -> str:
@@ -146,9 +150,9 @@ _NAME_BEFORE = re.compile(r"[\w.$]{0,100}\Z")
 _NAME = re.compile(r"[\w.-]{1,140}")
 _SECRET_WORD = re.compile(r"(?i)pass|pwd|secret|token|key|credential")
 _CODE_WORD = re.compile(r"_|[a-z][A-Z]")
+"""A name only code gives: words joined by ``_`` or in camel case (``eos_token``)."""
 _OPERATOR = re.compile(r"[ \t]{0,4}(?:[-+*/%|&^<>.\[]|(?:or|and|if|is|in|not)(?![\w]))")
 """What follows a value that is code: an operator (``password = password + salt``)."""
-"""A name only code gives: words joined by ``_`` or in camel case (``eos_token``)."""
 
 
 def _names_itself(match: re.Match[str]) -> bool:
@@ -180,13 +184,20 @@ _A_NAME = re.compile(r"[A-Za-z_.-]{0,60}|[A-Z0-9_.-]{1,60}"
                      r"|\[REDACTED:\w{1,40}\]|[^\r\n]{0,200}\s[^\r\n]{0,200}")
 _CODEC = re.compile(r"(?i)utf-?(?:8|16|32)(?:-sig)?|latin-?1|iso-?8859-[0-9]{1,2}|cp[0-9]{3,4}"
                     r"|sha-?[0-9]{1,3}|[hre]s[0-9]{3}|(?:ed|x)25519|ed448|base64|md5")
-"""A literal that names something or says something (``'password'``, ``"DB_PASSWORD"``,
-``'AccessKeyId'``, ``'Enter password: '``), not a secret: no digit but in capitals, or
-words; or an encoding's or an algorithm's name (``'utf-8'``, ``"HS256"``)."""
 
 
-def _a_name(literal: str) -> bool:
-    return _A_NAME.fullmatch(literal) is not None or _CODEC.fullmatch(literal) is not None
+def _names_only(code: str) -> bool:
+    """Whether every literal in ``code`` names something or says something
+    (``'password'``, ``"DB_PASSWORD"``, ``'AccessKeyId'``, ``'Enter password: '``), not a
+    secret: no digit but in capitals, or words; or an encoding's or an algorithm's name
+    (``'utf-8'``, ``"HS256"``)."""
+    for double, single in _LITERAL.findall(code):
+        literal = double or single
+        if not (_A_NAME.fullmatch(literal) or _CODEC.fullmatch(literal)):
+            return False
+    return True
+
+
 _ARGUMENT_VALUE = re.compile(r"[A-Za-z_]\w{0,60}\)")
 _WORD = re.compile(r"[a-z]{3}")
 
@@ -213,7 +224,7 @@ def _computed(match: re.Match[str]) -> bool | None:
     line = text[start:line_end if line_end >= 0 else start + 400]
     if ")" not in line:
         return None  # not a call: a password that holds "(" (AA(:::)
-    return all(_a_name(a or b) for a, b in _LITERAL.findall(line)) or None
+    return _names_only(line) or None
 
 
 @dataclass(frozen=True)
@@ -230,7 +241,7 @@ class AssignmentRule(Rule):
         if _computed(match):
             return match.group(0)  # code: token = next(tokens), f(past_key_values=pkv)
         named = reference().match(match.string, match.end("head"))
-        if named and all(_a_name(a or b) for a, b in _LITERAL.findall(named.group(0))):
+        if named and _names_only(named.group(0)):
             if groups.get("second") and not reference().match(match.string,
                                                               match.start("inner")):
                 # a type, then the name's default: token: str = "…" (not "$TOKEN")

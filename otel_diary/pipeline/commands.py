@@ -155,8 +155,8 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # variable :pw or a substitution &pw is none; in lower case, see COMMAND_ANCHORED).
     ("password", r"(IDENTIFIED[ \t]{1,4}BY[ \t]{1,4}(?P<q>\")?)(?!(?:VALUES|PASSWORD)[ \t]"
      r"|[':&$\[])" + _ORACLE_VALUE, ("IDENTIFIED",)),
-    # Redis: requirepass and masterauth in its config (or CONFIG SET), AUTH [user]
-    # PASSWORD at its prompt or a line's start, ending it (SMTP's AUTH PLAIN too).
+    # Redis: requirepass and masterauth in its config, CONFIG SET or on its command line
+    # (its AUTH is _RedisAuth, below).
     ("password", r"((?<![A-Za-z0-9_.])(?:requirepass|masterauth)(?:[\"'],)?[ \t]{1,4}"
      r"(?P<q>[\"'])?)(?![\"']?\[REDACTED:)" + _VALUE, ("requirepass", "masterauth")),
     # vault login TOKEN (not -method=…, nor a NAME=VALUE the method takes), twine -p,
@@ -183,6 +183,7 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 """Each rule's kind, its expression (group 1 is what comes before the value, kept), and the
 literals every match starts with."""
+
 
 @dataclass(frozen=True)
 class _RedisAuth(Rule):

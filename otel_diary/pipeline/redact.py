@@ -96,9 +96,9 @@ BUILTIN_RULES: tuple[Rule, ...] = (
     # A registry's credentials in Docker's config.json: base64 of user:password.
     Rule("docker_auth", r"(\"auth\"[ \t]{0,4}:[ \t]{0,4}\")(?:[A-Za-z0-9+/]{4}){3,1024}"
          r"(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?(?=\")", ('"auth"',), keep_prefix=True),
-    # An API key as a URL's query parameter (``?key=…``, as Google's APIs take it, and
-    # others
-    # (OpenWeather's ``?appid=``, Firebase's ``?auth=``, a session's ``?sessionid=``).
+    # An API key as a URL's query parameter: ``?key=…``, as Google's APIs take it, and,
+    # when it holds a letter and a digit, OpenWeather's ``?appid=``, Firebase's ``?auth=``
+    # and a session's ``?sessionid=``.
     Rule("api_key", r"([?&](?:key|(?P<other>appid|auth|sessionid))=)(?!\[REDACTED:)"
          r"(?(other)(?=[^\s&#\"'<>]{0,511}[0-9])(?=[^\s&#\"'<>]{0,511}[A-Za-z]))"
          r"[^\s&#\"'<>]{8,512}",
@@ -282,8 +282,8 @@ ANCHORED_RULES: tuple[Rule, ...] = (
         r"(?!(?:\\{0,7}[\"'])?\[REDACTED:)(?:" + QUOTED_VALUE + "|(?(dotted)" + NO_COUNT
         + "|(?!)))"), ("pass", "pwd"), anchored=True),
     # PWD= alone: a connection string's password (``Server=db;UID=sa;PWD=…;``, quoted,
-    # ``pwd: "…"`` quoted too, as MongoDB's createUser takes it,
-    # braced, or to the next ``;``), elsewhere one that is no folder, variable or code
+    # braced, or to the next ``;``; ``pwd: "…"`` quoted, as MongoDB's createUser takes
+    # it), elsewhere one that is no folder, variable or code
     # (``PWD=/app``, ``PWD=$HOME``, ``PWD=%CD%``, ``pwd=os.getcwd()``, ``pwd=password``:
     # it must hold a digit or a sign).
     AssignmentRule("password", (
@@ -377,7 +377,6 @@ class SecretRedactor:
         for rule in self._extra:
             text = rule.pattern.sub(rule.replace, text)
         return text
-
 
     def _redact_json_string(self, match: re.Match[str]) -> str:
         """A JSON string holding escapes (a file a tool call writes, JSON in JSON), redacted

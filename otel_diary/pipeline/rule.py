@@ -1,5 +1,5 @@
 """A redaction rule: a family of secrets, the regular expression that finds them, and the
-literals every match starts with."""
+literals every match holds."""
 
 from __future__ import annotations
 
