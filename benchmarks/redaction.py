@@ -113,6 +113,13 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     '"\\n" strings, unclosed': lambda n: repeat('"a\\nb ', n),
     'JSON in JSON in JSON': lambda n: repeat('{"a": "{\\"b\\": \\"{\\\\\\"c\\\\\\": 1}\\"}"} ', n),
     "AUTH at a prompt": lambda n: repeat("127.0.0.1:6379> AUTH a b\n", n),
+    "password for a b c d (no verb)": lambda n: repeat("password for a b c d ", n),
+    "the API key for a is (no value)": lambda n: repeat("the API key for a is ", n),
+    "credentials: a: repeated": lambda n: repeat("credentials: a:", n),
+    "cat a_token then a line": lambda n: repeat("$ cat a_token\nb1 ", n),
+    "jwt.sign(a, b, repeated": lambda n: repeat("jwt.sign(a, b, ", n),
+    "hmac.new(Some( unclosed": lambda n: repeat("hmac.new(Some(\"", n),
+    "auth: \"Aa1... (no close)": lambda n: repeat('auth: "Aa1' + "b" * 30, n),
 }
 
 

@@ -19,9 +19,9 @@ from otel_diary.pipeline.keys import (
 )
 from otel_diary.pipeline.rule import Rule
 
-_GLUED_ONLY = ("pass", "pwd", "key")
+_GLUED_ONLY = ("pass", "pwd", "pw", "key")
 """Keys that name a secret only as the end of a longer name (``DB_PASS``, ``MYSQL_PWD``,
-``smtp-pass``, ``OPENAI_KEY``, ``stripe-key``): alone they are test results
+``ROOT_PW``, ``smtp-pass``, ``OPENAI_KEY``, ``stripe-key``): alone they are test results
 (``PASS: test_x``, ``{"pass": 12}``), the working directory (``PWD=/app``) and any
 mapping's keys (``key: value``). A lower-case ``pass`` with a quoted value is one too
 (``pass: "…"``, ``{"pass": "…"}``)."""
@@ -34,7 +34,7 @@ _NOT_SECRET = {"key": "".join(
 
 ASSIGNMENT_KEYS: dict[str, str] = {
     "password": "password", "passwd": "password", "passphrase": "password",
-    "pass": "password", "pwd": "password", "sshpass": "password",
+    "pass": "password", "pwd": "password", "pw": "password", "sshpass": "password",
     "secret": "secret",
     "token": "token",
     "api_key": "api_key", "api-key": "api_key", "apikey": "api_key",
@@ -79,10 +79,11 @@ _CAMEL: dict[str, tuple[str, ...]] = {
              "vnc", "wifi", "keystore", "store", "key", "sql", "rabbit", "mongo", "amqp", "imap",
              "pop", "mqtt", "broker", "vpn", "rdp", "app", "api"),
 }
-"""The words that make a name in camel case ending in ``Key`` or ``Pass`` a secret's
-(``signingKey``, ``JwtKey``, ``dbPass``): ``dataKey``, ``queryKey``, ``sessionKey``,
-``renderPass`` and most such names in code are not. ``Pwd`` ends a secret's name after
-any word (``dbPwd``)."""
+_CAMEL["pw"] = _CAMEL["pass"]
+"""The words that make a name in camel case ending in ``Key``, ``Pass`` or ``Pw`` a
+secret's (``signingKey``, ``JwtKey``, ``dbPass``, ``rootPw``): ``dataKey``, ``queryKey``,
+``sessionKey``, ``renderPass``, ``showPw`` and most such names in code are not. ``Pwd``
+ends a secret's name after any word (``dbPwd``)."""
 
 
 def _camel(key: str) -> str:
@@ -95,11 +96,18 @@ def _camel(key: str) -> str:
     return "(?:" + "|".join(rf"(?<={word})" for word in words) + ")" + capital
 
 
+_LAST = {"pw": r"(?![\w-])"}
+"""Keys that name a secret only as a name's last word (``ROOT_PW``, not
+``async_pw_transport``)."""
+
+
 def _glued(key: str) -> str:
     """``key`` ending a longer name: after ``_``, ``-`` or ``__`` (unless the name is one
-    of :data:`_NOT_SECRET`'s), or in camel case; followed by no letter."""
+    of :data:`_NOT_SECRET`'s), or in camel case; followed by no letter (by nothing of a
+    name, for :data:`_LAST`'s)."""
     after_separator = rf"(?:(?<=[A-Za-z0-9][_-])|(?<=[A-Za-z0-9]__)){_NOT_SECRET.get(key, '')}"
-    return rf"(?:{after_separator}{key}|{_camel(key)})(?![A-Za-z])"
+    return rf"(?:{after_separator}{key}|{_camel(key)})(?![A-Za-z]){_LAST.get(key, '')}"
+
 
 
 def _names(keys: tuple[str, ...]) -> str:
@@ -178,19 +186,20 @@ def _names_itself(match: re.Match[str]) -> bool:
              or _OPERATOR.match(text, match.end()) is not None)
 
 
-_CALLED_VALUE = re.compile(r"(?:\[\])?[A-Za-z_][\w.]{0,100}\(")
+_CALLED_VALUE = re.compile(r"(?:\[\])?[A-Za-z_](?:[\w.]|::){0,100}\(")
 _LITERAL = re.compile(r"\"([^\"\r\n]{0,200})\"|'([^'\r\n]{0,200})'")
 _A_NAME = re.compile(r"[A-Za-z_.-]{0,60}|[A-Z0-9_.-]{1,60}"
                      r"|\[REDACTED:\w{1,40}\]|[^\r\n]{0,200}\s[^\r\n]{0,200}")
 _CODEC = re.compile(r"(?i)utf-?(?:8|16|32)(?:-sig)?|latin-?1|iso-?8859-[0-9]{1,2}|cp[0-9]{3,4}"
-                    r"|sha-?[0-9]{1,3}|[hre]s[0-9]{3}|(?:ed|x)25519|ed448|base64|md5")
+                    r"|sha-?[0-9]{1,3}|[hre]s[0-9]{3}|(?:ed|x)25519|ed448|base64|md5"
+                    r"|[0-9]{1,6}(?:ms|[smhdwy])")
 
 
 def _names_only(code: str) -> bool:
     """Whether every literal in ``code`` names something or says something
     (``'password'``, ``"DB_PASSWORD"``, ``'AccessKeyId'``, ``'Enter password: '``), not a
     secret: no digit but in capitals, or words; or an encoding's or an algorithm's name
-    (``'utf-8'``, ``"HS256"``)."""
+    (``'utf-8'``, ``"HS256"``), or a duration (``expiresIn: '1h'``)."""
     for double, single in _LITERAL.findall(code):
         literal = double or single
         if not (_A_NAME.fullmatch(literal) or _CODEC.fullmatch(literal)):

@@ -65,12 +65,12 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
        "(" + tool + token_start(len(tool)) + rest + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
        r"[ \t]{1,4}-p(?P<q>[\"'])?)(?![-\s])" + _VALUE,
        (tool,)) for tool, rest in (("mysql", "(?:dump|admin)?"), ("mariadb", ""))),
-    # docker login [registry] [-u user] -p password: at most three words in between (the
+    # docker login [registry] [-u user] -p password: at most five words in between (the
     # match starts at login, one needle for every tool, after one space or tab).
     ("password",
      "(login(?:" + "|".join(rf"(?<=(?<![A-Za-z0-9_.-]){tool}[ \t]login)" for tool in (
          "docker", "podman", "buildah", "skopeo", "nerdctl", "oras", "helm registry", "az",
-         "cf")) + r")(?:[ \t]{1,4}[^\s]{1,256}){0,3}?[ \t]{1,4}-p(?:[ \t]{1,4}|=)"
+         "acr", "cf")) + r")(?:[ \t]{1,4}[^\s]{1,256}){0,5}?[ \t]{1,4}-p(?:[ \t]{1,4}|=)"
      r"(?P<q>[\"'])?)(?!-)" + _VALUE, ("login",)),
     # redis-cli -a password (or --pass password), gh secret set NAME --body value, and
     # kubectl create secret ... --from-literal=NAME=value.
@@ -138,11 +138,14 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("secret", r"(put-parameter" + token_start(13) + r"(?=[^\n;|&]{0,512}SecureString)"
      + _WORDS + r"[ \t]{1,4}--value(?:[ \t]{1,4}|=)(?P<q>[\"'])?)(?!-|fileb?://)"
      + _VALUE, ("put-parameter",)),
-    # A Dockerfile's ENV NAME VALUE (the form without "="), for a name ending as a secret's.
-    ("secret", r"(ENV" + token_start(3) + r"[ \t]{1,4}[A-Za-z0-9_]{0,60}"
+    # A Dockerfile's ENV NAME VALUE (the form without "="), Windows' setx NAME VALUE,
+    # Apache's SetEnv NAME VALUE and fish's set -gx NAME VALUE, for a name ending as a
+    # secret's.
+    ("secret", r"((?<![A-Za-z0-9_.-])(?:ENV|setx|SetEnv|set[ \t]{1,4}-[gxUlu]{1,4})"
+     r"[ \t]{1,4}[A-Za-z0-9_]{0,60}"
      r"(?:PASSWORD|PASSWD|PASSPHRASE|SECRET(?:_KEY)?|TOKEN|API_?KEY|ACCESS_KEY|PRIVATE_KEY|_PASS"
      r"|_PWD)(?![A-Za-z0-9_])[ \t]{1,4}(?P<q>[\"'])?)(?![$\s]|\[REDACTED:)" + _VALUE,
-     ("ENV",)),
+     ("ENV", "setx", "SetEnv", "set -")),
     # SQL: CREATE USER … [WITH] PASSWORD '…' (PostgreSQL), … IDENTIFIED [WITH plugin] BY
     # [PASSWORD|VALUES] '…' or AS '…' (MySQL, Oracle: a password or its hash; in lower case
     # after a quoted user: 'bob'@'%' identified by '…'); a quote inside is doubled or escaped.
@@ -175,6 +178,12 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("password", r"(poetry" + token_start(6) + r"[ \t]{1,4}config[ \t]{1,4}http-basic\."
      r"[^\s;|&]{1,256}[ \t]{1,4}[^\s;|&]{1,256}[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + _VALUE,
      ("poetry",)),
+    # FreeRDP: xfreerdp /v:host /u:user /p:PASSWORD.
+    ("password", r"(freerdp" + _WORDS + r"[ \t]{1,4}/p:(?P<q>[\"'])?)" + _VALUE,
+     ("freerdp",)),
+    # curl -b/--cookie NAME=VALUE (a session's cookie; not a file's name).
+    ("cookie", r"(curl" + token_start(4) + _WORDS + r"[ \t]{1,4}(?:-b|--cookie)(?:[ \t]{1,4}|=)"
+     r"(?P<q>[\"'])?)(?=[^\s;|&\"'=]{1,256}=)" + _VALUE, ("curl",)),
     # net use [Z:] \\host\share PASSWORD [/user:NAME], or /user:NAME PASSWORD (Windows; a
     # * asks for it).
     ("password", r"(net[ \t]{1,4}use" + token_start(7) + r"(?:[ \t]{1,4}(?:[A-Za-z]:|\*))?"

@@ -37,12 +37,65 @@ _NOT_THE_FIELD = (r"(?![^\"'\\\r\n]{0,80}(?i:forgot|reset|hint|show|hide|toggle|
                   r"|button))")
 """What names a control near a password field, not the field (``Forgot password link``)."""
 
-_PASSWORD = r"(?i:passw(?:or)?d|passphrase|pwd)"
+_PASSWORD = r"(?i:passw(?:or)?d|passphrase|pwd|pass(?![a-z]))"
 _NOT_NEAR = (r"(?![-_ ]?(?i:hint|help|toggle|strength|reset|forgot|link|label|error|visibility"
              r"|show|hide|rules|meter))")
 """After a password's name, what makes it a field near one (``#password-hint``)."""
 _ARGUMENT = r"(?:\"[^\"\r\n]{0,512}\"|'[^'\r\n]{0,512}'|\$?[\w.>-]{1,128}(?:\(\))?)"
 """A call's argument: quoted, or a variable (``$dsn``, ``url``, ``$this->user``)."""
+
+_OBJECT = r"\{[^{}\r\n]{0,200}\}"
+"""An object literal given as an argument (``{ id: user.id }``)."""
+
+
+_BY_PLACE: tuple[tuple[str, str, int], ...] = (
+    # kind, the call (a regular expression starting with a letter), the arguments before
+    # the secret
+    ("secret", r"jwt\.(?:sign|encode|decode|verify)\(", 1),
+    ("secret", r"hmac\.new\(", 0), ("secret", r"hmac\.New\(", 1), ("secret", r"Fernet\(", 0),
+    ("secret", r"SymmetricSecurityKey\(", 0), ("secret", r"hmacShaKeyFor\(", 0),
+    ("secret", r"createHmac\(", 1),
+    ("password", r"ConvertTo-SecureString[ \t]{1,4}(?:-String[ \t]{1,4})?", 0),
+    ("password", r"basic_auth\(", 1), ("password", r"simple_bind(?:_s)?\(", 1),
+    ("password", r"bind_s\(", 1),
+    ("password", r"UsernamePassword(?:AuthenticationToken|Credentials)\(", 1),
+    ("password", r"PasswordAuthentication\(", 1),
+    ("password", r"PlainAuth\(", 2), ("password", r"Sequelize\(", 2),
+    ("secret", r"ClientSecretCredential\(", 2),
+    ("api_key", r"cohere\.(?:Async)?Client(?:V2)?\(", 0),
+    ("api_key", r"wandb\.login\((?:\s{0,16}key\s{0,4}=)?", 0),
+    ("token", r"Client\(\s{0,16}(?P<sid>[\"'])AC[0-9a-f]{32}(?P=sid)\s{0,16},", 0),
+)
+"""Each call that takes a secret by its place: :class:`_ByPlace`'s alternatives."""
+_BY_PLACE_NEEDLES = ("jwt.", "hmac", "Hmac", "Fernet(", "SymmetricSecurityKey(",
+                     "ConvertTo-SecureString", "basic_auth(", "bind", "UsernamePassword",
+                     "PasswordAuthentication(", "PlainAuth(", "Sequelize(",
+                     "ClientSecretCredential(", "cohere.", "wandb.login(", "Client(")
+"""What every one of those calls holds."""
+
+
+def _by_place() -> str:
+    """The literal a call of :data:`_BY_PLACE` takes after the arguments before it (each
+    alternative ends with an empty group, ``c<index>``, naming it): quoted, also as bytes
+    (``b'…'``) or made bytes or an option (``Some("…")``, ``[]byte("…")``,
+    ``Encoding.UTF8.GetBytes("…")``, ``Buffer.from('…')``); not one redacted already, nor
+    a variable's name."""
+    calls = "|".join(head + r"\s{0,16}" + rf"(?:(?:{_ARGUMENT}|{_OBJECT})\s{{0,16}},\s{{0,16}})"
+                     f"{{{before}}}(?P<c{index}>)"
+                     for index, (_, head, before) in enumerate(_BY_PLACE))
+    return (f"((?:{calls})" r"(?:b|(?:Some|\[\]byte|bytes|Buffer\.from|(?:[\w.]{0,40}\.)?GetBytes)"
+            r"\(\s{0,16})?(?P<q>[\"']))(?!\[REDACTED:|\$)" + quoted("q"))
+
+
+@dataclass(frozen=True)
+class _ByPlace(Rule):
+    """Every call of :data:`_BY_PLACE` in one pattern, scanned once (each alternative
+    starts with a letter, which the engine skips to); the kind is the matched call's."""
+
+    def replace(self, match: re.Match[str]) -> str:
+        index = next(index for index in range(len(_BY_PLACE)) if match.start(f"c{index}") >= 0)
+        return match.group(1) + MARK.format(kind=_BY_PLACE[index][0])
+
 
 FORMAT_RULES: tuple[Rule, ...] = (
     # A container's environment: Kubernetes' "- name: DB_PASSWORD" then "value: …" (not a
@@ -68,11 +121,18 @@ FORMAT_RULES: tuple[Rule, ...] = (
          + r"[^\"'\\\r\n]{0,64}" + _Q + r"|true|false|True|False)[ \t]{0,4},){0,3}\s{0,16}" + _Q
          + r"text" + _Q + r"[ \t]{0,4}:[ \t]{0,4}(?P<q>" + _Q + r"))(?!\[REDACTED:)" + quoted("q"),
          ("element",), keep_prefix=True),
-    # Code typing into one: page.fill("#password", "…"), page.type(…) (Playwright, Puppeteer).
-    Rule("password", r"(\.(?:fill|type)\([ \t]{0,4}(?P<s>[\"'`])(?:(?!(?P=s))[^\r\n]){0,80}?"
-         + _PASSWORD + _NOT_NEAR + r"(?:(?!(?P=s))[^\r\n]){0,80}(?P=s)[ \t]{0,4},[ \t]{0,4}"
-         r"(?P<q>[\"'`]))"
-         r"(?!\[REDACTED:|\$\{)" + quoted("q"), (".fill(", ".type("), keep_prefix=True),
+    # Puppeteer MCP's puppeteer_fill ({"selector": "#password", "value": "…"}).
+    Rule("password", "(" + _Q + r"selector" + _Q + r"[ \t]{0,4}:[ \t]{0,4}" + _Q
+         + r"[^\"'\\\r\n]{0,80}?" + _PASSWORD + _NOT_NEAR + r"[^\"'\\\r\n]{0,80}" + _Q
+         + r"[ \t]{0,4},\s{0,16}" + _Q + r"value" + _Q + r"[ \t]{0,4}:[ \t]{0,4}(?P<q>" + _Q
+         + r"))(?!\[REDACTED:)" + quoted("q"), ("selector",), keep_prefix=True),
+    # Code typing into one: page.fill("#password", "…"), page.type(…) (Playwright, Puppeteer),
+    # t.typeText(…) (TestCafe).
+    Rule("password", r"(\.(?:fill|type|typeText)\([ \t]{0,4}(?P<s>[\"'`])"
+         r"(?:(?!(?P=s))[^\r\n]){0,80}?" + _PASSWORD + _NOT_NEAR
+         + r"(?:(?!(?P=s))[^\r\n]){0,80}(?P=s)[ \t]{0,4},[ \t]{0,4}(?P<q>[\"'`]))"
+         r"(?!\[REDACTED:|\$\{)" + quoted("q"), (".fill(", ".type(", ".typeText("),
+         keep_prefix=True),
     # A database's user and password given in a call's arguments: JDBC's
     # getConnection(url, "root", "…"), PHP's new PDO(dsn, 'root', '…') and
     # mysqli_connect("host", "root", "…").
@@ -88,6 +148,13 @@ FORMAT_RULES: tuple[Rule, ...] = (
          r"(?P<secret>[^\s\"'`=]{1,256}?)@(?:tcp6?|unix)\(", ("@tcp", "@unix(")),
     Rule("password", r"(jdbc:oracle:thin:[^/\s\"'@:]{1,128}/)(?!\[REDACTED:)[^\s\"'@]{1,256}"
          r"(?=@)", ("jdbc:oracle:thin:",), keep_prefix=True),
+    # A secret a library's call takes by its place: signing keys (jwt.sign(payload, '…'),
+    # hmac.new(b'…'), Fernet(b'…'), SymmetricSecurityKey(Encoding.UTF8.GetBytes("…"))),
+    # a user's password (reqwest's basic_auth(user, Some("…")), Spring's
+    # UsernamePasswordAuthenticationToken, LDAP's simple_bind_s, Go's smtp.PlainAuth, new
+    # Sequelize(db, user, '…')) and a service's key or secret (Azure's
+    # ClientSecretCredential, cohere.Client, wandb.login, Twilio's Client(sid, token)).
+    _ByPlace("secret", _by_place(), _BY_PLACE_NEEDLES),
     # An output Terraform keeps sensitive, as `terraform output -json` shows it.
     Rule("secret", r"(\"sensitive\":[ \t]{0,4}true,[^{}]{0,96}?\"value\":[ \t]{0,4}\")"
          + _JSON_VALUE, ('"sensitive"',), keep_prefix=True),
@@ -131,22 +198,35 @@ _SETTERS = ("pass", "secret", "api", "key", "token", "auth")
 
 FORMAT_ANCHORED: tuple[Rule, ...] = (
     # In XML: <password>…</password> (Maven's settings.xml), <apiKey>, <clientSecret>;
-    # and <add key="ClearTextPassword" value="…"/> (NuGet.config, .NET's appSettings).
+    # <add key="ClearTextPassword" value="…"/> (NuGet.config, .NET's appSettings) and
+    # <property name="password" value="…"/> (Spring, Ant).
     Rule("secret", r"(?i)((?P<name>passw(?:or)?d|passphrase|secret|token|(?:(?<=api)"
          r"|(?<=api[_-])|(?<=access)|(?<=private))key)>)(?!\$\{|\[REDACTED:)[^<>\r\n]{1,512}"
          r"(?=</[\w.:-]{0,60}(?P=name)>)",
          ("password>", "passwd>", "passphrase>", "secret>", "token>", "key>"),
          keep_prefix=True, anchored=True),
-    Rule("secret", r"(?i)(key=\"[\w.:-]{0,60}(?:passw(?:or)?d|secret|token|api[-_]?key"
-         r"|access[-_]?key)\"[ \t]{1,4}value=\")(?![$%]|\[REDACTED:)[^\"\r\n]{1,512}(?=\")",
-         ('key="',), keep_prefix=True, anchored=True),
+    Rule("secret", r"(?i)((?:key|name)=\"[\w.:-]{0,60}(?:passw(?:or)?d|secret|token"
+         r"|api[-_]?key|access[-_]?key)\"[ \t]{1,4}value=\")(?![$%]|\[REDACTED:)[^\"\r\n]{1,512}"
+         r"(?=\")", ('key="', 'name="'), keep_prefix=True, anchored=True),
+    # Android's signing config in Gradle: storePassword 'x', keyPassword "x".
+    Rule("password", r"(?i)((?:(?<=store)|(?<=key))password[ \t]{1,4}(?P<q>[\"']))"
+         r"(?!\[REDACTED:|\$)" + quoted("q"), ("passw",), keep_prefix=True, anchored=True),
+    # A generated key as a client's auth (new Octokit({ auth: "…" })): sixteen characters
+    # or more, an upper-case letter, a lower-case one and a digit ({"auth": "oauth2"} stays).
+    Rule("token", r"(?i)((?<![\w-])auth[\"']?[ \t]{0,4}:[ \t]{0,4}(?P<q>[\"']))"
+         r"(?=[A-Za-z0-9_.~+/=-]{16,512}(?P=q))(?=[^\"']{0,511}[0-9])"
+         r"(?=[^\"']{0,511}[a-z])(?=[^\"']{0,511}[A-Z])[^\"']{16,512}", ("auth",),
+         keep_prefix=True, anchored=True),
     # Code typing into a password field it found: locator("#password").fill("…"),
-    # getByLabel("Password").fill(…) (Playwright), find_element(By.ID, "password")
-    # .send_keys(…) (Selenium).
+    # getByLabel("Password").fill(…), getByLabel(/password/i).fill(…) (Playwright),
+    # find_element(By.ID, "password").send_keys(…) (Selenium), querySelector("#password")
+    # .value = "…" (the DOM).
     _Typed("password", r"(?i)((?:passw(?:or)?d|passphrase|pwd)" + _NOT_NEAR +
-           r"[^\r\n()]{0,40}?[\"'`](?:[ \t]{0,4},[ \t]{0,4}\{[^{}\r\n]{0,80}\})?(?:[ \t]{0,4}\})?"
-           r"[ \t]{0,4}\){1,2}(?:\.(?:first|last|nth)\([0-9]{0,3}\))?\.(?:fill|type"
-           r"|press_?sequentially|send_?keys|set_?value)\([ \t]{0,4}(?P<q>[\"'`]))"
+           r"[^\r\n()]{0,40}?(?:[\"'`]|/[a-z]{0,3})(?:[ \t]{0,4},[ \t]{0,4}\{[^{}\r\n]{0,80}\})?"
+           r"(?:[ \t]{0,4}\})?"
+           r"[ \t]{0,4}\){1,2}(?:\.(?:first|last|nth)\([0-9]{0,3}\))?(?:\.(?:fill|type"
+           r"|press_?sequentially|send_?keys|set_?value)\([ \t]{0,4}|\.value[ \t]{0,4}="
+           r"[ \t]{0,4})(?P<q>[\"'`]))"
            r"(?!\[REDACTED:|\$\{)" + quoted("q"),
            ("passw", "passphrase", "pwd"), keep_prefix=True, anchored=True),
     # A setter or a builder given a secret, one word: dataSource.setPassword("…"),

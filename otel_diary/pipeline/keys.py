@@ -92,6 +92,11 @@ SERVICE_KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("resend_api_key", ("re_",), "[A-Za-z0-9]{8}_[A-Za-z0-9]{20,40}(?![A-Za-z0-9_])"),
     ("airtable_token", ("pat",), r"[A-Za-z0-9]{14}\.[a-f0-9]{64}(?![A-Za-z0-9_])"),
     ("mapbox_token", ("sk.eyJ",), r"[A-Za-z0-9_-]{20,1024}\.[A-Za-z0-9_-]{16,255}"),
+    ("nvidia_api_key", ("nvapi-",), "[A-Za-z0-9_-]{40,255}"),
+    ("posthog_api_key", ("phx_",), "[A-Za-z0-9]{30,255}"),
+    ("sonarqube_token", ("squ_", "sqp_", "sqa_"), "[a-f0-9]{40}(?![A-Za-z0-9_])"),
+    ("jina_api_key", ("jina_",), "[A-Za-z0-9_-]{40,255}"),
+    ("cerebras_api_key", ("csk-",), "[a-z0-9]{40,255}"),
     # A Discord bot's token: its id (digits) in base64, a timestamp, an HMAC.
     ("discord_token", ("MT", "Mj", "Mz", "ND", "NT", "Nj", "Nz", "OD", "OT"),
      r"[A-Za-z0-9_-]{22,26}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}(?![A-Za-z0-9_-])"),

@@ -44,6 +44,7 @@ from otel_diary.pipeline.keys import (
     reference,
     token_start,
 )
+from otel_diary.pipeline.prose import PROSE_ANCHORED
 from otel_diary.pipeline.rule import Rule
 from otel_diary.text import clean
 
@@ -146,12 +147,15 @@ BUILTIN_RULES: tuple[Rule, ...] = (
     *FORMAT_RULES,
     # A default code gives a secret it reads from the environment (``os.getenv(
     # "DB_PASSWORD", "hunter2")``, ``ENV.fetch('API_TOKEN', '…')``, ``process.env.
-    # DB_PASSWORD || "hunter2"``): a traceback's source line may show one.
+    # DB_PASSWORD || "hunter2"``, Java's ``getOrDefault("DB_PASSWORD", "…")``, Rust's
+    # ``env::var("DB_PASSWORD").unwrap_or("…")``): a traceback's source line may show one.
     Rule("secret", (
-        r"((?:(?:getenv|get|fetch|setdefault)\([ \t]{0,4}[\"']" + SECRET_NAME + r"[\"']"
-        r"[ \t]{0,4},|process\.env\." + SECRET_NAME + r"[ \t]{0,4}(?:\|\||\?\?))"
-        r"[ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:)" + quoted("q")),
-        ("getenv(", "get(", "fetch(", "setdefault(", "process.env."), keep_prefix=True),
+        r"((?:(?:getenv|get|fetch|setdefault|getOrDefault)\([ \t]{0,4}[\"']" + SECRET_NAME
+        + r"[\"'][ \t]{0,4},|process\.env\." + SECRET_NAME + r"[ \t]{0,4}(?:\|\||\?\?)"
+        r"|var(?:_os)?\([ \t]{0,4}\"" + SECRET_NAME + r"\"[ \t]{0,4}\)\.unwrap_or(?:_else)?\("
+        r"(?:\|\|)?)[ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:)" + quoted("q")),
+        ("getenv(", "get(", "fetch(", "setdefault(", "getOrDefault(", "process.env.",
+         ".unwrap_or"), keep_prefix=True),
     # A user and a password given together in code: ``auth=("bob", "…")`` (requests),
     # ``HTTPBasicAuth(``, ``NetworkCredential(``, ``smtp.login(``.
     Rule("password", r"((?:auth=\(|(?:(?<=Basic)|(?<=Digest))Auth\(|NetworkCredential\(|\.login\()"
@@ -252,21 +256,13 @@ ANCHORED_RULES: tuple[Rule, ...] = (
     *(AssignmentRule("secret", assignment(tuple(k for k in ASSIGNMENT_KEYS
                                                   if k.startswith(needle))),
                       (needle,), anchored=True)
-      for needle in ("pass", "secret", "token", "api", "access", "pwd", "sshpass", "private",
+      for needle in ("pass", "secret", "token", "api", "access", "pw", "sshpass", "private",
                      "key")),
     *(ArgumentRule("secret", argument(tuple(k for k in ASSIGNMENT_KEYS
                                             if k.startswith(needle))), (needle,), anchored=True)
-      for needle in ("pass", "secret", "token", "api", "access", "pwd", "sshpass", "private",
+      for needle in ("pass", "secret", "token", "api", "access", "pw", "sshpass", "private",
                      "key")),
-    # In prose: "with password hunter2xyz", "the passphrase is S3cret-pw", "my password,
-    # it is S3cret-pw": a word of letters and digits after it (not "the password field",
-    # "password reset", "password, build42 failed", "password is base64-encoded").
-    Rule("password", (
-        r"(?i)(\b(?:passw(?:or)?d|passphrase)\b(?:[ \t]{1,4}(?:(?:is|was|set to)[ \t]{1,4})?"
-        r"|[ \t]{0,2},[ \t]{1,4}(?:(?:it|which)[ \t]{1,4}(?:is|was)|it['\u2019]s)[ \t]{1,4}))"
-        r"(?!\[REDACTED:|[A-Za-z0-9]{1,20}-[a-z]{2,20}ed(?![A-Za-z0-9-]))"
-        r"(?=[^\s\"'`,;]{0,127}[0-9])(?=[^\s\"'`,;]{0,127}[A-Za-z])"
-        r"[^\s\"'`,;]{6,128}"), ("passw", "passphrase"), keep_prefix=True, anchored=True),
+    *PROSE_ANCHORED,
     *FORMAT_ANCHORED,
     *COMMAND_ANCHORED,
     # Cookie: and Set-Cookie: headers: session ids, to the line's end.

@@ -49,6 +49,9 @@ S = "Zq9xK7mW2pL4vN8r"
     (f"SMTP_USER=bob smtpPass={S}", "SMTP_USER=bob smtpPass=[REDACTED:password]"),
     (f'$userPwd = "{S}";', '$userPwd = "[REDACTED:password]";'),
     (f"Jwt__Key={S}", "Jwt__Key=[REDACTED:api_key]"),
+    # pw ending a name
+    (f'root_pw = "{S}"', 'root_pw = "[REDACTED:password]"'),
+    (f"DB_PW={S}", "DB_PW=[REDACTED:password]"), (f"rootPw: {S}", "rootPw: [REDACTED:password]"),
     # a call given a literal that may be the secret
     (f"password = decrypt('{S}')", "password = [REDACTED:password]"),
     (f"password = base64.b64decode('{S}')", "password = [REDACTED:password]"),
@@ -94,6 +97,9 @@ def test_a_secret_assigned_in_code_or_config_is_redacted(text: str, redacted: st
     "x = model(input_ids, past_key_values=pkv)", "access_key = creds['AccessKeyId']",
     'password = password.encode("utf-8")', 'raw_key = generate_private_key("Ed25519")',
     "tokenizer.pad_token = tokenizer.eos_token", "db.password = settings.db_password",
+    # pw as a word inside a name; a duration given to the call that makes a token
+    "expecter.async_pw_transport = pw, transport", "showPw = true",
+    "const token = jwt.sign(payload, process.env.JWT_SECRET, { expiresIn: '1h' })",
 ])
 def test_code_that_only_names_a_secret_stays(text: str) -> None:
     assert redact(text) == text

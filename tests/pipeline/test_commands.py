@@ -129,6 +129,17 @@ from otel_diary.pipeline.redact import redact
      "az storage blob upload --account-key [REDACTED:api_key] -f a"),
     ("cosign sign --signing-key Zq7xW2mK9pL4 img",
      "cosign sign --signing-key [REDACTED:api_key] img"),
+    ('setx OPENAI_API_KEY "Xk7pL2mQ9rTzA1b"', 'setx OPENAI_API_KEY "[REDACTED:secret]"'),
+    ("set -gx OPENAI_API_KEY Xk7pL2mQ9rTzA1b", "set -gx OPENAI_API_KEY [REDACTED:secret]"),
+    ("SetEnv DB_PASS S3cretPass9", "SetEnv DB_PASS [REDACTED:secret]"),
+    ("az acr login --name myreg -u admin -p S3cretPass9",
+     "az acr login --name myreg -u admin -p [REDACTED:password]"),
+    ("xfreerdp /v:host /u:admin /p:S3cretPass9 /cert:ignore",
+     "xfreerdp /v:host /u:admin /p:[REDACTED:password] /cert:ignore"),
+    ('curl -s --cookie "session=Zq7xW2mK9pL4" https://example.com',
+     'curl -s --cookie "[REDACTED:cookie]" https://example.com'),
+    ("curl -b sessionid=Zq7xW2mK9pL4 https://example.com",
+     "curl -b [REDACTED:cookie] https://example.com"),
 ])
 def test_the_value_a_command_is_given_is_redacted(text: str, expected: str) -> None:
     """Each tool's secret is replaced; the tool, its flags and its other words stay."""
@@ -154,6 +165,8 @@ def test_the_value_a_command_is_given_is_redacted(text: str, expected: str) -> N
     "fly secrets set DATABASE_URL=$DATABASE_URL EMPTY= -a app; fly secrets list",
     "heroku config:set NODE_ENV=production; notfly secrets set A=b",
     "ENV PASSWORD_MIN_LENGTH 8; ENV MAX_TOKENS 300; ENV SECRET_KEY $SECRET_KEY; ENV APP prod",
+    "setx PATH C:\\tools; set -gx SECRET_KEY $SECRET_KEY; set -x EDITOR vim; unsetx TOKEN x",
+    "curl -b cookies.txt -c cookies.txt https://example.com; xfreerdp /v:host /u:admin",
     "The regression was identified by 'git bisect'; ALTER USER app PASSWORD NULL",
     "ALTER USER app IDENTIFIED BY :new_pw; CREATE USER x IDENTIFIED BY &pw; IDENTIFIED EXTERNALLY",
     "sqlplus / as sysdba; sqlplus hr@pdb1; mysqlplus a/b; the connection to api/v2 reset",

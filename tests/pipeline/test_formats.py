@@ -115,6 +115,12 @@ def test_the_signing_key_of_aspnets_jwt_settings_is_redacted() -> None:
     "await page.getByLabel('Password', {{ exact: true }}).fill('{pw}');",
     "await page.locator('#password').first().fill('{pw}');",
     "await page.fill(`#password`, `{pw}`);",
+    # a field named "pass", a label as a regular expression, the DOM, TestCafe, Puppeteer MCP
+    "await page.fill('#pass', '{pw}')",
+    "await page.getByLabel(/password/i).fill('{pw}');",
+    "document.querySelector('#password').value = '{pw}';",
+    "await t.typeText('#password', '{pw}')",
+    '{{"name": "puppeteer_fill", "arguments": {{"selector": "#password", "value": "{pw}"}}}}',
 ])
 def test_what_a_browser_agent_types_into_a_password_field_is_redacted(typed: str) -> None:
     """A browser agent logs in by typing the password into the field a selector or the
@@ -132,6 +138,8 @@ def test_what_a_browser_agent_types_into_a_password_field_is_redacted(typed: str
     "locator('#password-hint').type('Use 8 chars')", "page.fill('#password-hint', 'Use 8 chars')",
     "page.getByLabel('Password hint').fill('Use 8 chars')",
     "await page.fill('#password', process.env.PASSWORD);",
+    "await page.fill('#passport', 'X1234567'); page.fill('#pass-hint', 'Use 8 chars')",
+    '{"selector": "#password-toggle", "value": "on"} {"selector": "#email", "value": "a@b.io"}',
 ])
 def test_what_is_typed_into_other_fields_stays(text: str) -> None:
     assert redact(text) == text
@@ -214,3 +222,66 @@ def test_a_file_a_tool_call_writes_is_redacted_as_the_file(content: str) -> None
         assert redact(redacted) == redacted
     plain = json.dumps({"msg": "line1\nline2 caf\u00e9 \\d"})
     assert redact(plain) == plain  # unchanged strings keep their escapes
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    # signing keys
+    ("const token = jwt.sign({ id: user.id }, 'my-jwt-s3cret', { expiresIn: '1h' })",
+     "const token = jwt.sign({ id: user.id }, '[REDACTED:secret]', { expiresIn: '1h' })"),
+    ('jwt.encode(payload, "S3cret-key", algorithm="HS256")',
+     'jwt.encode(payload, "[REDACTED:secret]", algorithm="HS256")'),
+    ("mac = hmac.new(b'Xk7pL2mQ9rTzA1b', msg, hashlib.sha256)",
+     "mac = hmac.new(b'[REDACTED:secret]', msg, hashlib.sha256)"),
+    ("crypto.createHmac('sha256', 'whsec-local-1').update(body)",
+     "crypto.createHmac('sha256', '[REDACTED:secret]').update(body)"),
+    ('mac := hmac.New(sha256.New, []byte("S3cret-key"))',
+     'mac := hmac.New(sha256.New, []byte("[REDACTED:secret]"))'),
+    ("f = Fernet(b'ZmDfcTF7_60GrrY167zsiPd67pEvs0aGOv2oasOM1Pg=')",
+     "f = Fernet(b'[REDACTED:secret]')"),
+    ('new SymmetricSecurityKey(Encoding.UTF8.GetBytes("SuperSecretKey123456"))',
+     'new SymmetricSecurityKey(Encoding.UTF8.GetBytes("[REDACTED:secret]"))'),
+    ('.signWith(Keys.hmacShaKeyFor("SuperSecretKey1234567890".getBytes()))',
+     '.signWith(Keys.hmacShaKeyFor("[REDACTED:secret]".getBytes()))'),
+    ('$pw = ConvertTo-SecureString "P@ssw0rd123" -AsPlainText -Force',
+     '$pw = ConvertTo-SecureString "[REDACTED:password]" -AsPlainText -Force'),
+    # a user's password after the user
+    ('client.basic_auth("admin", Some("S3cretPass9"))',
+     'client.basic_auth("admin", Some("[REDACTED:password]"))'),
+    ('new UsernamePasswordAuthenticationToken("admin", "S3cretPass9")',
+     'new UsernamePasswordAuthenticationToken("admin", "[REDACTED:password]")'),
+    ('ldap.simple_bind_s("cn=admin,dc=example,dc=org", "S3cretPass9")',
+     'ldap.simple_bind_s("cn=admin,dc=example,dc=org", "[REDACTED:password]")'),
+    ('auth := smtp.PlainAuth("", "me@example.com", "S3cretPass9", "smtp.example.com")',
+     'auth := smtp.PlainAuth("", "me@example.com", "[REDACTED:password]", "smtp.example.com")'),
+    ("new Sequelize('shop', 'root', 'S3cretPass9', { dialect: 'mysql' })",
+     "new Sequelize('shop', 'root', '[REDACTED:password]', { dialect: 'mysql' })"),
+    # a service's key or secret
+    ('ClientSecretCredential(tenant_id, client_id, "Xk7~pL2mQ9rTzA1b.c3d4")',
+     'ClientSecretCredential(tenant_id, client_id, "[REDACTED:secret]")'),
+    ('co = cohere.Client("Xk7pL2mQ9rTzA1bXk7pL2mQ9rTzA1b")',
+     'co = cohere.Client("[REDACTED:api_key]")'),
+    ('wandb.login(key="0123456789abcdef0123456789abcdef01234567")',
+     'wandb.login(key="[REDACTED:api_key]")'),
+    ('Client("ACa1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6", "f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8")',
+     'Client("ACa1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6", "[REDACTED:token]")'),
+    ('new Octokit({ auth: "Xk7pL2mQ9rTzA1bXk7pL2" })',
+     'new Octokit({ auth: "[REDACTED:token]" })'),
+    # Android's signing config, a Spring or Ant property
+    ("storePassword 'S3cretPass9'\nkeyPassword \"S3cretPass9\"",
+     "storePassword '[REDACTED:password]'\nkeyPassword \"[REDACTED:password]\""),
+    ('<property name="password" value="S3cretPass9"/>',
+     '<property name="password" value="[REDACTED:secret]"/>'),
+    # a variable, a codec, another argument, an encoding of a name: no secret
+    ("jwt.sign(payload, process.env.JWT_SECRET, { expiresIn: '1h' })", None),
+    ("hmac.new(key.encode('utf-8'), msg, hashlib.sha256); Fernet(key)", None),
+    ('jwt.decode(token, options={"verify_signature": False})', None),
+    ('basic_auth("admin", None::<&str>); Client("not-a-sid", "x")', None),
+    ('storePassword System.getenv("STORE_PASSWORD"); {"auth": "oauth2"}', None),
+    ('<property name="username" value="admin"/>', None),
+])
+def test_a_secret_a_call_takes_by_its_place_is_redacted(text: str,
+                                                         expected: str | None) -> None:
+    """Signing keys, users' passwords and services' keys that well-known calls take by
+    their place in the arguments: the literal goes, the call and its other arguments
+    stay."""
+    assert redact(text) == (text if expected is None else expected)

@@ -570,6 +570,12 @@ def test_a_value_that_names_a_secret_kept_elsewhere_is_left_as_it_is(text: str) 
     ('const pw = process.env.DB_PASSWORD || "hunter2";',
      'const pw = process.env.DB_PASSWORD || "[REDACTED:secret]";'),
     ('d.setdefault("token", "t0k3n-value")', 'd.setdefault("token", "[REDACTED:secret]")'),
+    ('String pw = System.getenv().getOrDefault("DB_PASSWORD", "hunter2");',
+     'String pw = System.getenv().getOrDefault("DB_PASSWORD", "[REDACTED:secret]");'),
+    ('let password = env::var("DB_PASSWORD").unwrap_or("hunter2".to_string());',
+     'let password = env::var("DB_PASSWORD").unwrap_or("[REDACTED:secret]".to_string());'),
+    ('let t = std::env::var("API_TOKEN").unwrap_or_else(|| "t0k3n".into());',
+     'let t = std::env::var("API_TOKEN").unwrap_or_else(|| "[REDACTED:secret]".into());'),
     ('password = config.get("db_pw", "hunter2")', "password = [REDACTED:password]"),
     ("password = decrypt('aHVudGVyMg==')", "password = [REDACTED:password]"),
     # the literal code falls back to when the variable is unset
@@ -717,6 +723,11 @@ SAMPLE_KEYS = [
     ("mapbox_token", f"sk.eyJ1Ijoi{KEY_BODY[:40]}.{KEY_BODY[40:62]}"),
     ("discord_token", f"MTIzNDU2Nzg5MDEyMzQ1Njc4.GaBcDe.{KEY_BODY[:38]}"),
     ("discord_token", f"OTk4NzY1NDMyMTAxMjM0NTY3OA.Gx_9Yz.{KEY_BODY[:27]}"),
+    ("nvidia_api_key", "nvapi-" + KEY_BODY[:64]),
+    ("posthog_api_key", "phx_" + KEY_BODY[:47]),
+    ("sonarqube_token", "squ_" + HEX[:40]),
+    ("jina_api_key", "jina_" + KEY_BODY[:60]),
+    ("cerebras_api_key", "csk-" + KEY_BODY.lower()[:48]),
 ]
 
 @settings(max_examples=150, deadline=None)

@@ -1,0 +1,99 @@
+"""Secrets told in words: a prompt, a reply, a server's banner, a command's output."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from otel_diary.pipeline.redact import redact
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    # whose password it is, between its name and the verb; quoted or in backticks
+    ("The password for the admin account is Hunter2Rocks!",
+     "The password for the admin account is [REDACTED:password]"),
+    ("the database password is `pg-Xk7pL2mQ9`, keep it",
+     "the database password is `[REDACTED:password]`, keep it"),
+    ("Password of root@db1: 'S3cret;pw9'", "Password of root@db1: '[REDACTED:password]'"),
+    ("the password has been reset to Zq7xW2mK9 for bob",
+     "the password has been reset to [REDACTED:password] for bob"),
+    # what servers print when they generate one (MySQL, Elasticsearch)
+    ("2026-01-01T00:00:00Z 6 [Note] [MY-010454] [Server] A temporary password is generated "
+     "for root@localhost: eK7#pA2;qw1L",
+     "2026-01-01T00:00:00Z 6 [Note] [MY-010454] [Server] A temporary password is generated "
+     "for root@localhost: [REDACTED:password]"),
+    ("The generated password for the elastic built-in superuser is : Xk7pL2mQ9rTzA1b",
+     "The generated password for the elastic built-in superuser is : [REDACTED:password]"),
+    ("Password for the [elastic] user successfully reset.\nNew value: Xk7pL2mQ9rTz-A1b",
+     "Password for the [elastic] user successfully reset.\nNew value: [REDACTED:password]"),
+    # a key or a token in words
+    ("Use API key 9f8e7d6c5b4a39281706f5e4d3c2b1a0 for the weather service",
+     "Use API key [REDACTED:api_key] for the weather service"),
+    ("the access token for the bot is `Zq7xW2mK9pL4vN8rT3yB`",
+     "the access token for the bot is `[REDACTED:api_key]`"),
+    ("Secret key: Zq7xW2mK9pL4vN8rT3yB6cH1", "Secret key: [REDACTED:api_key]"),
+    # a user's credentials
+    ("Credentials: admin:S3cretPass9", "Credentials: admin:[REDACTED:password]"),
+    ('credentials = "deploy:Zq7x-W2mK9"', 'credentials = "deploy:[REDACTED:password]"'),
+])
+def test_a_secret_told_in_words_is_redacted(text: str, expected: str) -> None:
+    """Users paste credentials into prompts and agents repeat them; servers print the
+    passwords they generate: the value goes, the words around it stay."""
+    assert redact(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "The password for the admin account is incorrect",
+    "the password is required; password reset for user42; the password field was empty",
+    "password for user42 is stored in vault as db-pass-2024",
+    "The API key for this project is stored in the .env file",
+    "the API key is invalid: 401 Unauthorized",
+    "Set the API key in OPENAI_API_KEY before running",
+    "token for run 42 is expired",
+    "Token usage for claude-3-5-sonnet-20241022 was 12345",
+    "the access token is valid for 3600 seconds; max token length is 4096",
+    "the session token for user_1234 is expired",
+    "Credentials: aws:default",
+    "credentials: https://example.com/creds and Credentials: none",
+    "api-key-rotation-2024 done",
+    "Tokens: 5132; the orders API; the build passed on attempt 3",
+])
+def test_words_about_a_secret_stay(text: str) -> None:
+    """A verdict, a count, a place or a name after a secret's name holds no secret: the
+    value must hold a letter and a digit (and be long, for a key)."""
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("$ cat /var/jenkins_home/secrets/initialAdminPassword\n3f4e2a9b8c7d6e5f4a3b2c1d0e9f8a7b\n$",
+     "$ cat /var/jenkins_home/secrets/initialAdminPassword\n[REDACTED:secret]\n$"),
+    ("$ echo $DB_PASSWORD\nS3cretPass9", "$ echo $DB_PASSWORD\n[REDACTED:secret]"),
+    ("$ kubectl get secret db -o jsonpath='{.data.password}' | base64 -d\nS3cretPass9",
+     "$ kubectl get secret db -o jsonpath='{.data.password}' | base64 -d\n[REDACTED:secret]"),
+    ("PS C:\\> Get-Content C:\\secrets\\api_key.txt\r\nXk7pL2mQ9rTzA1b\r\n",
+     "PS C:\\> Get-Content C:\\secrets\\api_key.txt\r\n[REDACTED:secret]\r\n"),
+    # not a command that prints the secret's file, a line of words, or several words
+    ("echo \"set the key\"\nbuild42done", None),
+    ("$ cat README.md\nThe token is used for auth", None),
+    ("$ cat token.md\nRotate it in 2024 please", None),
+    ("$ vim secrets/password.txt\nS3cretPass9", None),
+])
+def test_a_secret_a_command_printed_is_redacted(text: str, expected: str | None) -> None:
+    """``cat`` of a file named as a secret's, ``echo`` of such a variable: the lone word on
+    the next line is the secret."""
+    assert redact(text) == (text if expected is None else expected)
+
+
+def test_a_title_naming_an_api_compiles_no_rule_of_words() -> None:
+    """A reader redacts titles ("the orders API", "credentials rotated"): the rules of
+    secrets in words are compiled only where a key's name is followed as one is."""
+    script = (
+        "import otel_diary.pipeline.prose as p, otel_diary.pipeline.redact as r\n"
+        "text = 'Rotate credentials for the orders API; access granted; private repo'\n"
+        "assert r.redact(text) == text\n"
+        "print(sum('pattern' in rule.__dict__ for rule in p.PROSE_ANCHORED))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True)
+    assert int(done.stdout) == 0
