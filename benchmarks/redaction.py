@@ -120,6 +120,8 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "jwt.sign(a, b, repeated": lambda n: repeat("jwt.sign(a, b, ", n),
     "hmac.new(Some( unclosed": lambda n: repeat("hmac.new(Some(\"", n),
     "auth: \"Aa1... (no close)": lambda n: repeat('auth: "Aa1' + "b" * 30, n),
+    "token    Aa1... rows (no line end)": lambda n: repeat("\ntoken    Aa1" + "b" * 40 + " x", n),
+    "user=a pass=1 repeated": lambda n: repeat("user=a pass=1 ", n),
 }
 
 

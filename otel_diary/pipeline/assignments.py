@@ -19,12 +19,13 @@ from otel_diary.pipeline.keys import (
 )
 from otel_diary.pipeline.rule import Rule
 
-_GLUED_ONLY = ("pass", "pwd", "pw", "key")
+_GLUED_ONLY = ("pass", "pwd", "pw", "key", "salt")
 """Keys that name a secret only as the end of a longer name (``DB_PASS``, ``MYSQL_PWD``,
-``ROOT_PW``, ``smtp-pass``, ``OPENAI_KEY``, ``stripe-key``): alone they are test results
-(``PASS: test_x``, ``{"pass": 12}``), the working directory (``PWD=/app``) and any
-mapping's keys (``key: value``). A lower-case ``pass`` with a quoted value is one too
-(``pass: "…"``, ``{"pass": "…"}``)."""
+``ROOT_PW``, ``smtp-pass``, ``OPENAI_KEY``, ``stripe-key``, WordPress's ``NONCE_SALT``):
+alone they are test results (``PASS: test_x``, ``{"pass": 12}``), the working directory
+(``PWD=/app``), any mapping's keys (``key: value``) and a salt code makes (``salt =
+bcrypt.gensalt()``). A lower-case ``pass`` with a quoted value is one too (``pass: "…"``,
+``{"pass": "…"}``)."""
 
 _NOT_SECRET = {"key": "".join(
     rf"(?<!{name}[_-])" for name in ("cache", "sort", "primary", "partition", "foreign",
@@ -40,7 +41,7 @@ ASSIGNMENT_KEYS: dict[str, str] = {
     "api_key": "api_key", "api-key": "api_key", "apikey": "api_key",
     "private_key": "private_key", "private-key": "private_key", "privatekey": "private_key",
     "access_key": "api_key", "access-key": "api_key", "accesskey": "api_key",
-    "key": "api_key",
+    "key": "api_key", "salt": "secret",
 }
 
 
@@ -276,7 +277,7 @@ def argument(keys: tuple[str, ...]) -> str:
     quoted, then its second, the value, quoted (``setenv("API_TOKEN", "…")``,
     ``define('DB_PASSWORD', '…')``, ``os.getenv("API_KEY", "…")``): what
     :class:`ArgumentRule` takes."""
-    return (r"(?i)(?P<head>(?P<key>" + _names(keys) + r")\\{0,7}[\"'][ \t]{0,4},[ \t]{0,4})"
+    return (r"(?i)(?P<head>(?P<key>" + _names(keys) + r")\\{0,7}[\"'][ \t]{0,4},[ \t]{0,16})"
             r"(?!(?:\\{0,7}[\"'])?\[REDACTED:)(?:" + QUOTED_VALUE + ")")
 
 
@@ -298,6 +299,28 @@ class ArgumentRule(AssignmentRule):
         if any(map(str.isspace, match.string[match.end("head"):match.end()])):
             return match.group(0)  # words, not a secret: print("password", "is wrong")
         return super().replace(match)
+
+
+_USER_BEFORE = re.compile(r"(?i)(?<![\w-])(?:user(?:name)?|login)[\"']?[ \t]{0,4}[:=]")
+
+
+@dataclass(frozen=True)
+class UserPassRule(AssignmentRule):
+    """``pass`` alone with an unquoted value, after a user's name on its line or the line
+    before (``user=admin pass=…``, ``login: bob, pass: …``, ``user: bob`` then ``pass:
+    …``): alone, ``pass: 12`` is a count."""
+
+    def fits(self, text: str, position: int) -> bool:
+        low = max(0, position - 256)
+        line = text.rfind("\n", low, position)
+        start = text.rfind("\n", low, line) + 1 if line >= 0 else low
+        return _USER_BEFORE.search(text, max(start, low), position) is not None
+
+
+USER_PASS = UserPassRule("password", (
+    r"(?P<head>(?P<key>(?<![A-Za-z0-9_.-])pass)[ \t]{0,4}[:=][ \t]{0,4})(?!\[REDACTED:)"
+    + NO_COUNT), ("pass",), anchored=True)
+"""A user's password after its name: ``user=admin pass=…``."""
 
 
 FLAG_RULES: tuple[Rule, ...] = (

@@ -93,6 +93,7 @@ SERVICE_KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("airtable_token", ("pat",), r"[A-Za-z0-9]{14}\.[a-f0-9]{64}(?![A-Za-z0-9_])"),
     ("mapbox_token", ("sk.eyJ",), r"[A-Za-z0-9_-]{20,1024}\.[A-Za-z0-9_-]{16,255}"),
     ("nvidia_api_key", ("nvapi-",), "[A-Za-z0-9_-]{40,255}"),
+    ("google_refresh_token", ("1//0",), "[A-Za-z0-9_-]{40,512}"),
     ("posthog_api_key", ("phx_",), "[A-Za-z0-9]{30,255}"),
     ("sonarqube_token", ("squ_", "sqp_", "sqa_"), "[a-f0-9]{40}(?![A-Za-z0-9_])"),
     ("jina_api_key", ("jina_",), "[A-Za-z0-9_-]{40,255}"),

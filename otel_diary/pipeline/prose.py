@@ -88,6 +88,23 @@ _PRINTS = re.compile(r"(?:^|[\s$>#;|&(])(?:(?:cat|type|more|head|tail|Get-Conten
 needle ends its last word)."""
 
 
+@dataclass(frozen=True)
+class _Row(Rule):
+    """A table's row naming a secret, then its value (``vault kv get``, ``pulumi config
+    --show-secrets``, ``doppler secrets``): tried only where the needle is in the row's
+    first cell."""
+
+    def fits(self, text: str, position: int) -> bool:
+        start = text.rfind("\n", max(0, position - 80), position) + 1
+        return (start > 0 or position < 80) and _FIRST_CELL.fullmatch(text, start, position) \
+            is not None
+
+
+_FIRST_CELL = re.compile(r"[ \t]{0,16}(?:[│|┃][ \t]{0,16})?[\w.:-]{0,60}")
+_CELL_END = r"(?=[ \t]{0,8}(?:[│|┃][ \t]{0,8})?\r?(?:\n|$))"
+_IN_CELL = "[^\\s│|┃]"
+
+
 PROSE_ANCHORED: tuple[Rule, ...] = (
     # "with password hunter2xyz", "the passphrase is S3cret-pw", "my password, it is
     # S3cret-pw", "the password for the admin account is `Hunter2!`": a word of letters and
@@ -120,6 +137,14 @@ PROSE_ANCHORED: tuple[Rule, ...] = (
           r"[^\s\"'`]{4,256}", ("credential",), keep_prefix=True, anchored=True,
           starts=tuple(f"credential{s}{q}{sign}" for s in ("", "s") for q in ("", '"', "'")
                        for sign in (":", "=", " :", " ="))),
+    # A table's row: the secret's name in its first cell, its value in the last, a word of
+    # eight characters or more holding a letter and a digit (not a version: "2.1.0b1").
+    _Row("secret", r"(?i)((?:passw(?:or)?d|passphrase|pass|pwd?|secret|token|api[_-]?key"
+         r"|access[_-]?key|private[_-]?key)(?-i:(?![a-z]))[\w.-]{0,40}"
+         r"(?:[ \t]{2,40}|[ \t]{0,8}[│|┃][ \t]{0,8}))(?!\[REDACTED:|\$|[vV]?[0-9]{1,4}\.[0-9])"
+         rf"(?={_IN_CELL}{{0,511}}[0-9])(?={_IN_CELL}{{0,511}}[A-Za-z]){_IN_CELL}{{8,512}}"
+         + _CELL_END, ("pass", "pw", "secret", "token", "api", "access", "private"),
+         keep_prefix=True, anchored=True),
     # A secret a command printed on the next line: a lone word of letters and digits.
     _Printed("secret", r"(?i)((?:passw(?:or)?d|passphrase|token|secret|key)[\w.}\]'\"-]{0,40}"
              r"(?:[ \t]{1,4}\|[ \t]{0,4}base64[ \t]{1,4}(?:-d|-D|--decode))?[ \t]{0,4}\r?\n)"

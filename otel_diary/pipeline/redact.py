@@ -25,6 +25,7 @@ from otel_diary.pipeline.assignments import (
     FLAG_RULES,
     NO_COUNT,
     QUOTED_VALUE,
+    USER_PASS,
     ArgumentRule,
     AssignmentRule,
     argument,
@@ -113,7 +114,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
          r"eyJ" + token_start(3) + r"[A-Za-z0-9_-]{4,8192}\.[A-Za-z0-9_-]{4,8192}"
          r"\.[A-Za-z0-9_-]{0,8192}",
          ("eyJ",)),
-    Rule("google_oauth_token", r"ya29\." + token_start(5) + r"[A-Za-z0-9_-]{20,2048}",
+    Rule("google_oauth_token", r"ya29\." + token_start(5) + r"[A-Za-z0-9_.-]{20,2048}",
          ("ya29.",)),
     # A Telegram bot's token after its numeric id (``123456789:AA…``, ``/bot123456789:AA…``).
     Rule("telegram_bot_token", r"(:)(?<=[0-9]{6}:)AA[A-Za-z0-9_-]{30,40}(?![A-Za-z0-9_-])",
@@ -257,11 +258,11 @@ ANCHORED_RULES: tuple[Rule, ...] = (
                                                   if k.startswith(needle))),
                       (needle,), anchored=True)
       for needle in ("pass", "secret", "token", "api", "access", "pw", "sshpass", "private",
-                     "key")),
+                     "key", "salt")),
     *(ArgumentRule("secret", argument(tuple(k for k in ASSIGNMENT_KEYS
                                             if k.startswith(needle))), (needle,), anchored=True)
       for needle in ("pass", "secret", "token", "api", "access", "pw", "sshpass", "private",
-                     "key")),
+                     "key", "salt")),
     *PROSE_ANCHORED,
     *FORMAT_ANCHORED,
     *COMMAND_ANCHORED,
@@ -277,6 +278,7 @@ ANCHORED_RULES: tuple[Rule, ...] = (
         r"|(?<![A-Za-z0-9_.-])pass)(?:\\{0,7}[\"'])?[ \t]{0,4}[:=][ \t]{0,4})"
         r"(?!(?:\\{0,7}[\"'])?\[REDACTED:)(?:" + QUOTED_VALUE + "|(?(dotted)" + NO_COUNT
         + "|(?!)))"), ("pass", "pwd"), anchored=True),
+    USER_PASS,
     # PWD= alone: a connection string's password (``Server=db;UID=sa;PWD=…;``, quoted,
     # braced, or to the next ``;``; ``pwd: "…"`` quoted, as MongoDB's createUser takes
     # it), elsewhere one that is no folder, variable or code

@@ -49,6 +49,12 @@ S = "Zq9xK7mW2pL4vN8r"
     (f"SMTP_USER=bob smtpPass={S}", "SMTP_USER=bob smtpPass=[REDACTED:password]"),
     (f'$userPwd = "{S}";', '$userPwd = "[REDACTED:password]";'),
     (f"Jwt__Key={S}", "Jwt__Key=[REDACTED:api_key]"),
+    # WordPress's keys and salts, aligned; a user's password after the user
+    (f"define( 'AUTH_KEY',         '{S}' );",
+     "define( 'AUTH_KEY',         '[REDACTED:api_key]' );"),
+    (f"define('NONCE_SALT', '{S}');", "define('NONCE_SALT', '[REDACTED:secret]');"),
+    (f"user=admin pass={S}", "user=admin pass=[REDACTED:password]"),
+    (f"auth:\n  user: admin\n  pass: {S}", "auth:\n  user: admin\n  pass: [REDACTED:password]"),
     # pw ending a name
     (f'root_pw = "{S}"', 'root_pw = "[REDACTED:password]"'),
     (f"DB_PW={S}", "DB_PW=[REDACTED:password]"), (f"rootPw: {S}", "rootPw: [REDACTED:password]"),
@@ -97,6 +103,9 @@ def test_a_secret_assigned_in_code_or_config_is_redacted(text: str, redacted: st
     "x = model(input_ids, past_key_values=pkv)", "access_key = creds['AccessKeyId']",
     'password = password.encode("utf-8")', 'raw_key = generate_private_key("Ed25519")',
     "tokenizer.pad_token = tokenizer.eos_token", "db.password = settings.db_password",
+    # a salt code makes; pass alone with no user's name before it
+    "salt = bcrypt.gensalt()", "pass: 12 user=x", "user=bob pass: 12 fail: 0",
+    "user: a\nx: 1\npass: 12", "user: bob pass=true",
     # pw as a word inside a name; a duration given to the call that makes a token
     "expecter.async_pw_transport = pw, transport", "showPw = true",
     "const token = jwt.sign(payload, process.env.JWT_SECRET, { expiresIn: '1h' })",

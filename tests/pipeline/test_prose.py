@@ -86,6 +86,29 @@ def test_a_secret_a_command_printed_is_redacted(text: str, expected: str | None)
     assert redact(text) == (text if expected is None else expected)
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    ("====== Data ======\nKey         Value\n---         -----\npassword            S3cretPass9\n"
+     "username    admin",
+     "====== Data ======\nKey         Value\n---         -----\npassword            "
+     "[REDACTED:secret]\nusername    admin"),
+    ("KEY              VALUE\naws:region       us-west-2\ndbPassword       S3cretPass9",
+     "KEY              VALUE\naws:region       us-west-2\ndbPassword       [REDACTED:secret]"),
+    ("│ DB_PASSWORD │ S3cretPass9 │\n| API_TOKEN | Zq7xW2mK9pL4 |",
+     "│ DB_PASSWORD │ [REDACTED:secret] │\n| API_TOKEN | [REDACTED:secret] |"),
+    # a row of a table with more columns, a version, a verdict, a count, a date
+    ("| api_key | str | Your API key |\nkeycloak-token  2.1.0b1\nsecret_scanner   v1.2.3", None),
+    ("test_password_reset      PASSED\ntoken_count      123456\napi_key_rotation   2024-01-01",
+     None),
+    ("NAME         TYPE     DATA   AGE\ndb-password  Opaque   1      5d12h", None),
+    ("local     secret_data9x1\nmy tokens   Zq7xW2mK9pL4", None),
+])
+def test_a_secret_in_a_tables_row_is_redacted(text: str, expected: str | None) -> None:
+    """``vault kv get``, ``pulumi config --show-secrets`` and ``doppler secrets`` print a
+    table: a row whose first cell names a secret and whose last holds a word of letters
+    and digits gives the secret."""
+    assert redact(text) == (text if expected is None else expected)
+
+
 def test_a_title_naming_an_api_compiles_no_rule_of_words() -> None:
     """A reader redacts titles ("the orders API", "credentials rotated"): the rules of
     secrets in words are compiled only where a key's name is followed as one is."""

@@ -123,6 +123,8 @@ EXAMPLES = [
      "https://a.blob.core.windows.net/c?sv=2022-11-02&sig=[REDACTED:azure_sas]&se=x"),
     ("google_oauth_token", "Authorization: ya29.a0AfH6SMBx" + "Qz_-" * 8,
      "Authorization: [REDACTED:google_oauth_token]"),
+    ("google_oauth_token", "gcloud printed ya29.c.b0AXv0zTPk" + "Qz_-" * 8 + " then",
+     "gcloud printed [REDACTED:google_oauth_token] then"),
     # the value on the next line (YAML, a stack trace's locals), or after a wide space
     ("password", "db:\n  password:\n    hunter2\n  user: bob",
      "db:\n  password:\n    [REDACTED:password]\n  user: bob"),
@@ -724,6 +726,7 @@ SAMPLE_KEYS = [
     ("discord_token", f"MTIzNDU2Nzg5MDEyMzQ1Njc4.GaBcDe.{KEY_BODY[:38]}"),
     ("discord_token", f"OTk4NzY1NDMyMTAxMjM0NTY3OA.Gx_9Yz.{KEY_BODY[:27]}"),
     ("nvidia_api_key", "nvapi-" + KEY_BODY[:64]),
+    ("google_refresh_token", "1//0g" + KEY_BODY[:60]),
     ("posthog_api_key", "phx_" + KEY_BODY[:47]),
     ("sonarqube_token", "squ_" + HEX[:40]),
     ("jina_api_key", "jina_" + KEY_BODY[:60]),
