@@ -333,8 +333,9 @@ FLAG_RULES: tuple[Rule, ...] = (
         r"(?![A-Za-z0-9_-])(?:[ \t]{1,4}|[ \t]{0,4}=[ \t]{0,4}"
         # an argument list: ['--password', 'value'], ["--token", "value"]
         r"|(?P<listed>[\"']),[ \t]{0,2}(?=(?P=listed))))"
-        r"(?![\"']?\[REDACTED:)"
-        r"(?:(?P<quote>[\"'])" + quoted("quote") + r"|(?!--|[<>]|\.{0,2}/|~/)[^\s\"'`]{1,512})"),
+        r"(?!(?:\\{0,7}[\"'])?\[REDACTED:)"
+        r"(?:(?P<quote>\\{0,7}[\"'])" + quoted("quote")
+        + r"|(?!--|[<>]|\.{0,2}/|~/)[^\s\"'`\\]{1,512})"),
         ("--",)),
 )
 """Secrets given to a command as a flag's value, with ``=`` or a space."""

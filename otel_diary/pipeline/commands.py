@@ -31,10 +31,10 @@ def _given(tool: str, flag: str, rest: str = "") -> str:
     """``tool`` (then ``rest`` of its name: a family of tools is one needle), a few
     words, then ``flag``, a space and the value (not another flag)."""
     return ("(" + re.escape(tool) + token_start(len(tool)) + rest + _WORDS + r"[ \t]{1,4}"
-            + flag + r"[ \t]{1,4}(?P<q>[\"'])?)(?!-|\[REDACTED:)" + _VALUE)
+            + flag + r"[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?!-|\[REDACTED:)" + _VALUE)
 
 
-_PIPED_TO = (r"(?=(?(q)[\"'])[ \t]{0,4}\|[ \t]{0,4}(?:chpasswd|sudo[ \t]{1,4}"
+_PIPED_TO = (r"(?=(?(q)(?P=q))[ \t]{0,4}\|[ \t]{0,4}(?:chpasswd|sudo[ \t]{1,4}"
              r"(?:-[A-Za-z]{1,4}(?:[ \t]{1,4}[^\s-][^\s]{0,64})?[ \t]{1,4}){0,3}?"
              r"-[A-Za-z]{0,3}S(?![A-Za-z])"
              r"|[^\s;|&][^\n;|&]{0,256}?[ \t](?:--password-stdin|--with-token|--stdin"
@@ -51,19 +51,19 @@ _ORACLE_VALUE = maybe_quoted(";|&(),@/")
 _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # curl -u user:password (not a numeric uid:gid, as docker run -u gives, nor a URL).
     *(("password",
-       "(" + flag + r"(?<=[ \t]" + flag + r")(?:[ \t]{1,4}|=)(?P<q>[\"'])?"
+       "(" + flag + r"(?<=[ \t]" + flag + r")(?:[ \t]{1,4}|=)(?P<q>\\{0,7}[\"'])?"
        r"(?![0-9]{1,10}:[0-9]{1,10}(?![^\s\"']))[^\s:\"']{1,256}:)(?!//)" + _VALUE,
        (flag,)) for flag in ("-u", "--user")),
     # openssl ... -pass pass:password (also -passin, -passout, -password)
     ("password", r"(-pass" + token_start(5) + r"(?:in|out|word)?[ \t]{1,4}"
-     r"(?P<q>[\"'])?pass:)" + _VALUE, ("-pass",)),
+     r"(?P<q>\\{0,7}[\"'])?pass:)" + _VALUE, ("-pass",)),
     # sshpass -p password
-    ("password", r"(sshpass" + token_start(7) + r"[ \t]{1,4}-p[ \t]{0,4}(?P<q>[\"'])?)"
+    ("password", r"(sshpass" + token_start(7) + r"[ \t]{1,4}-p[ \t]{0,4}(?P<q>\\{0,7}[\"'])?)"
      r"(?!-)" + _VALUE, ("sshpass",)),
     # mysql [options] -ppassword (the password glued to -p; "-p db" asks for one).
     *(("password",
        "(" + tool + token_start(len(tool)) + rest + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
-       r"[ \t]{1,4}-p(?P<q>[\"'])?)(?![-\s])" + _VALUE,
+       r"[ \t]{1,4}-p(?P<q>\\{0,7}[\"'])?)(?![-\s])" + _VALUE,
        (tool,)) for tool, rest in (("mysql", "(?:dump|admin)?"), ("mariadb", ""))),
     # docker login [registry] [-u user] -p password: at most five words in between (the
     # match starts at login, one needle for every tool, after one space or tab).
@@ -71,26 +71,26 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      "(login(?:" + "|".join(rf"(?<=(?<![A-Za-z0-9_.-]){tool}[ \t]login)" for tool in (
          "docker", "podman", "buildah", "skopeo", "nerdctl", "oras", "helm registry", "az",
          "acr", "cf")) + r")(?:[ \t]{1,4}[^\s]{1,256}){0,5}?[ \t]{1,4}-p(?:[ \t]{1,4}|=)"
-     r"(?P<q>[\"'])?)(?!-)" + _VALUE, ("login",)),
+     r"(?P<q>\\{0,7}[\"'])?)(?!-)" + _VALUE, ("login",)),
     # redis-cli -a password (or --pass password), gh secret set NAME --body value, and
     # kubectl create secret ... --from-literal=NAME=value.
     ("password", r"(redis-cli" + token_start(9) + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
-     r"[ \t]{1,4}(?:-a|--pass)[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + _VALUE, ("redis-cli",)),
+     r"[ \t]{1,4}(?:-a|--pass)[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?!-)" + _VALUE, ("redis-cli",)),
     ("secret", r"(gh secret set" + token_start(13) + r"(?:[ \t]{1,4}[^\s]{1,256}){0,6}?"
-     r"[ \t]{1,4}(?:--body(?:[ \t]{1,4}|=)|-b[ \t]{0,4})(?P<q>[\"'])?)(?!-)" + _VALUE,
+     r"[ \t]{1,4}(?:--body(?:[ \t]{1,4}|=)|-b[ \t]{0,4})(?P<q>\\{0,7}[\"'])?)(?!-)" + _VALUE,
      ("gh secret set",)),
-    ("secret", r"(--from-literal=[A-Za-z0-9_.-]{1,253}=(?P<q>[\"'])?)" + _VALUE,
+    ("secret", r"(--from-literal=[A-Za-z0-9_.-]{1,253}=(?P<q>\\{0,7}[\"'])?)" + _VALUE,
      ("--from-literal=",)),
     # aws configure set aws_secret_access_key VALUE (a token, a key, a password too).
     ("secret", r"(aws configure set" + token_start(17) + r"[ \t]{1,4}"
      r"(?:[A-Za-z0-9_-]{1,64}\.){0,2}[A-Za-z0-9_]{0,40}(?:secret|token|key|password)"
      r"[A-Za-z0-9_]{0,40}"
-     r"[ \t]{1,4}(?P<q>[\"'])?)(?![\"']?\[REDACTED:)" + _VALUE, ("aws configure set",)),
+     r"[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?![\"']?\[REDACTED:)" + _VALUE, ("aws configure set",)),
     # keytool and jarsigner: -storepass VALUE, -keypass VALUE (-storepass:env NAME names one)
     # (the match starts at the needle, after the dash and the side: one needle each).
     *(("password", "(" + what + "(?:" + "|".join(
         rf"(?<=(?<![A-Za-z0-9_-])-{side}{what})" for side in ("", "src", "dest"))
-       + r")[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + _VALUE, (what,))
+       + r")[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?!-)" + _VALUE, (what,))
       for what in ("storepass", "keypass")),
     # A password a tool takes after its own flag: sqlcmd -P, mongosh -p, ldapsearch -w,
     # openssl enc -k, zip -P, ssh-keygen -N (the new passphrase; -P the old), and ngrok's
@@ -103,40 +103,42 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ("ssh-keygen", "-[NP]", ""), ("ngrok", "(?:add-)?authtoken", ""),
         ("wandb", "login", ""))),
     # 7z a -pPASSWORD archive.7z (7za, 7zz, 7zr; glued, as mysql's).
-    ("password", "(7z" + token_start(2) + r"[azr]?" + _WORDS + r"[ \t]{1,4}-p(?P<q>[\"'])?)"
+    ("password", "(7z" + token_start(2) + r"[azr]?" + _WORDS + r"[ \t]{1,4}-p(?P<q>\\{0,7}[\"'])?)"
      r"(?![-\s])" + _VALUE, ("7z",)),
     # mc alias set NAME URL ACCESS_KEY SECRET_KEY (MinIO's client; the match starts at
     # alias, after "mc ").
     ("secret", r"(alias(?<=(?<![A-Za-z0-9_.-])mc[ \t]alias)[ \t]{1,4}set(?:[ \t]{1,4}"
-     r"[^\s;|&]{1,256}){3}[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + _VALUE, ("alias",)),
+     r"[^\s;|&]{1,256}){3}[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?!-)" + _VALUE, ("alias",)),
     # rabbitmqctl add_user NAME PASSWORD (and change_password, authenticate_user).
     ("password", r"(rabbitmqctl" + token_start(11) + _WORDS + r"[ \t]{1,4}"
      r"(?:add_user|change_password|authenticate_user)[ \t]{1,4}[^\s;|&]{1,256}[ \t]{1,4}"
-     r"(?P<q>[\"'])?)(?!-)" + _VALUE, ("rabbitmqctl",)),
+     r"(?P<q>\\{0,7}[\"'])?)(?!-)" + _VALUE, ("rabbitmqctl",)),
     # smbclient -U user%password (Samba's tools join the two with %): the two quoted
     # together, or the password alone.
     *(("password", "(" + tool + token_start(len(tool)) + rest + _WORDS + r"[ \t]{1,4}(?:-U"
-       r"[ \t]{0,4}|--user(?:=|[ \t]{1,4}))(?P<u>[\"'])?[^\s%\"']{1,256}%(?(u)|(?P<q>[\"'])?))"
+       r"[ \t]{0,4}|--user(?:=|[ \t]{1,4}))(?P<u>[\"'])?[^\s%\"']{1,256}%"
+       r"(?(u)|(?P<q>\\{0,7}[\"'])?))"
        r"(?(u)" + quoted("u") + "|" + _VALUE + ")", (tool,))
       for tool, rest in (("smb", "(?:client|cacls|get)"), ("rpcclient", ""), ("net", ""))),
     # htpasswd -b[n] [file] user password: the last word of the batch form.
     ("password", r"(htpasswd" + token_start(8) + r"(?:[ \t]{1,4}-[A-Za-z]{1,6}){0,3}?"
      r"[ \t]{1,4}-(?=[A-Za-z]{0,5}b)(?:(?=[A-Za-z]{0,5}n)[A-Za-z]{1,6}(?P<n>)|[A-Za-z]{1,6})"
      r"(?:[ \t]{1,4}-[A-Za-z]{1,6}){0,3}(?(n)|[ \t]{1,4}[^\s;|&-][^\s;|&]{0,255})"
-     r"[ \t]{1,4}[^\s;|&]{1,256}[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + _VALUE, ("htpasswd",)),
+     r"[ \t]{1,4}[^\s;|&]{1,256}[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?!-)" + _VALUE, ("htpasswd",)),
     # echo PASSWORD | sudo -S …, | docker login --password-stdin, | chpasswd (also
     # printf '%s\n' PASSWORD | …)
     *(("password", "(" + tool + token_start(len(tool)) + r"(?:[ \t]{1,4}-[neE]{1,3})?" + form
-       + r"[ \t]{1,4}(?P<q>[\"'])?)(?![-$])" + _VALUE + _PIPED_TO, (tool,))
+       + r"[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?![-$])" + _VALUE + _PIPED_TO, (tool,))
       for tool, form in (("echo", ""),
                          ("printf", r"(?:[ \t]{1,4}(?P<f>[\"'])%s(?:\\n)?(?P=f))?"))),
     # aws secretsmanager create-secret … --secret-string VALUE (not a file:// it reads), and
     # aws ssm put-parameter … --value VALUE, when the parameter is a SecureString.
-    ("secret", r"(--secret-string(?:[ \t]{1,4}|=)(?P<q>[\"'])?)(?!fileb?://|(?i:bearer|basic)[ \t])"
+    ("secret", r"(--secret-string(?:[ \t]{1,4}|=)(?P<q>\\{0,7}[\"'])?)"
+     r"(?!fileb?://|(?i:bearer|basic)[ \t])"
      + _VALUE,
      ("--secret-string",)),
     ("secret", r"(put-parameter" + token_start(13) + r"(?=[^\n;|&]{0,512}SecureString)"
-     + _WORDS + r"[ \t]{1,4}--value(?:[ \t]{1,4}|=)(?P<q>[\"'])?)(?!-|fileb?://)"
+     + _WORDS + r"[ \t]{1,4}--value(?:[ \t]{1,4}|=)(?P<q>\\{0,7}[\"'])?)(?!-|fileb?://)"
      + _VALUE, ("put-parameter",)),
     # A Dockerfile's ENV NAME VALUE (the form without "="), Windows' setx NAME VALUE,
     # Apache's SetEnv NAME VALUE and fish's set -gx NAME VALUE, for a name ending as a
@@ -144,7 +146,7 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("secret", r"((?<![A-Za-z0-9_.-])(?:ENV|setx|SetEnv|set[ \t]{1,4}-[gxUlu]{1,4})"
      r"[ \t]{1,4}[A-Za-z0-9_]{0,60}"
      r"(?:PASSWORD|PASSWD|PASSPHRASE|SECRET(?:_KEY)?|TOKEN|API_?KEY|ACCESS_KEY|PRIVATE_KEY|_PASS"
-     r"|_PWD)(?![A-Za-z0-9_])[ \t]{1,4}(?P<q>[\"'])?)(?![$\s]|\[REDACTED:)" + _VALUE,
+     r"|_PWD)(?![A-Za-z0-9_])[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?![$\s]|\[REDACTED:)" + _VALUE,
      ("ENV", "setx", "SetEnv", "set -")),
     # SQL: CREATE USER … [WITH] PASSWORD '…' (PostgreSQL), … IDENTIFIED [WITH plugin] BY
     # [PASSWORD|VALUES] '…' or AS '…' (MySQL, Oracle: a password or its hash; in lower case
@@ -161,34 +163,35 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # Redis: requirepass and masterauth in its config, CONFIG SET or on its command line
     # (its AUTH is _RedisAuth, below).
     ("password", r"((?<![A-Za-z0-9_.])(?:requirepass|masterauth)(?:[\"'],)?[ \t]{1,4}"
-     r"(?P<q>[\"'])?)(?![\"']?\[REDACTED:)" + _VALUE, ("requirepass", "masterauth")),
+     r"(?P<q>\\{0,7}[\"'])?)(?![\"']?\[REDACTED:)" + _VALUE, ("requirepass", "masterauth")),
     # vault login TOKEN (not -method=…, nor a NAME=VALUE the method takes), twine -p,
     # lftp -u USER,PASSWORD, poetry config http-basic.REPO USER PASSWORD.
     ("token", r"(vault" + token_start(5) + r"[ \t]{1,4}login(?:[ \t]{1,4}-[\w-]{1,30}"
-     r"(?:=[^\s;|&]{1,64})?){0,4}[ \t]{1,4}(?P<q>[\"'])?)(?!-|[^\s=]{0,256}=)"
+     r"(?:=[^\s;|&]{1,64})?){0,4}[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?!-|[^\s=]{0,256}=)"
      r"(?=[^\s;|&\"']{8})(?=[^\s;|&\"']{0,255}[0-9])" + _VALUE, ("vault",)),
     # dotnet user-secrets set NAME VALUE: every value it is given is a secret.
     ("secret", r"(user-secrets[ \t]{1,4}set(?:[ \t]{1,4}-{1,2}[\w-]{1,30}(?:[ \t]{1,4}"
-     r"[^\s;|&-][^\s;|&]{0,255})?){0,3}[ \t]{1,4}(?:\"[^\"\r\n]{1,256}\"|'[^'\r\n]{1,256}'"
-     r"|[^\s;|&\"']{1,256})[ \t]{1,4}(?P<q>[\"'])?)(?![\"']?\[REDACTED:)" + _VALUE,
+     r"[^\s;|&-][^\s;|&]{0,255})?){0,3}[ \t]{1,4}(?:\\{0,7}\"[^\"\r\n\\]{1,256}\\{0,7}\""
+     r"|'[^'\r\n]{1,256}'"
+     r"|[^\s;|&\"']{1,256})[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?![\"']?\[REDACTED:)" + _VALUE,
      ("user-secrets",)),
     ("password", _given("twine", "-p"), ("twine",)),
-    ("password", r"(lftp" + token_start(4) + _WORDS + r"[ \t]{1,4}-u[ \t]{1,4}(?P<q>[\"'])?"
+    ("password", r"(lftp" + token_start(4) + _WORDS + r"[ \t]{1,4}-u[ \t]{1,4}(?P<q>\\{0,7}[\"'])?"
      r"[^\s,\"']{1,256},)" + _VALUE, ("lftp",)),
     ("password", r"(poetry" + token_start(6) + r"[ \t]{1,4}config[ \t]{1,4}http-basic\."
-     r"[^\s;|&]{1,256}[ \t]{1,4}[^\s;|&]{1,256}[ \t]{1,4}(?P<q>[\"'])?)(?!-)" + _VALUE,
+     r"[^\s;|&]{1,256}[ \t]{1,4}[^\s;|&]{1,256}[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?!-)" + _VALUE,
      ("poetry",)),
     # FreeRDP: xfreerdp /v:host /u:user /p:PASSWORD.
-    ("password", r"(freerdp" + _WORDS + r"[ \t]{1,4}/p:(?P<q>[\"'])?)" + _VALUE,
+    ("password", r"(freerdp" + _WORDS + r"[ \t]{1,4}/p:(?P<q>\\{0,7}[\"'])?)" + _VALUE,
      ("freerdp",)),
     # curl -b/--cookie NAME=VALUE (a session's cookie; not a file's name).
     ("cookie", r"(curl" + token_start(4) + _WORDS + r"[ \t]{1,4}(?:-b|--cookie)(?:[ \t]{1,4}|=)"
-     r"(?P<q>[\"'])?)(?=[^\s;|&\"'=]{1,256}=)" + _VALUE, ("curl",)),
+     r"(?P<q>\\{0,7}[\"'])?)(?=[^\s;|&\"'=]{1,256}=)" + _VALUE, ("curl",)),
     # net use [Z:] \\host\share PASSWORD [/user:NAME], or /user:NAME PASSWORD (Windows; a
     # * asks for it).
     ("password", r"(net[ \t]{1,4}use" + token_start(7) + r"(?:[ \t]{1,4}(?:[A-Za-z]:|\*))?"
      r"[ \t]{1,4}\\\\[^\s;|&]{1,256}(?:[ \t]{1,4}/(?i:user):[^\s;|&]{1,256})?[ \t]{1,4}"
-     r"(?P<q>[\"'])?)(?![/*])" + _VALUE, ("net",)),
+     r"(?P<q>\\{0,7}[\"'])?)(?![/*])" + _VALUE, ("net",)),
 )
 """Each rule's kind, its expression (group 1 is what comes before the value, kept), and the
 literals every match starts with."""
@@ -210,7 +213,8 @@ class _RedisAuth(Rule):
         return match.group(0)
 
 
-_PAIR = re.compile(r"((?<![^ \t])(?P<o>[\"'])?[A-Za-z_][A-Za-z0-9_]{0,127}=(?(o)|(?P<q>[\"'])?))"
+_PAIR = re.compile(r"((?<![^ \t])(?P<o>[\"'])?[A-Za-z_][A-Za-z0-9_]{0,127}="
+                   r"(?(o)|(?P<q>\\{0,7}[\"'])?))"
                    r"(?![\"']?\[REDACTED:|\$)(?(o)" + quoted("o") + "|" + _VALUE + ")")
 """A ``NAME=VALUE`` word (quoted whole, or its value quoted), up to the value."""
 
@@ -237,7 +241,7 @@ COMMAND_RULES: tuple[Rule, ...] = (
         ("secrets set",)),
     _RedisAuth("password", r"((?<![A-Za-z0-9_.-])(?:AUTH|auth)[ \t]{1,4}(?![\"']?\[REDACTED:"
                r"|[^\s;|&\"']{1,256}[ \t]{1,4}[\"']?\[REDACTED:)"
-               r"(?:[^\s;|&\"']{1,256}[ \t]{1,4})?(?P<q>[\"'])?)"
+               r"(?:[^\s;|&\"']{1,256}[ \t]{1,4})?(?P<q>\\{0,7}[\"'])?)"
                r"(?!(?:OK|failed|required|PLAIN|LOGIN)\b)" + _VALUE, ("AUTH", "auth")),
 )
 """The rules, in the order they are tried."""
@@ -246,7 +250,7 @@ COMMAND_ANCHORED: tuple[Rule, ...] = (
     # Oracle's password in any case: create|alter user NAME identified by tiger, a database
     # link's connect to NAME identified by "x" (a bind variable or a substitution is none).
     Rule("password", r"(?i)(\b(?:(?:create|alter)[ \t]{1,4}user|connect[ \t]{1,4}to)[ \t]{1,4}"
-         r"[a-z0-9_$#.\"]{1,128}[ \t]{1,4}identified[ \t]{1,4}by[ \t]{1,4}(?P<q>[\"'])?)"
+         r"[a-z0-9_$#.\"]{1,128}[ \t]{1,4}identified[ \t]{1,4}by[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)"
          r"(?!(?:values|password)[ \t]|[':&$\[])" + _ORACLE_VALUE, ("create", "alter", "connect"),
          keep_prefix=True, anchored=True),
     # Oracle's tools given NAME/PASSWORD[@db]: sqlplus, expdp, impdp, sqlldr, rman target,
@@ -254,7 +258,8 @@ COMMAND_ANCHORED: tuple[Rule, ...] = (
     # authentication) and a NAME alone (a prompt) hold none.
     Rule("password", r"(?i)((?:\b(?:sqlplus|expdp|impdp|sqlldr)(?:[ \t]{1,4}-[a-z]{1,12}){0,4}"
          r"[ \t]{1,4}|\brman[ \t]{1,4}target[ \t]{1,4}|\buserid=|(?:(?<![^\n])|(?<=SQL> ))"
-         r"conn(?:ect)?[ \t]{1,4})(?:\"[^\"\r\n/]{1,128}\"|[a-z0-9_$#]{1,128})/(?P<q>\")?)"
+         r"conn(?:ect)?[ \t]{1,4})(?:\\{0,7}\"[^\"\r\n/\\]{1,128}\\{0,7}\"|[a-z0-9_$#]{1,128})/"
+         r"(?P<q>\\{0,7}\")?)"
          r"(?!\[REDACTED:)" + _ORACLE_VALUE,
          ("sqlplus", "expdp", "impdp", "sqlldr", "rman", "userid=", "conn"),
          keep_prefix=True, anchored=True),

@@ -184,14 +184,16 @@ def quoted(group: str) -> str:
     such quote), else (none on the line) up to its first quote of that kind, or the line's
     end."""
     quote = f"(?P={group})"
-    return (rf"(?:(?:(?!{quote})[^\\\r\n]|\\[^\r\n]){{1,512}}(?={quote})"
+    return (rf"(?:(?:(?!{quote})(?:[^\\\r\n]|\\[^\r\n])){{1,512}}(?={quote})"
             rf"|(?:(?!{quote})[^\r\n]){{1,512}})")
 
 
 def maybe_quoted(ends: str = "") -> str:
-    """A value after an opening quote that may be there (group ``q``): quoted as
-    :func:`quoted` says, else up to white space, a quote or one of ``ends``."""
-    return "(?(q)" + quoted("q") + r"|[^\s\"'" + ends + "]{1,512})"
+    """A value after an opening quote that may be there (group ``q``, also escaped:
+    ``\\"``): quoted as :func:`quoted` says, else up to white space, a quote or one of
+    ``ends`` (not an escaped quote: the opening one the group passed over)."""
+    return ("(?(q)" + quoted("q") + r"|(?!\\{1,7}[\"'])(?:[^\s\"'\\" + ends
+            + r"]|\\(?![\\\"'])){1,512})")
 
 SECRET_NAME = r"[\w.-]{0,60}(?i:pass|pwd|secret|token|key|credential)[\w.-]{0,60}"
 """A variable's name that says it holds a secret (``DB_PASSWORD``, ``api_token``)."""

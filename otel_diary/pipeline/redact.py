@@ -457,11 +457,14 @@ _ANCHORED_RULES_OF: dict[str, list[int]] = {}
 for _index, _rule in enumerate(ANCHORED_RULES):
     for _needle in _rule.needles:
         _ANCHORED_RULES_OF.setdefault(_needle, []).append(_index)
-_ANCHORED_BY_FIRST = {first: tuple((needle, tuple(_ANCHORED_RULES_OF[needle]))
-                                   for _, needle in pairs)
-                      for first, pairs in _by_first(enumerate(_ANCHORED_RULES_OF)).items()}
-"""The case-insensitive needles, each with the indices of its rules (a needle several
-rules share is searched for once), by first character."""
+_ANCHORED_BY_FIRST = {first: tuple(
+    (needle, -len(needle), tuple(sorted({index for shorter, indices in _ANCHORED_RULES_OF.items()
+                                         if needle.startswith(shorter) for index in indices})))
+    for _, needle in pairs) for first, pairs in _by_first(enumerate(_ANCHORED_RULES_OF)).items()}
+"""The case-insensitive needles, by first character, each with the indices of the rules
+tried where it is found: its own and those of the needles it starts with (``pass`` is
+found wherever ``passw`` is, and tried with it, in the rules' order). A needle several
+rules share is searched for once."""
 
 
 def _replace_fitting(rule: Rule, match: re.Match[str]) -> str:
@@ -479,31 +482,33 @@ def _redact_anchored(text: str) -> str:
             text = rule.pattern.sub(functools.partial(_replace_fitting, rule), text)
         return text
     firsts = _ANCHORED_BY_FIRST.keys()
-    candidates: list[tuple[int, int]] = []
+    candidates: list[tuple[int, int, tuple[int, ...]]] = []
     for first in firsts if len(lowered) > _FEW_CHARS else firsts & set(lowered):
-        for needle, indices in _ANCHORED_BY_FIRST[first]:
+        for needle, longest_first, indices in _ANCHORED_BY_FIRST[first]:
             position = lowered.find(needle)
             while position >= 0:
-                candidates.extend((position, index) for index in indices)
+                candidates.append((position, longest_first, indices))
                 position = lowered.find(needle, position + 1)
     if not candidates:
         return text
-    candidates.sort()
+    candidates.sort()  # at one position, the longest needle's rules (all of them) first
     out: list[str] = []
     done = 0
-    for position, index in candidates:
+    for position, _, indices in candidates:
         if position < done:
             continue
-        rule = rules[index]
-        if ("pattern" not in rule.__dict__ and isinstance(rule, AssignmentRule)
-                and not _SEPARATED.match(text, position)) or not rule.fits(text, position):
-            continue
-        match = rule.pattern.match(text, position)
-        if match is None:
-            continue
-        out.append(text[done:position])
-        out.append(rule.replace(match))
-        done = match.end()
+        for index in indices:
+            rule = rules[index]
+            if ("pattern" not in rule.__dict__ and isinstance(rule, AssignmentRule)
+                    and not _SEPARATED.match(text, position)) or not rule.fits(text, position):
+                continue
+            match = rule.pattern.match(text, position)
+            if match is None:
+                continue
+            out.append(text[done:position])
+            out.append(rule.replace(match))
+            done = match.end()
+            break
     out.append(text[done:])
     return "".join(out)
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from otel_diary.pipeline.redact import redact
 
-
-@pytest.mark.parametrize(("text", "expected"), [
+COMMANDS = [
     ("aws configure set aws_secret_access_key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
      "aws configure set aws_secret_access_key [REDACTED:secret]"),
     ("aws configure set profile.dev.aws_session_token FwoGZXIvYXdzEJr --profile dev",
@@ -140,11 +141,28 @@ from otel_diary.pipeline.redact import redact
      'curl -s --cookie "[REDACTED:cookie]" https://example.com'),
     ("curl -b sessionid=Zq7xW2mK9pL4 https://example.com",
      "curl -b [REDACTED:cookie] https://example.com"),
-])
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), COMMANDS)
 def test_the_value_a_command_is_given_is_redacted(text: str, expected: str) -> None:
     """Each tool's secret is replaced; the tool, its flags and its other words stay."""
     assert redact(text) == expected
     assert redact(expected) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (text, expected) for text, expected in COMMANDS
+    if text.count('"') % 2 == 0 and text.count("'") % 2 == 0])
+def test_a_command_in_a_tool_calls_json_is_redacted_and_stays_json(text: str,
+                                                                    expected: str) -> None:
+    """A shell tool's call holds its command as a JSON string, quotes escaped (``-p
+    \\"S3cret\\"``): the secret goes and the call is still JSON, its command the one
+    redacted as it stands (a command whose quotes are closed: an unclosed one runs to the
+    line's end)."""
+    arguments = json.dumps({"command": text})
+    assert json.loads(redact(arguments)) == {"command": expected}
+    assert redact(text.replace('"', '\\"')) == expected.replace('"', '\\"')
 
 
 @pytest.mark.parametrize("text", [
