@@ -98,15 +98,18 @@ def _camel(key: str) -> str:
 
 
 _LAST = {"pw": r"(?![\w-])"}
-"""Keys that name a secret only as a name's last word (``ROOT_PW``, not
-``async_pw_transport``)."""
+"""Keys that name a secret only as a name's last word, after one of :data:`_CAMEL`'s
+(``ROOT_PW``, ``dbPw``; not ``async_pw_transport``, ``gpu_pw``, ``servo_pw``: power, a
+pulse's width)."""
 
 
 def _glued(key: str) -> str:
     """``key`` ending a longer name: after ``_``, ``-`` or ``__`` (unless the name is one
-    of :data:`_NOT_SECRET`'s), or in camel case; followed by no letter (by nothing of a
-    name, for :data:`_LAST`'s)."""
-    after_separator = rf"(?:(?<=[A-Za-z0-9][_-])|(?<=[A-Za-z0-9]__)){_NOT_SECRET.get(key, '')}"
+    of :data:`_NOT_SECRET`'s), or in camel case; followed by no letter (for
+    :data:`_LAST`'s: after one of :data:`_CAMEL`'s words, and by nothing of a name)."""
+    after_separator = (rf"(?:(?<=[A-Za-z0-9][_-])|(?<=[A-Za-z0-9]__)){_NOT_SECRET.get(key, '')}"
+                       if key not in _LAST else
+                       "(?:" + "|".join(rf"(?<={word}[_-])" for word in _CAMEL[key]) + ")")
     return rf"(?:{after_separator}{key}|{_camel(key)})(?![A-Za-z]){_LAST.get(key, '')}"
 
 
@@ -208,7 +211,11 @@ def _names_only(code: str) -> bool:
     return True
 
 
-_ARGUMENT_VALUE = re.compile(r"[A-Za-z_]\w{0,60}\)")
+_ARGUMENT_VALUE = re.compile(r"[A-Za-z_](?:[A-Za-z_]{0,59}|\w{0,29}_\w{1,30}"
+                             r"|\w{0,56}?[a-z]{3}\w{0,56})\)")
+"""A variable or a type given as an argument: a name of letters, of words joined by ``_``
+or holding one (``pkv``, ``api_key_2``, ``X25519PublicKey``; not ``A0000``, which may be
+the secret)."""
 _WORD = re.compile(r"[a-z]{3}")
 
 
@@ -328,7 +335,7 @@ FLAG_RULES: tuple[Rule, ...] = (
         r"(?P<head>--(?=[A-Za-z])(?i:(?:[a-z0-9]{1,20}[-_](?:[a-z0-9]{1,20}[-_])?)?"
         r"(?P<key>password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key|auth"
         r"(?:[-_]?key|token)?"
-        r"|(?<=[a-z0-9][-_])(?:pass|pwd)|(?:(?<=account[-_])|(?<=signing[-_])"
+        r"|(?<=[a-z0-9][-_])(?:pass|pwd|pw)|(?:(?<=account[-_])|(?<=signing[-_])"
         r"|(?<=master[-_])|(?<=encryption[-_]))key))"
         r"(?![A-Za-z0-9_-])(?:[ \t]{1,4}|[ \t]{0,4}=[ \t]{0,4}"
         # an argument list: ['--password', 'value'], ["--token", "value"]

@@ -146,7 +146,7 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("secret", r"((?<![A-Za-z0-9_.-])(?:ENV|setx|SetEnv|set[ \t]{1,4}-[gxUlu]{1,4})"
      r"[ \t]{1,4}[A-Za-z0-9_]{0,60}"
      r"(?:PASSWORD|PASSWD|PASSPHRASE|SECRET(?:_KEY)?|TOKEN|API_?KEY|ACCESS_KEY|PRIVATE_KEY|_PASS"
-     r"|_PWD)(?![A-Za-z0-9_])[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?![$\s]|\[REDACTED:)" + _VALUE,
+     r"|_PWD)(?![A-Za-z0-9_])[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?![$\s(]|\[REDACTED:)" + _VALUE,
      ("ENV", "setx", "SetEnv", "set -")),
     # SQL: CREATE USER … [WITH] PASSWORD '…' (PostgreSQL), … IDENTIFIED [WITH plugin] BY
     # [PASSWORD|VALUES] '…' or AS '…' (MySQL, Oracle: a password or its hash; in lower case
@@ -182,7 +182,9 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      r"[^\s;|&]{1,256}[ \t]{1,4}[^\s;|&]{1,256}[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?!-)" + _VALUE,
      ("poetry",)),
     # FreeRDP: xfreerdp /v:host /u:user /p:PASSWORD.
-    ("password", r"(freerdp" + _WORDS + r"[ \t]{1,4}/p:(?P<q>\\{0,7}[\"'])?)" + _VALUE,
+    ("password", "(freerdp(?:" + "|".join(rf"(?<=(?<![\w.-]){tool}freerdp)"
+                                          for tool in ("", "x", "wl", "sdl-"))
+     + r")3?(?:[ \t]{1,4}[^\s;|&]{1,256}){0,16}?[ \t]{1,4}/p:(?P<q>\\{0,7}[\"'])?)" + _VALUE,
      ("freerdp",)),
     # curl -b/--cookie NAME=VALUE (a session's cookie; not a file's name).
     ("cookie", r"(curl" + token_start(4) + _WORDS + r"[ \t]{1,4}(?:-b|--cookie)(?:[ \t]{1,4}|=)"

@@ -37,7 +37,7 @@ _NOT_THE_FIELD = (r"(?![^\"'\\\r\n]{0,80}(?i:forgot|reset|hint|show|hide|toggle|
                   r"|button))")
 """What names a control near a password field, not the field (``Forgot password link``)."""
 
-_PASSWORD = r"(?i:passw(?:or)?d|passphrase|pwd|pass(?![a-z]))"
+_PASSWORD = r"(?i:passw(?:or)?d|passphrase|pwd|(?<![\w\s-])pass(?![\w-]))"
 _NOT_NEAR = (r"(?![-_ ]?(?i:hint|help|toggle|strength|reset|forgot|link|label|error|visibility"
              r"|show|hide|rules|meter))")
 """After a password's name, what makes it a field near one (``#password-hint``)."""
@@ -56,21 +56,22 @@ _BY_PLACE: tuple[tuple[str, str, int], ...] = (
     ("secret", r"SymmetricSecurityKey\(", 0), ("secret", r"hmacShaKeyFor\(", 0),
     ("secret", r"createHmac\(", 1),
     ("password", r"ConvertTo-SecureString[ \t]{1,4}(?:-String[ \t]{1,4})?", 0),
-    ("password", r"basic_auth\(", 1), ("password", r"simple_bind(?:_s)?\(", 1),
-    ("password", r"bind_s\(", 1),
+    ("password", r"basic_auth\(", 1), ("password", r"(?:simple_bind|bind_s)\(", 1),
     ("password", r"UsernamePassword(?:AuthenticationToken|Credentials)\(", 1),
     ("password", r"PasswordAuthentication\(", 1),
     ("password", r"PlainAuth\(", 2), ("password", r"Sequelize\(", 2),
     ("secret", r"ClientSecretCredential\(", 2),
     ("api_key", r"cohere\.(?:Async)?Client(?:V2)?\(", 0),
     ("api_key", r"wandb\.login\((?:\s{0,16}key\s{0,4}=)?", 0),
-    ("token", r"Client\(\s{0,16}(?P<sid>[\"'])AC[0-9a-f]{32}(?P=sid)\s{0,16},", 0),
+    ("token", r"(?:Client|twilio)\(\s{0,16}(?:(?P<sid>[\"'])AC[0-9a-f]{32}(?P=sid)"
+     r"|[\w.]{0,40}(?i:sid))\s{0,16},", 0),
 )
 """Each call that takes a secret by its place: :class:`_ByPlace`'s alternatives."""
 _BY_PLACE_NEEDLES = ("jwt.", "hmac", "Hmac", "Fernet(", "SymmetricSecurityKey(",
                      "ConvertTo-SecureString", "basic_auth(", "bind", "UsernamePassword",
                      "PasswordAuthentication(", "PlainAuth(", "Sequelize(",
-                     "ClientSecretCredential(", "cohere.", "wandb.login(", "Client(")
+                     "ClientSecretCredential(", "cohere.", "wandb.login(", "Client(",
+                     "twilio(")
 """What every one of those calls holds."""
 
 
@@ -211,12 +212,6 @@ FORMAT_ANCHORED: tuple[Rule, ...] = (
     # Android's signing config in Gradle: storePassword 'x', keyPassword "x".
     Rule("password", r"(?i)((?:(?<=store)|(?<=key))password[ \t]{1,4}(?P<q>[\"']))"
          r"(?!\[REDACTED:|\$)" + quoted("q"), ("passw",), keep_prefix=True, anchored=True),
-    # A generated key as a client's auth (new Octokit({ auth: "…" })): sixteen characters
-    # or more, an upper-case letter, a lower-case one and a digit ({"auth": "oauth2"} stays).
-    Rule("token", r"(?i)((?<![\w-])auth[\"']?[ \t]{0,4}:[ \t]{0,4}(?P<q>[\"']))"
-         r"(?=[A-Za-z0-9_.~+/=-]{16,512}(?P=q))(?=[^\"']{0,511}[0-9])"
-         r"(?=[^\"']{0,511}[a-z])(?=[^\"']{0,511}[A-Z])[^\"']{16,512}", ("auth",),
-         keep_prefix=True, anchored=True),
     # Code typing into a password field it found: locator("#password").fill("…"),
     # getByLabel("Password").fill(…), getByLabel(/password/i).fill(…) (Playwright),
     # find_element(By.ID, "password").send_keys(…) (Selenium), querySelector("#password")

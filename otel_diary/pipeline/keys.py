@@ -96,7 +96,7 @@ SERVICE_KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("google_refresh_token", ("1//0",), "[A-Za-z0-9_-]{40,512}"),
     ("posthog_api_key", ("phx_",), "[A-Za-z0-9]{30,255}"),
     ("sonarqube_token", ("squ_", "sqp_", "sqa_"), "[a-f0-9]{40}(?![A-Za-z0-9_])"),
-    ("jina_api_key", ("jina_",), "[A-Za-z0-9_-]{40,255}"),
+    ("jina_api_key", ("jina_",), "[A-Za-z0-9]{30,255}[A-Za-z0-9_-]{0,255}"),
     ("cerebras_api_key", ("csk-",), "[a-z0-9]{40,255}"),
     # A Discord bot's token: its id (digits) in base64, a timestamp, an HMAC.
     ("discord_token", ("MT", "Mj", "Mz", "ND", "NT", "Nj", "Nz", "OD", "OT"),

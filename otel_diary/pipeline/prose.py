@@ -1,12 +1,13 @@
-"""Secrets told in words: a prompt or a reply giving a password (``the password for the
-admin account is …``), a key (``use API key …``) or a user's credentials (``Credentials:
-admin:…``), a server printing the one it generated (MySQL's temporary password,
-Elasticsearch's), and a command's output printing one it read (``cat
-…/initialAdminPassword`` then the password on its own line).
+"""Secrets told in words and printed by tools: a prompt or a reply giving a password (``the
+password for the admin account is …``), a key (``use API key …``) or a user's credentials
+(``Credentials: admin:…``); a server printing one it generated (MySQL's temporary
+password, Elasticsearch's); a command printing one on the next line (``cat
+…/initialAdminPassword``, ``vault kv get -field=password …``); and a table's row (``vault
+kv get``, ``pulumi config --show-secrets``).
 
-A value is taken only when it holds a letter and a digit, so the words that usually follow
-a secret's name stay (``the password is required``, ``the token for this run is
-expired``).
+A value told in words is taken only when it holds a letter and a digit and is no name
+(``the password is required``, ``the API key is OPENAI_API_KEY``, ``the token for this run
+is expired``, ``the key is /run/secrets/key2``); a server's banner is taken as it prints it.
 """
 
 from __future__ import annotations
@@ -16,50 +17,100 @@ from dataclasses import dataclass
 
 from otel_diary.pipeline.rule import Rule
 
-_FOR_WHOM = (r"(?:[ \t]{1,4}(?:for|of)(?:[ \t]{1,4}[^\s:,;]{1,64}){1,4}?"
-             r"(?=[ \t]{1,4}(?:is|was)[ \t:]|[ \t]{0,4}:))?")
-"""Whose secret it is, up to four words (``for the admin account``, ``for root@localhost``,
-``for the elastic built-in superuser``), when a verb follows."""
+_FOR_WHOM = (r"(?:[ \t]{1,4}(?:for|of|to|on)(?:[ \t]{1,4}[^\s:,;]{1,64}){1,4}?"
+             r"(?=[ \t]{1,4}(?:is|was)[ \t:\r\n]|[ \t]{0,4}(?::|=|->|\u2192)))?")
+"""Whose secret it is, up to four words (``for the admin account``, ``to the staging
+database``, ``for the elastic built-in superuser``), when a verb follows."""
 
-_TOLD = (r"(?:[ \t]{1,4}(?:(?:is|was|set to|is now|has been (?:set|changed|reset) to)"
-         r"[ \t]{0,4}:?[ \t]{1,4})?"
-         r"|[ \t]{0,4}:[ \t]{1,4}"
-         r"|[ \t]{0,2},[ \t]{1,4}(?:(?:it|which)[ \t]{1,4}(?:is|was)|it['\u2019]s)[ \t]{1,4})")
-"""How the value follows the name: after a space or a verb (``password hunter2xyz``, ``is``,
-``set to``, Elasticsearch's ``is :``), a
-colon, or a comma and ``it is`` (``my password, it's …``)."""
-
-_WORD = r"[^\s\"'`,;]"
-_QUOTED_WORD = r"[^\s\"'`]"
+_AFTER = r"(?:[ \t]{1,4}|[ \t]{0,4}\r?\n[ \t]{0,8})"
+"""White space after a verb or a sign, or the value's line."""
 
 
-def _told_value(minimum: int, what: str = "") -> str:
-    """A value of ``minimum`` to 128 characters holding a letter and a digit: in quotes or
-    backticks (opened in group 1, as group ``q``), else one word up to ``,`` or ``;``;
-    not a word that says how it is kept (``base64-encoded``)."""
-    word = what or _WORD
-    quoted = what or _QUOTED_WORD
-    return (r"(?P<q>[\"'`])?)(?!\[REDACTED:|[A-Za-z0-9]{1,20}-[a-z]{2,20}ed(?![A-Za-z0-9-]))"
-            rf"(?(q)(?={quoted}{{0,127}}[0-9])(?={quoted}{{0,127}}[A-Za-z])"
-            rf"{quoted}{{{minimum},128}}(?=(?P=q))"
-            rf"|(?={word}{{0,127}}[0-9])(?={word}{{0,127}}[A-Za-z]){word}{{{minimum},128}})")
+def _told_after(signs: str) -> str:
+    """How the value follows the name: after a verb (``is``, ``was set to``,
+    Elasticsearch's ``is :``; also on the next line), one of ``signs`` (``:``, ``->``),
+    `` - ``, a comma and ``it is`` (``my password, it's …``), or a space (``password
+    hunter2xyz``)."""
+    return (r"(?:[ \t]{1,4}(?:(?:is|was)(?:[ \t]{1,4}(?:now|still))?"
+            r"|(?:(?:was|is|has[ \t]{1,4}been)[ \t]{1,4})?(?:set|changed|reset|updated)"
+            r"[ \t]{1,4}to)"
+            r"(?:[ \t]{0,4}:)?" + _AFTER + r"|[ \t]{0,4}(?:" + signs + ")" + _AFTER
+            + r"|[ \t]{1,4}-[ \t]{1,4}"
+            r"|[ \t]{0,2},[ \t]{1,4}(?:(?:it|which)[ \t]{1,4}(?:is|was)|it['\u2019]s)[ \t]{1,4}"
+            r"|[ \t]{1,4})")
+
+
+_END = r"(?![^\s\"'`,;])"
+_A_NAME = (r"[$%/~.<{(\[]|[A-Za-z0-9]{1,20}-[a-z]{2,20}ed(?![A-Za-z0-9-])"
+           r"|[A-Z][A-Z0-9]{0,40}(?:_[A-Z0-9]{1,40}){1,8}" + _END
+           + r"|[a-z0-9]{1,40}(?:[-._][a-z0-9]{1,40}){2,8}" + _END
+           + r"|[A-Za-z_]\w{0,40}(?:\.[A-Za-z_]\w{0,40}){1,6}" + _END + r"|[\w.]{1,60}[(\[]")
+"""A value that names or places the secret, or says how it is kept: a variable, a path, a
+placeholder, ``base64-encoded``, ``OPENAI_API_KEY_2024``, ``gpt-4o-mini-2024-07-18``,
+``settings.GITHUB_TOKEN``, code (``f(x)``, ``pw[:-1]``)."""
+
+
+def _told(name: str, minimum: int, maximum: int, chars: str = "",
+          signs: str = ":|->|\u2192") -> str:
+    """``name`` (group 1, with whose it is, what follows it (:func:`_told_after`) and an
+    opening quote or backtick, group ``q``), then a value of ``minimum`` to ``maximum`` of
+    ``chars`` holding a letter and a digit (by default: in quotes, up to the quote; else
+    one word, up to ``,`` or ``;``). A password's name and ``=`` are code's (``pw = pw[:-1]``,
+    an assignment's rule's); a key's may be prose's (``API Key = …``)."""
+    word = chars or r"[^\s\"'`,;]"
+    quoted = chars or r"[^\s\"'`]"
+    most = maximum - 1
+    return (r"(?i)(" + name + _FOR_WHOM + _told_after(signs) + r"(?P<q>[\"'`])?)(?!\[REDACTED:|"
+            + _A_NAME
+            + ")" rf"(?(q)(?={quoted}{{0,{most}}}[0-9])(?={quoted}{{0,{most}}}[A-Za-z])"
+            rf"{quoted}{{{minimum},{maximum}}}(?=(?P=q))"
+            rf"|(?={word}{{0,{most}}}[0-9])(?={word}{{0,{most}}}[A-Za-z]){word}{{{minimum},{maximum}}})")
+
+
+def _said(text: str, position: int) -> str:
+    """The words at ``position``, lower-cased, single-spaced."""
+    return " ".join(text[position:position + 48].lower().split())
 
 
 @dataclass(frozen=True)
 class _Said(Rule):
-    """A rule tried only where the text, lower-cased, starts with one of ``starts`` (a
-    title naming "the orders API" compiles no rule)."""
+    """A rule tried only where the text, lower-cased and single-spaced, starts with one of
+    ``starts`` (a title naming "the orders API" compiles no rule)."""
 
     starts: tuple[str, ...] = ()
 
     def fits(self, text: str, position: int) -> bool:
-        return text[position:position + 24].lower().startswith(self.starts)
+        return _said(text, position).startswith(self.starts)
+
+
+_QUALIFIED = ("client", "bot", "refresh", "session", "signing", "license", "webhook")
+"""Words that make ``secret``, ``token`` or ``key`` after them a secret's name in words."""
+
+
+@dataclass(frozen=True)
+class _KeyTold(_Said):
+    """A key told in words: where the text starts as one does, or ``secret``, ``token`` or
+    ``key`` follows one of :data:`_QUALIFIED`'s words (``bot token …``)."""
+
+    def fits(self, text: str, position: int) -> bool:
+        return super().fits(text, position) or (
+            text[position:position + 6].lower().startswith(("secret", "token", "key"))
+            and text[max(0, position - 9):position].lower().rstrip(" _-").endswith(_QUALIFIED))
 
 
 _KEYS_TOLD = (*(f"{what}{between}{key}" for what in ("api", "secret", "access", "auth", "private")
                 for between in ("", " ", "_", "-") for key in ("key", "token")),
-              *(f"token{verb}" for verb in (" for", " of", " is", " was", " set", ":", " :")))
+              *(f"{word} {verb}" for word in ("token", "secret", "key")
+                for verb in ("for", "of", "to", "is", "was", "set", "changed", "updated")))
 """What the rule of a key told in words starts with."""
+
+_KEY_NAME = (r"\b(?:(?:api|secret|access|auth|private)[ _-]?(?:key|token)"
+             r"|(?:" + "|".join(f"(?<={word}[ _-])" for word in _QUALIFIED)
+             + r")(?:secret|token|key)"
+             r"|(?:token|secret|key)(?=[ \t]{1,4}(?:for|of|to|is|was)\b"
+             r"|[ \t]{1,4}(?:set|changed|updated)[ \t]{1,4}to\b))\b")
+"""A key's name in words: ``API key``, ``access token``, ``client secret``, ``bot token``,
+or ``token``, ``secret`` and ``key`` alone before a verb or whose it is."""
 
 _KEY_CHARS = "[A-Za-z0-9_.~+/=-]"
 """What a key told in words is made of (no sign that ends a sentence)."""
@@ -67,25 +118,43 @@ _KEY_CHARS = "[A-Za-z0-9_.~+/=-]"
 
 @dataclass(frozen=True)
 class _Printed(Rule):
-    """A secret a command printed on the line after it, the command reading a file or a
+    """A secret a command printed on the line after it: a command reading a file or a
     variable named as a secret's (``cat /var/jenkins_home/secrets/initialAdminPassword``,
-    ``echo $DB_PASSWORD``, ``kubectl get secret db -o jsonpath='{.data.password}' |
-    base64 -d``): tried only where the needle is on such a command's line."""
+    ``echo $DB_PASSWORD``), a secret store's (``vault kv get -field=password …``,
+    ``kubectl get secret db -o jsonpath='{.data.password}' | base64 -d``), or one printing
+    a secret it made (``aws ecr get-login-password``, ``gh auth token``): tried only where
+    the needle is on such a command's line."""
 
     def fits(self, text: str, position: int) -> bool:
-        if text.find("\n", position, position + 80) < 0:
+        if text.find("\n", position, position + 300) < 0:
             return False
-        line = text[text.rfind("\n", max(0, position - 512), position) + 1:position]
-        return _PRINTS.search(line) is not None
+        start = text.rfind("\n", max(0, position - 512), position) + 1
+        return (start > 0 or position < 512) and _PRINTS.fullmatch(text, start, position) \
+            is not None
 
 
-_PRINTS = re.compile(r"(?:^|[\s$>#;|&(])(?:(?:cat|type|more|head|tail|Get-Content|gc)"
-                     r"[ \t]{1,4}(?:-[\w-]{1,20}[ \t]{1,4}){0,4}[^\s;|&]{0,256}"
-                     r"|(?:echo|printenv)[ \t]{1,4}(?:-[neE]{1,3}[ \t]{1,4})?[\"']?\$?\{?"
-                     r"[\w.]{0,60}"
-                     r"|kubectl[ \t]{1,4}get[ \t]{1,4}secrets?[ \t][^\n]{0,256})\Z")
-"""A command that prints what it reads, ending at the file or the variable it names (the
-needle ends its last word)."""
+_PRINTS = re.compile(
+    r"[ \t]{0,16}(?:(?:[$#%>]|PS[ \t][^>\r\n]{0,200}>|[\w.-]{1,32}@[\w.-]{1,64}:[^$#\r\n]{0,200}"
+    r"[$#])[ \t]{0,4})?(?:sudo[ \t]{1,4}(?:-\S{1,20}[ \t]{1,4}){0,3})?(?:"
+    # a file or a variable, the needle in its name
+    r"(?:cat|type|more|head|tail|Get-Content|gc|echo|printenv|Write-Output)[ \t]{1,4}"
+    r"(?:-\S{1,20}[ \t]{1,4}){0,4}[\"']?[^\s;|&]{0,256}"
+    # a secret store's read
+    r"|(?:vault[ \t]{1,4}(?:kv[ \t]{1,4}get|read)|op[ \t]{1,4}read|pass(?:[ \t]{1,4}show)?"
+    r"|bw[ \t]{1,4}get|security[ \t]{1,4}find-generic-|gcloud[ \t]{1,4}secrets[ \t]{1,4}versions"
+    r"[ \t]{1,4}access|az[ \t]{1,4}keyvault[ \t]{1,4}secret[ \t]{1,4}show|aws[ \t]{1,4}"
+    r"secretsmanager[ \t]{1,4}get-|kubectl(?:[ \t]{1,4}-\S{1,40}(?:[ \t]{1,4}[^\s-]\S{0,60})?)"
+    r"{0,3}[ \t]{1,4}get[ \t]{1,4})[^\r\n]{0,256}"
+    # a secret it made
+    r"|aws[ \t]{1,4}ecr[ \t]{1,4}get-login-|argocd[ \t]{1,4}admin[ \t]{1,4}initial-"
+    r"|docker[ \t]{1,4}swarm[ \t]{1,4}join-|(?:bin/|bundle[ \t]{1,4}exec[ \t]{1,4})?rails[ \t]{1,4}"
+    r"|(?:php[ \t]{1,4})?artisan[ \t]{1,4}|cloudflared[ \t]{1,4}tunnel[ \t]{1,4}"
+    r"|heroku[ \t]{1,4}auth:|gh[ \t]{1,4}auth[ \t]{1,4}|gcloud[ \t]{1,4}auth[ \t]{1,4}"
+    r"(?:application-default[ \t]{1,4})?print-(?:access|identity)-"
+    r"|az[ \t]{1,4}account[ \t]{1,4}get-access-|wg[ \t]{1,4}(?:gen|pub))")
+"""A command's line up to the needle: a prompt (``$``, ``PS C:\\>``, ``user@host:~$``),
+then a command that prints what it reads (the needle in the name it reads), a secret
+store's read, or a command printing a secret it made (the needle in its name)."""
 
 
 @dataclass(frozen=True)
@@ -110,8 +179,9 @@ PROSE_ANCHORED: tuple[Rule, ...] = (
     # S3cret-pw", "the password for the admin account is `Hunter2!`": a word of letters and
     # digits after it (not "the password field", "password reset", "password, build42
     # failed", "password is base64-encoded").
-    Rule("password", r"(?i)(\b(?:passw(?:or)?d|passphrase)\b" + _FOR_WHOM + _TOLD
-         + _told_value(6), ("passw", "passphrase"), keep_prefix=True, anchored=True),
+    _Said("password", _told(r"\b(?:passw(?:or)?d|passphrase|pwd?)\b", 6, 128),
+          ("passw", "passphrase", "pw"), keep_prefix=True, anchored=True,
+          starts=("passw", "passphrase", "pw ", "pw:", "pwd ", "pwd:")),
     # MySQL's first start: "A temporary password is generated for root@localhost: …" (any
     # sign but a space).
     _Said("password", r"(?i)(password[ \t]{1,4}is[ \t]{1,4}generated[ \t]{1,4}for[ \t]{1,4}"
@@ -126,15 +196,18 @@ PROSE_ANCHORED: tuple[Rule, ...] = (
     # A key in words: "use API key 9f8e…", "the access token is …", "secret key: …", and a
     # token after a verb ("the token for the bot is …"): a word of sixteen characters or
     # more.
-    _Said("api_key", r"(?i)(\b(?:(?:api|secret|access|auth|private)[ _-]?(?:key|token)"
-          r"|token(?=[ \t]{1,4}(?:for|of|is|was|set)\b|[ \t]{0,4}:))\b" + _FOR_WHOM + _TOLD
-          + _told_value(16, _KEY_CHARS), ("api", "secret", "access", "auth", "private", "token"),
-          keep_prefix=True, anchored=True, starts=_KEYS_TOLD),
+    _KeyTold("api_key", _told(_KEY_NAME, 16, 4096, _KEY_CHARS, ":|=|->|\u2192"),
+             ("api", "secret", "access", "auth", "private", "token", "key"), keep_prefix=True,
+             anchored=True, starts=_KEYS_TOLD),
     # A user's credentials in words: "Credentials: admin:S3cret!", "credentials =
-    # 'admin:S3cret'" (not a URL, nor a name: "aws:default").
-    _Said("password", r"(?i)(\bcredentials?[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"'`]?"
-          r"[^\s:\"'`/@]{1,64}:)(?!//|\[REDACTED:)(?=[^\s\"'`]{0,255}[^A-Za-z\s\"'`])"
-          r"[^\s\"'`]{4,256}", ("credential",), keep_prefix=True, anchored=True,
+    # 'admin:S3cret'": a password holding a letter and a digit or a sign (not a URL, a
+    # reference or a name: "arn:aws:…", "file:~/.aws/credentials", "aws:default",
+    # "$USER:$PASS"; nor Markdown's closing "**").
+    _Said("password", r"(?i)(\bcredentials?[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"'`]?\*{0,2}"
+          r"(?!(?:arn|file|env|vault|secret|secrets|ssm|s3|gs|https?|type|see|db|aws|gcp"
+          r"|azure|k8s|docker|profile|role)[ \t]{0,4}:)[^\s:\"'`/@$*]{1,64}[ \t]{0,4}:[ \t]{0,4})"
+          r"(?!//|\[REDACTED:|\$)(?=[^\s\"'`]{0,255}[A-Za-z])(?=[^\s\"'`]{0,255}[0-9!@#%^&+=?~])"
+          r"(?:(?!\*\*)[^\s\"'`]){4,256}", ("credential",), keep_prefix=True, anchored=True,
           starts=tuple(f"credential{s}{q}{sign}" for s in ("", "s") for q in ("", '"', "'")
                        for sign in (":", "=", " :", " ="))),
     # A table's row: the secret's name in its first cell, its value in the last, a word of
@@ -145,10 +218,13 @@ PROSE_ANCHORED: tuple[Rule, ...] = (
          rf"(?={_IN_CELL}{{0,511}}[0-9])(?={_IN_CELL}{{0,511}}[A-Za-z]){_IN_CELL}{{8,512}}"
          + _CELL_END, ("pass", "pw", "secret", "token", "api", "access", "private"),
          keep_prefix=True, anchored=True),
-    # A secret a command printed on the next line: a lone word of letters and digits.
-    _Printed("secret", r"(?i)((?:passw(?:or)?d|passphrase|token|secret|key)[\w.}\]'\"-]{0,40}"
-             r"(?:[ \t]{1,4}\|[ \t]{0,4}base64[ \t]{1,4}(?:-d|-D|--decode))?[ \t]{0,4}\r?\n)"
-             r"(?![^\r\n]{257})(?=[^\s]{0,255}[0-9])(?=[^\s]{0,255}[A-Za-z])"
+    # A secret a command printed on the next line: a lone word of letters and digits, no
+    # path, variable or document. The needle is a name's word, its last (not "monkey.txt",
+    # "tokenizer_config.json", "$TOKEN_URL"); the command's other words may follow.
+    _Printed("secret", r"(?i)((?-i:(?<![a-z])|(?<=[a-z])(?=[A-Z]))"
+             r"(?:passw(?:or)?d|passphrase|token|secret|key)(?:[_-]?[0-9]{1,3})?"
+             r"(?:\.[a-z]{1,6})?[}\]'\"]{0,4}(?:[ \t;|&)][^\r\n]{0,256})?\r?\n)"
+             r"(?![^\r\n]{257}|[$/~{\[<]|https?:)(?=[^\s]{0,255}[0-9])(?=[^\s]{0,255}[A-Za-z])"
              r"[^\s]{8,256}(?=[ \t]{0,4}(?:\r?\n|$))",
              ("passw", "passphrase", "token", "secret", "key"), keep_prefix=True,
              anchored=True),

@@ -148,13 +148,15 @@ BUILTIN_RULES: tuple[Rule, ...] = (
     *FORMAT_RULES,
     # A default code gives a secret it reads from the environment (``os.getenv(
     # "DB_PASSWORD", "hunter2")``, ``ENV.fetch('API_TOKEN', '…')``, ``process.env.
-    # DB_PASSWORD || "hunter2"``, Java's ``getOrDefault("DB_PASSWORD", "…")``, Rust's
+    # DB_PASSWORD || "hunter2"``, Java's ``getenv().getOrDefault("DB_PASSWORD", "…")``, Rust's
     # ``env::var("DB_PASSWORD").unwrap_or("…")``): a traceback's source line may show one.
     Rule("secret", (
-        r"((?:(?:getenv|get|fetch|setdefault|getOrDefault)\([ \t]{0,4}[\"']" + SECRET_NAME
-        + r"[\"'][ \t]{0,4},|process\.env\." + SECRET_NAME + r"[ \t]{0,4}(?:\|\||\?\?)"
-        r"|var(?:_os)?\([ \t]{0,4}\"" + SECRET_NAME + r"\"[ \t]{0,4}\)\.unwrap_or(?:_else)?\("
-        r"(?:\|\|)?)[ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:)" + quoted("q")),
+        r"((?:(?:getenv|get|fetch|setdefault|getenv\(\)\.getOrDefault)\([ \t]{0,4}[\"']"
+        + SECRET_NAME + r"[\"'][ \t]{0,4},"
+        r"|process\.env\." + SECRET_NAME + r"[ \t]{0,4}(?:\|\||\?\?)"
+        r"|var(?:_os)?\([ \t]{0,4}\"" + SECRET_NAME + r"\"[ \t]{0,4}\)\s{0,16}\.unwrap_or(?:_else)?"
+        r"\((?:\|_?\|)?[ \t]{0,4}(?:String::from\()?)"
+        r"[ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:)" + quoted("q")),
         ("getenv(", "get(", "fetch(", "setdefault(", "getOrDefault(", "process.env.",
          ".unwrap_or"), keep_prefix=True),
     # A user and a password given together in code: ``auth=("bob", "…")`` (requests),

@@ -58,6 +58,8 @@ S = "Zq9xK7mW2pL4vN8r"
     # pw ending a name
     (f'root_pw = "{S}"', 'root_pw = "[REDACTED:password]"'),
     (f"DB_PW={S}", "DB_PW=[REDACTED:password]"), (f"rootPw: {S}", "rootPw: [REDACTED:password]"),
+    # a call's argument that may be the secret, not a variable's name
+    ("connect(password=A0000)", "connect(password=[REDACTED:password]"),
     # a call given a literal that may be the secret
     (f"password = decrypt('{S}')", "password = [REDACTED:password]"),
     (f"password = base64.b64decode('{S}')", "password = [REDACTED:password]"),
@@ -108,6 +110,7 @@ def test_a_secret_assigned_in_code_or_config_is_redacted(text: str, redacted: st
     "user: a\nx: 1\npass: 12", "user: bob pass=true",
     # pw as a word inside a name; a duration given to the call that makes a token
     "expecter.async_pw_transport = pw, transport", "showPw = true",
+    "gpu_pw: 250", "TX_PW=20dBm", "servo_pw = 1500", "is_pw = 1",
     "const token = jwt.sign(payload, process.env.JWT_SECRET, { expiresIn: '1h' })",
 ])
 def test_code_that_only_names_a_secret_stays(text: str) -> None:

@@ -139,6 +139,8 @@ def test_what_a_browser_agent_types_into_a_password_field_is_redacted(typed: str
     "page.getByLabel('Password hint').fill('Use 8 chars')",
     "await page.fill('#password', process.env.PASSWORD);",
     "await page.fill('#passport', 'X1234567'); page.fill('#pass-hint', 'Use 8 chars')",
+    '{"element": "Boarding pass number textbox", "ref": "e5", "text": "AB1234"}',
+    "page.fill('#compass', 'North1'); page.fill('#boarding-pass', 'AB1234')",
     '{"selector": "#password-toggle", "value": "on"} {"selector": "#email", "value": "a@b.io"}',
 ])
 def test_what_is_typed_into_other_fields_stays(text: str) -> None:
@@ -264,8 +266,8 @@ def test_a_file_a_tool_call_writes_is_redacted_as_the_file(content: str) -> None
      'wandb.login(key="[REDACTED:api_key]")'),
     ('Client("ACa1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6", "f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8")',
      'Client("ACa1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6", "[REDACTED:token]")'),
-    ('new Octokit({ auth: "Xk7pL2mQ9rTzA1bXk7pL2" })',
-     'new Octokit({ auth: "[REDACTED:token]" })'),
+    ("client = Client(account_sid, 'f0e1d2c3b4a5968778695a4b3c2d1e0f')",
+     "client = Client(account_sid, '[REDACTED:token]')"),
     # Android's signing config, a Spring or Ant property
     ("storePassword 'S3cretPass9'\nkeyPassword \"S3cretPass9\"",
      "storePassword '[REDACTED:password]'\nkeyPassword \"[REDACTED:password]\""),

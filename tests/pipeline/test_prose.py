@@ -37,6 +37,28 @@ from otel_diary.pipeline.redact import redact
     # a user's credentials
     ("Credentials: admin:S3cretPass9", "Credentials: admin:[REDACTED:password]"),
     ('credentials = "deploy:Zq7x-W2mK9"', 'credentials = "deploy:[REDACTED:password]"'),
+    ("Credentials: **admin:S3cret!**", "Credentials: **admin:[REDACTED:password]**"),
+    # spacing, signs, verbs, the next line, whose it is
+    ("token  is 9f8e7d6c5b4a39281706f5e4d3c2b1a0", "token  is [REDACTED:api_key]"),
+    ("API Key = 9f8e7d6c5b4a39281706f5e4d3c2b1a0", "API Key = [REDACTED:api_key]"),
+    ("access token was set to Zq7xW2mK9pL4vN8rT3yB", "access token was set to [REDACTED:api_key]"),
+    ("the password has been updated to Hunter2xyz",
+     "the password has been updated to [REDACTED:password]"),
+    ("The password for the admin account is\nHunter2xyz",
+     "The password for the admin account is\n[REDACTED:password]"),
+    ("The password to the staging database is Bq@zuM14qHOXHl",
+     "The password to the staging database is [REDACTED:password]"),
+    ("Password for the VPN portal \u2192 Hunter2xyz",
+     "Password for the VPN portal \u2192 [REDACTED:password]"),
+    ("password - Hunter2xyz; my pw is Hunter2xyz",
+     "password - [REDACTED:password]; my pw is [REDACTED:password]"),
+    # a secret, a token or a key alone before a verb, or after a word naming its kind
+    ("ok the secret is Kdcj23vMcWYKtP4eILSs2AqN, put it in vault",
+     "ok the secret is [REDACTED:api_key], put it in vault"),
+    ("client secret Kdcj23vMcWYKtP4eILSs2AqN; refresh token Zq7xW2mK9pL4vN8rT3yB",
+     "client secret [REDACTED:api_key]; refresh token [REDACTED:api_key]"),
+    # a key longer than a password is taken whole
+    ("the api key is " + "Zq7xW2mK9pL4" * 20, "the api key is [REDACTED:api_key]"),
 ])
 def test_a_secret_told_in_words_is_redacted(text: str, expected: str) -> None:
     """Users paste credentials into prompts and agents repeat them; servers print the
@@ -59,6 +81,17 @@ def test_a_secret_told_in_words_is_redacted(text: str, expected: str) -> None:
     "credentials: https://example.com/creds and Credentials: none",
     "api-key-rotation-2024 done",
     "Tokens: 5132; the orders API; the build passed on attempt 3",
+    # a path, a variable, a placeholder, a model's name, a name in code
+    "The API key is /run/secrets/openai_api_key_v2; API key: ~/.config/openai/key2.txt",
+    "The access token is settings.GITHUB_TOKEN_V2",
+    "The API key is OPENAI_API_KEY_2024 (env var)",
+    "The token for the model is gpt-4o-mini-2024-07-18; the token is max_tokens_2048_limit",
+    "The password for admin is $ADMIN_PASSWORD2; the password is ../secrets/admin2.txt",
+    "the key is in the drawer; the key for row 7 is order_2024_07",
+    # references after credentials:
+    "credentials: arn:aws:iam::123456789012:role/deploy",
+    "credentials: file:~/.aws/credentials; credentials: $USER:$PASS",
+    "credentials: type:service_account; credentials: db:5432",
 ])
 def test_words_about_a_secret_stay(text: str) -> None:
     """A verdict, a count, a place or a name after a secret's name holds no secret: the
@@ -74,11 +107,31 @@ def test_words_about_a_secret_stay(text: str) -> None:
      "$ kubectl get secret db -o jsonpath='{.data.password}' | base64 -d\n[REDACTED:secret]"),
     ("PS C:\\> Get-Content C:\\secrets\\api_key.txt\r\nXk7pL2mQ9rTzA1b\r\n",
      "PS C:\\> Get-Content C:\\secrets\\api_key.txt\r\n[REDACTED:secret]\r\n"),
+    ("$ cat /var/jenkins_home/secrets/initialAdminPassword; echo\n3f4e2a9b8c7d6e5f4a3b2c1d0e9f8a7b",
+     "$ cat /var/jenkins_home/secrets/initialAdminPassword; echo\n[REDACTED:secret]"),
+    # a secret store's read, a command printing a secret it made
+    ("$ vault kv get -field=password secret/prod/db\nLhidAeHVwjSl%i5",
+     "$ vault kv get -field=password secret/prod/db\n[REDACTED:secret]"),
+    ("user@host:~$ aws ecr get-login-password --region us-east-1\neyJwYXlsb2FkIjoiWGs3cEwy",
+     "user@host:~$ aws ecr get-login-password --region us-east-1\n[REDACTED:secret]"),
+    ("$ kubectl -n argocd get secret argocd-initial-admin-secret -o jsonpath="
+     "\"{.data.password}\" | base64 -d\nAbC1dEf2GhI3",
+     "$ kubectl -n argocd get secret argocd-initial-admin-secret -o jsonpath="
+     "\"{.data.password}\" | base64 -d\n[REDACTED:secret]"),
+    ("$ docker swarm join-token -q worker\nSWMTKN1x3pu6hszjas19xyp7ghgosyx9k8",
+     "$ docker swarm join-token -q worker\n[REDACTED:secret]"),
     # not a command that prints the secret's file, a line of words, or several words
     ("echo \"set the key\"\nbuild42done", None),
     ("$ cat README.md\nThe token is used for auth", None),
     ("$ cat token.md\nRotate it in 2024 please", None),
     ("$ vim secrets/password.txt\nS3cretPass9", None),
+    # words in prose; a needle inside a word or before another (a URL's, a version's)
+    ("We need more tokens\nGPT4oMini", None),
+    ("$ cat monkey.txt\nbanana42x", None),
+    ('$ cat tokenizer_config.json\n{"add_bos_token":true,"model_max_length":2048}', None),
+    ("$ echo $TOKEN_URL\nhttps://auth.example.com/oauth2/token", None),
+    ("$ echo $KEYCLOAK_VERSION\n24.0.1-ubuntu", None),
+    ("$ echo $PASSWORD_MIN_LENGTH\n12characters", None),
 ])
 def test_a_secret_a_command_printed_is_redacted(text: str, expected: str | None) -> None:
     """``cat`` of a file named as a secret's, ``echo`` of such a variable: the lone word on

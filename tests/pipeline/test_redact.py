@@ -576,8 +576,11 @@ def test_a_value_that_names_a_secret_kept_elsewhere_is_left_as_it_is(text: str) 
      'String pw = System.getenv().getOrDefault("DB_PASSWORD", "[REDACTED:secret]");'),
     ('let password = env::var("DB_PASSWORD").unwrap_or("hunter2".to_string());',
      'let password = env::var("DB_PASSWORD").unwrap_or("[REDACTED:secret]".to_string());'),
-    ('let t = std::env::var("API_TOKEN").unwrap_or_else(|| "t0k3n".into());',
-     'let t = std::env::var("API_TOKEN").unwrap_or_else(|| "[REDACTED:secret]".into());'),
+    ('let t = std::env::var("API_TOKEN").unwrap_or_else(|_| "t0k3n".into());',
+     'let t = std::env::var("API_TOKEN").unwrap_or_else(|_| "[REDACTED:secret]".into());'),
+    ('let p = env::var("DB_PASSWORD")\n    .unwrap_or(String::from("hunter2"));',
+     'let p = env::var("DB_PASSWORD")\n    .unwrap_or(String::from("[REDACTED:secret]"));'),
+    ('limits.getOrDefault("MAX_TOKENS", "4096")', None),
     ('password = config.get("db_pw", "hunter2")', "password = [REDACTED:password]"),
     ("password = decrypt('aHVudGVyMg==')", "password = [REDACTED:password]"),
     # the literal code falls back to when the variable is unset
