@@ -94,6 +94,9 @@ SERVICE_KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("mapbox_token", ("sk.eyJ",), r"[A-Za-z0-9_-]{20,1024}\.[A-Za-z0-9_-]{16,255}"),
     ("nvidia_api_key", ("nvapi-",), "[A-Za-z0-9_-]{40,255}"),
     ("google_refresh_token", ("1//0",), "[A-Za-z0-9_-]{40,512}"),
+    # Elasticsearch's enrollment token: base64 of {"ver":…,"adr":…,"fgr":…,"key":…}.
+    ("elastic_enrollment_token", ("eyJ2ZXIiOi",), "[A-Za-z0-9+/]{40,4096}={0,2}"),
+    ("docker_swarm_token", ("SWMTKN-1-",), "[a-z0-9]{50}-[a-z0-9]{25}"),
     ("posthog_api_key", ("phx_",), "[A-Za-z0-9]{30,255}"),
     ("sonarqube_token", ("squ_", "sqp_", "sqa_"), "[a-f0-9]{40}(?![A-Za-z0-9_])"),
     ("jina_api_key", ("jina_",), "[A-Za-z0-9]{30,255}[A-Za-z0-9_-]{0,255}"),

@@ -188,11 +188,13 @@ PROSE_ANCHORED: tuple[Rule, ...] = (
           r"[^\s]{1,64}:[ \t]{1,4})(?!\[REDACTED:)[^\s]{1,256}", ("passw",), keep_prefix=True,
           anchored=True, starts=("password is generated",)),
     # Elasticsearch's elasticsearch-reset-password: "Password for the [elastic] user
-    # successfully reset." then "New value: …".
+    # successfully reset." then "New value: …"; its first start's banner: "Password for the
+    # elastic user (reset with `…`):" then the password on the next line.
     _Said("password", r"(?i)(password[ \t]{1,4}for[ \t]{1,4}the[ \t]{1,4}\[?[\w.-]{1,64}\]?"
-          r"[ \t]{1,4}user[ \t]{1,4}successfully[ \t]{1,4}reset\.?\s{1,16}new[ \t]{1,4}value"
-          r"[ \t]{0,4}:[ \t]{0,4})[^\s]{1,256}", ("passw",), keep_prefix=True, anchored=True,
-          starts=("password for the",)),
+          r"[ \t]{1,4}user(?:[ \t]{1,4}successfully[ \t]{1,4}reset\.?\s{1,16}new[ \t]{1,4}value"
+          r"[ \t]{0,4}:[ \t]{0,4}|[ \t]{0,4}(?:\([^()\r\n]{0,160}\))?[ \t]{0,4}:[ \t]{0,4}\r?\n"
+          r"[ \t]{0,8}))(?!\[REDACTED:)[^\s]{1,256}", ("passw",), keep_prefix=True,
+          anchored=True, starts=("password for the",)),
     # A key in words: "use API key 9f8e…", "the access token is …", "secret key: …", and a
     # token after a verb ("the token for the bot is …"): a word of sixteen characters or
     # more.

@@ -365,8 +365,9 @@ class SecretRedactor:
         for literal in self._literals:  # the configured secrets themselves, wherever they are
             if literal in text:
                 text = text.replace(literal, LITERAL_MARK)
-        if "\\n" in text or '\\"' in text:
-            text = _JSON_STRING.sub(self._redact_json_string, text)
+        kept: list[str] = []
+        if ("\\n" in text or '\\"' in text) and _KEPT_OPEN not in text:
+            text = _JSON_STRING.sub(functools.partial(self._redact_json_string, kept), text)
         text = redact_private_keys(text)
         words = key_runs(text)
         for rule in WORD_RULES if words else ():
@@ -376,12 +377,19 @@ class SecretRedactor:
         text = _redact_anchored(text)
         for rule in self._extra:
             text = rule.pattern.sub(rule.replace, text)
+        if kept:
+            text = _KEPT.sub(lambda match: kept[int(match.group(1))], text)
         return text
 
-    def _redact_json_string(self, match: re.Match[str]) -> str:
-        """A JSON string holding escapes (a file a tool call writes, JSON in JSON), redacted
-        as the text it stands for, so that what the rules read across lines or quotes is
-        read in it too; re-encoded only when that changed it."""
+    def _redact_json_string(self, kept: list[str], match: re.Match[str]) -> str:
+        """A JSON string holding escapes (a file a tool call writes, code a shell tool
+        runs, JSON in JSON), redacted as the text it stands for, so that what the rules read
+        across lines or quotes is read in it too; re-encoded only when that changed it.
+        When it is a JSON value (after ``:``, ``[``, ``,`` or ``{``), what it becomes is
+        kept aside, and its text is a placeholder while the rules read the rest: they read
+        its decoded text already, and read escaped (a value's backslash before its quote)
+        they would change code that holds no secret, and leave the JSON unparsable. Its
+        name still makes it a secret's value (``"password": "…"``)."""
         literal = match.group(0)
         if "\\" not in literal:
             return literal
@@ -390,9 +398,19 @@ class SecretRedactor:
         except ValueError:
             return literal
         done = self._redact(decoded)
-        if done.count("[REDACTED:") == decoded.count("[REDACTED:"):
-            return literal  # no secret in it (cleaning alone is no reason to re-encode it)
-        return json.dumps(done, ensure_ascii=False)
+        if done.count("[REDACTED:") != decoded.count("[REDACTED:"):
+            literal = json.dumps(done, ensure_ascii=False)  # (cleaning alone is no reason)
+        if not match.string[max(0, match.start() - 16):match.start()].rstrip().endswith(
+                (":", "[", ",", "{")):
+            return literal  # not a JSON value: a shell's quotes (-u "bob:pa\\"ss")
+        kept.append(literal)
+        return f'"{_KEPT_OPEN}{len(kept) - 1}{_KEPT_CLOSE}"'
+
+
+_KEPT_OPEN, _KEPT_CLOSE = "\ue000", "\ue001"
+_KEPT = re.compile('"' + _KEPT_OPEN + "([0-9]{1,9})" + _KEPT_CLOSE + '"')
+"""A JSON string redacted on its own, kept aside while the rules read the text around it
+(private-use characters, which a text that holds them does not get)."""
 
 
 _JSON_STRING = re.compile(r'(?<!\\)"(?:[^"\\\r\n]|\\[^\r\n]){0,65536}"')

@@ -226,6 +226,23 @@ def test_a_file_a_tool_call_writes_is_redacted_as_the_file(content: str) -> None
     assert redact(plain) == plain  # unchanged strings keep their escapes
 
 
+@pytest.mark.parametrize("code", [
+    'api_key = os.environ["OPENAI_API_KEY"]', 'token = os.getenv("GH_TOKEN")',
+    'SECRET_KEY = config("SECRET_KEY")', "password = ENV.fetch(\"DB_PASSWORD\")",
+    'pw = getpass.getpass("Password: ")', 'password = form.cleaned_data["password"]',
+    'let token = env::var("API_TOKEN")?;', 'password: "{{ .Values.db.password }}"',
+    'token: "<token>"', 'password = "********"', "curl -H \"X-API-Key: $API_KEY\" x",
+])
+def test_code_in_a_tool_calls_json_stays_as_it_is(code: str) -> None:
+    """Code a tool call writes or runs is a JSON string, its quotes escaped: code that only
+    names a secret stays byte for byte, and the call stays JSON (the rules read the
+    string's decoded text, not its escapes)."""
+    for text in (json.dumps({"command": code}), json.dumps({"arguments": json.dumps(
+            {"path": "app.py", "content": code + "\n"})})):
+        assert redact(text) == text
+    assert redact(code) == code
+
+
 @pytest.mark.parametrize(("text", "expected"), [
     # signing keys
     ("const token = jwt.sign({ id: user.id }, 'my-jwt-s3cret', { expiresIn: '1h' })",

@@ -28,6 +28,10 @@ from otel_diary.pipeline.redact import redact
      "The generated password for the elastic built-in superuser is : [REDACTED:password]"),
     ("Password for the [elastic] user successfully reset.\nNew value: Xk7pL2mQ9rTz-A1b",
      "Password for the [elastic] user successfully reset.\nNew value: [REDACTED:password]"),
+    ("\u2139\ufe0f  Password for the elastic user (reset with `bin/elasticsearch-reset-password -u "
+     "elastic`):\n  aB3dE_fGh1IjKlM=nOp\n",
+     "\u2139\ufe0f  Password for the elastic user (reset with `bin/elasticsearch-reset-password -u "
+     "elastic`):\n  [REDACTED:password]\n"),
     # a key or a token in words
     ("Use API key 9f8e7d6c5b4a39281706f5e4d3c2b1a0 for the weather service",
      "Use API key [REDACTED:api_key] for the weather service"),

@@ -730,6 +730,8 @@ SAMPLE_KEYS = [
     ("discord_token", f"OTk4NzY1NDMyMTAxMjM0NTY3OA.Gx_9Yz.{KEY_BODY[:27]}"),
     ("nvidia_api_key", "nvapi-" + KEY_BODY[:64]),
     ("google_refresh_token", "1//0g" + KEY_BODY[:60]),
+    ("elastic_enrollment_token", "eyJ2ZXIiOiI4LjEyLjAiLCJhZHIiOlsiMTcyLjE4LjAuMjo5MjAwIl0s"),
+    ("docker_swarm_token", f"SWMTKN-1-{KEY_BODY.lower()[:50]}-{KEY_BODY.lower()[:25]}"),
     ("posthog_api_key", "phx_" + KEY_BODY[:47]),
     ("sonarqube_token", "squ_" + HEX[:40]),
     ("jina_api_key", "jina_" + KEY_BODY[:60]),
