@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from otel_diary.pipeline.keys import (
     CALL,
+    EMPHASIS,
     MARK,
     NAMES_NO_SECRET,
     quoted,
@@ -46,12 +47,13 @@ ASSIGNMENT_KEYS: dict[str, str] = {
 
 
 QUOTED_VALUE = (
-    r"(?P<quote>[\"'])" + quoted("quote") +
+    r"(?P<quote>[\"'`])" + quoted("quote") +
     # In escaped quotes (JSON inside a string, at any depth: \" \\\" \\\\\\\"): up to
     # the same escaped quote, the value's own more deeply escaped quotes included.
     r"|(?P<escaped>(?P<escapes>\\{1,7})[\"'])"
     r"(?:(?!(?<!\\)(?P=escapes)[\"'])[^\r\n]){1,512}")
-"""A value in quotes, or in escaped quotes (groups ``quote`` and ``escaped``)."""
+"""A value in quotes or backticks, or in escaped quotes (groups ``quote`` and
+``escaped``)."""
 
 
 NO_COUNT = (r"(?![0-9][0-9.,/]{0,39}(?:ms|s|m|h|%)?(?![^\s\"'`,;)\]}]))"
@@ -62,6 +64,14 @@ NO_COUNT = (r"(?![0-9][0-9.,/]{0,39}(?:ms|s|m|h|%)?(?![^\s\"'`,;)\]}]))"
 ``3/4``, ``./build``, ``C:\\app``, ``PASSED``): where ``pass`` or ``pwd`` ending a dotted
 name names test results or a folder, those are."""
 
+
+_GENERATED = (r"(?=[A-Za-z0-9_.+/=-]{16,512}(?![^\s,;]))(?=[^\s]{0,511}[0-9])"
+              r"(?=[^\s]{0,511}[A-Za-z])")
+"""A value that looks generated: after a name aligned with others (``SecretID:         …``,
+not ``password:     The password for …``)."""
+_LABELLED = r"(?=[ \t]{0,4}(?:`|[^\s]{0,255}[0-9!@#$%^&*+=?~]))"
+"""A value after a label in Markdown's or HTML's emphasis (``**Password:** …``): in
+backticks, or holding a digit or a sign (not ``**Locating a Token**: There are …``)."""
 
 _NO_CODE = (r"(?![ \t]{0,16}(?:(?:raise|return|pass|continue|break|if|elif|else|for|while"
             r"|try|with|import|from|yield|del|assert|await|print|def|class|throw|const|let|var)"
@@ -89,8 +99,10 @@ ends a secret's name after any word (``dbPwd``)."""
 
 def _camel(key: str) -> str:
     """``key`` ending a name in camel case (``signingKey``, ``DbPass``, ``userPwd``),
-    case-sensitively, after one of :data:`_CAMEL`'s words (``Pwd`` after any)."""
-    capital = f"(?-i:{key.capitalize()})"
+    case-sensitively, after one of :data:`_CAMEL`'s words (``Pwd``, or ``PWD`` as Azure's
+    ``userPWD``, after any)."""
+    capital = f"(?-i:{key.capitalize()}|{key.upper()})" if key == "pwd" \
+        else f"(?-i:{key.capitalize()})"
     words = _CAMEL.get(key)
     if words is None:
         return rf"(?-i:(?<=[a-z0-9])){capital}"
@@ -139,14 +151,18 @@ def assignment(keys: tuple[str, ...]) -> str:
         r"(?i)(?!(?<=existing)secret)(?P<head>(?P<key>" + _names(keys) + r")(?-i:(?![a-z]))"
         + NAMES_NO_SECRET
         + r"[A-Za-z0-9_.-]{0,40}"
-        r"(?:\\{0,7}[\"'](?P<subscript>\])?)?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}"
+        r"(?:\\{0,7}[\"'](?P<subscript>\])?)?"
+        r"(?:(?P<emph>" + EMPHASIS + r")[ \t]{0,4}(?::=|=>|[:=])"
+        r"|[ \t]{0,4}(?::=|=>|[:=])(?:[ \t]{0,4}(?P<emph2>" + EMPHASIS + r")(?=[ \t]))?)"
+        r"(?:[ \t]{0,4}|[ \t]{5,16}" + _GENERATED + ")"
+        r"(?(emph)" + _LABELLED + ")(?(emph2)" + _LABELLED + ")"
         r"(?:(?<=:)(?:[ \t]{0,4}(?:[|>][1-9+-]{0,2}[ \t]{0,4}(?=\r?\n[ \t]))?\r?\n)" + _NO_CODE +
         r"(?:[ \t]{0,8}-[ \t]{1,4}|[ \t]{1,8}(?:[A-Za-z0-9_-]{1,40}:[ \t]{1,4})?)"
         r"|\{[ \t]{0,4}(?P<nested>\\{0,7}[\"'])"
         r"(?:value|secret|password|token|key|data)(?P=nested)[ \t]{0,4}:[ \t]{0,4}"
         r"(?=\\{0,7}[\"']))?)"
         r"(?!(?:\\{0,7}[\"'])?\[REDACTED:|[=>]|[{\[](?![^\s\"'`])"
-        r"|[\"'][ \t]{0,4}(?:[)\],;}]|\r?\n|$)"
+        r"|[\"'][ \t]{0,4}(?:[)\],;}]|\r?\n|$)|" + EMPHASIS + r"[ \t]"
         r"|\|[1-9+-]{0,2}[ \t]{0,4}\r?\n|\|?[1-9+-]{0,2}\\{1,7}[nr])"
         r"(?:" + QUOTED_VALUE + "|(?:" + CALL + r"|(?!\\[\"'])[^\s\"'`]{1,512})"
         r"(?:(?:(?<=[:=])[ \t]{0,4}|[ \t]{1,4}(?::=|=>|[:=])[ \t]{0,4})"

@@ -96,7 +96,7 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # openssl enc -k, zip -P, ssh-keygen -N (the new passphrase; -P the old), and ngrok's
     # authtoken, wandb login's key (a word of their own).
     *(("password", _given(tool, flag, rest), (tool,)) for tool, flag, rest in (
-        ("sqlcmd", "-P", ""), ("bcp", "-P", ""),
+        ("sqlcmd", "-P", ""), ("bcp", "-P", ""), ("rabbitmqadmin", "-p", ""),
         ("mongo", "-p", "(?:sh|dump|restore|export|import)?"),
         ("ldap", "-w", "(?:search|add|modify|delete|passwd|whoami)"),
         ("openssl", "-k", ""), ("zip", "-P", ""), ("unzip", "-P", ""),

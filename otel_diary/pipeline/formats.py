@@ -100,15 +100,18 @@ class _ByPlace(Rule):
 
 FORMAT_RULES: tuple[Rule, ...] = (
     # A container's environment: Kubernetes' "- name: DB_PASSWORD" then "value: …" (not a
-    # valueFrom, nor a variable), ECS's {"name": "DB_PASSWORD", "value": "…"}, and an SSM
-    # parameter ({"Name": "/app/db/password", "Type": "SecureString", "Value": "…"}).
+    # valueFrom, nor a variable), ECS's {"name": "DB_PASSWORD", "value": "…"}, an SSM
+    # parameter ({"Name": "/app/db/password", "Type": "SecureString", "Value": "…"}), and a
+    # field named by its id, label or type (1Password's {"id": "password", …, "value": …},
+    # Keycloak's {"type" : "secret", "value" : …}, az acr's {"name": "password2", …}).
     Rule("secret", r"(name:[ \t]{1,4}(?P<nq>[\"']?)" + _NAMED + r"(?P=nq)[ \t]{0,4}\r?\n"
          r"[ \t]{1,16}value:[ \t]{1,4}(?P<q>[\"'])?)(?![$>|]|\[REDACTED:)" + maybe_quoted(),
          ("name:",), keep_prefix=True),
-    Rule("secret", r"(\"(?:name|Name)\":[ \t]{0,4}\"" + _NAMED + r"\",(?:\s{0,16}\"[A-Za-z]"
-         r"{1,20}\":[ \t]{0,4}(?:\"[^\"\r\n]{0,64}\"|[0-9a-z]{1,10}),){0,3}\s{0,16}"
-         r"\"(?:value|Value)\":[ \t]{0,4}\")" + _JSON_VALUE, ('"name"', '"Name"'),
-         keep_prefix=True),
+    Rule("secret", r"(\"(?:name|Name|id|label|type)\"[ \t]{0,4}:[ \t]{0,4}\"" + _NAMED
+         + r"[0-9]{0,2}\"[ \t]{0,4},(?:\s{0,16}\"[A-Za-z]{1,20}\"[ \t]{0,4}:[ \t]{0,4}"
+         r"(?:\"[^\"\r\n]{0,64}\"|[0-9a-z]{1,10})[ \t]{0,4},){0,3}\s{0,16}"
+         r"\"(?:value|Value)\"[ \t]{0,4}:[ \t]{0,4}\")" + _JSON_VALUE,
+         ('"name"', '"Name"', '"id"', '"label"', '"type"'), keep_prefix=True),
     # ASP.NET's appsettings.json: "Jwt": {"Issuer": …, "Key": "…"}, the signing key.
     Rule("secret", r"([\"'](?i:jwt)[A-Za-z]{0,20}[\"'][ \t]{0,4}:[ \t]{0,4}\{" + _PAIRS
          + r"\s{0,16}[\"'](?i:key)[\"'][ \t]{0,4}:[ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:|\$)"

@@ -97,6 +97,8 @@ SERVICE_KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     # Elasticsearch's enrollment token: base64 of {"ver":…,"adr":…,"fgr":…,"key":…}.
     ("elastic_enrollment_token", ("eyJ2ZXIiOi",), "[A-Za-z0-9+/]{40,4096}={0,2}"),
     ("docker_swarm_token", ("SWMTKN-1-",), "[a-z0-9]{50}-[a-z0-9]{25}"),
+    # A Cloudflare tunnel's token: base64 of {"a":…,"t":…,"s":…}.
+    ("cloudflare_tunnel_token", ("eyJhIjoi",), "[A-Za-z0-9+/]{40,4096}={0,2}"),
     ("posthog_api_key", ("phx_",), "[A-Za-z0-9]{30,255}"),
     ("sonarqube_token", ("squ_", "sqp_", "sqa_"), "[a-f0-9]{40}(?![A-Za-z0-9_])"),
     ("jina_api_key", ("jina_",), "[A-Za-z0-9]{30,255}[A-Za-z0-9_-]{0,255}"),
@@ -198,6 +200,9 @@ def maybe_quoted(ends: str = "") -> str:
     return ("(?(q)" + quoted("q") + r"|(?!\\{1,7}[\"'])(?:[^\s\"'\\" + ends
             + r"]|\\(?![\\\"'])){1,512})")
 
+EMPHASIS = r"(?:\*{1,2}|_{1,2}|</(?:b|strong)>)"
+"""Markdown's or HTML's emphasis closing a label (``**Password:**``, ``<b>Token:</b>``)."""
+
 SECRET_NAME = r"[\w.-]{0,60}(?i:pass|pwd|secret|token|key|credential)[\w.-]{0,60}"
 """A variable's name that says it holds a secret (``DB_PASSWORD``, ``api_token``)."""
 
@@ -208,7 +213,7 @@ _ACCESS = (rf"(?:\.\w{{1,60}}|\[{_NAMED}\]|\(\)"
 """How code reads a value: an attribute, a subscript or a call by name, also with a
 default that is empty or was redacted (by the rule for a secret's default)."""
 REFERENCE = (
-    r"(?:\\{0,7}[\"'])?(?:(?:\$\{\{[ \t]{0,4}[A-Za-z_][\w.]{0,100}[ \t]{0,4}\}\}"
+    r"(?:\\{0,7}[\"'`])?(?:(?:\$\{\{[ \t]{0,4}[A-Za-z_][\w.]{0,100}[ \t]{0,4}\}\}"
     r"|\{\{[ \t]{0,4}[.$]?[A-Za-z_][\w.]{0,100}[ \t]{0,4}\}\}"
     r"|\$\{[A-Za-z_]\w{0,100}\}|\$[A-Z_][A-Z0-9_]{0,100}"
     rf"|<%=?[ \t]{{0,4}}[A-Za-z_]\w{{0,60}}{_ACCESS}{{0,6}}[ \t]{{0,4}}%>"
@@ -221,7 +226,7 @@ REFERENCE = (
     r"|(?:Optional|Union|Annotated|list|dict|set|tuple|type|List|Dict|Set|Tuple|Sequence"
     r"|Mapping)\[|\$\("
     r"|(?:required|missing|invalid|expired|revoked|empty|incorrect|wrong|must|should|cannot"
-    r"|not|too|field|Field)(?=[.,;:)]?(?:\s|$)))")
+    r"|not|too|field|Field)(?=[.,;:)`]{0,2}(?:\s|$)))")
 """Values that name a secret kept elsewhere, not the secret: a variable (``$DB_PASSWORD``,
 ``${DB_PASSWORD}``, ``${{ secrets.DB_PASSWORD }}``, ``{{ .Values.db.password }}``,
 ``<%= ENV['X'] %>``), code reading one (``os.environ["X"]``, ``process.env.X``,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from otel_diary.pipeline.keys import EMPHASIS
 from otel_diary.pipeline.rule import Rule
 
 _FOR_WHOM = (r"(?:[ \t]{1,4}(?:for|of|to|on)(?:[ \t]{1,4}[^\s:,;]{1,64}){1,4}?"
@@ -22,19 +23,21 @@ _FOR_WHOM = (r"(?:[ \t]{1,4}(?:for|of|to|on)(?:[ \t]{1,4}[^\s:,;]{1,64}){1,4}?"
 """Whose secret it is, up to four words (``for the admin account``, ``to the staging
 database``, ``for the elastic built-in superuser``), when a verb follows."""
 
-_AFTER = r"(?:[ \t]{1,4}|[ \t]{0,4}\r?\n[ \t]{0,8})"
-"""White space after a verb or a sign, or the value's line."""
+_AFTER = r"(?:[ \t]{1,4}|[ \t]{0,4}(?:\r?\n[ \t]{0,8}){1,2})"
+"""White space after a verb or a sign, or the value's line (after an empty one, too)."""
 
 
 def _told_after(signs: str) -> str:
     """How the value follows the name: after a verb (``is``, ``was set to``,
-    Elasticsearch's ``is :``; also on the next line), one of ``signs`` (``:``, ``->``),
+    Elasticsearch's ``is :``; also on the next line), one of ``signs`` (``:``, ``->``; also
+    in a label's emphasis, ``**API key:**``),
     `` - ``, a comma and ``it is`` (``my password, it's …``), or a space (``password
     hunter2xyz``)."""
     return (r"(?:[ \t]{1,4}(?:(?:is|was)(?:[ \t]{1,4}(?:now|still))?"
             r"|(?:(?:was|is|has[ \t]{1,4}been)[ \t]{1,4})?(?:set|changed|reset|updated)"
             r"[ \t]{1,4}to)"
-            r"(?:[ \t]{0,4}:)?" + _AFTER + r"|[ \t]{0,4}(?:" + signs + ")" + _AFTER
+            r"(?:[ \t]{0,4}:)?" + _AFTER + r"|" + EMPHASIS + r"?[ \t]{0,4}(?:" + signs + ")"
+            + EMPHASIS + r"?" + _AFTER
             + r"|[ \t]{1,4}-[ \t]{1,4}"
             r"|[ \t]{0,2},[ \t]{1,4}(?:(?:it|which)[ \t]{1,4}(?:is|was)|it['\u2019]s)[ \t]{1,4}"
             r"|[ \t]{1,4})")
@@ -129,16 +132,25 @@ class _Printed(Rule):
         if text.find("\n", position, position + 300) < 0:
             return False
         start = text.rfind("\n", max(0, position - 512), position) + 1
-        return (start > 0 or position < 512) and _PRINTS.fullmatch(text, start, position) \
-            is not None
+        line = _PRINTS.fullmatch(text, start, position) if start > 0 or position < 512 else None
+        if line is None:
+            return False
+        if line.group("read") is None:
+            return True  # a secret store's read, or a command printing a secret it made
+        # a file or a variable: the needle is a word of its name, and its last
+        before = text[position - 1:position]
+        return (not before.islower() or text[position:position + 1].isupper()) \
+            and _NAME_END.match(text, position) is not None
 
 
 _PRINTS = re.compile(
     r"[ \t]{0,16}(?:(?:[$#%>]|PS[ \t][^>\r\n]{0,200}>|[\w.-]{1,32}@[\w.-]{1,64}:[^$#\r\n]{0,200}"
-    r"[$#])[ \t]{0,4})?(?:sudo[ \t]{1,4}(?:-\S{1,20}[ \t]{1,4}){0,3})?(?:"
+    r"[$#])[ \t]{0,4})?(?:sudo[ \t]{1,4}(?:-\S{1,20}[ \t]{1,4}){0,3})?"
+    r"(?:(?:docker|podman|kubectl)[ \t]{1,4}exec(?:[ \t]{1,4}-\S{1,20}){0,4}[ \t]{1,4}"
+    r"[^\s-]\S{0,127}(?:[ \t]{1,4}--)?[ \t]{1,4})?(?:"
     # a file or a variable, the needle in its name
-    r"(?:cat|type|more|head|tail|Get-Content|gc|echo|printenv|Write-Output)[ \t]{1,4}"
-    r"(?:-\S{1,20}[ \t]{1,4}){0,4}[\"']?[^\s;|&]{0,256}"
+    r"(?P<read>(?:cat|type|more|head|tail|Get-Content|gc|echo|printenv|Write-Output)[ \t]{1,4}"
+    r"(?:-\S{1,20}[ \t]{1,4}){0,4}[\"']?[^\s;|&]{0,256})"
     # a secret store's read
     r"|(?:vault[ \t]{1,4}(?:kv[ \t]{1,4}get|read)|op[ \t]{1,4}read|pass(?:[ \t]{1,4}show)?"
     r"|bw[ \t]{1,4}get|security[ \t]{1,4}find-generic-|gcloud[ \t]{1,4}secrets[ \t]{1,4}versions"
@@ -151,10 +163,15 @@ _PRINTS = re.compile(
     r"|(?:php[ \t]{1,4})?artisan[ \t]{1,4}|cloudflared[ \t]{1,4}tunnel[ \t]{1,4}"
     r"|heroku[ \t]{1,4}auth:|gh[ \t]{1,4}auth[ \t]{1,4}|gcloud[ \t]{1,4}auth[ \t]{1,4}"
     r"(?:application-default[ \t]{1,4})?print-(?:access|identity)-"
-    r"|az[ \t]{1,4}account[ \t]{1,4}get-access-|wg[ \t]{1,4}(?:gen|pub))")
-"""A command's line up to the needle: a prompt (``$``, ``PS C:\\>``, ``user@host:~$``),
-then a command that prints what it reads (the needle in the name it reads), a secret
-store's read, or a command printing a secret it made (the needle in its name)."""
+    r"|az[ \t]{1,4}account[ \t]{1,4}get-access-|wg[ \t]{1,4}(?:gen|show[ \t][^\r\n]{0,64})"
+    r"|kubeadm[ \t]{1,4})")
+_NAME_END = re.compile(r"(?i)(?:passw(?:or)?d|passphrase|(?:private[_-]?)?key|token|secret)"
+                       r"(?:[_-]?[0-9]{1,3})?(?:\.[a-z]{1,6})?[}\]'\"]{0,4}(?:[ \t;|&)]|\r?\n)")
+"""A command's line up to the needle: a prompt (``$``, ``PS C:\\>``, ``user@host:~$``), a
+container it runs in (``docker exec jenkins``), then a command that prints what it reads
+(group ``read``: the needle in the name it reads), a secret store's read, or a command
+printing a secret it made (the needle in its name); and, after it, where that name ends
+(not ``tokenizer_config.json``, ``$TOKEN_URL``)."""
 
 
 @dataclass(frozen=True)
@@ -195,6 +212,10 @@ PROSE_ANCHORED: tuple[Rule, ...] = (
           r"[ \t]{0,4}:[ \t]{0,4}|[ \t]{0,4}(?:\([^()\r\n]{0,160}\))?[ \t]{0,4}:[ \t]{0,4}\r?\n"
           r"[ \t]{0,8}))(?!\[REDACTED:)[^\s]{1,256}", ("passw",), keep_prefix=True,
           anchored=True, starts=("password for the",)),
+    # aws configure's prompt: "AWS Secret Access Key [None]: …".
+    _Said("secret", r"(?i)(secret[ \t]{1,4}access[ \t]{1,4}key[ \t]{0,4}(?:\[[^\]\r\n]{0,64}\])?"
+          r"[ \t]{0,4}:[ \t]{1,4})(?!\[REDACTED:)[A-Za-z0-9/+=]{16,128}(?![A-Za-z0-9/+=])",
+          ("secret",), keep_prefix=True, anchored=True, starts=("secret access key",)),
     # A key in words: "use API key 9f8e…", "the access token is …", "secret key: …", and a
     # token after a verb ("the token for the bot is …"): a word of sixteen characters or
     # more.
@@ -221,14 +242,12 @@ PROSE_ANCHORED: tuple[Rule, ...] = (
          + _CELL_END, ("pass", "pw", "secret", "token", "api", "access", "private"),
          keep_prefix=True, anchored=True),
     # A secret a command printed on the next line: a lone word of letters and digits, no
-    # path, variable or document. The needle is a name's word, its last (not "monkey.txt",
-    # "tokenizer_config.json", "$TOKEN_URL"); the command's other words may follow.
-    _Printed("secret", r"(?i)((?-i:(?<![a-z])|(?<=[a-z])(?=[A-Z]))"
-             r"(?:passw(?:or)?d|passphrase|token|secret|key)(?:[_-]?[0-9]{1,3})?"
-             r"(?:\.[a-z]{1,6})?[}\]'\"]{0,4}(?:[ \t;|&)][^\r\n]{0,256})?\r?\n)"
+    # path, variable or document (where the needle may be: _Printed.fits).
+    _Printed("secret", r"(?i)((?:passw(?:or)?d|passphrase|token|secret|(?:private[_-]?)?key)"
+             r"[^\r\n]{0,256}\r?\n)"
              r"(?![^\r\n]{257}|[$/~{\[<]|https?:)(?=[^\s]{0,255}[0-9])(?=[^\s]{0,255}[A-Za-z])"
              r"[^\s]{8,256}(?=[ \t]{0,4}(?:\r?\n|$))",
-             ("passw", "passphrase", "token", "secret", "key"), keep_prefix=True,
+             ("passw", "passphrase", "token", "secret", "private", "key"), keep_prefix=True,
              anchored=True),
 )
 """The case-insensitive rules of secrets told in words: each is tried where one of its

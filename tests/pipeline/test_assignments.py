@@ -58,6 +58,10 @@ S = "Zq9xK7mW2pL4vN8r"
     # pw ending a name
     (f'root_pw = "{S}"', 'root_pw = "[REDACTED:password]"'),
     (f"DB_PW={S}", "DB_PW=[REDACTED:password]"), (f"rootPw: {S}", "rootPw: [REDACTED:password]"),
+    # aligned output (Consul, Heroku), Azure's userPWD
+    (f"SecretID:         {S}", "SecretID:         [REDACTED:secret]"),
+    (f'"userPWD": "{S}", userPWD="{S}"',
+     '"userPWD": "[REDACTED:password]", userPWD="[REDACTED:password]"'),
     # a call's argument that may be the secret, not a variable's name
     ("connect(password=A0000)", "connect(password=[REDACTED:password]"),
     # a call given a literal that may be the secret

@@ -131,6 +131,8 @@ COMMANDS = [
     ("cosign sign --signing-key Zq7xW2mK9pL4 img",
      "cosign sign --signing-key [REDACTED:api_key] img"),
     ('setx OPENAI_API_KEY "Xk7pL2mQ9rTzA1b"', 'setx OPENAI_API_KEY "[REDACTED:secret]"'),
+    ("rabbitmqadmin -u admin -p sN3eZe0VNA9PsU list queues",
+     "rabbitmqadmin -u admin -p [REDACTED:password] list queues"),
     ("set -gx OPENAI_API_KEY Xk7pL2mQ9rTzA1b", "set -gx OPENAI_API_KEY [REDACTED:secret]"),
     ("SetEnv DB_PASS S3cretPass9", "SetEnv DB_PASS [REDACTED:secret]"),
     ("az acr login --name myreg -u admin -p S3cretPass9",

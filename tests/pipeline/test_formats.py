@@ -46,6 +46,13 @@ def test_a_containers_environment_keeps_its_names_and_loses_its_secrets() -> Non
      '{\n    "name": "WEBHOOK_SECRET",\n    "value": "[REDACTED:secret]"\n}'),
     ('{"password": {"value": "S3cretPw"}, "user": "bob"}',
      '{"password": {"value": "[REDACTED:password]"}, "user": "bob"}'),
+    # a field named by its id, label or type (1Password, Keycloak, az acr credential show)
+    ('{"id": "password", "type": "CONCEALED", "label": "password", "value": "vwuqRyiAMp*YKv7"}',
+     '{"id": "password", "type": "CONCEALED", "label": "password", "value": "[REDACTED:secret]"}'),
+    ('{\n  "type" : "secret",\n  "value" : "XpLSXMUoX120fHj5cJnKwAhkqfC645BM"\n}',
+     '{\n  "type" : "secret",\n  "value" : "[REDACTED:secret]"\n}'),
+    ('{"name": "password2", "value": "Ar93aB4Q4Iyavvj"}',
+     '{"name": "password2", "value": "[REDACTED:secret]"}'),
 ])
 def test_a_named_value_in_json_is_redacted(text: str, expected: str) -> None:
     """ECS's environment, an SSM parameter (``aws ssm get-parameter --with-decryption``),

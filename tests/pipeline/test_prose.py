@@ -61,6 +61,19 @@ from otel_diary.pipeline.redact import redact
      "ok the secret is [REDACTED:api_key], put it in vault"),
     ("client secret Kdcj23vMcWYKtP4eILSs2AqN; refresh token Zq7xW2mK9pL4vN8rT3yB",
      "client secret [REDACTED:api_key]; refresh token [REDACTED:api_key]"),
+    # a label in Markdown's or HTML's emphasis, the value in backticks
+    ("- **Password:** `mu0nLQIEB#0bW#e`\n**API key:** `FkCSwOiYnYbuEvS2GZedNarW6ZljW97f`",
+     "- **Password:** `[REDACTED:password]`\n**API key:** `[REDACTED:api_key]`"),
+    ("**Password**: ui%6*MYzgotI\n*Token:* wjmEPLLFCcxIz49wZSabXx234hJZmN8f",
+     "**Password**: [REDACTED:password]\n*Token:* [REDACTED:token]"),
+    ("<b>Password:</b> OIHVM%vbH*0y9*#\n**Secret key:** l8BqXrosEWkuNh6DKREUbdLCUZ0FWS4McJAT1nqV",
+     "<b>Password:</b> [REDACTED:password]\n**Secret key:** [REDACTED:api_key]"),
+    # a banner: Jenkins' (after an empty line), aws configure's prompt
+    ("Please use the following password to proceed to installation:\n\n"
+     "91787effb2121c506bac842f5fa229d4\n",
+     "Please use the following password to proceed to installation:\n\n[REDACTED:password]\n"),
+    ("AWS Secret Access Key [None]: O0aYLBtulZy7poR1DB4dtMhIoS3FXafMXj8hAZst\n",
+     "AWS Secret Access Key [None]: [REDACTED:secret]\n"),
     # a key longer than a password is taken whole
     ("the api key is " + "Zq7xW2mK9pL4" * 20, "the api key is [REDACTED:api_key]"),
 ])
@@ -96,6 +109,7 @@ def test_a_secret_told_in_words_is_redacted(text: str, expected: str) -> None:
     "credentials: arn:aws:iam::123456789012:role/deploy",
     "credentials: file:~/.aws/credentials; credentials: $USER:$PASS",
     "credentials: type:service_account; credentials: db:5432",
+    "password: `required`; `password`: `string`",
 ])
 def test_words_about_a_secret_stay(text: str) -> None:
     """A verdict, a count, a place or a name after a secret's name holds no secret: the
@@ -113,6 +127,18 @@ def test_words_about_a_secret_stay(text: str) -> None:
      "PS C:\\> Get-Content C:\\secrets\\api_key.txt\r\n[REDACTED:secret]\r\n"),
     ("$ cat /var/jenkins_home/secrets/initialAdminPassword; echo\n3f4e2a9b8c7d6e5f4a3b2c1d0e9f8a7b",
      "$ cat /var/jenkins_home/secrets/initialAdminPassword; echo\n[REDACTED:secret]"),
+    ("$ docker exec jenkins cat /var/jenkins_home/secrets/initialAdminPassword\n91787effb21\n",
+     "$ docker exec jenkins cat /var/jenkins_home/secrets/initialAdminPassword\n"
+     "[REDACTED:secret]\n"),
+    ("$ cat privatekey\nnPsbUzU3BiczWgRam+EJoOtZcMVlEApe2ZB608IzduA=\n$ wg genkey\n"
+     "FN/Y3/wy6nEw+0aCKbK3W2T1CMWrvR3dYEoxsFYLDY8=",
+     "$ cat privatekey\n[REDACTED:secret]\n$ wg genkey\n[REDACTED:secret]"),
+    ("$ aws secretsmanager get-secret-value --secret-id prod/api --query SecretString --output "
+     "text\nvXyQqxZ9KCsuvdMBkIgmMz6qfNnVnGM6",
+     "$ aws secretsmanager get-secret-value --secret-id prod/api --query SecretString --output "
+     "text\n[REDACTED:secret]"),
+    ("$ php artisan key:generate --show\nbase64:X6m6rX4Jkb1iPWeAyZZEnKoVHft2pZbziSF7ELykx/0=",
+     "$ php artisan key:generate --show\n[REDACTED:secret]"),
     # a secret store's read, a command printing a secret it made
     ("$ vault kv get -field=password secret/prod/db\nLhidAeHVwjSl%i5",
      "$ vault kv get -field=password secret/prod/db\n[REDACTED:secret]"),

@@ -732,6 +732,7 @@ SAMPLE_KEYS = [
     ("google_refresh_token", "1//0g" + KEY_BODY[:60]),
     ("elastic_enrollment_token", "eyJ2ZXIiOiI4LjEyLjAiLCJhZHIiOlsiMTcyLjE4LjAuMjo5MjAwIl0s"),
     ("docker_swarm_token", f"SWMTKN-1-{KEY_BODY.lower()[:50]}-{KEY_BODY.lower()[:25]}"),
+    ("cloudflare_tunnel_token", "eyJhIjoi" + KEY_BODY[:80]),
     ("posthog_api_key", "phx_" + KEY_BODY[:47]),
     ("sonarqube_token", "squ_" + HEX[:40]),
     ("jina_api_key", "jina_" + KEY_BODY[:60]),
