@@ -228,6 +228,8 @@ def _names_only(code: str) -> bool:
     return True
 
 
+_AFTER_CALL = re.compile(r"\)\w")
+"""A word right after a call's closing parenthesis (``Aaa()0``): no call, a password."""
 _ARGUMENT_VALUE = re.compile(r"[A-Za-z_](?:[A-Za-z_]{0,59}|\w{0,29}_\w{1,30}"
                              r"|\w{0,56}?[a-z]{3}\w{0,56})\)")
 """A variable or a type given as an argument: a name of letters, of words joined by ``_``
@@ -252,8 +254,9 @@ def _computed(match: re.Match[str]) -> bool | None:
         return text.rfind("(", line_start, match.start()) \
             > text.rfind(")", line_start, match.start()) or None
     called = _CALLED_VALUE.match(text, start, end)
-    if called is None or not _WORD.search(called.group(0)):
-        return None  # no word of code in its name: A000() may be a password
+    if called is None or not _WORD.search(called.group(0)) \
+            or _AFTER_CALL.search(text, start, end + 1):
+        return None  # no word of code in its name, or a word after the call: A000(), Aaa()0
     line_end = text.find("\n", start, start + 400)
     line = text[start:line_end if line_end >= 0 else start + 400]
     if ")" not in line:

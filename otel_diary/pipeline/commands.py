@@ -150,11 +150,13 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("ENV", "setx", "SetEnv", "set -")),
     # SQL: CREATE USER … [WITH] PASSWORD '…' (PostgreSQL), … IDENTIFIED [WITH plugin] BY
     # [PASSWORD|VALUES] '…' or AS '…' (MySQL, Oracle: a password or its hash; in lower case
-    # after a quoted user: 'bob'@'%' identified by '…'); a quote inside is doubled or escaped.
+    # after a quoted user: 'bob'@'%' identified by '…'); a quote inside is doubled or escaped
+    # (not one holding a flag: "password ', --password '…'" holds the flag's).
     ("password", r"((?:PASSWORD|password) '|(?:IDENTIFIED|(?<=['\"`][ \t])identified)"
      r"(?:[ \t]{1,4}(?:WITH|with)[ \t]{1,4}[A-Za-z0-9_]{1,64})?[ \t]{1,4}(?:BY|by|AS|as)"
      r"(?:[ \t]{1,4}(?:PASSWORD|VALUES|password|values))?[ \t]{1,4}')"
-     r"(?!\[REDACTED:)(?:[^'\\\r\n]|''|\\[^\r\n]){1,512}(?=')",
+     r"(?!\[REDACTED:|[^'\r\n]{0,512}(?:^|[\s,;])--?[A-Za-z])"
+     r"(?:[^'\\\r\n]|''|\\[^\r\n]){1,512}(?=')",
      ("PASSWORD '", "password '", "IDENTIFIED", "identified")),
     # Oracle's password, bare or in double quotes: … IDENTIFIED BY tiger, "Pa55 w" (a bind
     # variable :pw or a substitution &pw is none; in lower case, see COMMAND_ANCHORED).

@@ -64,6 +64,7 @@ S = "Zq9xK7mW2pL4vN8r"
      '"userPWD": "[REDACTED:password]", userPWD="[REDACTED:password]"'),
     # a call's argument that may be the secret, not a variable's name
     ("connect(password=A0000)", "connect(password=[REDACTED:password]"),
+    ("password=Aaaa()0 next", "password=[REDACTED:password] next"),
     # a call given a literal that may be the secret
     (f"password = decrypt('{S}')", "password = [REDACTED:password]"),
     (f"password = base64.b64decode('{S}')", "password = [REDACTED:password]"),

@@ -131,6 +131,7 @@ COMMANDS = [
     ("cosign sign --signing-key Zq7xW2mK9pL4 img",
      "cosign sign --signing-key [REDACTED:api_key] img"),
     ('setx OPENAI_API_KEY "Xk7pL2mQ9rTzA1b"', 'setx OPENAI_API_KEY "[REDACTED:secret]"'),
+    ("echo password ', --password '000000x'", "echo password ', --password '[REDACTED:password]'"),
     ("rabbitmqadmin -u admin -p sN3eZe0VNA9PsU list queues",
      "rabbitmqadmin -u admin -p [REDACTED:password] list queues"),
     ("set -gx OPENAI_API_KEY Xk7pL2mQ9rTzA1b", "set -gx OPENAI_API_KEY [REDACTED:secret]"),
