@@ -239,10 +239,11 @@ validation error keep what the next reader needs."""
 
 _ARG = r"(?:\"[^\"\r\n]{0,200}\"|'[^'\r\n]{0,200}'|[\w.]{1,100})"
 CALL = (rf"(?:\[\])?[A-Za-z_][\w.]{{0,100}}(?:\([ \t]{{0,4}}(?:{_ARG}"
-         rf"(?:[ \t]{{0,4}},[ \t]{{0,4}}{_ARG}){{0,5}}[ \t]{{0,4}})?\)|\[{_ARG}\])")
+         rf"(?:[ \t]{{0,4}},[ \t]{{0,4}}{_ARG}){{0,5}}[ \t]{{0,4}})?\)|\[{_ARG}\])(?!\w)")
 """An assignment's value that is a call with simple arguments, a comma between each
 (``password = decrypt('aHVudGVyMg==')``, Go's ``[]byte("…")``), or a subscript
-(``config["db"]``): one value, redacted whole unless it names a secret kept elsewhere."""
+(``config["db"]``): one value, redacted whole unless it names a secret kept elsewhere;
+none when a word follows it (``Aaaa()0`` is one word)."""
 
 
 @cache
