@@ -47,13 +47,15 @@ ASSIGNMENT_KEYS: dict[str, str] = {
 
 
 QUOTED_VALUE = (
-    r"(?P<quote>[\"'`])" + quoted("quote") +
+    r"(?P<quote>[\"'])" + quoted("quote") +
+    # In backticks (Markdown's inline code): one word, no template (`${x}`) or command.
+    r"|(?P<tick>`)(?=[^`\s$]{1,256}`)[^`\s$]{1,256}" +
     # In escaped quotes (JSON inside a string, at any depth: \" \\\" \\\\\\\"): up to
     # the same escaped quote, the value's own more deeply escaped quotes included.
     r"|(?P<escaped>(?P<escapes>\\{1,7})[\"'])"
     r"(?:(?!(?<!\\)(?P=escapes)[\"'])[^\r\n]){1,512}")
-"""A value in quotes or backticks, or in escaped quotes (groups ``quote`` and
-``escaped``)."""
+"""A value in quotes, in backticks (one word), or in escaped quotes (groups ``quote``,
+``tick`` and ``escaped``)."""
 
 
 NO_COUNT = (r"(?![0-9][0-9.,/]{0,39}(?:ms|s|m|h|%)?(?![^\s\"'`,;)\]}]))"
@@ -65,10 +67,14 @@ NO_COUNT = (r"(?![0-9][0-9.,/]{0,39}(?:ms|s|m|h|%)?(?![^\s\"'`,;)\]}]))"
 name names test results or a folder, those are."""
 
 
-_GENERATED = (r"(?=[A-Za-z0-9_.+/=-]{16,512}(?![^\s,;]))(?=[^\s]{0,511}[0-9])"
-              r"(?=[^\s]{0,511}[A-Za-z])")
-"""A value that looks generated: after a name aligned with others (``SecretID:         …``,
-not ``password:     The password for …``)."""
+_GENERATED = (r"(?=[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(?![^\s,;])"
+              r"|[0-9a-f]{16,128}(?![^\s,;])"
+              r"|(?![^\s]{0,500}[a-z]{5})(?=[^\s]{0,511}[0-9])(?=[^\s]{0,511}[a-z])"
+              r"(?=[^\s]{0,511}[A-Z])[A-Za-z0-9_.+=-]{20,512}(?![^\s,;]))")
+"""A value that looks generated: after a name aligned with others (``SecretID:         …``):
+a UUID, hex, or twenty characters or more of both cases and digits with no word in them
+(not ``password:     The password for …``, ``StrongPasswordPolicyV2``, a path, an id in
+capitals)."""
 _LABELLED = r"(?=[ \t]{0,4}(?:`|[^\s]{0,255}[0-9!@#$%^&*+=?~]))"
 """A value after a label in Markdown's or HTML's emphasis (``**Password:** …``): in
 backticks, or holding a digit or a sign (not ``**Locating a Token**: There are …``)."""
@@ -246,7 +252,8 @@ def _computed(match: re.Match[str]) -> bool | None:
     value: None."""
     text, start, end = match.string, match.end("head"), match.end()
     groups = match.groupdict()
-    if groups.get("quote") or groups.get("escaped") or groups.get("fallback") \
+    if groups.get("quote") or groups.get("tick") or groups.get("escaped") \
+            or groups.get("fallback") \
             or text.startswith("-", match.start()):
         return None  # a literal, a literal to fall back to, a command's flag
     line_start = text.rfind("\n", 0, match.start()) + 1
@@ -289,13 +296,15 @@ class AssignmentRule(Rule):
             end = match.end("fq") - match.start()  # but the literal it falls back to
             return match.group(0)[:end] + mark + groups["fq"]
         start, value, end = match.start(), match.end("head"), match.end()
-        ends = None if groups.get("quote") else value_end(match.string, start)
+        ends = None if groups.get("quote") or groups.get("tick") \
+            else value_end(match.string, start)
         if ends is not None:  # at the next parameter of a URL's query, or setting of a list
             rest = ends.search(match.string, value, end)
             if rest is not None:
                 return match.group(0) if rest.start() == value else \
                     groups["head"] + mark + match.string[rest.start():end]
-        return groups["head"] + (groups.get("escaped") or groups.get("quote") or "") + mark
+        return groups["head"] + (groups.get("escaped") or groups.get("quote")
+                                 or groups.get("tick") or "") + mark
 
 
 

@@ -24,6 +24,10 @@ _NAMED = (r"[\w./-]{0,80}(?i:password|passwd|passphrase|secret|token|api[_-]?key
 """A variable's or a parameter's name that ends as a secret's (``DB_PASSWORD``,
 ``/app/db/password``, ``JWT_SECRET_KEY``; not ``PASSWORD_MIN_LENGTH``)."""
 
+_FIELDS = (r"[ \t]{0,4},(?:\s{0,16}\"[A-Za-z]{1,20}\"[ \t]{0,4}:[ \t]{0,4}"
+           r"(?:\"[^\"\r\n]{0,64}\"|[0-9a-z]{1,10})[ \t]{0,4},){0,3}\s{0,16}"
+           r"\"(?:value|Value)\"[ \t]{0,4}:[ \t]{0,4}\"")
+"""Up to three fields of a JSON object, then its ``"value"``."""
 _JSON_VALUE = r"(?!\[REDACTED:|\$)(?:[^\"\\\r\n]|\\[^\r\n]){1,4096}(?=\")"
 """A JSON string's text, up to its closing quote."""
 
@@ -102,16 +106,20 @@ FORMAT_RULES: tuple[Rule, ...] = (
     # A container's environment: Kubernetes' "- name: DB_PASSWORD" then "value: …" (not a
     # valueFrom, nor a variable), ECS's {"name": "DB_PASSWORD", "value": "…"}, an SSM
     # parameter ({"Name": "/app/db/password", "Type": "SecureString", "Value": "…"}), and a
-    # field named by its id, label or type (1Password's {"id": "password", …, "value": …},
-    # Keycloak's {"type" : "secret", "value" : …}, az acr's {"name": "password2", …}).
+    # password or a secret named by its field's id, label or type (1Password's {"id":
+    # "password", …, "value": …}, Keycloak's {"type" : "secret", "value" : …}), when the
+    # value looks generated (not a lexer's {"type": "token", …}, a Kubernetes secret's
+    # {"type": "secret", "value": "Opaque"}, a form's {"label": "Password", …}); az acr's
+    # {"name": "password2", …}.
     Rule("secret", r"(name:[ \t]{1,4}(?P<nq>[\"']?)" + _NAMED + r"(?P=nq)[ \t]{0,4}\r?\n"
          r"[ \t]{1,16}value:[ \t]{1,4}(?P<q>[\"'])?)(?![$>|]|\[REDACTED:)" + maybe_quoted(),
          ("name:",), keep_prefix=True),
-    Rule("secret", r"(\"(?:name|Name|id|label|type)\"[ \t]{0,4}:[ \t]{0,4}\"" + _NAMED
-         + r"[0-9]{0,2}\"[ \t]{0,4},(?:\s{0,16}\"[A-Za-z]{1,20}\"[ \t]{0,4}:[ \t]{0,4}"
-         r"(?:\"[^\"\r\n]{0,64}\"|[0-9a-z]{1,10})[ \t]{0,4},){0,3}\s{0,16}"
-         r"\"(?:value|Value)\"[ \t]{0,4}:[ \t]{0,4}\")" + _JSON_VALUE,
-         ('"name"', '"Name"', '"id"', '"label"', '"type"'), keep_prefix=True),
+    Rule("secret", r"(\"(?:name|Name)\"[ \t]{0,4}:[ \t]{0,4}\"" + _NAMED + r"[0-9]{0,2}\""
+         + _FIELDS + r")" + _JSON_VALUE, ('"name"', '"Name"'), keep_prefix=True),
+    Rule("secret", r"(\"(?:id|label|type)\"[ \t]{0,4}:[ \t]{0,4}\"(?i:password|passwd|secret)"
+         r"[0-9]{0,2}\"" + _FIELDS + r")(?=[^\"\s\\]{8,4096}\")(?=[^\"]{0,4095}[0-9])"
+         r"(?=[^\"]{0,4095}[A-Za-z])" + _JSON_VALUE, ('"id"', '"label"', '"type"'),
+         keep_prefix=True),
     # ASP.NET's appsettings.json: "Jwt": {"Issuer": …, "Key": "…"}, the signing key.
     Rule("secret", r"([\"'](?i:jwt)[A-Za-z]{0,20}[\"'][ \t]{0,4}:[ \t]{0,4}\{" + _PAIRS
          + r"\s{0,16}[\"'](?i:key)[\"'][ \t]{0,4}:[ \t]{0,4}(?P<q>[\"']))(?!\[REDACTED:|\$)"

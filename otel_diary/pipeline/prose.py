@@ -70,9 +70,14 @@ def _told(name: str, minimum: int, maximum: int, chars: str = "",
             rf"|(?={word}{{0,{most}}}[0-9])(?={word}{{0,{most}}}[A-Za-z]){word}{{{minimum},{maximum}}})")
 
 
-def _said(text: str, position: int) -> str:
-    """The words at ``position``, lower-cased, single-spaced."""
-    return " ".join(text[position:position + 48].lower().split())
+def _said(text: str, position: int, starts: tuple[str, ...]) -> bool:
+    """Whether the words at ``position``, lower-cased and single-spaced, start with one of
+    ``starts``."""
+    head = text[position:position + 48].lower()
+    if head.startswith(starts):
+        return True
+    return ("  " in head or "\t" in head or "\n" in head) \
+        and " ".join(head.split()).startswith(starts)
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,7 @@ class _Said(Rule):
     starts: tuple[str, ...] = ()
 
     def fits(self, text: str, position: int) -> bool:
-        return _said(text, position).startswith(self.starts)
+        return _said(text, position, self.starts)
 
 
 _QUALIFIED = ("client", "bot", "refresh", "session", "signing", "license", "webhook")
@@ -97,8 +102,9 @@ class _KeyTold(_Said):
 
     def fits(self, text: str, position: int) -> bool:
         return super().fits(text, position) or (
-            text[position:position + 6].lower().startswith(("secret", "token", "key"))
-            and text[max(0, position - 9):position].lower().rstrip(" _-").endswith(_QUALIFIED))
+            text[position - 1:position] in (" ", "_", "-")
+            and text[max(0, position - 9):position].lower().rstrip(" _-").endswith(_QUALIFIED)
+            and text[position:position + 6].lower().startswith(("secret", "token", "key")))
 
 
 _KEYS_TOLD = (*(f"{what}{between}{key}" for what in ("api", "secret", "access", "auth", "private")
@@ -209,7 +215,8 @@ PROSE_ANCHORED: tuple[Rule, ...] = (
     # elastic user (reset with `…`):" then the password on the next line.
     _Said("password", r"(?i)(password[ \t]{1,4}for[ \t]{1,4}the[ \t]{1,4}\[?[\w.-]{1,64}\]?"
           r"[ \t]{1,4}user(?:[ \t]{1,4}successfully[ \t]{1,4}reset\.?\s{1,16}new[ \t]{1,4}value"
-          r"[ \t]{0,4}:[ \t]{0,4}|[ \t]{0,4}(?:\([^()\r\n]{0,160}\))?[ \t]{0,4}:[ \t]{0,4}\r?\n"
+          r"[ \t]{0,4}:[ \t]{0,4}|[ \t]{0,4}\([^()\r\n]{0,160}reset[^()\r\n]{0,160}\)[ \t]{0,4}:"
+          r"[ \t]{0,4}\r?\n"
           r"[ \t]{0,8}))(?!\[REDACTED:)[^\s]{1,256}", ("passw",), keep_prefix=True,
           anchored=True, starts=("password for the",)),
     # aws configure's prompt: "AWS Secret Access Key [None]: …".

@@ -59,7 +59,9 @@ S = "Zq9xK7mW2pL4vN8r"
     (f'root_pw = "{S}"', 'root_pw = "[REDACTED:password]"'),
     (f"DB_PW={S}", "DB_PW=[REDACTED:password]"), (f"rootPw: {S}", "rootPw: [REDACTED:password]"),
     # aligned output (Consul, Heroku), Azure's userPWD
-    (f"SecretID:         {S}", "SecretID:         [REDACTED:secret]"),
+    ("SecretID:         868b0220-48c1-45f7-72d0-1e2d5cf093ce",
+     "SecretID:         [REDACTED:secret]"),
+    (f"Token:       {S}Xk7pL2", "Token:       [REDACTED:token]"),
     (f'"userPWD": "{S}", userPWD="{S}"',
      '"userPWD": "[REDACTED:password]", userPWD="[REDACTED:password]"'),
     # a call's argument that may be the secret, not a variable's name
@@ -116,6 +118,10 @@ def test_a_secret_assigned_in_code_or_config_is_redacted(text: str, redacted: st
     # pw as a word inside a name; a duration given to the call that makes a token
     "expecter.async_pw_transport = pw, transport", "showPw = true",
     "gpu_pw: 250", "TX_PW=20dBm", "servo_pw = 1500", "is_pw = 1",
+    # aligned names before a name, a path or an id (not a generated value)
+    "PasswordPolicy:     StrongPasswordPolicyV2", "PasswordPolicy:     default-policy-2024",
+    "secret_version:      projects/my-proj/secrets/db/versions/3",
+    "secret_id:          01HXYZABCDEF1234567890",
     "const token = jwt.sign(payload, process.env.JWT_SECRET, { expiresIn: '1h' })",
 ])
 def test_code_that_only_names_a_secret_stays(text: str) -> None:

@@ -66,6 +66,9 @@ def test_a_named_value_in_json_is_redacted(text: str, expected: str) -> None:
     '"password": {"type": "string", "description": "The password", "minLength": 8}',
     "const User = new Schema({\n  password: {\n    type: String,\n    required: true\n  }\n})",
     '{"name": "DB_PASSWORD", "value": "$DB_PASSWORD"}',
+    # a lexer's token, a Kubernetes secret's type, a form's field: no generated value
+    '{"type": "token", "value": "identifier", "start": 0} {"type": "secret", "value": "Opaque"}',
+    '{"label": "Password", "value": "Required field"} {"id": "token", "value": "required"}',
 ])
 def test_a_schema_or_another_name_stays(text: str) -> None:
     """A tool's or a model's schema for a secret, another variable, and a reference to

@@ -110,6 +110,13 @@ def test_a_secret_told_in_words_is_redacted(text: str, expected: str) -> None:
     "credentials: file:~/.aws/credentials; credentials: $USER:$PASS",
     "credentials: type:service_account; credentials: db:5432",
     "password: `required`; `password`: `string`",
+    # backticks holding a template, a command or words; a note before the next line
+    "The config has `password: ` followed by `token: `.",
+    "password: `${process.env.DB_PASSWORD}`, token: `Bearer ${token}`",
+    "const url = `${base}/token`;\nconst password = `${a}-${b}`;",
+    "password=`cat /run/secrets/pw`; token=`gh auth token`",
+    "query: `SELECT password FROM users`,\npassword: `SELECT 1`",
+    "Password for the admin user (see README):\nsee-the-readme",
 ])
 def test_words_about_a_secret_stay(text: str) -> None:
     """A verdict, a count, a place or a name after a secret's name holds no secret: the
