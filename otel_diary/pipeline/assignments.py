@@ -337,6 +337,7 @@ class ArgumentRule(AssignmentRule):
         return super().replace(match)
 
 
+_SET = re.compile(r"[ \t]{0,4}[:=]")
 _USER_BEFORE = re.compile(r"(?i)(?<![\w-])(?:user(?:name)?|login)[\"']?[ \t]{0,4}[:=]")
 
 
@@ -347,6 +348,8 @@ class UserPassRule(AssignmentRule):
     …``): alone, ``pass: 12`` is a count."""
 
     def fits(self, text: str, position: int) -> bool:
+        if _SET.match(text, position + 4) is None:
+            return False  # not "pass" given a value (the needle is in "password>")
         low = max(0, position - 256)
         line = text.rfind("\n", low, position)
         start = text.rfind("\n", low, line) + 1 if line >= 0 else low

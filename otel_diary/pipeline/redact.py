@@ -5,7 +5,7 @@ pattern is anchored on a literal or a token boundary and uses bounded quantifier
 ambiguous nested repetition (the repeated groups, a command's words before its flag in
 :mod:`~otel_diary.pipeline.commands`, are delimited by white space), and private-key blocks
 are found with plain string search, so the work is linear in the input: a megabyte of
-build log costs about a sixth of a second, one built to be slow about a second
+build log costs about a fifth of a second, one built to be slow up to about two seconds
 (``benchmarks/redaction.py``). A JSON string holding escapes (a file a tool call writes)
 is also read as the text it stands for.
 """
@@ -514,9 +514,11 @@ def _redact_anchored(text: str) -> str:
     candidates.sort()  # at one position, the longest needle's rules (all of them) first
     out: list[str] = []
     done = 0
+    tried = -1
     for position, _, indices in candidates:
-        if position < done:
-            continue
+        if position < done or position == tried:
+            continue  # (a shorter needle's rules were tried with the longest's)
+        tried = position
         for index in indices:
             rule = rules[index]
             if ("pattern" not in rule.__dict__ and isinstance(rule, AssignmentRule)
