@@ -189,7 +189,8 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      + r")3?(?:[ \t]{1,4}[^\s;|&]{1,256}){0,16}?[ \t]{1,4}/p:(?P<q>\\{0,7}[\"'])?)" + _VALUE,
      ("freerdp",)),
     # curl -b/--cookie NAME=VALUE (a session's cookie; not a file's name).
-    ("cookie", r"(curl" + token_start(4) + _WORDS + r"[ \t]{1,4}(?:-b|--cookie)(?:[ \t]{1,4}|=)"
+    ("cookie", r"(curl" + token_start(4) + r"(?:[ \t]{1,4}[^\s;|&]{1,256}){0,16}?[ \t]{1,4}"
+     r"(?:-b|--cookie)(?:[ \t]{1,4}|=)"
      r"(?P<q>\\{0,7}[\"'])?)(?=[^\s;|&\"'=]{1,256}=)" + _VALUE, ("curl",)),
     # net use [Z:] \\host\share PASSWORD [/user:NAME], or /user:NAME PASSWORD (Windows; a
     # * asks for it).

@@ -55,11 +55,12 @@ _OBJECT = r"\{[^{}\r\n]{0,200}\}"
 _BY_PLACE: tuple[tuple[str, str, int], ...] = (
     # kind, the call (a regular expression starting with a letter), the arguments before
     # the secret
-    ("secret", r"jwt\.(?:sign|encode|decode|verify)\(", 1),
+    ("secret", r"(?:jwt|JWT)(?:\.|::)(?:sign|encode|decode|verify)\(", 1),
     ("secret", r"hmac\.new\(", 0), ("secret", r"hmac\.New\(", 1), ("secret", r"Fernet\(", 0),
     ("secret", r"SymmetricSecurityKey\(", 0), ("secret", r"hmacShaKeyFor\(", 0),
     ("secret", r"createHmac\(", 1),
-    ("password", r"ConvertTo-SecureString[ \t]{1,4}(?:-String[ \t]{1,4})?", 0),
+    ("password", r"ConvertTo-SecureString(?:[ \t]{1,4}-(?:AsPlainText|Force)){0,2}[ \t]{1,4}"
+     r"(?:-String[ \t]{1,4})?", 0),
     ("password", r"basic_auth\(", 1), ("password", r"(?:simple_bind|bind_s)\(", 1),
     ("password", r"UsernamePassword(?:AuthenticationToken|Credentials)\(", 1),
     ("password", r"PasswordAuthentication\(", 1),
@@ -71,7 +72,7 @@ _BY_PLACE: tuple[tuple[str, str, int], ...] = (
      r"|[\w.]{0,40}(?i:sid))\s{0,16},", 0),
 )
 """Each call that takes a secret by its place: :class:`_ByPlace`'s alternatives."""
-_BY_PLACE_NEEDLES = ("jwt.", "hmac", "Hmac", "Fernet(", "SymmetricSecurityKey(",
+_BY_PLACE_NEEDLES = ("jwt.", "JWT", "hmac", "Hmac", "Fernet(", "SymmetricSecurityKey(",
                      "ConvertTo-SecureString", "basic_auth(", "bind", "UsernamePassword",
                      "PasswordAuthentication(", "PlainAuth(", "Sequelize(",
                      "ClientSecretCredential(", "cohere.", "wandb.login(", "Client(",
@@ -89,7 +90,7 @@ def _by_place() -> str:
                      f"{{{before}}}(?P<c{index}>)"
                      for index, (_, head, before) in enumerate(_BY_PLACE))
     return (f"((?:{calls})" r"(?:b|(?:Some|\[\]byte|bytes|Buffer\.from|(?:[\w.]{0,40}\.)?GetBytes)"
-            r"\(\s{0,16})?(?P<q>[\"']))(?!\[REDACTED:|\$)" + quoted("q"))
+            r"\(\s{0,16})?(?P<q>[\"'`]))(?!\[REDACTED:|\$)" + quoted("q"))
 
 
 @dataclass(frozen=True)
@@ -140,9 +141,9 @@ FORMAT_RULES: tuple[Rule, ...] = (
          + r"))(?!\[REDACTED:)" + quoted("q"), ("selector",), keep_prefix=True),
     # Code typing into one: page.fill("#password", "…"), page.type(…) (Playwright, Puppeteer),
     # t.typeText(…) (TestCafe).
-    Rule("password", r"(\.(?:fill|type|typeText)\([ \t]{0,4}(?P<s>[\"'`])"
+    Rule("password", r"(\.(?:fill|type|typeText)\([ \t]{0,4}(?:Selector\([ \t]{0,4})?(?P<s>[\"'`])"
          r"(?:(?!(?P=s))[^\r\n]){0,80}?" + _PASSWORD + _NOT_NEAR
-         + r"(?:(?!(?P=s))[^\r\n]){0,80}(?P=s)[ \t]{0,4},[ \t]{0,4}(?P<q>[\"'`]))"
+         + r"(?:(?!(?P=s))[^\r\n]){0,80}(?P=s)(?:[ \t]{0,4}\))?[ \t]{0,4},[ \t]{0,4}(?P<q>[\"'`]))"
          r"(?!\[REDACTED:|\$\{)" + quoted("q"), (".fill(", ".type(", ".typeText("),
          keep_prefix=True),
     # A database's user and password given in a call's arguments: JDBC's
@@ -217,24 +218,26 @@ FORMAT_ANCHORED: tuple[Rule, ...] = (
          r"(?=</[\w.:-]{0,60}(?P=name)>)",
          ("password>", "passwd>", "passphrase>", "secret>", "token>", "key>"),
          keep_prefix=True, anchored=True),
-    Rule("secret", r"(?i)((?:key|name)=\"[\w.:-]{0,60}(?:passw(?:or)?d|secret|token"
-         r"|api[-_]?key|access[-_]?key)\"[ \t]{1,4}value=\")(?![$%]|\[REDACTED:)[^\"\r\n]{1,512}"
-         r"(?=\")", ('key="', 'name="'), keep_prefix=True, anchored=True),
+    Rule("secret", r"(?i)((?:key|name)=(?P<a>[\"'])[\w.:-]{0,60}(?:passw(?:or)?d|secret|token"
+         r"|api[-_]?key|access[-_]?key)(?P=a)[ \t]{1,4}value=(?P<b>[\"']))(?![$%]|\[REDACTED:)"
+         r"(?:(?!(?P=b))[^\r\n]){1,512}(?=(?P=b))", ('key="', 'name="', "key='", "name='"),
+         keep_prefix=True, anchored=True),
     # Android's signing config in Gradle: storePassword 'x', keyPassword "x".
     Rule("password", r"(?i)((?:(?<=store)|(?<=key))password[ \t]{1,4}(?P<q>[\"']))"
          r"(?!\[REDACTED:|\$)" + quoted("q"), ("passw",), keep_prefix=True, anchored=True),
     # Code typing into a password field it found: locator("#password").fill("…"),
     # getByLabel("Password").fill(…), getByLabel(/password/i).fill(…) (Playwright),
     # find_element(By.ID, "password").send_keys(…) (Selenium), querySelector("#password")
-    # .value = "…" (the DOM).
-    _Typed("password", r"(?i)((?:passw(?:or)?d|passphrase|pwd)" + _NOT_NEAR +
+    # .value = "…" (the DOM); a field named pass (locator("#pass")).
+    _Typed("password", r"(?i)((?:passw(?:or)?d|passphrase|pwd|(?<=[#=\"'])pass(?![\w-]))"
+           + _NOT_NEAR +
            r"[^\r\n()]{0,40}?(?:[\"'`]|/[a-z]{0,3})(?:[ \t]{0,4},[ \t]{0,4}\{[^{}\r\n]{0,80}\})?"
            r"(?:[ \t]{0,4}\})?"
            r"[ \t]{0,4}\){1,2}(?:\.(?:first|last|nth)\([0-9]{0,3}\))?(?:\.(?:fill|type"
            r"|press_?sequentially|send_?keys|set_?value)\([ \t]{0,4}|\.value[ \t]{0,4}="
            r"[ \t]{0,4})(?P<q>[\"'`]))"
            r"(?!\[REDACTED:|\$\{)" + quoted("q"),
-           ("passw", "passphrase", "pwd"), keep_prefix=True, anchored=True),
+           ("passw", "passphrase", "pwd", "pass"), keep_prefix=True, anchored=True),
     # A setter or a builder given a secret, one word: dataSource.setPassword("…"),
     # .password("…") (sqlx, Spring), jedis.auth("…"), .bearer_auth("…"), withToken("…").
     _Given("secret", r"(?i)((?:(?<=[.\s]set)|(?<=[.\s]with)|(?<=[.\s]set_)|(?<=[.\s]with_)"

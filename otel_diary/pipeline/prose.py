@@ -37,7 +37,7 @@ def _told_after(signs: str) -> str:
             r"|(?:(?:was|is|has[ \t]{1,4}been)[ \t]{1,4})?(?:set|changed|reset|updated)"
             r"[ \t]{1,4}to)"
             r"(?:[ \t]{0,4}:)?" + _AFTER + r"|" + EMPHASIS + r"?[ \t]{0,4}(?:" + signs + ")"
-            + EMPHASIS + r"?" + _AFTER
+            + EMPHASIS + r"?(?:" + _AFTER + "|(?=[^\\s]))"
             + r"|[ \t]{1,4}-[ \t]{1,4}"
             r"|[ \t]{0,2},[ \t]{1,4}(?:(?:it|which)[ \t]{1,4}(?:is|was)|it['\u2019]s)[ \t]{1,4}"
             r"|[ \t]{1,4})")

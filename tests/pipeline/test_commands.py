@@ -146,6 +146,8 @@ COMMANDS = [
      'curl -s --cookie "[REDACTED:cookie]" https://example.com'),
     ("curl -b sessionid=Zq7xW2mK9pL4 https://example.com",
      "curl -b [REDACTED:cookie] https://example.com"),
+    ("curl -s -L -k -X GET -v -i -b session=Zq7xW2mK9pL4 https://x",
+     "curl -s -L -k -X GET -v -i -b [REDACTED:cookie] https://x"),
 ]
 
 

@@ -130,6 +130,8 @@ def test_the_signing_key_of_aspnets_jwt_settings_is_redacted() -> None:
     "await page.getByLabel(/password/i).fill('{pw}');",
     "document.querySelector('#password').value = '{pw}';",
     "await t.typeText('#password', '{pw}')",
+    "await t.typeText(Selector('#password'), '{pw}')",
+    "await page.locator('#pass').fill('{pw}')",
     '{{"name": "puppeteer_fill", "arguments": {{"selector": "#password", "value": "{pw}"}}}}',
 ])
 def test_what_a_browser_agent_types_into_a_password_field_is_redacted(typed: str) -> None:
@@ -151,6 +153,7 @@ def test_what_a_browser_agent_types_into_a_password_field_is_redacted(typed: str
     "await page.fill('#passport', 'X1234567'); page.fill('#pass-hint', 'Use 8 chars')",
     '{"element": "Boarding pass number textbox", "ref": "e5", "text": "AB1234"}',
     "page.fill('#compass', 'North1'); page.fill('#boarding-pass', 'AB1234')",
+    "await page.locator('#passport').fill('X1234567')",
     '{"selector": "#password-toggle", "value": "on"} {"selector": "#email", "value": "a@b.io"}',
 ])
 def test_what_is_typed_into_other_fields_stays(text: str) -> None:
@@ -300,6 +303,14 @@ def test_code_in_a_tool_calls_json_stays_as_it_is(code: str) -> None:
      "storePassword '[REDACTED:password]'\nkeyPassword \"[REDACTED:password]\""),
     ('<property name="password" value="S3cretPass9"/>',
      '<property name="password" value="[REDACTED:secret]"/>'),
+    ("<property name='password' value='S3cretPass9'/>",
+     "<property name='password' value='[REDACTED:secret]'/>"),
+    ("JWT.encode(payload, 'S3cretKey9x', 'HS256'); JWT::encode($p, 'S3cretKey9x', 'HS256')",
+     "JWT.encode(payload, '[REDACTED:secret]', 'HS256'); "
+     "JWT::encode($p, '[REDACTED:secret]', 'HS256')"),
+    ("jwt.sign(payload, `S3cretKey9x`)", "jwt.sign(payload, `[REDACTED:secret]`)"),
+    ("ConvertTo-SecureString -AsPlainText -Force -String 'S3cretPass!'",
+     "ConvertTo-SecureString -AsPlainText -Force -String '[REDACTED:password]'"),
     # a variable, a codec, another argument, an encoding of a name: no secret
     ("jwt.sign(payload, process.env.JWT_SECRET, { expiresIn: '1h' })", None),
     ("hmac.new(key.encode('utf-8'), msg, hashlib.sha256); Fernet(key)", None),

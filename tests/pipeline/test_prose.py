@@ -45,6 +45,7 @@ from otel_diary.pipeline.redact import redact
     # spacing, signs, verbs, the next line, whose it is
     ("token  is 9f8e7d6c5b4a39281706f5e4d3c2b1a0", "token  is [REDACTED:api_key]"),
     ("API Key = 9f8e7d6c5b4a39281706f5e4d3c2b1a0", "API Key = [REDACTED:api_key]"),
+    ("API key=AbCdEf0123456789XyZq", "API key=[REDACTED:api_key]"),
     ("access token was set to Zq7xW2mK9pL4vN8rT3yB", "access token was set to [REDACTED:api_key]"),
     ("the password has been updated to Hunter2xyz",
      "the password has been updated to [REDACTED:password]"),
