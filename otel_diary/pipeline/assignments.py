@@ -131,7 +131,6 @@ def _glued(key: str) -> str:
     return rf"(?:{after_separator}{key}|{_camel(key)})(?![A-Za-z]){_LAST.get(key, '')}"
 
 
-
 def _names(keys: tuple[str, ...]) -> str:
     """The alternatives of ``keys``, longest first; ``pass``, ``pwd`` and ``key`` only
     ending a longer name (:func:`_glued`)."""

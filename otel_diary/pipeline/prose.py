@@ -30,9 +30,8 @@ _AFTER = r"(?:[ \t]{1,4}|[ \t]{0,4}(?:\r?\n[ \t]{0,8}){1,2})"
 def _told_after(signs: str) -> str:
     """How the value follows the name: after a verb (``is``, ``was set to``,
     Elasticsearch's ``is :``; also on the next line), one of ``signs`` (``:``, ``->``; also
-    in a label's emphasis, ``**API key:**``),
-    `` - ``, a comma and ``it is`` (``my password, it's …``), or a space (``password
-    hunter2xyz``)."""
+    in a label's emphasis, ``**API key:**``), `` - ``, a comma and ``it is`` (``my
+    password, it's …``), or a space (``password hunter2xyz``)."""
     return (r"(?:[ \t]{1,4}(?:(?:is|was)(?:[ \t]{1,4}(?:now|still))?"
             r"|(?:(?:was|is|has[ \t]{1,4}been)[ \t]{1,4})?(?:set|changed|reset|updated)"
             r"[ \t]{1,4}to)"
@@ -68,6 +67,13 @@ def _told(name: str, minimum: int, maximum: int, chars: str = "",
             + ")" rf"(?(q)(?={quoted}{{0,{most}}}[0-9])(?={quoted}{{0,{most}}}[A-Za-z])"
             rf"{quoted}{{{minimum},{maximum}}}(?=(?P=q))"
             rf"|(?={word}{{0,{most}}}[0-9])(?={word}{{0,{most}}}[A-Za-z]){word}{{{minimum},{maximum}}})")
+
+
+def _line_start(text: str, position: int, within: int) -> int | None:
+    """Where the line holding ``position`` starts, if it starts at most ``within``
+    characters before it."""
+    start = text.rfind("\n", max(0, position - within), position) + 1
+    return start if start > 0 or position < within else None
 
 
 def _said(text: str, position: int, starts: tuple[str, ...]) -> bool:
@@ -137,8 +143,8 @@ class _Printed(Rule):
     def fits(self, text: str, position: int) -> bool:
         if text.find("\n", position, position + 300) < 0:
             return False
-        start = text.rfind("\n", max(0, position - 512), position) + 1
-        line = _PRINTS.fullmatch(text, start, position) if start > 0 or position < 512 else None
+        start = _line_start(text, position, 512)
+        line = None if start is None else _PRINTS.fullmatch(text, start, position)
         if line is None:
             return False
         if line.group("read") is None:
@@ -171,13 +177,14 @@ _PRINTS = re.compile(
     r"(?:application-default[ \t]{1,4})?print-(?:access|identity)-"
     r"|az[ \t]{1,4}account[ \t]{1,4}get-access-|wg[ \t]{1,4}(?:gen|show[ \t][^\r\n]{0,64})"
     r"|kubeadm[ \t]{1,4})")
-_NAME_END = re.compile(r"(?i)(?:passw(?:or)?d|passphrase|(?:private[_-]?)?key|token|secret)"
-                       r"(?:[_-]?[0-9]{1,3})?(?:\.[a-z]{1,6})?[}\]'\"]{0,4}(?:[ \t;|&)]|\r?\n)")
 """A command's line up to the needle: a prompt (``$``, ``PS C:\\>``, ``user@host:~$``), a
 container it runs in (``docker exec jenkins``), then a command that prints what it reads
 (group ``read``: the needle in the name it reads), a secret store's read, or a command
-printing a secret it made (the needle in its name); and, after it, where that name ends
-(not ``tokenizer_config.json``, ``$TOKEN_URL``)."""
+printing a secret it made (the needle in its name)."""
+_NAME_END = re.compile(r"(?i)(?:passw(?:or)?d|passphrase|(?:private[_-]?)?key|token|secret)"
+                       r"(?:[_-]?[0-9]{1,3})?(?:\.[a-z]{1,6})?[}\]'\"]{0,4}(?:[ \t;|&)]|\r?\n)")
+"""Where the name a file or a variable printed ends, after the needle (not
+``tokenizer_config.json``, ``$TOKEN_URL``)."""
 
 
 @dataclass(frozen=True)
@@ -187,9 +194,8 @@ class _Row(Rule):
     first cell."""
 
     def fits(self, text: str, position: int) -> bool:
-        start = text.rfind("\n", max(0, position - 80), position) + 1
-        return (start > 0 or position < 80) and _FIRST_CELL.fullmatch(text, start, position) \
-            is not None
+        start = _line_start(text, position, 80)
+        return start is not None and _FIRST_CELL.fullmatch(text, start, position) is not None
 
 
 _FIRST_CELL = re.compile(r"[ \t]{0,16}(?:[│|┃][ \t]{0,16})?[\w.:-]{0,60}")
