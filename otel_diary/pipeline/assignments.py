@@ -142,7 +142,8 @@ def assignment(keys: tuple[str, ...]) -> str:
     """``<key>=<value>`` for one of ``keys``, in the usual spellings of config and logs.
 
     After the key comes (case-sensitively) no lower-case letter, so ``tokens: 5`` and
-    ``secretary:`` are prose, and a chart's ``existingSecret:`` names a secret (``pass``
+    ``secretary:`` are prose, and a chart's ``existingSecret:`` and an ARN's
+    ``…:123456789012:secret:NAME`` name a secret (``pass``
     and ``pwd`` end a longer name, followed by no letter: ``DB_PASS``, not ``PASS:`` or
     ``TESTS_PASSED``); then a separator and a value, quoted up to its quote or the line
     end, else up to white space. A quote may be escaped (``{\\"password\\": \\"x\\"}``,
@@ -153,7 +154,8 @@ def assignment(keys: tuple[str, ...]) -> str:
     a quoted value (``os.environ["DB_PASSWORD"] = "…"``; an expression is code).
     """
     return (
-        r"(?i)(?!(?<=existing)secret)(?P<head>(?P<key>" + _names(keys) + r")(?-i:(?![a-z]))"
+        r"(?i)(?!(?<=existing)secret|(?<=[0-9]{12}:)secret:)"
+        r"(?P<head>(?P<key>" + _names(keys) + r")(?-i:(?![a-z]))"
         + NAMES_NO_SECRET
         + r"[A-Za-z0-9_.-]{0,40}"
         r"(?:\\{0,7}[\"'](?P<subscript>\])?)?"
@@ -363,17 +365,21 @@ USER_PASS = UserPassRule("password", (
 
 FLAG_RULES: tuple[Rule, ...] = (
     AssignmentRule("secret", (
-        r"(?P<head>--(?=[A-Za-z])(?i:(?:[a-z0-9]{1,20}[-_](?:[a-z0-9]{1,20}[-_])?)?"
+        r"(?P<head>(?<!config[ \t]set[ \t])--(?=[A-Za-z])"
+        r"(?i:(?:[a-z0-9]{1,20}[-_](?:[a-z0-9]{1,20}[-_])?)?"
         r"(?P<key>password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key|auth"
         r"(?:[-_]?key|token)?"
         r"|(?<=[a-z0-9][-_])(?:pass|pwd|pw)|(?:(?<=account[-_])|(?<=signing[-_])"
-        r"|(?<=master[-_])|(?<=encryption[-_]))key))"
+        r"|(?<=master[-_])|(?<=encryption[-_])|(?<=certificate[-_]))key))"
         r"(?![A-Za-z0-9_-])(?:[ \t]{1,4}|[ \t]{0,4}=[ \t]{0,4}"
         # an argument list: ['--password', 'value'], ["--token", "value"]
         r"|(?P<listed>[\"']),[ \t]{0,2}(?=(?P=listed))))"
         r"(?!(?:\\{0,7}[\"'])?\[REDACTED:)"
+        r"(?!(?:bearer|github-oauth|gitlab-token|gitlab-oauth|bitbucket-oauth|http-basic)\.)"
         r"(?:(?P<quote>\\{0,7}[\"'])" + quoted("quote")
         + r"|(?!--|[<>]|\.{0,2}/|~/)[^\s\"'`\\]{1,512})"),
         ("--",)),
 )
-"""Secrets given to a command as a flag's value, with ``=`` or a space."""
+"""Secrets given to a command as a flag's value, with ``=`` or a space (not ``pulumi config
+set --secret NAME …``, where the flag takes none, nor the name of the credentials composer's
+``--auth`` sets: ``bearer.HOST``, ``github-oauth.HOST``)."""

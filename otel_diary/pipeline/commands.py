@@ -34,16 +34,19 @@ def _given(tool: str, flag: str, rest: str = "") -> str:
             + flag + r"[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?!-|\[REDACTED:)" + _VALUE)
 
 
-_PIPED_TO = (r"(?=(?(q)(?P=q))[ \t]{0,4}\|[ \t]{0,4}(?:chpasswd|sudo[ \t]{1,4}"
+_PIPED_TO = (r"(?=(?(q)(?P=q))[ \t]{0,4}\|[ \t]{0,4}(?:(?:sudo[ \t]{1,4})?chpasswd|sudo[ \t]{1,4}"
              r"(?:-[A-Za-z]{1,4}(?:[ \t]{1,4}[^\s-][^\s]{0,64})?[ \t]{1,4}){0,3}?"
              r"-[A-Za-z]{0,3}S(?![A-Za-z])"
              r"|[^\s;|&][^\n;|&]{0,256}?[ \t](?:--password-stdin|--with-token|--stdin"
              r"|--data-file[ \t=]-|secrets?[ \t]{1,4}(?:put|set|create)|env[ \t]{1,4}add)"
              r"(?![A-Za-z-])))")
-"""What reads a secret from standard input: ``sudo -S``, ``chpasswd``, a login's
+"""What reads a secret from standard input: ``sudo -S``, ``[sudo] chpasswd``, a login's
 ``--password-stdin``, ``gh auth login --with-token``, ``passwd --stdin``, a secret
 store's ``gcloud secrets create NAME --data-file=-``, ``wrangler secret put NAME``,
 ``gh secret set NAME``, ``docker secret create NAME -``, ``vercel env add NAME``."""
+
+_SPACE = r"[ \t]{1,4}(?:\\\r?\n[ \t]{0,16})?"
+"""A space between a command's words, or a line continued (``\\`` at its end)."""
 
 _ORACLE_VALUE = maybe_quoted(";|&(),@/")
 """An Oracle password: quoted, else up to what ends an identifier (``@db``, ``/``, ``)``)."""
@@ -128,7 +131,8 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # echo PASSWORD | sudo -S …, | docker login --password-stdin, | chpasswd (also
     # printf '%s\n' PASSWORD | …)
     *(("password", "(" + tool + token_start(len(tool)) + r"(?:[ \t]{1,4}-[neE]{1,3})?" + form
-       + r"[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?![-$])" + _VALUE + _PIPED_TO, (tool,))
+       + r"[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?![-$]|[^\s\"':$]{1,256}:\$)" + _VALUE + _PIPED_TO,
+       (tool,))
       for tool, form in (("echo", ""),
                          ("printf", r"(?:[ \t]{1,4}(?P<f>[\"'])%s(?:\\n)?(?P=f))?"))),
     # aws secretsmanager create-secret … --secret-string VALUE (not a file:// it reads), and
@@ -140,32 +144,40 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("secret", r"(put-parameter" + token_start(13) + r"(?=[^\n;|&]{0,512}SecureString)"
      + _WORDS + r"[ \t]{1,4}--value(?:[ \t]{1,4}|=)(?P<q>\\{0,7}[\"'])?)(?!-|fileb?://)"
      + _VALUE, ("put-parameter",)),
-    # A Dockerfile's ENV NAME VALUE (the form without "="), Windows' setx NAME VALUE,
+    # A Dockerfile's ENV NAME VALUE (the form without "="), Windows' setx [/M] NAME VALUE,
     # Apache's SetEnv NAME VALUE and fish's set -gx NAME VALUE, for a name ending as a
     # secret's.
-    ("secret", r"((?<![A-Za-z0-9_.-])(?:ENV|setx|SetEnv|set[ \t]{1,4}-[gxUlu]{1,4})"
-     r"[ \t]{1,4}[A-Za-z0-9_]{0,60}"
+    ("secret", r"((?<![A-Za-z0-9_.-])(?:ENV|(?:setx|SETX)(?:[ \t]{1,4}/[Mm])?|SetEnv"
+     r"|set[ \t]{1,4}-[gxUlu]{1,4})[ \t]{1,4}[A-Za-z0-9_]{0,60}"
      r"(?:PASSWORD|PASSWD|PASSPHRASE|SECRET(?:_KEY)?|TOKEN|API_?KEY|ACCESS_KEY|PRIVATE_KEY|_PASS"
-     r"|_PWD)(?![A-Za-z0-9_])[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?![$\s(]|\[REDACTED:)" + _VALUE,
-     ("ENV", "setx", "SetEnv", "set -")),
+     r"|_PWD|(?:SIGNING|ENCRYPTION|MASTER|HMAC|JWT)_KEY)(?![A-Za-z0-9_])[ \t]{1,4}"
+     r"(?P<q>\\{0,7}[\"'])?)(?![$%\s(]|\[REDACTED:)" + _VALUE,
+     ("ENV", "setx", "SETX", "SetEnv", "set -")),
     # SQL: CREATE USER … [WITH] PASSWORD '…' (PostgreSQL), … IDENTIFIED [WITH plugin] BY
     # [PASSWORD|VALUES] '…' or AS '…' (MySQL, Oracle: a password or its hash; in lower case
-    # after a quoted user: 'bob'@'%' identified by '…'); a quote inside is doubled or escaped
+    # after a quoted user: 'bob'@'%' identified by '…') and SET PASSWORD [FOR …] = '…'
+    # (MySQL); a quote inside is doubled or escaped
     # (not one holding a flag: "password ', --password '…'" holds the flag's).
-    ("password", r"((?:PASSWORD|password) '|(?:IDENTIFIED|(?<=['\"`][ \t])identified)"
+    ("password", r"((?:PASSWORD|password) '|(?:SET|set)[ \t]{1,4}(?:PASSWORD|password)"
+     r"(?:[ \t]{1,4}(?:FOR|for)[ \t]{1,4}[^=\r\n;]{1,128}?)?[ \t]{0,4}=[ \t]{0,4}'"
+     r"|(?:IDENTIFIED|(?<=['\"`][ \t])identified)"
      r"(?:[ \t]{1,4}(?:WITH|with)[ \t]{1,4}[A-Za-z0-9_]{1,64})?[ \t]{1,4}(?:BY|by|AS|as)"
      r"(?:[ \t]{1,4}(?:PASSWORD|VALUES|password|values))?[ \t]{1,4}')"
      r"(?!\[REDACTED:|[^'\r\n]{0,512}(?:^|[\s,;])--?[A-Za-z])"
      r"(?:[^'\\\r\n]|''|\\[^\r\n]){1,512}(?=')",
-     ("PASSWORD '", "password '", "IDENTIFIED", "identified")),
+     ("PASSWORD '", "password '", "SET PASSWORD", "set password", "IDENTIFIED", "identified")),
     # Oracle's password, bare or in double quotes: … IDENTIFIED BY tiger, "Pa55 w" (a bind
     # variable :pw or a substitution &pw is none; in lower case, see COMMAND_ANCHORED).
     ("password", r"(IDENTIFIED[ \t]{1,4}BY[ \t]{1,4}(?P<q>\")?)(?!(?:VALUES|PASSWORD)[ \t]"
      r"|[':&$\[])" + _ORACLE_VALUE, ("IDENTIFIED",)),
-    # Redis: requirepass and masterauth in its config, CONFIG SET or on its command line
+    # Redis: requirepass and masterauth in its config, CONFIG SET, CONFIG GET's reply (``1)
+    # "requirepass"`` then ``2) "…"``, or each alone on its line) or on its command line
     # (its AUTH is _RedisAuth, below).
-    ("password", r"((?<![A-Za-z0-9_.])(?:requirepass|masterauth)(?:[\"'],)?[ \t]{1,4}"
-     r"(?P<q>\\{0,7}[\"'])?)(?![\"']?\[REDACTED:)" + _VALUE, ("requirepass", "masterauth")),
+    ("password", r"((?<![A-Za-z0-9_.])(?:requirepass|masterauth)(?:(?:[\"'],)?[ \t]{1,4}"
+     r"|\\{0,7}\"\r?\n[ \t]{0,8}2\)[ \t]{1,4}"
+     r"|(?<=\nrequirepass)\r?\n(?=[^\s]{1,256}[ \t]{0,4}(?:\r?\n|$)))"
+     r"(?P<q>\\{0,7}[\"'])?)(?![\"']?\[REDACTED:)" + _VALUE,
+     ("requirepass", "masterauth")),
     # vault login TOKEN (not -method=…, nor a NAME=VALUE the method takes), twine -p,
     # lftp -u USER,PASSWORD, poetry config http-basic.REPO USER PASSWORD.
     ("token", r"(vault" + token_start(5) + r"[ \t]{1,4}login(?:[ \t]{1,4}-[\w-]{1,30}"
@@ -197,6 +209,67 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("password", r"(net[ \t]{1,4}use" + token_start(7) + r"(?:[ \t]{1,4}(?:[A-Za-z]:|\*))?"
      r"[ \t]{1,4}\\\\[^\s;|&]{1,256}(?:[ \t]{1,4}/(?i:user):[^\s;|&]{1,256})?[ \t]{1,4}"
      r"(?P<q>\\{0,7}[\"'])?)(?![/*])" + _VALUE, ("net",)),
+    # net user [/add] NAME PASSWORD [/add] (not /active:no, nor * that asks for it).
+    ("password", r"(net[ \t]{1,4}user" + token_start(8) + r"(?:[ \t]{1,4}/\w{1,20}){0,2}"
+     r"[ \t]{1,4}(?:\\{0,7}\"[^\"\r\n\\]{1,64}\\{0,7}\""
+     r"|[^\s;|&/*\"'\\]{1,64})[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?![/*]|\$)" + _VALUE, ("net",)),
+    # openssl passwd [-1|-6|-salt S] PASSWORD (the hash it prints names none).
+    ("password", r"(openssl[ \t]{1,4}passwd" + token_start(14) + r"(?:[ \t]{1,4}-(?:salt"
+     r"[ \t]{1,4}[^\s;|&]{1,64}|(?!salt)[\w-]{1,12})){0,4}[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)"
+     r"(?![-$<>\[])" + _VALUE, ("openssl",)),
+    # vault operator unseal [flags] KEY (one of the keys vault operator init printed).
+    ("secret", r"(vault" + token_start(5) + r"[ \t]{1,4}operator[ \t]{1,4}unseal(?:[ \t]{1,4}"
+     r"-[\w-]{1,30}(?:=[^\s;|&]{1,64})?){0,4}[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?!-|\$)" + _VALUE,
+     ("vault",)),
+    # wpa_passphrase SSID PASSPHRASE.
+    ("password", r"(wpa_passphrase" + token_start(14) + r"[ \t]{1,4}(?:\\{0,7}\""
+     r"[^\"\r\n\\]{1,64}\\{0,7}\"|'[^'\r\n]{1,64}'|[^\s;|&\"']{1,64})[ \t]{1,4}"
+     r"(?P<q>\\{0,7}[\"'])?)(?![$<>\[])" + _VALUE, ("wpa_passphrase",)),
+    # az keyvault secret set … --value VALUE, and an Azure database server's admin password,
+    # az sql|postgres|mysql [flexible-]server create|update … -p VALUE.
+    ("secret", r"(keyvault[ \t]{1,4}secret[ \t]{1,4}set(?:" + _SPACE + r"[^\s;|&\\]{1,256}){0,10}?"
+     + _SPACE + r"--value(?:[ \t]{1,4}|=)(?P<q>\\{0,7}[\"'])?)(?!-|\$)" + _VALUE,
+     ("keyvault",)),
+    ("password", r"(az[ \t]{1,4}(?:sql|postgres|mysql|mariadb)[ \t]{1,4}(?:flexible-)?server"
+     r"[ \t]{1,4}(?:create|update)(?:" + _SPACE + r"[^\s;|&\\]{1,256}){0,16}?" + _SPACE + r"-p"
+     r"(?:[ \t]{1,4}|=)(?P<q>\\{0,7}[\"'])?)(?!-|\$)" + _VALUE, ("az ",)),
+    # pulumi config set [--secret] NAME VALUE [--secret]: a secret when the command says so.
+    ("secret", r"(pulumi[ \t]{1,4}config[ \t]{1,4}set(?=[^\r\n;|&]{0,512}[ \t]--secret"
+     r"(?![\w-]))(?:[ \t]{1,4}(?:--(?:secret|path|plaintext)|(?:-s|--stack|-C|--cwd)"
+     r"[ \t]{1,4}[^\s;|&]{1,128})){0,4}[ \t]{1,4}[^\s;|&-][^\s;|&]{0,255}[ \t]{1,4}"
+     r"(?P<q>\\{0,7}[\"'])?)(?!-|\$)" + _VALUE, ("pulumi",)),
+    # A package manager's token or password in its config (config [set] NAME VALUE): npm's
+    # and pnpm's //registry/:_authToken, yarn's npmAuthToken, composer's
+    # github-oauth.github.com and bearer.HOST, poetry's pypi-token.pypi.
+    ("token", r"(config" + token_start(6) + r"(?:[ \t]{1,4}--?[\w-]{1,20}){0,2}(?:[ \t]{1,4}set)?"
+     r"(?:[ \t]{1,4}--?[\w-]{1,20}){0,2}[ \t]{1,4}(?P<nq>[\"'])?(?:(?(nq)[^\r\n]{0,256}?"
+     r"|[^\s;|&=\"']{0,256}?)[:_.])?(?:(?i:_?authToken|_auth|_password)|npmAuth(?:Token|Ident)"
+     r"|(?:github-oauth|gitlab-token|gitlab-oauth|bitbucket-oauth|bearer|pypi-token)"
+     r"\.[\w.-]{1,128})(?(nq)(?P=nq))[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?!-|\$)"
+     + _VALUE, ("config",)),
+    # jenkins-cli … -auth USER:TOKEN (not @FILE), SonarQube's sonar.login (a token) and
+    # netlify env:set NAME VALUE for a secret's name.
+    ("token", r"((?<=[ \t])-auth[ \t]{1,4}(?P<q>\\{0,7}[\"'])?[^\s:@\"'$]{1,64}:)(?!\$)"
+     + _VALUE, ("-auth",)),
+    ("token", r"((?<![\w-])-?D?sonar\.login[ \t]{0,4}=[ \t]{0,4}(?P<q>\\{0,7}[\"'])?)(?!\$)"
+     + _VALUE, ("sonar.login",)),
+    ("secret", r"(netlify" + token_start(7) + r"(?:-cli)?[ \t]{1,4}env:set[ \t]{1,4}"
+     r"[A-Za-z0-9_]{0,60}(?:PASSWORD|PASSWD|SECRET|TOKEN|KEY|_PASS|_PWD)[A-Za-z0-9_]{0,20}"
+     r"[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?!\$)" + _VALUE, ("netlify",)),
+    # A password a tool takes after its flag among many words: rdesktop -p, hydra -p,
+    # httpie's -a/--auth USER:PASSWORD (a token alone after -A bearer).
+    *(("password", "(" + tool + token_start(len(tool)) + rest + r"(?:[ \t]{1,4}[^\s;|&]{1,256})"
+       r"{0,8}?[ \t]{1,4}" + flag + r"(?P<q>\\{0,7}[\"'])?(?!\[REDACTED:)" + user + r")(?!-|\$)"
+       + _VALUE, needles)
+      for tool, rest, flag, user, needles in (
+          ("rdesktop", "", r"-p[ \t]{1,4}", "", ("rdesktop",)),
+          ("hydra", "", r"-p[ \t]{1,4}", "", ("hydra",)),
+          ("http", r"s?(?P<b>(?=[^\r\n;|&]{0,512}(?:-A|--auth-type)[ \t=]{1,4}bearer))?",
+           r"(?:-a|--auth)(?:[ \t]{1,4}|=)", r"(?(b)|[^\s:\"']{1,256}:)", ("http ", "https ")))),
+    # A here-string to what reads a secret from standard input: sudo -S … <<< "…".
+    ("password", r"((?:sudo[ \t]{1,4}(?:-[A-Za-z]{1,4}[ \t]{1,4}){0,3}?-[A-Za-z]{0,3}S"
+     r"(?![A-Za-z])|chpasswd|--password-stdin|--stdin)[^\r\n;|&<]{0,256}<<<[ \t]{0,4}"
+     r"(?P<q>\\{0,7}[\"'])?)(?!\$)" + _VALUE, ("<<<",)),
 )
 """Each rule's kind, its expression (group 1 is what comes before the value, kept), and the
 literals every match starts with."""

@@ -220,7 +220,7 @@ REFERENCE = (
     r"|(?:os\.environ|os\.getenv|process\.env|import\.meta\.env|System\.getenv|ENV|getpass"
     rf"|settings|config|self|this|request|req|secrets|credentials|env|vars){_ACCESS}{{0,6}}"
     rf"|[A-Za-z_][\w.]{{0,100}}(?:\[{_NAMED}\]|\({_NAMED}\))"
-    r"|<[A-Za-z][\w .-]{0,60}>|\*{3,64}|x{3,64}|X{3,64})" + _END +
+    r"|<[A-Za-z0-9][\w .-]{0,60}>|\*{3,64}|x{3,64}|X{3,64})" + _END +
     r"|(?:str|string|bytes|bool|int|SecretStr|None|null|NULL|nil|undefined|true|false|True"
     r"|False)(?=[;,)\]}|=]{0,4}(?:[\s\"'`]|$))"
     r"|(?:Optional|Union|Annotated|list|dict|set|tuple|type|List|Dict|Set|Tuple|Sequence"
@@ -232,9 +232,9 @@ REFERENCE = (
 ``<%= ENV['X'] %>``), code reading one (``os.environ["X"]``, ``process.env.X``,
 ``self._token``, ``config['api_key']``) or a command's output (``$(gh auth token)``), a
 type (``password: str``, ``token: string;``) or a placeholder (``<your-api-key>``,
-``****``, ``xxx``); or a verdict on one (``token: invalid``, ``password: must be at least
-8 characters``). A traceback's source line, a type error, a config template and a
-validation error keep what the next reader needs."""
+``<32-byte hex>``, ``****``, ``xxx``); or a verdict on one (``token: invalid``,
+``password: must be at least 8 characters``). A traceback's source line, a type error, a
+config template and a validation error keep what the next reader needs."""
 
 
 _ARG = r"(?:\"[^\"\r\n]{0,200}\"|'[^'\r\n]{0,200}'|[\w.]{1,100})"
@@ -254,7 +254,7 @@ def reference() -> re.Pattern[str]:
 
 _WHAT_OF_IT = (r"(?i:type|url|uri|endpoint|name|file|path|dir|count|counter|length|limit|size"
                r"|ttl|age|expires|expires_in|expires_at|expiry|env|var|header|field|prefix|ids"
-               r"|details|provider|selector|refs|policy|enabled|required|mode|used)")
+               r"|details|provider|selector|refs|policy|enabled|required|mode|used|arn)")
 NAMES_NO_SECRET = (rf"(?![_.-]{_WHAT_OF_IT}(?![A-Za-z0-9])|[A-Za-z0-9]{{0,20}}"
                    rf"(?:[_.-][A-Za-z0-9]{{1,20}}){{0,3}}?[_.-]{_WHAT_OF_IT}(?![A-Za-z0-9_.-])"
                    r"|(?-i:[A-Za-z0-9]{0,20}(?:Name|Ref|File|Path|Dir|Selector)s?)"
@@ -262,9 +262,9 @@ NAMES_NO_SECRET = (rf"(?![_.-]{_WHAT_OF_IT}(?![A-Za-z0-9])|[A-Za-z0-9]{{0,20}}"
                    r"|(?<=token)s(?![A-Za-z0-9_.-]))")
 """What after a secret's name makes a name that holds none: a word that says what of it
 the name is, next (``token_type``, ``token_endpoint_auth_method``) or last
-(``PASSWORD_MIN_LENGTH``, ``SECRETS_DIR``), a name, a reference or a file in camel case
-(a Kubernetes ``secretName``, ``secretKeyRef``, ``passwordFile``); or ``TOKENS``, a count
-(``MAX_TOKENS``)."""
+(``PASSWORD_MIN_LENGTH``, ``SECRETS_DIR``, ``DB_SECRET_ARN``), a name, a reference or a
+file in camel case (a Kubernetes ``secretName``, ``secretKeyRef``, ``passwordFile``); or
+``TOKENS``, a count (``MAX_TOKENS``)."""
 
 
 _PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")

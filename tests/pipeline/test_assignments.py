@@ -73,6 +73,10 @@ S = "Zq9xK7mW2pL4vN8r"
     # Go's []byte("…"), as an HMAC or JWT key is given
     (f'var jwtKey = []byte("{S}")', "var jwtKey = [REDACTED:api_key]"),
     (f'hmac_key := []byte("{S}")', "hmac_key := [REDACTED:api_key]"),
+    # a flag naming a certificate's key (kubeadm's), a name that only ends in ARN's letters
+    (f"kubeadm join --control-plane --certificate-key {S}",
+     "kubeadm join --control-plane --certificate-key [REDACTED:api_key]"),
+    (f"SECRET_BARN={S}", "SECRET_BARN=[REDACTED:secret]"),
 ])
 def test_a_secret_assigned_in_code_or_config_is_redacted(text: str, redacted: str) -> None:
     """The value is redacted wherever the name that says it is a secret puts it, and
@@ -123,6 +127,11 @@ def test_a_secret_assigned_in_code_or_config_is_redacted(text: str, redacted: st
     "secret_version:      projects/my-proj/secrets/db/versions/3",
     "secret_id:          01HXYZABCDEF1234567890",
     "const token = jwt.sign(payload, process.env.JWT_SECRET, { expiresIn: '1h' })",
+    # an ARN names a secret kept elsewhere; a placeholder; a flag taking no value
+    "DB_CREDS_SECRET_ARN=arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db-AbCdEf",
+    "self.output_model_kms_key_arn = f'arn:{partition}:kms:{region}:{account}:key/{name}'",
+    "HMAC_KEY=<32-byte hex>", "pulumi config set --secret dbPassword",
+    "composer config --auth github-oauth.github.com",
 ])
 def test_code_that_only_names_a_secret_stays(text: str) -> None:
     assert redact(text) == text
