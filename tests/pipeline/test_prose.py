@@ -170,6 +170,39 @@ def test_words_about_a_secret_stay(text: str) -> None:
     ("$ echo $TOKEN_URL\nhttps://auth.example.com/oauth2/token", None),
     ("$ echo $KEYCLOAK_VERSION\n24.0.1-ubuntu", None),
     ("$ echo $PASSWORD_MIN_LENGTH\n12characters", None),
+    # a transcript's command, a warning or a label before the output
+    ("Ran `security find-generic-password -s github -w`\n\nOutput:\nMaple2023!w\n",
+     "Ran `security find-generic-password -s github -w`\n\nOutput:\n[REDACTED:secret]\n"),
+    ("$ heroku auth:token\n \u203a   Warning: token will expire 01/01/2027\n"
+     "1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d",
+     "$ heroku auth:token\n \u203a   Warning: token will expire 01/01/2027\n[REDACTED:secret]"),
+    ("$ terraform output -raw admin_password\npOoNZ8836!k3b_ublL+*\n",
+     "$ terraform output -raw admin_password\n[REDACTED:secret]\n"),
+    # a command making a secret, or reading one from a store named otherwise
+    ("$ openssl rand -base64 32\nq8Zk3Lm9Xp2Rt7Vw4Yb6Nc1Ds5Fg0Hj8Kl3Mn6Pq9St=",
+     "$ openssl rand -base64 32\n[REDACTED:secret]"),
+    ("Command: openssl rand -hex 16\nExit code: 0\nStdout:\ndf9ebbc3947e50d680d71d04d2e32bbe\n",
+     "Command: openssl rand -hex 16\nExit code: 0\nStdout:\n[REDACTED:secret]\n"),
+    ("$ pwgen -s 16 3\n0UOXfZFLmur2prke\ni3bzWsjjw3pST1Cv\nk8XbzWsjjw3pST1C\n$",
+     "$ pwgen -s 16 3\n[REDACTED:secret]\n$"),
+    ("$ head -c 32 /dev/urandom | base64\n```\nq8Zk3Lm9Xp2Rt7Vw4Yb6Nc1Ds5Fg0Hj8Kl3Mn6Pq9St=\n```",
+     "$ head -c 32 /dev/urandom | base64\n```\n[REDACTED:secret]\n```"),
+    ('python3 -c "import secrets; print(secrets.token_urlsafe(32))"\nq8Zk3Lm9Xp2Rt7Vw4Yb6',
+     'python3 -c "import secrets; print(secrets.token_urlsafe(32))"\n[REDACTED:secret]'),
+    ("node -e \"console.log(require('crypto').randomBytes(32).toString('hex'))\"\n3f1e0c9b8a7d6e",
+     "node -e \"console.log(require('crypto').randomBytes(32).toString('hex'))\"\n"
+     "[REDACTED:secret]"),
+    ("In [27]: !mix phx.gen.secret\nZHEHWkP+9W+fGe2GbBywatX14KvNd6CA\n$ bw generate -ulns\n"
+     "TOZ!%z9ytbHXgNt",
+     "In [27]: !mix phx.gen.secret\n[REDACTED:secret]\n$ bw generate -ulns\n[REDACTED:secret]"),
+    ("$ pass show github\nhT9v!Q2kLm8\nusername: me\n$ secret-tool lookup service vpn\nJmFN3w0dZ",
+     "$ pass show github\n[REDACTED:secret]\nusername: me\n$ secret-tool lookup service vpn\n"
+     "[REDACTED:secret]"),
+    # no lone word after it, or a setting, or words
+    ("# generate it with openssl rand -hex 32\nSECRET_KEY=${SECRET_KEY}", None),
+    ("$ openssl rand -hex 32 > key.txt\nwrote 65 bytes to the file", None),
+    ("seed = secrets.token_hex(16)\nreturn seed", None),
+    ("pass show me the way\nthe road", None),
 ])
 def test_a_secret_a_command_printed_is_redacted(text: str, expected: str | None) -> None:
     """``cat`` of a file named as a secret's, ``echo`` of such a variable: the lone word on
@@ -197,6 +230,32 @@ def test_a_secret_in_a_tables_row_is_redacted(text: str, expected: str | None) -
     """``vault kv get``, ``pulumi config --show-secrets`` and ``doppler secrets`` print a
     table: a row whose first cell names a secret and whose last holds a word of letters
     and digits gives the secret."""
+    assert redact(text) == (text if expected is None else expected)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("BASIC_AUTH=admin:Winter2024x\n      - NEO4J_AUTH=neo4j/S3cret-pw",
+     "BASIC_AUTH=admin:[REDACTED:password]\n      - NEO4J_AUTH=neo4j/[REDACTED:password]"),
+    ("MAIL_CREDENTIALS: postmaster@mg.example.org:Shdz2ZA0T6uq\nDB_CREDS=user:Winter2024x",
+     "MAIL_CREDENTIALS: postmaster@mg.example.org:[REDACTED:password]\n"
+     "DB_CREDS=user:[REDACTED:password]"),
+    ("basicAuth: admin:Winter2024x", "basicAuth: admin:[REDACTED:password]"),
+    ('MNEMONIC="abandon ability able about above absent absorb abstract absurd abuse access '
+     'accident"', 'MNEMONIC="[REDACTED:secret]"'),
+    ("Your recovery phrase is:\nabandon ability able about above absent absorb abstract absurd "
+     "abuse access accident", "Your recovery phrase is:\n[REDACTED:secret]"),
+    ("Unseal Key 1: 3Kx9Lm2Pq7Rt5Vw8Yz1Ab4Cd6Ef0Gh2Ij4Kl6Mn8Op0\n\nInitial Root Token: "
+     "s.kmO9n3TPkEyIMShKiBPNXn3o",
+     "Unseal Key 1: [REDACTED:secret]\n\nInitial Root Token: [REDACTED:secret]"),
+    # a path, a URL, a profile, a variable, a name that only ends in AUTH's letters
+    ("GOOGLE_APPLICATION_CREDENTIALS=/app/key.json\nAWS_CREDENTIALS=default:profile", None),
+    ("OAUTH=abc:def123\nNEXT_AUTH=https://x.com:443/abc\nauthor: bob:2024", None),
+    ("DEPLOY_AUTH=user:$PASS\nNEO4J_AUTH=none\ninsn.mnemonic = 'mov'", None),
+    ("the seed phrase has twelve words\nthe root token expired", None),
+])
+def test_a_secret_under_a_name_or_a_banner_is_redacted(text: str, expected: str | None) -> None:
+    """A user's credentials under a name ending as theirs (``BASIC_AUTH``, ``NEO4J_AUTH``,
+    ``*_CREDENTIALS``), a wallet's recovery phrase, vault's unseal keys and root token."""
     assert redact(text) == (text if expected is None else expected)
 
 
