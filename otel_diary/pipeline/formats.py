@@ -70,26 +70,46 @@ _BY_PLACE: tuple[tuple[str, str, int], ...] = (
     ("api_key", r"wandb\.login\((?:\s{0,16}key\s{0,4}=)?", 0),
     ("token", r"(?:Client|twilio)\(\s{0,16}(?:(?P<sid>[\"'])AC[0-9a-f]{32}(?P=sid)"
      r"|[\w.]{0,40}(?i:sid))\s{0,16},", 0),
+    ("secret", r"SecretKeySpec\(", 0), ("secret", r"(?:Encoding|Decoding)Key::from_secret\(", 0),
+    ("secret", r"new_from_slice\(", 0), ("secret", r"SignedString\(", 0),
+    ("secret", r"OpenSSL::HMAC\.(?:hex|base64)?digest\(", 1),
+    ("password", r"(?:pymysql|MySQLdb)\.connect\(", 2), ("password", r"FTP(?:_TLS)?\(", 2),
+    ("password", r"PlainCredentials\(", 1), ("password", r"ldap3\.Connection\(", 2),
+    ("password", r"keyring\.set_password\(", 2), ("password", r"changeUserPassword\(", 1),
+    ("password", r"(?:ftp_login|ssh2_auth_password|ldap_bind)\(", 2),
+    ("password", r"Net::SMTP\.start\(", 4),
+    ("secret", r"StorageSharedKeyCredential\(", 1),
+    ("secret", r"NewStatic(?:V4|Credentials)\(", 1),
+    ("password", r"(?:Strict)?Redis\(", 3), ("password", r"\.auth\(", 1),
+    ("password", r"\.pass_\(", 0), ("password", r"\.Bind\(", 1),
+    ("password", r"(?:cx_Oracle|oracledb)\.connect\(", 1),
+    ("secret", r"URLSafe(?:Timed)?Serializer\(", 0),
 )
 """Each call that takes a secret by its place: :class:`_ByPlace`'s alternatives."""
 _BY_PLACE_NEEDLES = ("jwt.", "JWT", "hmac", "Hmac", "Fernet(", "SymmetricSecurityKey(",
                      "ConvertTo-SecureString", "basic_auth(", "bind", "UsernamePassword",
                      "PasswordAuthentication(", "PlainAuth(", "Sequelize(",
                      "ClientSecretCredential(", "cohere.", "wandb.login(", "Client(",
-                     "twilio(")
+                     "twilio(", "SecretKeySpec(", "::from_secret(", "new_from_slice(",
+                     "SignedString(", "HMAC", "connect(", "FTP", "PlainCredentials(",
+                     "Connection(", "set_password(", "changeUserPassword(", "ftp_login(",
+                     "ssh2_auth_password(", "SMTP", "SharedKeyCredential(", "NewStatic",
+                     "Redis(", ".auth(", ".pass_(", ".Bind(", "Serializer(")
 """What every one of those calls holds."""
 
 
 def _by_place() -> str:
     """The literal a call of :data:`_BY_PLACE` takes after the arguments before it (each
-    alternative ends with an empty group, ``c<index>``, naming it): quoted, also as bytes
+    alternative ends with an empty group, ``c<index>``, naming it), also by its keyword
+    (``jwt.encode(payload, key="…")``): quoted, also as bytes
     (``b'…'``) or made bytes or an option (``Some("…")``, ``[]byte("…")``,
     ``Encoding.UTF8.GetBytes("…")``, ``Buffer.from('…')``); not one redacted already, nor
     a variable's name."""
     calls = "|".join(head + r"\s{0,16}" + rf"(?:(?:{_ARGUMENT}|{_OBJECT})\s{{0,16}},\s{{0,16}})"
                      f"{{{before}}}(?P<c{index}>)"
                      for index, (_, head, before) in enumerate(_BY_PLACE))
-    return (f"((?:{calls})" r"(?:b|(?:Some|\[\]byte|bytes|Buffer\.from|(?:[\w.]{0,40}\.)?GetBytes)"
+    return (f"((?:{calls})" r"(?:(?:key|secret|secret_key|signing_key|password)\s{0,4}=\s{0,4})?"
+            r"(?:b|(?:Some|\[\]byte|bytes|Buffer\.from|(?:[\w.]{0,40}\.)?GetBytes)"
             r"\(\s{0,16})?(?P<q>[\"'`]))(?!\[REDACTED:|\$)" + quoted("q"))
 
 
@@ -101,6 +121,19 @@ class _ByPlace(Rule):
     def replace(self, match: re.Match[str]) -> str:
         index = next(index for index in range(len(_BY_PLACE)) if match.start(f"c{index}") >= 0)
         return match.group(1) + MARK.format(kind=_BY_PLACE[index][0])
+
+
+_KEY_STRING = re.compile(r"(?P<q>[\"'`])(?:0x[0-9a-fA-F]{64}|[A-Za-z0-9+/]{16,512}={0,2})(?P=q)")
+
+
+@dataclass(frozen=True)
+class _EachKey(Rule):
+    """A list of keys under its name: every string in it (group 2) that looks like a key
+    (base64, or ``0x`` and 64 hex digits) is one."""
+
+    def replace(self, match: re.Match[str]) -> str:
+        mark = MARK.format(kind=self.kind)
+        return match.group(1) + _KEY_STRING.sub(r"\g<q>" + mark + r"\g<q>", match.group(2)) + "]"
 
 
 FORMAT_RULES: tuple[Rule, ...] = (
@@ -165,7 +198,8 @@ FORMAT_RULES: tuple[Rule, ...] = (
     # hmac.new(b'…'), Fernet(b'…'), SymmetricSecurityKey(Encoding.UTF8.GetBytes("…"))),
     # a user's password (reqwest's basic_auth(user, Some("…")), Spring's
     # UsernamePasswordAuthenticationToken, LDAP's simple_bind_s, Go's smtp.PlainAuth, new
-    # Sequelize(db, user, '…')) and a service's key or secret (Azure's
+    # Sequelize(db, user, '…'), pymysql.connect(host, user, '…'), redis.Redis(host, port,
+    # db, '…'), MongoDB's db.auth(user, '…')) and a service's key or secret (Azure's
     # ClientSecretCredential, cohere.Client, wandb.login, Twilio's Client(sid, token)).
     _ByPlace("secret", _by_place(), _BY_PLACE_NEEDLES),
     # An output Terraform keeps sensitive, as `terraform output -json` shows it.
@@ -177,6 +211,11 @@ FORMAT_RULES: tuple[Rule, ...] = (
          r"\"value\":[ \t]{0,4}\")[A-Za-z0-9+/]{86}==(?=\")", ('"keyName"',), keep_prefix=True),
     Rule("azure_key", r"(\"(?:primary|secondary)(?:Readonly)?(?:Master)?Key\":[ \t]{0,4}\")"
          r"[A-Za-z0-9+/]{40,86}={1,2}(?=\")", ('"primary', '"secondary'), keep_prefix=True),
+    # Lists of keys: vault operator init -format=json's unseal and recovery keys, and the
+    # private keys of a Hardhat network's accounts: ["0x…"].
+    _EachKey("secret", r"((?:\"(?:unseal|recovery)_keys_(?:b64|hex)\"|(?<![\w-])accounts[\"']?)"
+             r"[ \t]{0,4}:[ \t]{0,4}\[)([^\[\]]{1,8192})\]",
+             ('"unseal_keys_', '"recovery_keys_', "accounts")),
 )
 """The case-sensitive rules: each is tried on a text holding one of its needles."""
 

@@ -298,6 +298,54 @@ def test_code_in_a_tool_calls_json_stays_as_it_is(code: str) -> None:
      'Client("ACa1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6", "[REDACTED:token]")'),
     ("client = Client(account_sid, 'f0e1d2c3b4a5968778695a4b3c2d1e0f')",
      "client = Client(account_sid, '[REDACTED:token]')"),
+    # more signing keys, also by keyword
+    ('Key k = new SecretKeySpec("Winter2024xQ".getBytes(), "HmacSHA256");',
+     'Key k = new SecretKeySpec("[REDACTED:secret]".getBytes(), "HmacSHA256");'),
+    ('let key = EncodingKey::from_secret(b"Winter2024xQ");',
+     'let key = EncodingKey::from_secret(b"[REDACTED:secret]");'),
+    ('let mac = HmacSha256::new_from_slice(b"Winter2024xQ")?;',
+     'let mac = HmacSha256::new_from_slice(b"[REDACTED:secret]")?;'),
+    ('s, err := token.SignedString([]byte("Winter2024xQ"))',
+     's, err := token.SignedString([]byte("[REDACTED:secret]"))'),
+    ("OpenSSL::HMAC.hexdigest('SHA256', 'Winter2024xQ', data)",
+     "OpenSSL::HMAC.hexdigest('SHA256', '[REDACTED:secret]', data)"),
+    ('s = URLSafeTimedSerializer("1fb9fcfc8ae41bca4cd5d50ba81c51a9")',
+     's = URLSafeTimedSerializer("[REDACTED:secret]")'),
+    ('jwt.encode(payload, key="Winter2024xQ", algorithm="HS256"); Fernet(key=b"Zm9vYmFy")',
+     'jwt.encode(payload, key="[REDACTED:secret]", algorithm="HS256"); '
+     'Fernet(key=b"[REDACTED:secret]")'),
+    # more users' passwords after the user (and the host, the port, the database)
+    ('conn = pymysql.connect("db.local", "root", "Winter2024x", "app")',
+     'conn = pymysql.connect("db.local", "root", "[REDACTED:password]", "app")'),
+    ('ftp = ftplib.FTP("ftp.example.com", "deploy", "Winter2024x")',
+     'ftp = ftplib.FTP("ftp.example.com", "deploy", "[REDACTED:password]")'),
+    ("creds = pika.PlainCredentials('guest', 'Winter2024x')",
+     "creds = pika.PlainCredentials('guest', '[REDACTED:password]')"),
+    ("conn = ldap3.Connection(server, 'cn=admin,dc=example,dc=com', 'Winter2024x')",
+     "conn = ldap3.Connection(server, 'cn=admin,dc=example,dc=com', '[REDACTED:password]')"),
+    ('keyring.set_password("svc", "user", "Winter2024x")',
+     'keyring.set_password("svc", "user", "[REDACTED:password]")'),
+    ('db.changeUserPassword("app", "Winter2024x"); db.auth("app", "P@sskey-Galaxy25")',
+     'db.changeUserPassword("app", "[REDACTED:password]"); '
+     'db.auth("app", "[REDACTED:password]")'),
+    ("ftp_login($c, 'deploy', 'Winter2024x'); ssh2_auth_password($s, 'root', 'Winter2024y')",
+     "ftp_login($c, 'deploy', '[REDACTED:password]'); "
+     "ssh2_auth_password($s, 'root', '[REDACTED:password]')"),
+    ("Net::SMTP.start('smtp.example.com', 587, 'example.com', 'bob', 'Winter2024x', :plain)",
+     "Net::SMTP.start('smtp.example.com', 587, 'example.com', 'bob', '[REDACTED:password]', "
+     ":plain)"),
+    ('r = redis.Redis("cache.internal", 6379, 0, "maple_Cinder46"); pop.pass_("Nebula88!m")',
+     'r = redis.Redis("cache.internal", 6379, 0, "[REDACTED:password]"); '
+     'pop.pass_("[REDACTED:password]")'),
+    ('l.Bind("cn=admin,dc=example,dc=com", "qe6qf3LGE09LzIe")',
+     'l.Bind("cn=admin,dc=example,dc=com", "[REDACTED:password]")'),
+    ('con = cx_Oracle.connect("scott", "v=iNWU=QK3-vwm", "db:1521/ORCLPDB1")',
+     'con = cx_Oracle.connect("scott", "[REDACTED:password]", "db:1521/ORCLPDB1")'),
+    # more services' keys
+    ('StorageSharedKeyCredential("acct", "Zm9vYmFyYmF6cXV4")',
+     'StorageSharedKeyCredential("acct", "[REDACTED:secret]")'),
+    ('credentials.NewStaticV4("AKIDEXAMPLE", "wJalrXUtnFEMIK7MDENG", "")',
+     'credentials.NewStaticV4("AKIDEXAMPLE", "[REDACTED:secret]", "")'),
     # Android's signing config, a Spring or Ant property
     ("storePassword 'S3cretPass9'\nkeyPassword \"S3cretPass9\"",
      "storePassword '[REDACTED:password]'\nkeyPassword \"[REDACTED:password]\""),
@@ -318,10 +366,31 @@ def test_code_in_a_tool_calls_json_stays_as_it_is(code: str) -> None:
     ('basic_auth("admin", None::<&str>); Client("not-a-sid", "x")', None),
     ('storePassword System.getenv("STORE_PASSWORD"); {"auth": "oauth2"}', None),
     ('<property name="username" value="admin"/>', None),
+    ('pymysql.connect(host="db", user="root"); redis.Redis("cache", 6379); c.Bind(&form)', None),
+    ('jwt.encode(payload, algorithm="HS256"); db.auth(user, pw); FTP("ftp.example.com")', None),
 ])
 def test_a_secret_a_call_takes_by_its_place_is_redacted(text: str,
                                                          expected: str | None) -> None:
     """Signing keys, users' passwords and services' keys that well-known calls take by
     their place in the arguments: the literal goes, the call and its other arguments
     stay."""
+    assert redact(text) == (text if expected is None else expected)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ('{\n  "unseal_keys_b64": [\n    "JlgGsdQTVrkq4pSE+yDSoswIwK+fcSFFzxIWu6gfkAo=",\n'
+     '    "DlbggFYVCr+hvk85dpG9GpfSZli8UUtR8Cot7GSf1fk="\n  ],\n  "unseal_keys_hex": [\n'
+     '    "c9b45645858b8758f02907a6c152952570cb448f5f18e41553e851b870563e20"\n  ],\n'
+     '  "unseal_shares": 3\n}',
+     '{\n  "unseal_keys_b64": [\n    "[REDACTED:secret]",\n    "[REDACTED:secret]"\n  ],\n'
+     '  "unseal_keys_hex": [\n    "[REDACTED:secret]"\n  ],\n  "unseal_shares": 3\n}'),
+    ('accounts: ["0xdc2e26d040861044cc6b3b2222cab626a047731ce1f343a273d6a9203f11c7b1"],',
+     'accounts: ["[REDACTED:secret]"],'),
+    # a key kept elsewhere, or no key
+    ("accounts: [process.env.PRIVATE_KEY], accounts: ['alice', 'bob']", None),
+    ('"unseal_keys_b64": []', None),
+])
+def test_every_key_in_a_list_of_keys_is_redacted(text: str, expected: str | None) -> None:
+    """Vault's unseal keys as ``vault operator init -format=json`` prints them, and a
+    Hardhat network's accounts' private keys: each key in the list goes."""
     assert redact(text) == (text if expected is None else expected)
