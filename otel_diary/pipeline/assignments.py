@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from otel_diary.pipeline.keys import (
     CALL,
+    COMPOSER_AUTH,
     EMPHASIS,
     MARK,
     NAMES_NO_SECRET,
@@ -160,7 +161,8 @@ def assignment(keys: tuple[str, ...]) -> str:
         + r"[A-Za-z0-9_.-]{0,40}"
         r"(?:\\{0,7}[\"'](?P<subscript>\])?)?"
         r"(?:(?P<emph>" + EMPHASIS + r")[ \t]{0,4}(?::=|=>|[:=])"
-        r"|[ \t]{0,4}(?::=|=>|[:=])(?:[ \t]{0,4}(?P<emph2>" + EMPHASIS + r")(?=[ \t]))?)"
+        r"|[ \t]{0,4}(?::=|=>|[:=])(?:[ \t]{0,4}(?P<emph2>" + EMPHASIS + r")(?=[ \t]))?"
+        r"|[ \t]{5,40}=(?=[ \t]{1,4}\\{0,7}[\"']))"
         r"(?:[ \t]{0,4}|[ \t]{5,16}" + _GENERATED + ")"
         r"(?(emph)" + _LABELLED + ")(?(emph2)" + _LABELLED + ")"
         r"(?:(?<=:)(?:[ \t]{0,4}(?:[|>][1-9+-]{0,2}[ \t]{0,4}(?=\r?\n[ \t]))?\r?\n)" + _NO_CODE +
@@ -365,7 +367,7 @@ USER_PASS = UserPassRule("password", (
 
 FLAG_RULES: tuple[Rule, ...] = (
     AssignmentRule("secret", (
-        r"(?P<head>(?<!config[ \t]set[ \t])--(?=[A-Za-z])"
+        r"(?P<head>--(?<!pulumi[ \t]config[ \t]set[ \t]--)(?=[A-Za-z])"
         r"(?i:(?:[a-z0-9]{1,20}[-_](?:[a-z0-9]{1,20}[-_])?)?"
         r"(?P<key>password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key|auth"
         r"(?:[-_]?key|token)?"
@@ -375,7 +377,7 @@ FLAG_RULES: tuple[Rule, ...] = (
         # an argument list: ['--password', 'value'], ["--token", "value"]
         r"|(?P<listed>[\"']),[ \t]{0,2}(?=(?P=listed))))"
         r"(?!(?:\\{0,7}[\"'])?\[REDACTED:)"
-        r"(?!(?:bearer|github-oauth|gitlab-token|gitlab-oauth|bitbucket-oauth|http-basic)\.)"
+        r"(?!(?<=-auth[ \t=])" + COMPOSER_AUTH + ")"
         r"(?:(?P<quote>\\{0,7}[\"'])" + quoted("quote")
         + r"|(?!--|[<>]|\.{0,2}/|~/)[^\s\"'`\\]{1,512})"),
         ("--",)),

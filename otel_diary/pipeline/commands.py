@@ -8,7 +8,8 @@ command is in its span. Each rule is the tool's name (or its flag, where the fla
 own), the few words that may come between, and the value, which is all the rule replaces.
 A match starts at its rule's needle: a family of tools shares one (``mongo`` for
 ``mongosh`` and ``mongodump``), and where the tools differ, the rule starts at the word
-after the tool (``login`` in ``docker login``, ``az login``), looking back at the tool.
+after the tool (``login`` in ``docker login``, ``az login``), looking back at the tool (a
+here-string's rule only holds its needle, ``<<<``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from otel_diary.pipeline.keys import MARK, maybe_quoted, quoted, token_start
+from otel_diary.pipeline.keys import COMPOSER_AUTH, MARK, maybe_quoted, quoted, token_start
 from otel_diary.pipeline.rule import Rule
 
 _VALUE = maybe_quoted(";|&")
@@ -34,19 +35,27 @@ def _given(tool: str, flag: str, rest: str = "") -> str:
             + flag + r"[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?!-|\[REDACTED:)" + _VALUE)
 
 
-_PIPED_TO = (r"(?=(?(q)(?P=q))[ \t]{0,4}\|[ \t]{0,4}(?:(?:sudo[ \t]{1,4})?chpasswd|sudo[ \t]{1,4}"
+_PIPED_TO = (r"(?=(?(q)(?P=q))[ \t]{0,4}\|[ \t]{0,4}(?:(?:sudo(?:[ \t]{1,4}-[A-Za-z]{1,4}){0,3}"
+             r"[ \t]{1,4})?(?:/usr/s?bin/)?chpasswd|sudo[ \t]{1,4}"
              r"(?:-[A-Za-z]{1,4}(?:[ \t]{1,4}[^\s-][^\s]{0,64})?[ \t]{1,4}){0,3}?"
              r"-[A-Za-z]{0,3}S(?![A-Za-z])"
              r"|[^\s;|&][^\n;|&]{0,256}?[ \t](?:--password-stdin|--with-token|--stdin"
              r"|--data-file[ \t=]-|secrets?[ \t]{1,4}(?:put|set|create)|env[ \t]{1,4}add)"
              r"(?![A-Za-z-])))")
-"""What reads a secret from standard input: ``sudo -S``, ``[sudo] chpasswd``, a login's
+"""What reads a secret from standard input: ``sudo -S``, ``[sudo -n] chpasswd``, a login's
 ``--password-stdin``, ``gh auth login --with-token``, ``passwd --stdin``, a secret
 store's ``gcloud secrets create NAME --data-file=-``, ``wrangler secret put NAME``,
 ``gh secret set NAME``, ``docker secret create NAME -``, ``vercel env add NAME``."""
 
-_SPACE = r"[ \t]{1,4}(?:\\\r?\n[ \t]{0,16})?"
-"""A space between a command's words, or a line continued (``\\`` at its end)."""
+_SPACE = r"[ \t]{1,4}(?:\\\r?\n[ \t]{0,16})?(?!\\\r?\n)"
+"""A space between a command's words, or a line continued (``\\`` at its end): never
+before the ``\\`` that continues it."""
+
+_NO_WORD = (r"(?![$%]|[0-9]?[<>]|\[REDACTED:)(?(q)|(?![a-z]{1,40}(?![^\s;|&]))"
+            r"(?=[^\s;|&]{0,255}[0-9A-Z!@#$%^&*+=?~_.,:/-]))")
+"""Before a value a tool's usage or prose could put there instead (``net user bob >
+users.txt``, ``Use the net user command to add …``): unquoted, it holds a digit, a capital
+or a sign, and is no variable, redirection or secret redacted already."""
 
 _ORACLE_VALUE = maybe_quoted(";|&(),@/")
 """An Oracle password: quoted, else up to what ends an identifier (``@db``, ``/``, ``)``)."""
@@ -147,25 +156,26 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # A Dockerfile's ENV NAME VALUE (the form without "="), Windows' setx [/M] NAME VALUE,
     # Apache's SetEnv NAME VALUE and fish's set -gx NAME VALUE, for a name ending as a
     # secret's.
-    ("secret", r"((?<![A-Za-z0-9_.-])(?:ENV|(?:setx|SETX)(?:[ \t]{1,4}/[Mm])?|SetEnv"
+    ("secret", r"((?<![A-Za-z0-9_.-])(?:ENV|(?:setx|SETX|Setx)(?:[ \t]{1,4}/[Mm])?|SetEnv"
      r"|set[ \t]{1,4}-[gxUlu]{1,4})[ \t]{1,4}[A-Za-z0-9_]{0,60}"
      r"(?:PASSWORD|PASSWD|PASSPHRASE|SECRET(?:_KEY)?|TOKEN|API_?KEY|ACCESS_KEY|PRIVATE_KEY|_PASS"
      r"|_PWD|(?:SIGNING|ENCRYPTION|MASTER|HMAC|JWT)_KEY)(?![A-Za-z0-9_])[ \t]{1,4}"
      r"(?P<q>\\{0,7}[\"'])?)(?![$%\s(]|\[REDACTED:)" + _VALUE,
-     ("ENV", "setx", "SETX", "SetEnv", "set -")),
+     ("ENV", "setx", "SETX", "Setx", "SetEnv", "set -")),
     # SQL: CREATE USER … [WITH] PASSWORD '…' (PostgreSQL), … IDENTIFIED [WITH plugin] BY
     # [PASSWORD|VALUES] '…' or AS '…' (MySQL, Oracle: a password or its hash; in lower case
-    # after a quoted user: 'bob'@'%' identified by '…') and SET PASSWORD [FOR …] = '…'
-    # (MySQL); a quote inside is doubled or escaped
-    # (not one holding a flag: "password ', --password '…'" holds the flag's).
-    ("password", r"((?:PASSWORD|password) '|(?:SET|set)[ \t]{1,4}(?:PASSWORD|password)"
-     r"(?:[ \t]{1,4}(?:FOR|for)[ \t]{1,4}[^=\r\n;]{1,128}?)?[ \t]{0,4}=[ \t]{0,4}'"
-     r"|(?:IDENTIFIED|(?<=['\"`][ \t])identified)"
+    # after a quoted user: 'bob'@'%' identified by '…'); a quote inside is doubled or escaped
+    # (not one holding a flag: "password ', --password '…'" holds the flag's). Then MySQL's
+    # SET PASSWORD [FOR …] = ['…' | PASSWORD('…')].
+    ("password", r"((?:PASSWORD|password) '|(?:IDENTIFIED|(?<=['\"`][ \t])identified)"
      r"(?:[ \t]{1,4}(?:WITH|with)[ \t]{1,4}[A-Za-z0-9_]{1,64})?[ \t]{1,4}(?:BY|by|AS|as)"
      r"(?:[ \t]{1,4}(?:PASSWORD|VALUES|password|values))?[ \t]{1,4}')"
      r"(?!\[REDACTED:|[^'\r\n]{0,512}(?:^|[\s,;])--?[A-Za-z])"
      r"(?:[^'\\\r\n]|''|\\[^\r\n]){1,512}(?=')",
-     ("PASSWORD '", "password '", "SET PASSWORD", "set password", "IDENTIFIED", "identified")),
+     ("PASSWORD '", "password '", "IDENTIFIED", "identified")),
+    ("password", r"((?:SET|set)[ \t]{1,4}(?:PASSWORD|password)(?:[ \t]{1,4}(?:FOR|for)[ \t]{1,4}"
+     r"[^=\r\n;]{1,128}?)?[ \t]{0,4}=[ \t]{0,4}(?:(?:PASSWORD|password)\([ \t]{0,4})?"
+     r"(?P<q>\\{0,7}[\"']))(?!\[REDACTED:)" + quoted("q"), ("SET PASSWORD", "set password")),
     # Oracle's password, bare or in double quotes: … IDENTIFIED BY tiger, "Pa55 w" (a bind
     # variable :pw or a substitution &pw is none; in lower case, see COMMAND_ANCHORED).
     ("password", r"(IDENTIFIED[ \t]{1,4}BY[ \t]{1,4}(?P<q>\")?)(?!(?:VALUES|PASSWORD)[ \t]"
@@ -173,9 +183,9 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # Redis: requirepass and masterauth in its config, CONFIG SET, CONFIG GET's reply (``1)
     # "requirepass"`` then ``2) "…"``, or each alone on its line) or on its command line
     # (its AUTH is _RedisAuth, below).
-    ("password", r"((?<![A-Za-z0-9_.])(?:requirepass|masterauth)(?:(?:[\"'],)?[ \t]{1,4}"
-     r"|\\{0,7}\"\r?\n[ \t]{0,8}2\)[ \t]{1,4}"
-     r"|(?<=\nrequirepass)\r?\n(?=[^\s]{1,256}[ \t]{0,4}(?:\r?\n|$)))"
+    ("password", r"((?<![A-Za-z0-9_.])(?P<alone>(?<![^\n]))?(?:requirepass|masterauth)"
+     r"(?:(?:[\"'],)?[ \t]{1,4}|\\{0,7}\"\r?\n[ \t]{0,8}2\)[ \t]{1,4}"
+     r"|(?(alone)\r?\n(?=[^\s]{1,256}[ \t]{0,4}(?:\r?\n|$))|(?!)))"
      r"(?P<q>\\{0,7}[\"'])?)(?![\"']?\[REDACTED:)" + _VALUE,
      ("requirepass", "masterauth")),
     # vault login TOKEN (not -method=…, nor a NAME=VALUE the method takes), twine -p,
@@ -209,57 +219,64 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("password", r"(net[ \t]{1,4}use" + token_start(7) + r"(?:[ \t]{1,4}(?:[A-Za-z]:|\*))?"
      r"[ \t]{1,4}\\\\[^\s;|&]{1,256}(?:[ \t]{1,4}/(?i:user):[^\s;|&]{1,256})?[ \t]{1,4}"
      r"(?P<q>\\{0,7}[\"'])?)(?![/*])" + _VALUE, ("net",)),
-    # net user [/add] NAME PASSWORD [/add] (not /active:no, nor * that asks for it).
-    ("password", r"(net[ \t]{1,4}user" + token_start(8) + r"(?:[ \t]{1,4}/\w{1,20}){0,2}"
-     r"[ \t]{1,4}(?:\\{0,7}\"[^\"\r\n\\]{1,64}\\{0,7}\""
-     r"|[^\s;|&/*\"'\\]{1,64})[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?![/*]|\$)" + _VALUE, ("net",)),
+    # net user [/add] NAME PASSWORD [/add], in any case (not /active:no, nor * that asks for
+    # it).
+    ("password", r"((?:net|NET|Net)[ \t]{1,4}(?i:user)" + token_start(8) + r"(?:[ \t]{1,4}"
+     r"/\w{1,20}){0,2}[ \t]{1,4}(?:\\{0,7}\"[^\"\r\n\\]{1,64}\\{0,7}\""
+     r"|[^\s;|&/*\"'\\<>]{1,64})" + _SPACE + r"(?P<q>\\{0,7}[\"'])?)(?![/*])" + _NO_WORD
+     + _VALUE, ("net", "NET", "Net")),
     # openssl passwd [-1|-6|-salt S] PASSWORD (the hash it prints names none).
-    ("password", r"(openssl[ \t]{1,4}passwd" + token_start(14) + r"(?:[ \t]{1,4}-(?:salt"
-     r"[ \t]{1,4}[^\s;|&]{1,64}|(?!salt)[\w-]{1,12})){0,4}[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)"
-     r"(?![-$<>\[])" + _VALUE, ("openssl",)),
+    ("password", r"(openssl[ \t]{1,4}passwd" + token_start(14) + r"(?:[ \t]{1,4}-(?:(?:salt|in)"
+     r"[ \t]{1,4}(?:\$\([^()\r\n]{1,128}\)|[^\s;|&]{1,64})|(?!salt|in(?![\w-]))[\w-]{1,12}))"
+     r"{0,4}" + _SPACE + r"(?P<q>\\{0,7}[\"'])?)(?![-\[])" + _NO_WORD + _VALUE, ("openssl",)),
     # vault operator unseal [flags] KEY (one of the keys vault operator init printed).
     ("secret", r"(vault" + token_start(5) + r"[ \t]{1,4}operator[ \t]{1,4}unseal(?:[ \t]{1,4}"
-     r"-[\w-]{1,30}(?:=[^\s;|&]{1,64})?){0,4}[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?!-|\$)" + _VALUE,
-     ("vault",)),
+     r"-{1,2}(?:(?:address|ca-cert|ca-path|client-cert|client-key|namespace|tls-server-name)"
+     r"[ \t]{1,4}[^\s;|&]{1,256}|(?!(?:address|ca-cert|ca-path|client-cert|client-key"
+     r"|namespace|tls-server-name)[ \t])[\w-]{1,30}(?:=[^\s;|&]{1,256})?)){0,4}" + _SPACE
+     + r"(?P<q>\\{0,7}[\"'])?)(?!-)" + _NO_WORD + _VALUE, ("vault",)),
     # wpa_passphrase SSID PASSPHRASE.
     ("password", r"(wpa_passphrase" + token_start(14) + r"[ \t]{1,4}(?:\\{0,7}\""
      r"[^\"\r\n\\]{1,64}\\{0,7}\"|'[^'\r\n]{1,64}'|[^\s;|&\"']{1,64})[ \t]{1,4}"
-     r"(?P<q>\\{0,7}[\"'])?)(?![$<>\[])" + _VALUE, ("wpa_passphrase",)),
+     r"(?P<q>\\{0,7}[\"'])?)(?!\[)" + _NO_WORD + _VALUE, ("wpa_passphrase",)),
     # az keyvault secret set … --value VALUE, and an Azure database server's admin password,
     # az sql|postgres|mysql [flexible-]server create|update … -p VALUE.
     ("secret", r"(keyvault[ \t]{1,4}secret[ \t]{1,4}set(?:" + _SPACE + r"[^\s;|&\\]{1,256}){0,10}?"
-     + _SPACE + r"--value(?:[ \t]{1,4}|=)(?P<q>\\{0,7}[\"'])?)(?!-|\$)" + _VALUE,
+     + _SPACE + r"--value(?:[ \t]{1,4}|=)(?P<q>\\{0,7}[\"'])?)(?!-|\$|\[REDACTED:)" + _VALUE,
      ("keyvault",)),
     ("password", r"(az[ \t]{1,4}(?:sql|postgres|mysql|mariadb)[ \t]{1,4}(?:flexible-)?server"
      r"[ \t]{1,4}(?:create|update)(?:" + _SPACE + r"[^\s;|&\\]{1,256}){0,16}?" + _SPACE + r"-p"
-     r"(?:[ \t]{1,4}|=)(?P<q>\\{0,7}[\"'])?)(?!-|\$)" + _VALUE, ("az ",)),
+     r"(?:[ \t]{1,4}|=)(?P<q>\\{0,7}[\"'])?)(?!-|\$|\[REDACTED:)" + _VALUE, ("az ",)),
     # pulumi config set [--secret] NAME VALUE [--secret]: a secret when the command says so.
     ("secret", r"(pulumi[ \t]{1,4}config[ \t]{1,4}set(?=[^\r\n;|&]{0,512}[ \t]--secret"
      r"(?![\w-]))(?:[ \t]{1,4}(?:--(?:secret|path|plaintext)|(?:-s|--stack|-C|--cwd)"
-     r"[ \t]{1,4}[^\s;|&]{1,128})){0,4}[ \t]{1,4}[^\s;|&-][^\s;|&]{0,255}[ \t]{1,4}"
-     r"(?P<q>\\{0,7}[\"'])?)(?!-|\$)" + _VALUE, ("pulumi",)),
+     r"[ \t]{1,4}[^\s;|&]{1,128})){0,4}[ \t]{1,4}[^\s;|&\\-][^\s;|&]{0,255}" + _SPACE
+     + r"(?P<q>\\{0,7}[\"'])?)(?!-|\$|\[REDACTED:)" + _VALUE, ("pulumi",)),
     # A package manager's token or password in its config (config [set] NAME VALUE): npm's
     # and pnpm's //registry/:_authToken, yarn's npmAuthToken, composer's
-    # github-oauth.github.com and bearer.HOST, poetry's pypi-token.pypi.
+    # github-oauth.github.com, bearer.HOST and http-basic.HOST USER, poetry's pypi-token.pypi.
     ("token", r"(config" + token_start(6) + r"(?:[ \t]{1,4}--?[\w-]{1,20}){0,2}(?:[ \t]{1,4}set)?"
      r"(?:[ \t]{1,4}--?[\w-]{1,20}){0,2}[ \t]{1,4}(?P<nq>[\"'])?(?:(?(nq)[^\r\n]{0,256}?"
      r"|[^\s;|&=\"']{0,256}?)[:_.])?(?:(?i:_?authToken|_auth|_password)|npmAuth(?:Token|Ident)"
-     r"|(?:github-oauth|gitlab-token|gitlab-oauth|bitbucket-oauth|bearer|pypi-token)"
-     r"\.[\w.-]{1,128})(?(nq)(?P=nq))[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?!-|\$)"
-     + _VALUE, ("config",)),
-    # jenkins-cli … -auth USER:TOKEN (not @FILE), SonarQube's sonar.login (a token) and
-    # netlify env:set NAME VALUE for a secret's name.
-    ("token", r"((?<=[ \t])-auth[ \t]{1,4}(?P<q>\\{0,7}[\"'])?[^\s:@\"'$]{1,64}:)(?!\$)"
+     r"|(?:(?P<basic>http-basic\.)|(?!http-basic)" + COMPOSER_AUTH + r"|pypi-token\.)[\w.-]{1,128}"
+     r"(?(basic)[ \t]{1,4}[^\s;|&]{1,256}))(?(nq)(?P=nq))" + _SPACE
+     + r"(?P<q>\\{0,7}[\"'])?)(?![-$%]|\[REDACTED:)" + _VALUE, ("config",)),
+    # jenkins-cli … -auth USER:TOKEN (not @FILE or a path), SonarQube's sonar.login (a
+    # token, unless sonar.password follows) and netlify env:set NAME VALUE for a name ending
+    # as a secret's.
+    ("token", r"((?<=[ \t])-auth[ \t]{1,4}(?P<q>\\{0,7}[\"'])?[^\s:@\"'$/]{1,64}:)"
+     r"(?!\$|\[REDACTED:)"
      + _VALUE, ("-auth",)),
-    ("token", r"((?<![\w-])-?D?sonar\.login[ \t]{0,4}=[ \t]{0,4}(?P<q>\\{0,7}[\"'])?)(?!\$)"
-     + _VALUE, ("sonar.login",)),
+    ("token", r"((?<![\w-])-?D?sonar\.login[ \t]{0,4}=[ \t]{0,4}(?P<q>\\{0,7}[\"'])?)"
+     r"(?!\$|\[REDACTED:|[^\r\n]{0,512}sonar\.password)" + _VALUE, ("sonar.login",)),
     ("secret", r"(netlify" + token_start(7) + r"(?:-cli)?[ \t]{1,4}env:set[ \t]{1,4}"
-     r"[A-Za-z0-9_]{0,60}(?:PASSWORD|PASSWD|SECRET|TOKEN|KEY|_PASS|_PWD)[A-Za-z0-9_]{0,20}"
-     r"[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?!\$)" + _VALUE, ("netlify",)),
+     r"[A-Za-z0-9_]{0,60}(?:PASSWORD|PASSWD|SECRET|TOKEN|_KEY|_PASS|_PWD)(?![A-Za-z0-9_])"
+     r"[ \t]{1,4}(?P<q>\\{0,7}[\"'])?)(?![$%]|\[REDACTED:)" + _VALUE, ("netlify",)),
     # A password a tool takes after its flag among many words: rdesktop -p, hydra -p,
     # httpie's -a/--auth USER:PASSWORD (a token alone after -A bearer).
     *(("password", "(" + tool + token_start(len(tool)) + rest + r"(?:[ \t]{1,4}[^\s;|&]{1,256})"
-       r"{0,8}?[ \t]{1,4}" + flag + r"(?P<q>\\{0,7}[\"'])?(?!\[REDACTED:)" + user + r")(?!-|\$)"
+       r"{0,8}?[ \t]{1,4}" + flag + r"(?P<q>\\{0,7}[\"'])?(?!\[REDACTED:)" + user
+       + r")(?!-|\$|\[REDACTED:)"
        + _VALUE, needles)
       for tool, rest, flag, user, needles in (
           ("rdesktop", "", r"-p[ \t]{1,4}", "", ("rdesktop",)),
@@ -268,8 +285,9 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
            r"(?:-a|--auth)(?:[ \t]{1,4}|=)", r"(?(b)|[^\s:\"']{1,256}:)", ("http ", "https ")))),
     # A here-string to what reads a secret from standard input: sudo -S … <<< "…".
     ("password", r"((?:sudo[ \t]{1,4}(?:-[A-Za-z]{1,4}[ \t]{1,4}){0,3}?-[A-Za-z]{0,3}S"
-     r"(?![A-Za-z])|chpasswd|--password-stdin|--stdin)[^\r\n;|&<]{0,256}<<<[ \t]{0,4}"
-     r"(?P<q>\\{0,7}[\"'])?)(?!\$)" + _VALUE, ("<<<",)),
+     r"(?![A-Za-z])|chpasswd|--password-stdin|passwd[^\r\n;|&<]{0,128}[ \t]--stdin(?![\w-]))"
+     r"[^\r\n;|&<]{0,256}<<<[ \t]{0,4}"
+     r"(?P<q>\\{0,7}[\"'])?)(?!\$|\[REDACTED:)" + _VALUE, ("<<<",)),
 )
 """Each rule's kind, its expression (group 1 is what comes before the value, kept), and the
 literals every match starts with."""

@@ -79,9 +79,10 @@ _BY_PLACE: tuple[tuple[str, str, int], ...] = (
     ("password", r"(?:ftp_login|ssh2_auth_password|ldap_bind)\(", 2),
     ("password", r"Net::SMTP\.start\(", 4),
     ("secret", r"StorageSharedKeyCredential\(", 1),
-    ("secret", r"NewStatic(?:V4|Credentials)\(", 1),
+    ("secret", r"NewStatic(?:V4|Credentials(?:Provider)?)\(", 1),
     ("password", r"(?:Strict)?Redis\(", 3), ("password", r"\.auth\(", 1),
-    ("password", r"\.pass_\(", 0), ("password", r"\.Bind\(", 1),
+    ("password", r"\.pass_\(", 0),
+    ("password", r"\.Bind\((?=\s{0,16}[\"'](?i:cn|uid|dc|ou)=)", 1),
     ("password", r"(?:cx_Oracle|oracledb)\.connect\(", 1),
     ("secret", r"URLSafe(?:Timed)?Serializer\(", 0),
 )
@@ -101,7 +102,7 @@ _BY_PLACE_NEEDLES = ("jwt.", "JWT", "hmac", "Hmac", "Fernet(", "SymmetricSecurit
 def _by_place() -> str:
     """The literal a call of :data:`_BY_PLACE` takes after the arguments before it (each
     alternative ends with an empty group, ``c<index>``, naming it), also by its keyword
-    (``jwt.encode(payload, key="…")``): quoted, also as bytes
+    in that place (``jwt.encode(payload, key="…")``): quoted, also as bytes
     (``b'…'``) or made bytes or an option (``Some("…")``, ``[]byte("…")``,
     ``Encoding.UTF8.GetBytes("…")``, ``Buffer.from('…')``); not one redacted already, nor
     a variable's name."""
@@ -123,17 +124,20 @@ class _ByPlace(Rule):
         return match.group(1) + MARK.format(kind=_BY_PLACE[index][0])
 
 
-_KEY_STRING = re.compile(r"(?P<q>[\"'`])(?:0x[0-9a-fA-F]{64}|[A-Za-z0-9+/]{16,512}={0,2})(?P=q)")
+_UNSEAL_KEY = re.compile(r"(?P<q>\")[A-Za-z0-9+/]{16,512}={0,2}\"")
+_ACCOUNT_KEY = re.compile(r"(?P<q>[\"'`])0x[0-9a-fA-F]{64}(?P=q)")
 
 
 @dataclass(frozen=True)
 class _EachKey(Rule):
-    """A list of keys under its name: every string in it (group 2) that looks like a key
-    (base64, or ``0x`` and 64 hex digits) is one."""
+    """A list of keys under its name (group ``keys``): every string in it that is a key goes.
+    Vault's unseal keys are base64 or hex; a Hardhat account's private key is ``0x`` and 64
+    hex digits (an address, 40, is public)."""
 
     def replace(self, match: re.Match[str]) -> str:
         mark = MARK.format(kind=self.kind)
-        return match.group(1) + _KEY_STRING.sub(r"\g<q>" + mark + r"\g<q>", match.group(2)) + "]"
+        key = _UNSEAL_KEY if match.group("vault") else _ACCOUNT_KEY
+        return match.group(1) + key.sub(r"\g<q>" + mark + r"\g<q>", match.group("keys")) + "]"
 
 
 FORMAT_RULES: tuple[Rule, ...] = (
@@ -213,8 +217,9 @@ FORMAT_RULES: tuple[Rule, ...] = (
          r"[A-Za-z0-9+/]{40,86}={1,2}(?=\")", ('"primary', '"secondary'), keep_prefix=True),
     # Lists of keys: vault operator init -format=json's unseal and recovery keys, and the
     # private keys of a Hardhat network's accounts: ["0x…"].
-    _EachKey("secret", r"((?:\"(?:unseal|recovery)_keys_(?:b64|hex)\"|(?<![\w-])accounts[\"']?)"
-             r"[ \t]{0,4}:[ \t]{0,4}\[)([^\[\]]{1,8192})\]",
+    _EachKey("secret", r"((?:(?P<vault>\"(?:unseal|recovery)_keys_(?:b64|hex)\")"
+             r"|(?<![\w-])accounts[\"']?)"
+             r"[ \t]{0,4}:[ \t]{0,4}\[)(?P<keys>[^\[\]]{1,8192})\]",
              ('"unseal_keys_', '"recovery_keys_', "accounts")),
 )
 """The case-sensitive rules: each is tried on a text holding one of its needles."""

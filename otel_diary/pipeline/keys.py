@@ -196,9 +196,15 @@ def quoted(group: str) -> str:
 def maybe_quoted(ends: str = "") -> str:
     """A value after an opening quote that may be there (group ``q``, also escaped:
     ``\\"``): quoted as :func:`quoted` says, else up to white space, a quote or one of
-    ``ends`` (not an escaped quote: the opening one the group passed over)."""
-    return ("(?(q)" + quoted("q") + r"|(?!\\{1,7}[\"'])(?:[^\s\"'\\" + ends
+    ``ends`` (not an escaped quote: the opening one the group passed over); never a GitHub
+    Actions expression (``${{ secrets.X }}``), which names one kept elsewhere."""
+    return (r"(?!\$\{\{)(?(q)" + quoted("q") + r"|(?!\\{1,7}[\"'])(?:[^\s\"'\\" + ends
             + r"]|\\(?![\\\"'])){1,512})")
+
+
+COMPOSER_AUTH = r"(?:bearer|github-oauth|gitlab-token|gitlab-oauth|bitbucket-oauth|http-basic)\."
+"""What names the credentials composer's ``config --auth`` sets, before the host
+(``github-oauth.github.com TOKEN``, ``http-basic.repo.example.com USER PASSWORD``)."""
 
 EMPHASIS = r"(?:\*{1,2}|_{1,2}|</(?:b|strong)>)"
 """Markdown's or HTML's emphasis closing a label (``**Password:**``, ``<b>Token:</b>``)."""
@@ -214,8 +220,9 @@ _ACCESS = (rf"(?:\.\w{{1,60}}|\[{_NAMED}\]|\(\)"
 default that is empty or was redacted (by the rule for a secret's default)."""
 REFERENCE = (
     r"(?:\\{0,7}[\"'`])?(?:(?:\$\{\{[ \t]{0,4}[A-Za-z_][\w.]{0,100}[ \t]{0,4}\}\}"
-    r"|\{\{[ \t]{0,4}[.$]?[A-Za-z_][\w.]{0,100}[ \t]{0,4}\}\}"
-    r"|\$\{[A-Za-z_]\w{0,100}\}|\$[A-Z_][A-Z0-9_]{0,100}"
+    r"|\{\{[ \t]{0,4}[.$]?[A-Za-z_][\w.]{0,100}(?:[ \t]{0,4}\|[ \t]{0,4}[\w.]{1,40}"
+    r"(?:[ \t]{1,4}[\w.\"'-]{1,40}){0,3}){0,4}[ \t]{0,4}\}\}"
+    r"|\$\{[A-Za-z_]\w{0,100}(?::?\?[^}\r\n]{0,100})?\}|\$[A-Z_][A-Z0-9_]{0,100}"
     rf"|<%=?[ \t]{{0,4}}[A-Za-z_]\w{{0,60}}{_ACCESS}{{0,6}}[ \t]{{0,4}}%>"
     r"|(?:os\.environ|os\.getenv|process\.env|import\.meta\.env|System\.getenv|ENV|getpass"
     rf"|settings|config|self|this|request|req|secrets|credentials|env|vars){_ACCESS}{{0,6}}"
@@ -228,7 +235,8 @@ REFERENCE = (
     r"|(?:required|missing|invalid|expired|revoked|empty|incorrect|wrong|must|should|cannot"
     r"|not|too|field|Field)(?=[.,;:)`]{0,2}(?:\s|$)))")
 """Values that name a secret kept elsewhere, not the secret: a variable (``$DB_PASSWORD``,
-``${DB_PASSWORD}``, ``${{ secrets.DB_PASSWORD }}``, ``{{ .Values.db.password }}``,
+``${DB_PASSWORD}``, ``${DB_PASSWORD:?set it}``, ``${{ secrets.DB_PASSWORD }}``,
+``{{ .Values.db.password | b64enc }}``,
 ``<%= ENV['X'] %>``), code reading one (``os.environ["X"]``, ``process.env.X``,
 ``self._token``, ``config['api_key']``) or a command's output (``$(gh auth token)``), a
 type (``password: str``, ``token: string;``) or a placeholder (``<your-api-key>``,

@@ -97,8 +97,14 @@ class _Said(Rule):
         return _said(text, position, self.starts)
 
 
+_A_SCHEME = (r"(?:https?|ssh|git|file|s3|gs|env|arn|sasl_\w{1,20}|plain|scram|oauth\w{0,20}"
+             r"|bearer|basic|none)")
+"""What before ``:`` names a scheme or a mechanism, not a user (``GIT_AUTH=ssh:…``,
+``KAFKA_AUTH=SASL_SSL:…``)."""
+
+
 @dataclass(frozen=True)
-class _Ending(Rule):
+class _NameEnding(Rule):
     """A rule tried only where its needle ends a longer name: after a letter or a digit and
     ``_`` or ``-`` (``BASIC_AUTH``), or in camel case (``basicAuth``)."""
 
@@ -173,11 +179,12 @@ _PRINTS = re.compile(
     r"(?:(?:docker|podman|kubectl)[ \t]{1,4}exec(?:[ \t]{1,4}-\S{1,20}){0,4}[ \t]{1,4}"
     r"[^\s-]\S{0,127}(?:[ \t]{1,4}--)?[ \t]{1,4})?(?:"
     # a file or a variable, the needle in its name
-    r"(?P<read>(?:cat|type|more|head|tail|Get-Content|gc|echo|printenv|Write-Output)[ \t]{1,4}"
+    r"(?P<read>(?:cat|type|more|head|tail|Get-Content|gc|echo|printenv|Write-Output"
+    r"|terraform[ \t]{1,4}output)[ \t]{1,4}"
     r"(?:-\S{1,20}[ \t]{1,4}){0,4}[\"']?[^\s;|&]{0,256})"
     # a secret store's read
     r"|(?:vault[ \t]{1,4}(?:kv[ \t]{1,4}get|read)|op[ \t]{1,4}read|pass(?:[ \t]{1,4}show)?"
-    r"|bw[ \t]{1,4}get|terraform[ \t]{1,4}output|security[ \t]{1,4}find-generic-"
+    r"|bw[ \t]{1,4}get|security[ \t]{1,4}find-generic-"
     r"|gcloud[ \t]{1,4}secrets[ \t]{1,4}versions"
     r"[ \t]{1,4}access|az[ \t]{1,4}keyvault[ \t]{1,4}secret[ \t]{1,4}show|aws[ \t]{1,4}"
     r"secretsmanager[ \t]{1,4}get-|kubectl(?:[ \t]{1,4}-\S{1,40}(?:[ \t]{1,4}[^\s-]\S{0,60})?)"
@@ -193,13 +200,14 @@ _PRINTS = re.compile(
 """A command's line up to the needle: a prompt (``$``, ``PS C:\\>``, ``user@host:~$``, a
 transcript's ``Ran `…` ``, ``Command: …``, Jupyter's ``In [3]: !…``), a container it runs
 in (``docker exec jenkins``), then a command that prints what it reads
-(group ``read``: the needle in the name it reads), a secret store's read, or a command
+(group ``read``: the needle in the name it reads, also ``terraform output``'s), a secret
+store's read, or a command
 printing a secret it made (the needle in its name)."""
-_BETWEEN = (r"(?:[ \t]{0,4}(?:\u203a[^\r\n]{0,256}|`{3}[\w-]{0,16}|[A-Za-z][\w ]{0,24}:"
-            r"[ \t]{0,4}[0-9]{0,3})?[ \t]{0,4}\r?\n){0,4}")
-"""What may come between a command and its output: empty lines, a code fence, a label
-(``Output:``, ``Exit code: 0``), a warning after U+203A (``heroku auth:token``'s ``Warning:
-token will expire``)."""
+_BEFORE_OUTPUT = (r"(?:[ \t]{0,8}(?:\u203a[^\r\n]{0,256}|(?:`{3}[\w-]{0,16}"
+                  r"|[A-Za-z][\w ]{0,24}:(?:[ \t]{1,4}[0-9]{1,3})?)[ \t]{0,4})?\r?\n){0,4}")
+"""What may come between a command and its output, each on its line: nothing, a code fence,
+a label (``Output:``, ``Exit code: 0``), a warning after U+203A (``heroku auth:token``'s
+``Warning: token will expire``)."""
 _NAME_END = re.compile(r"(?i)(?:passw(?:or)?d|passphrase|(?:private[_-]?)?key|token|secret)"
                        r"(?:[_-]?[0-9]{1,3})?(?:\.[a-z]{1,6})?[}\]'\"]{0,4}(?:[ \t;|&)]|\r?\n)")
 """Where the name a file or a variable printed ends, after the needle (not
@@ -262,25 +270,29 @@ PROSE_ANCHORED: tuple[Rule, ...] = (
           r"(?!(?:arn|file|env|vault|secret|secrets|ssm|s3|gs|https?|type|see|db|aws|gcp"
           r"|azure|k8s|docker|profile|role)[ \t]{0,4}:)[^\s:\"'`/@$*]{1,64}[ \t]{0,4}:[ \t]{0,4})"
           r"(?!//|\[REDACTED:|\$)(?=[^\s\"'`]{0,255}[A-Za-z])(?=[^\s\"'`]{0,255}[0-9!@#%^&+=?~])"
-          r"(?:(?!\*\*)[^\s\"'`]){4,256}", ("credential",), keep_prefix=True, anchored=True,
+          r"(?:(?!\*\*)[^\s\"'`]){4,256}", ("cred",), keep_prefix=True, anchored=True,
           starts=tuple(f"credential{s}{q}{sign}" for s in ("", "s") for q in ("", '"', "'")
                        for sign in (":", "=", " :", " ="))),
     # A user's credentials under a name ending as theirs: BASIC_AUTH=admin:…,
     # NEO4J_AUTH=neo4j/…, MAIL_CREDENTIALS: ops@example.com:…, basicAuth: admin:… (not
-    # OAUTH, AUTHOR, a URL or a path; the password holds a letter and a digit or a sign).
-    _Ending("password", r"(?i)((?:(?<=[a-z0-9][_-])|(?-i:(?<=[a-z])(?=[A-Z])))"
-            r"(?:credentials?|creds|auth)(?![a-z0-9])[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"'`]?"
-            r"[^\s:/\"'`$*=]{1,64}[:/])(?!//|\[REDACTED:|\$)(?=[^\s\"'`/]{0,127}[A-Za-z])"
-            r"(?=[^\s\"'`/]{0,127}[0-9!@#%^&+=?~])[^\s\"'`/]{4,128}", ("cred", "auth"),
-            keep_prefix=True, anchored=True),
-    # A wallet's recovery phrase: twelve to twenty-four words after its name
-    # (MNEMONIC="…", "seed phrase: …", "Your recovery phrase is …").
-    _Said("secret", r"(?i)((?:mnemonic|(?:seed|recovery)[ _-]?phrase)(?:[\w-]{0,20}[\"']?"
-          r"[ \t]{0,4}[:=]|[ \t]{1,4}is:?)[ \t]{0,4}(?:\r?\n[ \t]{0,8}){0,2}[\"'`]?)"
-          r"(?:[a-z]{3,8}[ \t]{1,4}){11,23}[a-z]{3,8}(?![\w-])",
-          ("mnemonic", "seed", "recovery"), keep_prefix=True, anchored=True,
-          starts=("mnemonic", *(f"{what}{between}phrase" for what in ("seed", "recovery")
-                                for between in (" ", "_", "-", "")))),
+    # OAUTH, AUTHOR, a URL, a path, a time or a scheme's name; the user starts with a letter,
+    # the password holds a letter and a digit or a sign).
+    _NameEnding("password", r"(?i)((?:(?<=[a-z0-9][_-])|(?-i:(?<=[a-z])(?=[A-Z])))"
+                r"(?:credentials?|creds|(?P<auth>auth))(?![a-z0-9])[\"']?[ \t]{0,4}[:=][ \t]{0,4}"
+                r"[\"'`]?(?!" + _A_SCHEME + r"[:/])[a-z][^\s:/\\\"'`$*=]{1,63}(?(auth)[:/]|:))"
+                r"(?!//|\[REDACTED:|\$)(?=[^\s\"'`/\\]{0,127}[a-z])"
+                r"(?=[^\s\"'`/\\]{0,127}[0-9!@#%^&+=?~])[^\s\"'`/\\]{4,128}", ("cred", "auth"),
+                keep_prefix=True, anchored=True),
+    # A wallet's recovery phrase: twelve to twenty-four words after its name, also over
+    # lines (MNEMONIC="…", "seed phrase: …", "Your recovery phrase is …", solana-keygen's
+    # "Save this seed phrase … to recover your new keypair:", Foundry's "Phrase:").
+    _Said("secret", r"(?i)((?:mnemonic|(?:seed|recovery)[ _-]?phrase|phrase(?=:))"
+          r"(?:[\w-]{0,20}[\"']?[ \t]{0,4}[:=]|[ \t]{1,4}is:?|[^\r\n:=]{0,128}:)[ \t]{0,4}"
+          r"(?:\r?\n[ \t]{0,8}){0,2}[\"'`]?)(?:[a-z]{3,8}(?:[ \t]{1,4}|[ \t]{0,4}\r?\n[ \t]{0,8}))"
+          r"{11,23}[a-z]{3,8}(?![\w-])",
+          ("mnemonic", "seed", "recovery", "phrase"), keep_prefix=True, anchored=True,
+          starts=("mnemonic", "phrase:", *(f"{what}{between}phrase" for what in ("seed", "recovery")
+                                          for between in (" ", "_", "-", "")))),
     # A table's row: the secret's name in its first cell, its value in the last, a word of
     # eight characters or more holding a letter and a digit (not a version: "2.1.0b1").
     _Row("secret", r"(?i)((?:passw(?:or)?d|passphrase|pass|pwd?|secret|token|api[_-]?key"
@@ -293,25 +305,26 @@ PROSE_ANCHORED: tuple[Rule, ...] = (
     # letters and digits, no path, variable or document (where the needle may be:
     # _Printed.fits).
     _Printed("secret", r"(?i)((?:passw(?:or)?d|passphrase|token|secret|(?:private[_-]?)?key)"
-             r"[^\r\n]{0,256}\r?\n" + _BETWEEN + ")"
+             r"[^\r\n]{0,256}\r?\n" + _BEFORE_OUTPUT + ")"
              r"(?![^\r\n]{257}|[$/~{\[<]|https?:)(?=[^\s]{0,255}[0-9])(?=[^\s]{0,255}[A-Za-z])"
              r"[^\s]{8,256}(?=[ \t]{0,4}(?:\r?\n|$))",
              ("passw", "passphrase", "token", "secret", "private", "key"), keep_prefix=True,
              anchored=True),
     # A secret a command made or read, printed on the next lines: openssl rand, pwgen,
     # /dev/urandom, Python's secrets.token_*, Node's randomBytes, PHP's random_bytes, Ruby's
-    # SecureRandom, mix phx.gen.secret, bw generate (lone words of letters and digits,
-    # base64's "=" at its end only: not "KEY=…"); pass show's and secret-tool lookup's first
-    # line.
+    # SecureRandom, mix phx.gen.secret, bw generate (lone words of a key's characters,
+    # letters and digits, base64's "=" at its end only: not "KEY=…", a file or code); pass
+    # show's and secret-tool lookup's first line.
     _Said("secret", r"(?i)((?:openssl[ \t]{1,4}rand|pwgen|/dev/u?random|(?<=secrets\.)"
           r"(?:token_(?:hex|urlsafe|bytes)|choice)|randombytes\(|random_bytes\(|securerandom"
-          r"|phx\.gen\.secret|bw[ \t]{1,4}generate|(?P<read>pass[ \t]{1,4}show"
-          r"|secret-tool[ \t]{1,4}lookup))[^\r\n]{0,256}\r?\n" + _BETWEEN
+          r"|phx\.gen\.secret|bw[ \t]{1,4}generate|(?P<read>(?<![\w-])pass[ \t]{1,4}show"
+          r"|secret-tool[ \t]{1,4}lookup))[^\r\n]{0,256}\r?\n" + _BEFORE_OUTPUT
           + r")(?=[^\s]{0,255}[0-9])(?=[^\s]{0,255}[A-Za-z])(?(read)[^\s]{6,256}"
-          r"|(?![^\s]{0,256}(?:=[^\s=]|:))[^\s]{8,256}"
+          r"|(?![^\s]{0,256}(?:=[^\s=]|:|\.[a-z]{1,5}(?![^\s]))|[./~])"
+          r"[A-Za-z0-9+/=_.~!@#%^&*-]{8,256}"
           r"(?:\r?\n[A-Za-z0-9+/_-]{8,256}={0,2}){0,15}(?![^\s]))(?=[ \t]{0,4}(?:\r?\n|$))",
-          ("openssl", "pwgen", "/dev/", "token_", "choice", "randombytes", "random_bytes",
-           "securerandom", "phx.gen", "bw ", "pass", "secret-tool"), keep_prefix=True,
+          ("openssl", "pwgen", "/dev/", "token", "choice", "random", "securerandom", "phx.gen",
+           "bw ", "pass", "secret"), keep_prefix=True,
           anchored=True,
           starts=("openssl rand", "pwgen", "/dev/random", "/dev/urandom", "token_hex",
                   "token_urlsafe", "token_bytes", "choice(", "randombytes(", "random_bytes(",
@@ -319,11 +332,13 @@ PROSE_ANCHORED: tuple[Rule, ...] = (
                   "secret-tool lookup")),
     # Vault's unseal and recovery keys and its root token, as vault operator init prints
     # them.
-    _Said("secret", r"(?i)((?:(?:unseal|recovery)[ \t]{1,4}key[ \t]{1,4}[0-9]{1,2}"
-          r"|(?:initial[ \t]{1,4})?root[ \t]{1,4}token)[ \t]{0,4}:[ \t]{1,4})(?!\[REDACTED:)"
-          r"[A-Za-z0-9+/=._-]{16,256}(?![A-Za-z0-9+/=._-])",
-          ("unseal", "recovery", "initial", "root"), keep_prefix=True, anchored=True,
-          starts=("unseal key", "recovery key", "initial root token", "root token")),
+    _Said("secret", r"(?i)((?:unseal|recovery)[ \t]{1,4}key[ \t]{1,4}[0-9]{1,2}[ \t]{0,4}:"
+          r"[ \t]{1,4})(?!\[REDACTED:)[A-Za-z0-9+/=]{16,256}(?![A-Za-z0-9+/=])",
+          ("unseal", "recovery"), keep_prefix=True, anchored=True,
+          starts=("unseal key", "recovery key")),
+    _Said("token", r"(?i)(root[ \t]{1,4}token[ \t]{0,4}:[ \t]{1,4})(?!\[REDACTED:)"
+          r"[A-Za-z0-9._-]{16,256}(?![A-Za-z0-9+/=._-])", ("root",), keep_prefix=True,
+          anchored=True, starts=("root token",)),
 )
 """The case-insensitive rules of secrets told in words: each is tried where one of its
 needles starts."""

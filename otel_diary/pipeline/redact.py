@@ -467,7 +467,7 @@ def _redact_literal(text: str) -> str:
             return text
 
 
-_SEPARATED = re.compile(r"(?i)[a-z0-9_.-]{0,52}(?:\\{0,7}[\"']\]?)?[ \t]{0,4}[:=,]")
+_SEPARATED = re.compile(r"(?i)[a-z0-9_.-]{0,52}(?:\\{0,7}[\"']\]?)?[ \t]{0,40}[:=,]")
 """What starts every assignment: a name, then ``:``, ``=`` or (a call's argument) ``,``.
 Until its rule is compiled, a needle without one ("the build passed") is passed over: a
 reader compiles none."""

@@ -77,6 +77,12 @@ S = "Zq9xK7mW2pL4vN8r"
     (f"kubeadm join --control-plane --certificate-key {S}",
      "kubeadm join --control-plane --certificate-key [REDACTED:api_key]"),
     (f"SECRET_BARN={S}", "SECRET_BARN=[REDACTED:secret]"),
+    # a flag after another tool's config set, a token that starts as composer's names do
+    (f"gcloud config set --api-key {S}", "gcloud config set --api-key [REDACTED:api_key]"),
+    (f"./tool --token bearer.{S}", "./tool --token [REDACTED:token]"),
+    # aligned as terraform fmt aligns a block's arguments
+    (f'  password          = "{S}"\n  API_KEY     = "{S}"',
+     '  password          = "[REDACTED:password]"\n  API_KEY     = "[REDACTED:api_key]"'),
 ])
 def test_a_secret_assigned_in_code_or_config_is_redacted(text: str, redacted: str) -> None:
     """The value is redacted wherever the name that says it is a secret puts it, and
@@ -132,6 +138,10 @@ def test_a_secret_assigned_in_code_or_config_is_redacted(text: str, redacted: st
     "self.output_model_kms_key_arn = f'arn:{partition}:kms:{region}:{account}:key/{name}'",
     "HMAC_KEY=<32-byte hex>", "pulumi config set --secret dbPassword",
     "composer config --auth github-oauth.github.com",
+    # a template's value through its filters; a shell variable that must be set
+    "password: {{ .Values.auth.password | b64enc }}",
+    "MYSQL_ROOT_PASSWORD: ${MYSQL_ROOT_PASSWORD:?set it in .env}",
+    "  password          = var.db_password",
 ])
 def test_code_that_only_names_a_secret_stays(text: str) -> None:
     assert redact(text) == text

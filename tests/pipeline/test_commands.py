@@ -199,6 +199,27 @@ COMMANDS = [
      "http -A bearer -a [REDACTED:password] GET https://x"),
     ('sudo -S apt-get update <<< "Winter2024x"',
      'sudo -S apt-get update <<< "[REDACTED:password]"'),
+    # over continued lines, in capitals, in MySQL 5's form, after another sudo or path
+    ("net user deploy \\\n  P@ssw0rd123 /add; pulumi config set --secret dbPw \\\n  Winter2024x",
+     "net user deploy \\\n  [REDACTED:password] /add; pulumi config set --secret dbPw \\\n"
+     "  [REDACTED:secret]"),
+    ("NET USER deploy P@ssw0rd123 /ADD; Setx DB_PASSWORD Winter2024x",
+     "NET USER deploy [REDACTED:password] /ADD; Setx DB_PASSWORD [REDACTED:secret]"),
+    ("SET PASSWORD FOR 'app'@'%' = PASSWORD('Winter2024x'); SET PASSWORD FOR bob = \"Winter2024y\"",
+     "SET PASSWORD FOR 'app'@'%' = PASSWORD('[REDACTED:password]'); "
+     "SET PASSWORD FOR bob = \"[REDACTED:password]\""),
+    ('echo "root:Winter2024x" | sudo -n chpasswd; echo "root:Winter2024y" | /usr/sbin/chpasswd',
+     'echo "[REDACTED:password]" | sudo -n chpasswd; '
+     'echo "[REDACTED:password]" | /usr/sbin/chpasswd'),
+    ("vault operator unseal -address https://vault:8200 3Kx9Lm2Pq7Rt5Vw8Yz1Ab4Cd6=",
+     "vault operator unseal -address https://vault:8200 [REDACTED:secret]"),
+    ("openssl passwd -6 -salt $(openssl rand -hex 8) Winter2024x",
+     "openssl passwd -6 -salt $(openssl rand -hex 8) [REDACTED:password]"),
+    ("composer config --global --auth http-basic.repo.example.com deploy Winter2024x",
+     "composer config --global --auth http-basic.repo.example.com deploy [REDACTED:token]"),
+    ("requirepass\nfoobared2024\n$ redis-cli config get masterauth\nmasterauth\nfoobared2025",
+     "requirepass\n[REDACTED:password]\n$ redis-cli config get masterauth\nmasterauth\n"
+     "[REDACTED:password]"),
 ]
 
 
@@ -261,6 +282,18 @@ def test_a_command_in_a_tool_calls_json_is_redacted_and_stays_json(text: str,
     "java -jar jenkins-cli.jar -auth @/run/secrets/jenkins build job",
     "sonar.login=$SONAR_TOKEN; netlify env:set NODE_VERSION 20",
     'cat <<< "hello"; vault operator unseal -status',
+    "Use the net user command to add a local account.",
+    "net user bob > users.txt; net user administrator 2>nul",
+    "openssl passwd is deprecated; openssl passwd -6 -in passwords.txt",
+    "vault operator unseal requires three keys; wpa_passphrase generates a PSK",
+    'git hash-object --stdin <<< "hello world"; ruff check --stdin-filename x.py <<< "import os2"',
+    "x11vnc -auth /var/run/lightdm/root/:0 -display :0",
+    "mvn sonar:sonar -Dsonar.login=admin -Dsonar.password=$SONAR_PASSWORD",
+    "netlify env:set KEYCLOAK_URL https://auth.example.com/realms/app; "
+    "netlify env:set TOKEN_TTL_SECONDS 3600",
+    "npm config set //registry.example.com/:_authToken %NPM_TOKEN%",
+    "docker login ghcr.io -u user -p ${{ secrets.GITHUB_TOKEN }}",
+    "mysql -u root -p${{ secrets.DB_PASSWORD }} app",
 ])
 def test_commands_without_a_secret_stay_as_they_are(text: str) -> None:
     """A tool's other flags (a port, a thread count), a value it will prompt for, one a

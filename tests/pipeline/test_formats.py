@@ -346,6 +346,8 @@ def test_code_in_a_tool_calls_json_stays_as_it_is(code: str) -> None:
      'StorageSharedKeyCredential("acct", "[REDACTED:secret]")'),
     ('credentials.NewStaticV4("AKIDEXAMPLE", "wJalrXUtnFEMIK7MDENG", "")',
      'credentials.NewStaticV4("AKIDEXAMPLE", "[REDACTED:secret]", "")'),
+    ('credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "wJalrXUtnFEMIK7MDENG", "")',
+     'credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "[REDACTED:secret]", "")'),
     # Android's signing config, a Spring or Ant property
     ("storePassword 'S3cretPass9'\nkeyPassword \"S3cretPass9\"",
      "storePassword '[REDACTED:password]'\nkeyPassword \"[REDACTED:password]\""),
@@ -368,6 +370,7 @@ def test_code_in_a_tool_calls_json_stays_as_it_is(code: str) -> None:
     ('<property name="username" value="admin"/>', None),
     ('pymysql.connect(host="db", user="root"); redis.Redis("cache", 6379); c.Bind(&form)', None),
     ('jwt.encode(payload, algorithm="HS256"); db.auth(user, pw); FTP("ftp.example.com")', None),
+    ('ConfigurationBinder.Bind(configuration, "AppSettings", settings)', None),
 ])
 def test_a_secret_a_call_takes_by_its_place_is_redacted(text: str,
                                                          expected: str | None) -> None:
@@ -388,6 +391,8 @@ def test_a_secret_a_call_takes_by_its_place_is_redacted(text: str,
      'accounts: ["[REDACTED:secret]"],'),
     # a key kept elsewhere, or no key
     ("accounts: [process.env.PRIVATE_KEY], accounts: ['alice', 'bob']", None),
+    ("accounts: ['0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266', 'ServiceAccountPrimary']", None),
+    ('"accounts": [{"accountIdentifier": "x"}]', None),
     ('"unseal_keys_b64": []', None),
 ])
 def test_every_key_in_a_list_of_keys_is_redacted(text: str, expected: str | None) -> None:

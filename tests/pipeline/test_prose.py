@@ -198,8 +198,13 @@ def test_words_about_a_secret_stay(text: str) -> None:
     ("$ pass show github\nhT9v!Q2kLm8\nusername: me\n$ secret-tool lookup service vpn\nJmFN3w0dZ",
      "$ pass show github\n[REDACTED:secret]\nusername: me\n$ secret-tool lookup service vpn\n"
      "[REDACTED:secret]"),
-    # no lone word after it, or a setting, or words
+    # no lone word after it, or a setting, words, code, a file, a name
     ("# generate it with openssl rand -hex 32\nSECRET_KEY=${SECRET_KEY}", None),
+    ('seed = secrets.token_hex(16)\n\n@app.route("/v1/health")', None),
+    ("KEY=$(openssl rand -hex 32)\n./bootstrap-v2.sh\nopen('/dev/urandom')\nclose_fd2();", None),
+    ("bypass show stoppers\nv1.2.3abcd", None),
+    ("$ terraform output -raw kms_key_arn\narn:aws:kms:us-east-1:123456789012:key/abc-123", None),
+    ("$ terraform output -raw ssh_key_name\nprod-deploy-key-2024", None),
     ("$ openssl rand -hex 32 > key.txt\nwrote 65 bytes to the file", None),
     ("seed = secrets.token_hex(16)\nreturn seed", None),
     ("pass show me the way\nthe road", None),
@@ -244,13 +249,23 @@ def test_a_secret_in_a_tables_row_is_redacted(text: str, expected: str | None) -
      'accident"', 'MNEMONIC="[REDACTED:secret]"'),
     ("Your recovery phrase is:\nabandon ability able about above absent absorb abstract absurd "
      "abuse access accident", "Your recovery phrase is:\n[REDACTED:secret]"),
+    ("Save this seed phrase and your BIP39 passphrase to recover your new keypair:\nabandon "
+     "ability able about above absent absorb abstract absurd abuse access accident",
+     "Save this seed phrase and your BIP39 passphrase to recover your new keypair:\n"
+     "[REDACTED:secret]"),
+    ("Phrase:\nabandon ability able about above absent\nabsorb abstract absurd abuse access "
+     "accident\n", "Phrase:\n[REDACTED:secret]\n"),
     ("Unseal Key 1: 3Kx9Lm2Pq7Rt5Vw8Yz1Ab4Cd6Ef0Gh2Ij4Kl6Mn8Op0\n\nInitial Root Token: "
      "s.kmO9n3TPkEyIMShKiBPNXn3o",
-     "Unseal Key 1: [REDACTED:secret]\n\nInitial Root Token: [REDACTED:secret]"),
+     "Unseal Key 1: [REDACTED:secret]\n\nInitial Root Token: [REDACTED:token]"),
     # a path, a URL, a profile, a variable, a name that only ends in AUTH's letters
     ("GOOGLE_APPLICATION_CREDENTIALS=/app/key.json\nAWS_CREDENTIALS=default:profile", None),
     ("OAUTH=abc:def123\nNEXT_AUTH=https://x.com:443/abc\nauthor: bob:2024", None),
     ("DEPLOY_AUTH=user:$PASS\nNEO4J_AUTH=none\ninsn.mnemonic = 'mov'", None),
+    ("lastAuth: 2024-01-01T10:00:00Z\nLAST_AUTH=2024-01-01T10:00:00Z", None),
+    ("set GOOGLE_APPLICATION_CREDENTIALS=C:\\keys\\sa-2024.json", None),
+    ("GOOGLE_APPLICATION_CREDENTIALS=secrets/gcp-sa-2024.json", None),
+    ("KAFKA_AUTH=SASL_SSL:SCRAM-SHA-512\nGIT_AUTH=ssh:git@github.com", None),
     ("the seed phrase has twelve words\nthe root token expired", None),
 ])
 def test_a_secret_under_a_name_or_a_banner_is_redacted(text: str, expected: str | None) -> None:
