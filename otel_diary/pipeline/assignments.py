@@ -43,7 +43,7 @@ ASSIGNMENT_KEYS: dict[str, str] = {
     "api_key": "api_key", "api-key": "api_key", "apikey": "api_key",
     "private_key": "private_key", "private-key": "private_key", "privatekey": "private_key",
     "access_key": "api_key", "access-key": "api_key", "accesskey": "api_key",
-    "key": "api_key", "salt": "secret",
+    "key": "api_key", "salt": "secret", "psk": "password",
 }
 
 
@@ -116,8 +116,9 @@ def _camel(key: str) -> str:
     return "(?:" + "|".join(rf"(?<={word})" for word in words) + ")" + capital
 
 
-_LAST = {"pw": r"(?![\w-])"}
-"""Keys that name a secret only as a name's last word, after one of :data:`_CAMEL`'s
+_LAST = {"pw": r"(?![\w-])", "psk": r"(?![\w.-])"}
+"""Keys that name a secret only as a name's last word (``wpa_psk``, not
+``UNKNOWN_PSK_IDENTITY``); ``pw`` after one of :data:`_CAMEL`'s
 (``ROOT_PW``, ``dbPw``; not ``async_pw_transport``, ``gpu_pw``, ``servo_pw``: power, a
 pulse's width)."""
 
@@ -135,7 +136,7 @@ def _glued(key: str) -> str:
 def _names(keys: tuple[str, ...]) -> str:
     """The alternatives of ``keys``, longest first; ``pass``, ``pwd`` and ``key`` only
     ending a longer name (:func:`_glued`)."""
-    return "|".join(_glued(key) if key in _GLUED_ONLY else re.escape(key)
+    return "|".join(_glued(key) if key in _GLUED_ONLY else re.escape(key) + _LAST.get(key, "")
                     for key in sorted(keys, key=len, reverse=True))
 
 

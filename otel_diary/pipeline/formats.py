@@ -84,7 +84,8 @@ _BY_PLACE: tuple[tuple[str, str, int], ...] = (
     ("password", r"\.pass_\(", 0),
     ("password", r"\.Bind\((?=\s{0,16}[\"'](?i:cn|uid|dc|ou)=)", 1),
     ("password", r"(?:cx_Oracle|oracledb)\.connect\(", 1),
-    ("secret", r"URLSafe(?:Timed)?Serializer\(", 0),
+    ("secret", r"URLSafe(?:Timed)?Serializer\(", 0), ("secret", r"pyotp\.TOTP\(", 0),
+    ("secret", r"Wallet\.from(?:Phrase|Mnemonic)\(", 0),
 )
 """Each call that takes a secret by its place: :class:`_ByPlace`'s alternatives."""
 _BY_PLACE_NEEDLES = ("jwt.", "JWT", "hmac", "Hmac", "Fernet(", "SymmetricSecurityKey(",
@@ -95,7 +96,8 @@ _BY_PLACE_NEEDLES = ("jwt.", "JWT", "hmac", "Hmac", "Fernet(", "SymmetricSecurit
                      "SignedString(", "HMAC", "connect(", "FTP", "PlainCredentials(",
                      "Connection(", "set_password(", "changeUserPassword(", "ftp_login(",
                      "ssh2_auth_password(", "SMTP", "SharedKeyCredential(", "NewStatic",
-                     "Redis(", ".auth(", ".pass_(", ".Bind(", "Serializer(")
+                     "Redis(", ".auth(", ".pass_(", ".Bind(", "Serializer(", "pyotp.",
+                     "Wallet.")
 """What every one of those calls holds."""
 
 
@@ -215,6 +217,13 @@ FORMAT_RULES: tuple[Rule, ...] = (
          r"\"value\":[ \t]{0,4}\")[A-Za-z0-9+/]{86}==(?=\")", ('"keyName"',), keep_prefix=True),
     Rule("azure_key", r"(\"(?:primary|secondary)(?:Readonly)?(?:Master)?Key\":[ \t]{0,4}\")"
          r"[A-Za-z0-9+/]{40,86}={1,2}(?=\")", ('"primary', '"secondary'), keep_prefix=True),
+    # A JSON Web Key's private parts (its "d", and an RSA key's primes and exponents), and a
+    # PuTTY key file's private lines.
+    Rule("private_key", r"(\"(?:d|p|q|dp|dq|qi)\"[ \t]{0,4}:[ \t]{0,4}\")[A-Za-z0-9_-]{16,4096}"
+         r"(?=\")", ('"kty"',), keep_prefix=True),
+    Rule("private_key", r"(Private-Lines:[ \t]{0,4}[0-9]{1,3}\r?\n)[A-Za-z0-9+/=]{1,128}"
+         r"(?=\r?\n|$)(?:\r?\n[A-Za-z0-9+/=]{1,128}(?=\r?\n|$)){0,63}", ("Private-Lines:",),
+         keep_prefix=True),
     # Lists of keys: vault operator init -format=json's unseal and recovery keys, and the
     # private keys of a Hardhat network's accounts: ["0x…"].
     _EachKey("secret", r"((?:(?P<vault>\"(?:unseal|recovery)_keys_(?:b64|hex)\")"

@@ -100,6 +100,8 @@ SERVICE_KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     # A Cloudflare tunnel's token: base64 of {"a":…,"t":…,"s":…}.
     ("cloudflare_tunnel_token", ("eyJhIjoi",), "[A-Za-z0-9+/]{40,4096}={0,2}"),
     ("posthog_api_key", ("phx_",), "[A-Za-z0-9]{30,255}"),
+    # Laravel's encrypted cookie (its session's, its XSRF token's): base64 of {"iv":….
+    ("laravel_cookie", ("eyJpdiI6",), "[A-Za-z0-9+/]{40,8192}={0,2}"),
     ("sonarqube_token", ("squ_", "sqp_", "sqa_"), "[a-f0-9]{40}(?![A-Za-z0-9_])"),
     ("jina_api_key", ("jina_",), "[A-Za-z0-9]{30,255}[A-Za-z0-9_-]{0,255}"),
     ("cerebras_api_key", ("csk-",), "[a-z0-9]{40,255}"),

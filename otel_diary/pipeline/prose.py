@@ -45,11 +45,12 @@ def _told_after(signs: str) -> str:
 _END = r"(?![^\s\"'`,;])"
 _A_NAME = (r"[$%/~.<{(\[]|[A-Za-z0-9]{1,20}-[a-z]{2,20}ed(?![A-Za-z0-9-])"
            r"|[A-Z][A-Z0-9]{0,40}(?:_[A-Z0-9]{1,40}){1,8}" + _END
-           + r"|[a-z0-9]{1,40}(?:[-._][a-z0-9]{1,40}){2,8}" + _END
+           + r"|(?(q)(?!)|[a-z0-9]{1,40}(?:[-._][a-z0-9]{1,40}){2,8}" + _END + ")"
            + r"|[A-Za-z_]\w{0,40}(?:\.[A-Za-z_]\w{0,40}){1,6}" + _END + r"|[\w.]{1,60}[(\[]")
 """A value that names or places the secret, or says how it is kept: a variable, a path, a
-placeholder, ``base64-encoded``, ``OPENAI_API_KEY_2024``, ``gpt-4o-mini-2024-07-18``,
-``settings.GITHUB_TOKEN``, code (``f(x)``, ``pw[:-1]``)."""
+placeholder, ``base64-encoded``, ``OPENAI_API_KEY_2024``, ``gpt-4o-mini-2024-07-18`` (not
+in quotes or backticks: ``"kettle-zephyr-8304"`` is one), ``settings.GITHUB_TOKEN``,
+code (``f(x)``, ``pw[:-1]``)."""
 
 
 def _told(name: str, minimum: int, maximum: int, chars: str = "",
@@ -232,10 +233,11 @@ _IN_CELL = "[^\\s│|┃]"
 
 PROSE_ANCHORED: tuple[Rule, ...] = (
     # "with password hunter2xyz", "the passphrase is S3cret-pw", "my password, it is
-    # S3cret-pw", "the password for the admin account is `Hunter2!`": a word of letters and
-    # digits after it (not "the password field", "password reset", "password, build42
-    # failed", "password is base64-encoded").
-    _Said("password", _told(r"\b(?:passw(?:or)?d|passphrase|pwd?)\b", 6, 128),
+    # S3cret-pw", "set the password to R@Si+pX9", "the password for the admin account is
+    # `Hunter2!`": a word of letters and digits after it (not "the password field",
+    # "password reset", "password, build42 failed", "password is base64-encoded").
+    _Said("password", _told(r"\b(?:passw(?:or)?d|passphrase|pwd?)\b", 6, 128,
+                            signs=":|->|\u2192|to(?=[ \t])"),
           ("passw", "passphrase", "pw"), keep_prefix=True, anchored=True,
           starts=("passw", "passphrase", "pw ", "pw:", "pwd ", "pwd:")),
     # MySQL's first start: "A temporary password is generated for root@localhost: …" (any

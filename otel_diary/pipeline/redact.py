@@ -260,11 +260,11 @@ ANCHORED_RULES: tuple[Rule, ...] = (
                                                   if k.startswith(needle))),
                       (needle,), anchored=True)
       for needle in ("pass", "secret", "token", "api", "access", "pw", "sshpass", "private",
-                     "key", "salt")),
+                     "key", "salt", "psk")),
     *(ArgumentRule("secret", argument(tuple(k for k in ASSIGNMENT_KEYS
                                             if k.startswith(needle))), (needle,), anchored=True)
       for needle in ("pass", "secret", "token", "api", "access", "pw", "sshpass", "private",
-                     "key", "salt")),
+                     "key", "salt", "psk")),
     *PROSE_ANCHORED,
     *FORMAT_ANCHORED,
     *COMMAND_ANCHORED,

@@ -80,6 +80,10 @@ S = "Zq9xK7mW2pL4vN8r"
     # a flag after another tool's config set, a token that starts as composer's names do
     (f"gcloud config set --api-key {S}", "gcloud config set --api-key [REDACTED:api_key]"),
     (f"./tool --token bearer.{S}", "./tool --token [REDACTED:token]"),
+    # a Wi-Fi network's pre-shared key (wpa_supplicant, hostapd)
+    (f'network={{\n    ssid="Office"\n    psk="{S}"\n    key_mgmt=WPA-PSK\n}}\nwpa_psk={S}',
+     'network={\n    ssid="Office"\n    psk="[REDACTED:password]"\n    key_mgmt=WPA-PSK\n}\n'
+     "wpa_psk=[REDACTED:password]"),
     # aligned as terraform fmt aligns a block's arguments
     (f'  password          = "{S}"\n  API_KEY     = "{S}"',
      '  password          = "[REDACTED:password]"\n  API_KEY     = "[REDACTED:api_key]"'),
@@ -142,6 +146,8 @@ def test_a_secret_assigned_in_code_or_config_is_redacted(text: str, redacted: st
     "password: {{ .Values.auth.password | b64enc }}",
     "MYSQL_ROOT_PASSWORD: ${MYSQL_ROOT_PASSWORD:?set it in .env}",
     "  password          = var.db_password",
+    # PSK inside a longer name
+    "UNKNOWN_PSK_IDENTITY = 115", '"Cryptography_HAS_PSK_TLSv1_3": cryptography_has_psk_tlsv13,',
 ])
 def test_code_that_only_names_a_secret_stays(text: str) -> None:
     assert redact(text) == text

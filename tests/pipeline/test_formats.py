@@ -346,6 +346,10 @@ def test_code_in_a_tool_calls_json_stays_as_it_is(code: str) -> None:
      'StorageSharedKeyCredential("acct", "[REDACTED:secret]")'),
     ('credentials.NewStaticV4("AKIDEXAMPLE", "wJalrXUtnFEMIK7MDENG", "")',
      'credentials.NewStaticV4("AKIDEXAMPLE", "[REDACTED:secret]", "")'),
+    ("totp = pyotp.TOTP('DVQ4QJ6SBHWZQQVY2FTQ6KSCH35JCJQG')",
+     "totp = pyotp.TOTP('[REDACTED:secret]')"),
+    ('ethers.Wallet.fromPhrase("adapt ecology also aim aisle famous gallery cable camera fantasy '
+     'ability aerobic")', 'ethers.Wallet.fromPhrase("[REDACTED:secret]")'),
     ('credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "wJalrXUtnFEMIK7MDENG", "")',
      'credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "[REDACTED:secret]", "")'),
     # Android's signing config, a Spring or Ant property
@@ -398,4 +402,23 @@ def test_a_secret_a_call_takes_by_its_place_is_redacted(text: str,
 def test_every_key_in_a_list_of_keys_is_redacted(text: str, expected: str | None) -> None:
     """Vault's unseal keys as ``vault operator init -format=json`` prints them, and a
     Hardhat network's accounts' private keys: each key in the list goes."""
+    assert redact(text) == (text if expected is None else expected)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ('{\n  "kty": "RSA",\n  "n": "0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4",\n'
+     '  "d": "X4cTteJY_gn4FYPsXB8rdXix5vwsg1FLN5E3EaG6RJoVH-HLLKD9"\n}',
+     '{\n  "kty": "RSA",\n  "n": "0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4",\n'
+     '  "d": "[REDACTED:private_key]"\n}'),
+    ("PuTTY-User-Key-File-3: ssh-rsa\nPublic-Lines: 1\nAAAAB3NzaC1yc2EAAAADAQABAAAAgQC\n"
+     "Private-Lines: 2\nAAAAgQCxhLb42JbWoKZ6Xk7pL2mQ9rTz\nAbc123==\nPrivate-MAC: 0f1e2d",
+     "PuTTY-User-Key-File-3: ssh-rsa\nPublic-Lines: 1\nAAAAB3NzaC1yc2EAAAADAQABAAAAgQC\n"
+     "Private-Lines: 2\n[REDACTED:private_key]\nPrivate-MAC: 0f1e2d"),
+    # a public key's members, a "d" outside a key
+    ('{"kty": "EC", "x": "vzhdYnXxdlOkaqb_zmBu0AOXihqGeLgW4zUWwvH07ZT", "crv": "P-256"}', None),
+    ('{"d": "2024-05-01T10:00:00Z", "p": "page-2"}', None),
+])
+def test_a_private_key_outside_pem_is_redacted(text: str, expected: str | None) -> None:
+    """A JSON Web Key's private members and a PuTTY key file's private lines go; its public
+    members stay."""
     assert redact(text) == (text if expected is None else expected)

@@ -249,6 +249,11 @@ def test_a_secret_in_a_tables_row_is_redacted(text: str, expected: str | None) -
      'accident"', 'MNEMONIC="[REDACTED:secret]"'),
     ("Your recovery phrase is:\nabandon ability able about above absent absorb abstract absurd "
      "abuse access accident", "Your recovery phrase is:\n[REDACTED:secret]"),
+    ("I set the password to R@Si+pX9qKjm5; log in as `admin` with password `kettle-zephyr-8304`",
+     "I set the password to [REDACTED:password]; log in as `admin` with password "
+     "`[REDACTED:password]`"),
+    ("the model is gpt-4o-mini-2024-07-18; the password to use is in the vault; the password to "
+     "10 chars", None),
     ("Save this seed phrase and your BIP39 passphrase to recover your new keypair:\nabandon "
      "ability able about above absent absorb abstract absurd abuse access accident",
      "Save this seed phrase and your BIP39 passphrase to recover your new keypair:\n"

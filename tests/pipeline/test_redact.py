@@ -737,6 +737,7 @@ SAMPLE_KEYS = [
     ("sonarqube_token", "squ_" + HEX[:40]),
     ("jina_api_key", "jina_" + KEY_BODY[:60]),
     ("cerebras_api_key", "csk-" + KEY_BODY.lower()[:48]),
+    ("laravel_cookie", "eyJpdiI6" + KEY_BODY[:80]),
 ]
 
 @settings(max_examples=150, deadline=None)
