@@ -176,6 +176,9 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("password", r"((?:SET|set)[ \t]{1,4}(?:PASSWORD|password)(?:[ \t]{1,4}(?:FOR|for)[ \t]{1,4}"
      r"[^=\r\n;]{1,128}?)?[ \t]{0,4}=[ \t]{0,4}(?:(?:PASSWORD|password)\([ \t]{0,4})?"
      r"(?P<q>\\{0,7}[\"']))(?!\[REDACTED:)" + quoted("q"), ("SET PASSWORD", "set password")),
+    # A .pgpass line: host:port:database:user:password (the port a number or *).
+    ("password", r"((?<![^\n])[^:\s#]{1,253}:(?:[0-9]{1,5}|\*):[^:\s]{1,63}:[^:\s]{1,63}:)"
+     r"(?!\[REDACTED:)[^\s]{1,256}(?=\r?\n|$)", (":5432:", ":*:")),
     # Oracle's password, bare or in double quotes: … IDENTIFIED BY tiger, "Pa55 w" (a bind
     # variable :pw or a substitution &pw is none; in lower case, see COMMAND_ANCHORED).
     ("password", r"(IDENTIFIED[ \t]{1,4}BY[ \t]{1,4}(?P<q>\")?)(?!(?:VALUES|PASSWORD)[ \t]"
@@ -283,6 +286,13 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
           ("hydra", "", r"-p[ \t]{1,4}", "", ("hydra",)),
           ("http", r"s?(?P<b>(?=[^\r\n;|&]{0,512}(?:-A|--auth-type)[ \t=]{1,4}bearer))?",
            r"(?:-a|--auth)(?:[ \t]{1,4}|=)", r"(?(b)|[^\s:\"']{1,256}:)", ("http ", "https ")))),
+    # What an expect script sends after a password's prompt: expect "*password:" then send
+    # "…\r".
+    ("password", r"(expect[ \t]{1,4}(?:-[\w]{1,8}[ \t]{1,4})?\\{0,7}[\"'{][^\"'}\r\n\\]{0,64}"
+     r"(?i:passw|passphrase)[^\"'}\r\n\\]{0,64}\\{0,7}[\"'}][ \t]{0,4}\r?\n[ \t]{0,16}send"
+     r"[ \t]{1,4}"
+     r"(?:--[ \t]{1,4})?(?P<q>\\{0,7}[\"']))(?!\[REDACTED:|\$)(?:(?!\\r(?P=q))(?!(?P=q))"
+     r"[^\r\n]){1,256}", ("expect",)),
     # A here-string to what reads a secret from standard input: sudo -S … <<< "…".
     ("password", r"((?:sudo[ \t]{1,4}(?:-[A-Za-z]{1,4}[ \t]{1,4}){0,3}?-[A-Za-z]{0,3}S"
      r"(?![A-Za-z])|chpasswd|--password-stdin|passwd[^\r\n;|&<]{0,128}[ \t]--stdin(?![\w-]))"

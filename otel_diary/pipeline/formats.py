@@ -156,6 +156,12 @@ FORMAT_RULES: tuple[Rule, ...] = (
          ("name:",), keep_prefix=True),
     Rule("secret", r"(\"(?:name|Name)\"[ \t]{0,4}:[ \t]{0,4}\"" + _NAMED + r"[0-9]{0,2}\""
          + _FIELDS + r")" + _JSON_VALUE, ('"name"', '"Name"'), keep_prefix=True),
+    # A session's cookie as code sets it (Playwright's add_cookies([{"name": "sessionid",
+    # "value": …}]), Selenium's add_cookie), when the value looks generated.
+    Rule("cookie", r"(\"(?:name|Name)\"[ \t]{0,4}:[ \t]{0,4}\"(?i:(?:[\w.-]{0,40}[_.-])?"
+         r"(?:session(?:_?id)?|sess_?id|sid)|phpsessid|jsessionid)\"" + _FIELDS
+         + r")(?=[^\"\s\\]{16,4096}\")(?=[^\"]{0,4095}[0-9])(?=[^\"]{0,4095}[A-Za-z])"
+         + _JSON_VALUE, ('"name"', '"Name"'), keep_prefix=True),
     Rule("secret", r"(\"(?:id|label|type)\"[ \t]{0,4}:[ \t]{0,4}\"(?i:password|passwd|secret)"
          r"[0-9]{0,2}\"" + _FIELDS + r")(?=[^\"\s\\]{8,4096}\")(?=[^\"]{0,4095}[0-9])"
          r"(?=[^\"]{0,4095}[A-Za-z])" + _JSON_VALUE, ('"id"', '"label"', '"type"'),

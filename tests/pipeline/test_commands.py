@@ -217,6 +217,13 @@ COMMANDS = [
      "openssl passwd -6 -salt $(openssl rand -hex 8) [REDACTED:password]"),
     ("composer config --global --auth http-basic.repo.example.com deploy Winter2024x",
      "composer config --global --auth http-basic.repo.example.com deploy [REDACTED:token]"),
+    ('expect "password:"\nsend "nHSRNYW^0J!4\\r"\nexpect "$ "\nsend "sudo systemctl restart\\r"',
+     'expect "password:"\nsend "[REDACTED:password]\\r"\nexpect "$ "\n'
+     'send "sudo systemctl restart\\r"'),
+    ("# hostname:port:database:username:password\npg.internal:5432:app:app_rw:gpt2CT*G.Ze_\n"
+     "*:*:*:postgres:S3cret99",
+     "# hostname:port:database:username:password\npg.internal:5432:app:app_rw:"
+     "[REDACTED:password]\n*:*:*:postgres:[REDACTED:password]"),
     ("requirepass\nfoobared2024\n$ redis-cli config get masterauth\nmasterauth\nfoobared2025",
      "requirepass\n[REDACTED:password]\n$ redis-cli config get masterauth\nmasterauth\n"
      "[REDACTED:password]"),
@@ -294,6 +301,7 @@ def test_a_command_in_a_tool_calls_json_is_redacted_and_stays_json(text: str,
     "npm config set //registry.example.com/:_authToken %NPM_TOKEN%",
     "docker login ghcr.io -u user -p ${{ secrets.GITHUB_TOKEN }}",
     "mysql -u root -p${{ secrets.DB_PASSWORD }} app",
+    'expect "*assword*"\nsend -- "$env(PW)\\r"', "12:30:45:10:00 Done; db:5432:app",
 ])
 def test_commands_without_a_secret_stay_as_they_are(text: str) -> None:
     """A tool's other flags (a port, a thread count), a value it will prompt for, one a

@@ -398,6 +398,12 @@ def test_a_secret_a_call_takes_by_its_place_is_redacted(text: str,
     ("accounts: ['0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266', 'ServiceAccountPrimary']", None),
     ('"accounts": [{"accountIdentifier": "x"}]', None),
     ('"unseal_keys_b64": []', None),
+    # a session's cookie as code sets it (not a short word)
+    ('context.add_cookies([{\n    "name": "sessionid",\n    "value": "ofvji9rru9ibzq9bgwg2ynv2od",'
+     '\n    "domain": ".acme.io"\n}])',
+     'context.add_cookies([{\n    "name": "sessionid",\n    "value": "[REDACTED:cookie]",'
+     '\n    "domain": ".acme.io"\n}])'),
+    ('{"name": "session", "value": "morning"}', None),
 ])
 def test_every_key_in_a_list_of_keys_is_redacted(text: str, expected: str | None) -> None:
     """Vault's unseal keys as ``vault operator init -format=json`` prints them, and a
