@@ -17,7 +17,6 @@ from otel_diary.record import (
     MAX_RESULT,
     REDACT_WINDOW,
     as_text,
-    error_name,
     handed_back,
     redact_tail,
     reported,
@@ -184,11 +183,3 @@ def test_a_result_that_says_nothing_of_an_error_tells_nothing(result: object) ->
     """A result with no message, output or exit code, one too long to read, malformed
     JSON, or no text gives nothing."""
     assert reported(result) == (None, None)
-
-
-def test_an_error_type_too_long_for_a_name_is_none() -> None:
-    """An ``error.type`` is a class's name; one longer than 256 characters is text a cut
-    would leave part of (a command cut between its secret and what says it is one)."""
-    assert error_name("<class 'a.B'>") == "a.B"
-    assert error_name("TimeoutError") == "TimeoutError"
-    assert error_name("x" * 240 + " echo 00000001 | sudo -S ls") is None
