@@ -303,9 +303,9 @@ PROSE_ANCHORED: tuple[Rule, ...] = (
          rf"(?={_IN_CELL}{{0,511}}[0-9])(?={_IN_CELL}{{0,511}}[A-Za-z]){_IN_CELL}{{8,512}}"
          + _CELL_END, ("pass", "pw", "secret", "token", "api", "access", "private"),
          keep_prefix=True, anchored=True),
-    # A secret a command printed on the next line (after its warnings): a lone word of
-    # letters and digits, no path, variable or document (where the needle may be:
-    # _Printed.fits).
+    # A secret a command printed on the next line (after what _BEFORE_OUTPUT lets come
+    # between): a lone word of letters and digits, no path, variable or document (where the
+    # needle may be: _Printed.fits).
     _Printed("secret", r"(?i)((?:passw(?:or)?d|passphrase|token|secret|(?:private[_-]?)?key)"
              r"[^\r\n]{0,256}\r?\n" + _BEFORE_OUTPUT + ")"
              r"(?![^\r\n]{257}|[$/~{\[<]|https?:)(?=[^\s]{0,255}[0-9])(?=[^\s]{0,255}[A-Za-z])"
